@@ -1,0 +1,112 @@
+// devmesh/comm/communicator.h
+// -----------------------------------------------------------------------------
+// Communicator: one process group. Every rank of the group holds one, and the
+// collectives below are called by all of them in the same order (NCCL's and
+// MPI's rule). Buffers are contiguous: pointer + element count + DataType.
+// On the NCCL backend buffers are device pointers and calls are enqueued on
+// the communicator's stream (synchronized before return unless the backend's
+// options say otherwise); on Gloo they are host pointers and calls block.
+//
+// In-place: pass the same pointer as send and recv (AllGather: send is
+// recv + rank * count elements; ReduceScatter: send is the full buffer and
+// recv is send + rank * count elements), as in NCCL.
+//
+// Errors: InvalidArgument (null buffer with count > 0, bad root/peer rank),
+// Unimplemented naming the dtype or op a backend cannot do,
+// DeadlineExceeded (a peer did not answer within the timeout), Internal /
+// Unavailable (backend failure, message from the backend). After Abort every
+// call returns FailedPrecondition.
+//
+// Thread-safety: a Communicator is not safe for concurrent collectives from
+// several threads (NCCL's rule); distinct Communicators may be used from
+// distinct threads.
+#ifndef DEVMESH_COMM_COMMUNICATOR_H_
+#define DEVMESH_COMM_COMMUNICATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace devmesh {
+
+enum class DataType {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt8,
+  kUInt8,
+  kInt32,
+  kInt64,
+};
+
+// Bytes per element of `dtype`.
+size_t DataTypeSize(DataType dtype);
+// "float32", "bfloat16", ... (the names --dtype flags take).
+absl::string_view DataTypeName(DataType dtype);
+// Inverse of DataTypeName. Errors: InvalidArgument naming `name`.
+absl::StatusOr<DataType> ParseDataType(absl::string_view name);
+
+enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
+absl::string_view ReduceOpName(ReduceOp op);
+
+// The color passed to Split by a rank that joins no child (NCCL's
+// NCCL_SPLIT_NOCOLOR).
+inline constexpr int kNoColor = -1;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  // "gloo" or "nccl".
+  virtual absl::string_view backend() const = 0;
+  // This rank's position in the group, in [0, size()).
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The global (world) rank of each group rank, in group order.
+  virtual const std::vector<int>& global_ranks() const = 0;
+
+  virtual absl::Status AllReduce(const void* send, void* recv, size_t count,
+                                 DataType dtype, ReduceOp op) = 0;
+  // recv holds size() * count elements, rank r's at offset r * count.
+  virtual absl::Status AllGather(const void* send, void* recv, size_t count,
+                                 DataType dtype) = 0;
+  // send holds size() * count elements; recv gets block rank() reduced.
+  virtual absl::Status ReduceScatter(const void* send, void* recv,
+                                     size_t count, DataType dtype,
+                                     ReduceOp op) = 0;
+  // root is a group rank. send is read on the root only.
+  virtual absl::Status Broadcast(const void* send, void* recv, size_t count,
+                                 DataType dtype, int root) = 0;
+  // send and recv hold size() * count elements; block j of send goes to
+  // group rank j, block i of recv came from group rank i.
+  virtual absl::Status AllToAll(const void* send, void* recv, size_t count,
+                                DataType dtype) = 0;
+  // Point to point; peer is a group rank.
+  virtual absl::Status Send(const void* buf, size_t count, DataType dtype,
+                            int peer) = 0;
+  virtual absl::Status Recv(void* buf, size_t count, DataType dtype,
+                            int peer) = 0;
+  virtual absl::Status Barrier() = 0;
+
+  // Collective over this group: ranks passing the same `color` (>= 0) form a
+  // child group ordered by (key, parent rank), as ncclCommSplit. A rank
+  // passing kNoColor joins none and gets nullptr. Errors: InvalidArgument
+  // for color < -1.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
+                                                              int key) = 0;
+
+  // Stops the group: pending and later calls fail. Safe from any thread.
+  virtual absl::Status Abort() = 0;
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_COMMUNICATOR_H_
