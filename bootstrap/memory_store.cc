@@ -1,0 +1,115 @@
+#include "bootstrap/memory_store.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "bootstrap/store_limits.h"
+
+namespace devmesh {
+
+absl::Status InMemoryStore::Set(absl::string_view key,
+                                absl::string_view value) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  if (absl::Status s = ValidateValue(value); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  table_.Set(key, value);
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryStore::AwaitKeys(absl::Span<const std::string> keys,
+                                      absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (const std::string& key : keys) {
+    auto present = [this, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return table_.Contains(key);
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&present), deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("store key '", absl::CHexEscape(key),
+                       "' was not set within ", absl::FormatDuration(timeout)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> InMemoryStore::Get(absl::string_view key,
+                                               absl::Duration timeout) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  std::string k(key);
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = AwaitKeys({k}, timeout); !s.ok()) return s;
+  return *table_.Find(key);
+}
+
+absl::StatusOr<int64_t> InMemoryStore::Add(absl::string_view key,
+                                           int64_t delta) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  return table_.Add(key, delta);
+}
+
+absl::StatusOr<std::string> InMemoryStore::CompareSet(
+    absl::string_view key, absl::string_view expected,
+    absl::string_view desired) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  if (absl::Status s = ValidateValue(expected); !s.ok()) return s;
+  if (absl::Status s = ValidateValue(desired); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  bool created = false;
+  return table_.CompareSet(key, expected, desired, &created);
+}
+
+absl::Status InMemoryStore::Wait(absl::Span<const std::string> keys,
+                                 absl::Duration timeout) {
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  return AwaitKeys(keys, timeout);
+}
+
+absl::StatusOr<bool> InMemoryStore::Check(absl::Span<const std::string> keys) {
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  for (const std::string& key : keys) {
+    if (!table_.Contains(key)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> InMemoryStore::DeleteKey(absl::string_view key) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  return table_.Delete(key);
+}
+
+absl::StatusOr<int64_t> InMemoryStore::NumKeys() {
+  absl::MutexLock lock(&mu_);
+  return table_.size();
+}
+
+absl::StatusOr<std::vector<std::string>> InMemoryStore::MultiGet(
+    absl::Span<const std::string> keys, absl::Duration timeout) {
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = AwaitKeys(keys, timeout); !s.ok()) return s;
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  for (const std::string& key : keys) values.push_back(*table_.Find(key));
+  return values;
+}
+
+absl::Status InMemoryStore::MultiSet(absl::Span<const std::string> keys,
+                                     absl::Span<const std::string> values) {
+  if (keys.size() != values.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MultiSet got ", keys.size(), " keys but ", values.size(),
+                     " values"));
+  }
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  for (const std::string& value : values) {
+    if (absl::Status s = ValidateValue(value); !s.ok()) return s;
+  }
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < keys.size(); ++i) table_.Set(keys[i], values[i]);
+  return absl::OkStatus();
+}
+
+}  // namespace devmesh
