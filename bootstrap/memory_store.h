@@ -7,13 +7,21 @@
 //
 // Thread-safety: every method may be called from any number of threads; a
 // waiting Get/Wait/MultiGet does not block other callers.
+//
+// Why std::mutex and not absl::Mutex: Debian's Abseil is a prebuilt shared
+// library without TSan instrumentation, so TSan cannot see absl::Mutex's
+// happens-before edges and reports false races under --config=tsan; the
+// pthread-based std primitives are intercepted by TSan. Same in the TCP
+// client, the launcher and the multi-process test helper.
 #ifndef DEVMESH_BOOTSTRAP_MEMORY_STORE_H_
 #define DEVMESH_BOOTSTRAP_MEMORY_STORE_H_
 
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
+
 #include "bootstrap/kv_table.h"
 #include "bootstrap/store.h"
 
@@ -47,13 +55,15 @@ class InMemoryStore : public Store {
 
  private:
   // Waits until every key is present; DeadlineExceeded names the first missing.
-  absl::Status AwaitKeys(absl::Span<const std::string> keys,
-                         absl::Duration timeout)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `lock` holds mu_.
+  absl::Status AwaitKeys(std::unique_lock<std::mutex>& lock,
+                         absl::Span<const std::string> keys,
+                         absl::Duration timeout);
 
   const absl::Duration default_timeout_;
-  absl::Mutex mu_;
-  KvTable table_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  std::condition_variable changed_;  // notified when a key is added
+  KvTable table_;                    // guarded by mu_
 };
 
 }  // namespace devmesh
