@@ -1,0 +1,63 @@
+// devmesh/bootstrap/tcp_store_server.h
+// -----------------------------------------------------------------------------
+// TcpStoreServer: the server side of the TCP store (rank 0 hosts it, like
+// c10d's TCPStore master). It runs a libuv event loop on its own thread, so
+// one thread serves every client without a thread per connection (the design
+// of PyTorch's libuv TCPStore backend). Gets and Waits on missing keys are
+// parked in the server and answered when the keys arrive or when their
+// timeout passes (DeadlineExceeded), never polled.
+//
+// Robustness: a client that sends a malformed frame, a length over
+// kMaxFrameBytes, an unknown op, a bad handshake, or that vanishes mid-frame
+// is dropped (after an error reply where a reply makes sense); the other
+// clients and the data are untouched.
+//
+// Thread-safety: Start, port and the destructor may be called from any
+// thread; the data lives on the loop thread only.
+#ifndef DEVMESH_BOOTSTRAP_TCP_STORE_SERVER_H_
+#define DEVMESH_BOOTSTRAP_TCP_STORE_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace devmesh {
+
+struct TcpStoreServerOptions {
+  // Address to bind: "" or "0.0.0.0" = every IPv4 interface, "127.0.0.1" =
+  // loopback only, or a name / IPv6 literal.
+  std::string host = "0.0.0.0";
+  // 0 = pick a free port (read it back with port()).
+  int port = 0;
+  // When not empty, a client must present this token in its handshake, else
+  // it is answered PermissionDenied and dropped.
+  std::string token;
+};
+
+class TcpStoreServer {
+ public:
+  // Binds, listens (backlog = the host's somaxconn) and starts the loop
+  // thread. Errors: InvalidArgument (bad port or host), Unavailable (port in
+  // use or other socket error, naming host:port), Internal (libuv failure).
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(
+      const TcpStoreServerOptions& options);
+
+  // Stops the loop, drops every client and joins the thread.
+  ~TcpStoreServer();
+
+  // The port the server listens on (the chosen one when options.port was 0).
+  int port() const { return port_; }
+
+  class Impl;  // defined in tcp_store_server.cc
+
+ private:
+  TcpStoreServer(std::unique_ptr<Impl> impl, int port);
+
+  std::unique_ptr<Impl> impl_;
+  int port_;
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_BOOTSTRAP_TCP_STORE_SERVER_H_
