@@ -1,0 +1,327 @@
+// devmesh/comm/gloo/gloo_communicator.cc
+// Collectives of the Gloo backend. Creation and Split: gloo_connect.cc.
+#include "comm/gloo/gloo_communicator.h"
+
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "comm/dtype.h"
+#include "comm/gloo/gloo_reduce_scatter.h"
+#include "comm/gloo/gloo_status.h"
+#include "comm/gloo/reduce_functions.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/alltoall.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/transport/unbound_buffer.h"
+
+namespace devmesh {
+namespace {
+
+using gloo_internal::GlooCall;
+
+// Slots for devmesh's own unbound-buffer traffic, above Gloo's prefixes.
+constexpr uint64_t kSendRecvSlot = uint64_t{0x7e} << 56;
+constexpr uint64_t kReduceScatterSlot = uint64_t{0x7d} << 56;
+
+template <typename T>
+void GlooAllreduce(const std::shared_ptr<::gloo::Context>& context, void* buf,
+                   size_t count, const gloo_internal::ReduceFunc& fn,
+                   std::chrono::milliseconds timeout) {
+  ::gloo::AllreduceOptions opts(context);
+  opts.setOutput<T>(static_cast<T*>(buf), count);
+  opts.setReduceFunction(fn);
+  opts.setTimeout(timeout);
+  ::gloo::allreduce(opts);
+}
+
+void AllreduceBySize(const std::shared_ptr<::gloo::Context>& context,
+                     void* buf, size_t count, size_t elem_size,
+                     const gloo_internal::ReduceFunc& fn,
+                     std::chrono::milliseconds timeout) {
+  switch (elem_size) {
+    case 1:
+      return GlooAllreduce<uint8_t>(context, buf, count, fn, timeout);
+    case 2:
+      return GlooAllreduce<uint16_t>(context, buf, count, fn, timeout);
+    case 4:
+      return GlooAllreduce<uint32_t>(context, buf, count, fn, timeout);
+    default:
+      return GlooAllreduce<uint64_t>(context, buf, count, fn, timeout);
+  }
+}
+
+std::string Describe(absl::string_view op, DataType dtype, size_t count) {
+  return absl::StrCat("gloo ", op, " (", DataTypeName(dtype), ", ", count,
+                      " elements)");
+}
+
+}  // namespace
+
+std::chrono::milliseconds GlooCommunicator::timeout() const {
+  return absl::ToChronoMilliseconds(options_.timeout);
+}
+
+absl::Status GlooCommunicator::CheckOpen(absl::string_view op) const {
+  if (aborted_.load()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("gloo ", op, ": communicator was aborted"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::CheckBuffer(absl::string_view op,
+                                           absl::string_view name,
+                                           const void* ptr, size_t count,
+                                           size_t blocks,
+                                           DataType dtype) const {
+  const size_t elem = DataTypeSize(dtype);
+  if (elem == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo ", op, ": invalid dtype value ", static_cast<int>(dtype)));
+  }
+  if (count > std::numeric_limits<size_t>::max() / elem / blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo ", op, ": count ", count, " x ", blocks, " blocks of ",
+        DataTypeName(dtype), " overflows the byte count"));
+  }
+  if (ptr == nullptr && count > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo ", op, ": ", name, " buffer is null with count ", count));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::CheckOp(absl::string_view op,
+                                       ReduceOp reduce) const {
+  const int value = static_cast<int>(reduce);
+  if (value < 0 || value > static_cast<int>(ReduceOp::kAvg)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo ", op, ": invalid ReduceOp value ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::CheckRank(absl::string_view op,
+                                         absl::string_view name,
+                                         int rank) const {
+  if (rank < 0 || rank >= size_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo ", op, ": ", name, " ", rank, " is outside [0, ", size_, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::AllReduce(const void* send, void* recv,
+                                         size_t count, DataType dtype,
+                                         ReduceOp op) {
+  if (auto s = CheckOpen("allreduce"); !s.ok()) return s;
+  if (auto s = CheckBuffer("allreduce", "send", send, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckBuffer("allreduce", "recv", recv, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckOp("allreduce", op); !s.ok()) return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t elem = DataTypeSize(dtype);
+  if (send != recv) std::memmove(recv, send, count * elem);
+  if (size_ == 1) return absl::OkStatus();
+  auto fn = gloo_internal::GetReduceFunction(dtype, op);
+  absl::Status status = GlooCall(
+      absl::StrCat(Describe("allreduce", dtype, count), " ", ReduceOpName(op)),
+      [&] { AllreduceBySize(context_, recv, count, elem, fn, timeout()); });
+  if (!status.ok()) return status;
+  if (op == ReduceOp::kAvg) {
+    gloo_internal::DivideInPlace(recv, count, dtype, size_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::AllGather(const void* send, void* recv,
+                                         size_t count, DataType dtype) {
+  if (auto s = CheckOpen("allgather"); !s.ok()) return s;
+  if (auto s = CheckBuffer("allgather", "send", send, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckBuffer("allgather", "recv", recv, count, size_, dtype);
+      !s.ok())
+    return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t bytes = count * DataTypeSize(dtype);
+  char* out = static_cast<char*>(recv);
+  // Gloo copies the input into the output block of this rank; an in-place
+  // call would make that a self-overlapping memcpy, so stage it.
+  std::vector<char> staged;
+  const char* in = static_cast<const char*>(send);
+  if (in == out + rank_ * bytes) {
+    staged.assign(in, in + bytes);
+    in = staged.data();
+  }
+  if (size_ == 1) {
+    std::memmove(out, in, bytes);
+    return absl::OkStatus();
+  }
+  return GlooCall(Describe("allgather", dtype, count), [&] {
+    ::gloo::AllgatherOptions opts(context_);
+    opts.setInput<char>(const_cast<char*>(in), bytes);
+    opts.setOutput<char>(out, bytes * size_);
+    opts.setTimeout(timeout());
+    ::gloo::allgather(opts);
+  });
+}
+
+absl::Status GlooCommunicator::ReduceScatter(const void* send, void* recv,
+                                             size_t count, DataType dtype,
+                                             ReduceOp op) {
+  if (auto s = CheckOpen("reduce_scatter"); !s.ok()) return s;
+  if (auto s = CheckBuffer("reduce_scatter", "send", send, count, size_,
+                           dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckBuffer("reduce_scatter", "recv", recv, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckOp("reduce_scatter", op); !s.ok()) return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t bytes = count * DataTypeSize(dtype);
+  const char* in = static_cast<const char*>(send);
+  std::vector<char> work(in, in + bytes * size_);
+  auto fn = gloo_internal::GetReduceFunction(dtype, op);
+  absl::Status status = GlooCall(
+      absl::StrCat(Describe("reduce_scatter", dtype, count), " ",
+                   ReduceOpName(op)),
+      [&] {
+        gloo_internal::RingReduceScatter(context_, work.data(), count, bytes,
+                                         fn, kReduceScatterSlot, timeout());
+      });
+  if (!status.ok()) return status;
+  char* mine = work.data() + rank_ * bytes;
+  if (op == ReduceOp::kAvg) {
+    gloo_internal::DivideInPlace(mine, count, dtype, size_);
+  }
+  std::memmove(recv, mine, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::Broadcast(const void* send, void* recv,
+                                         size_t count, DataType dtype,
+                                         int root) {
+  if (auto s = CheckOpen("broadcast"); !s.ok()) return s;
+  if (auto s = CheckRank("broadcast", "root", root); !s.ok()) return s;
+  if (auto s = CheckBuffer("broadcast", "recv", recv, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (rank_ == root) {
+    if (auto s = CheckBuffer("broadcast", "send", send, count, 1, dtype);
+        !s.ok())
+      return s;
+  }
+  if (count == 0) return absl::OkStatus();
+  const size_t bytes = count * DataTypeSize(dtype);
+  if (rank_ == root && send != recv) std::memmove(recv, send, bytes);
+  if (size_ == 1) return absl::OkStatus();
+  return GlooCall(Describe("broadcast", dtype, count), [&] {
+    ::gloo::BroadcastOptions opts(context_);
+    opts.setOutput<char>(static_cast<char*>(recv), bytes);
+    opts.setRoot(root);
+    opts.setTimeout(timeout());
+    ::gloo::broadcast(opts);
+  });
+}
+
+absl::Status GlooCommunicator::AllToAll(const void* send, void* recv,
+                                        size_t count, DataType dtype) {
+  if (auto s = CheckOpen("alltoall"); !s.ok()) return s;
+  if (auto s = CheckBuffer("alltoall", "send", send, count, size_, dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckBuffer("alltoall", "recv", recv, count, size_, dtype);
+      !s.ok())
+    return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t total = count * DataTypeSize(dtype) * size_;
+  const char* in = static_cast<const char*>(send);
+  std::vector<char> staged;
+  if (send == recv) {  // In-place: Gloo needs distinct buffers.
+    staged.assign(in, in + total);
+    in = staged.data();
+  }
+  if (size_ == 1) {
+    std::memmove(recv, in, total);
+    return absl::OkStatus();
+  }
+  return GlooCall(Describe("alltoall", dtype, count), [&] {
+    ::gloo::AlltoallOptions opts(context_);
+    opts.setInput<char>(const_cast<char*>(in), total);
+    opts.setOutput<char>(static_cast<char*>(recv), total);
+    opts.setTimeout(timeout());
+    ::gloo::alltoall(opts);
+  });
+}
+
+absl::Status GlooCommunicator::Send(const void* buf, size_t count,
+                                    DataType dtype, int peer) {
+  if (auto s = CheckOpen("send"); !s.ok()) return s;
+  if (auto s = CheckRank("send", "peer", peer); !s.ok()) return s;
+  if (peer == rank_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo send: peer ", peer, " is this rank"));
+  }
+  if (auto s = CheckBuffer("send", "send", buf, count, 1, dtype); !s.ok())
+    return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t bytes = count * DataTypeSize(dtype);
+  return GlooCall(absl::StrCat(Describe("send", dtype, count), " to ", peer),
+                  [&] {
+                    auto ub = context_->createUnboundBuffer(
+                        const_cast<void*>(buf), bytes);
+                    ub->send(peer, kSendRecvSlot);
+                    if (!ub->waitSend(timeout())) {
+                      throw ::gloo::IoException("send aborted");
+                    }
+                  });
+}
+
+absl::Status GlooCommunicator::Recv(void* buf, size_t count, DataType dtype,
+                                    int peer) {
+  if (auto s = CheckOpen("recv"); !s.ok()) return s;
+  if (auto s = CheckRank("recv", "peer", peer); !s.ok()) return s;
+  if (peer == rank_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo recv: peer ", peer, " is this rank"));
+  }
+  if (auto s = CheckBuffer("recv", "recv", buf, count, 1, dtype); !s.ok())
+    return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t bytes = count * DataTypeSize(dtype);
+  return GlooCall(absl::StrCat(Describe("recv", dtype, count), " from ", peer),
+                  [&] {
+                    auto ub = context_->createUnboundBuffer(buf, bytes);
+                    ub->recv(peer, kSendRecvSlot);
+                    if (!ub->waitRecv(timeout())) {
+                      throw ::gloo::IoException("recv aborted");
+                    }
+                  });
+}
+
+absl::Status GlooCommunicator::Barrier() {
+  if (auto s = CheckOpen("barrier"); !s.ok()) return s;
+  if (size_ == 1) return absl::OkStatus();
+  return GlooCall("gloo barrier", [&] {
+    ::gloo::BarrierOptions opts(context_);
+    opts.setTimeout(timeout());
+    ::gloo::barrier(opts);
+  });
+}
+
+absl::Status GlooCommunicator::Abort() {
+  if (aborted_.exchange(true)) return absl::OkStatus();
+  return GlooCall("gloo abort", [&] { context_->closeConnections(); });
+}
+
+}  // namespace devmesh

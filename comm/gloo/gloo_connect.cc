@@ -1,0 +1,137 @@
+// devmesh/comm/gloo/gloo_connect.cc
+// Creation of Gloo groups: the world group and Split's children.
+#include <algorithm>
+#include <numeric>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "comm/gloo/gloo_communicator.h"
+#include "comm/gloo/gloo_device.h"
+#include "comm/gloo/gloo_status.h"
+#include "comm/gloo/gloo_store.h"
+#include "gloo/allgather.h"
+#include "gloo/rendezvous/context.h"
+
+namespace devmesh {
+
+using gloo_internal::GlooCall;
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
+    std::shared_ptr<Store> store, int rank, int size,
+    const CommOptions& options) {
+  if (store == nullptr) {
+    return absl::InvalidArgumentError("gloo: store is null");
+  }
+  if (size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo: size ", size, " must be at least 1"));
+  }
+  if (rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo: rank ", rank, " is outside [0, ", size, ")"));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo: timeout ", absl::FormatDuration(options.timeout),
+        " must be positive"));
+  }
+  std::vector<int> global_ranks = options.global_ranks;
+  if (global_ranks.empty()) {
+    global_ranks.resize(size);
+    std::iota(global_ranks.begin(), global_ranks.end(), 0);
+  } else if (static_cast<int>(global_ranks.size()) != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo: global_ranks has ", global_ranks.size(),
+                     " entries for a group of size ", size));
+  }
+  absl::flat_hash_set<int> seen;
+  for (int g : global_ranks) {
+    if (g < 0 || !seen.insert(g).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gloo: global rank ", g, " in global_ranks is negative or repeated"));
+    }
+  }
+  auto device = gloo_internal::MakeGlooDevice(options.gloo);
+  if (!device.ok()) return device.status();
+  auto comm = GlooCommunicator::Connect(std::move(store), "gloo/", rank, size,
+                                        std::move(global_ranks), options,
+                                        *std::move(device));
+  if (!comm.ok()) return comm.status();
+  return std::unique_ptr<Communicator>(*std::move(comm));
+}
+
+absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
+    std::shared_ptr<Store> store, std::string prefix, int rank, int size,
+    std::vector<int> global_ranks, const CommOptions& options,
+    std::shared_ptr<::gloo::transport::Device> device) {
+  std::unique_ptr<GlooCommunicator> comm(new GlooCommunicator());
+  comm->store_ = std::move(store);
+  comm->prefix_ = std::move(prefix);
+  comm->rank_ = rank;
+  comm->size_ = size;
+  comm->global_ranks_ = std::move(global_ranks);
+  comm->options_ = options;
+  comm->options_.global_ranks.clear();  // Held in global_ranks_.
+  comm->device_ = std::move(device);
+  auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
+  gloo_internal::GlooStore gloo_store(comm->store_, comm->prefix_,
+                                      options.timeout);
+  absl::Status status = GlooCall(
+      absl::StrCat("gloo connect (rank ", rank, " of ", size, ", prefix \"",
+                   comm->prefix_, "\")"),
+      [&] { context->connectFullMesh(gloo_store, comm->device_); });
+  comm->store_round_trips_ = gloo_store.round_trips();
+  if (!status.ok()) return status;
+  comm->context_ = std::move(context);
+  return comm;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
+    int color, int key) {
+  if (auto s = CheckOpen("split"); !s.ok()) return s;
+  if (color < kNoColor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo split: color ", color, " must be >= 0 or kNoColor (-1)"));
+  }
+  const int64_t seq = split_count_++;
+  // One all-gather of (color, key) over this group, through Gloo.
+  std::vector<int32_t> mine = {color, key};
+  std::vector<int32_t> all(2 * static_cast<size_t>(size_));
+  if (size_ == 1) {
+    all = mine;
+  } else {
+    absl::Status status = GlooCall("gloo split: all-gather of (color, key)", [&] {
+      ::gloo::AllgatherOptions opts(context_);
+      opts.setInput<int32_t>(mine.data(), 2);
+      opts.setOutput<int32_t>(all.data(), all.size());
+      opts.setTimeout(timeout());
+      ::gloo::allgather(opts);
+    });
+    if (!status.ok()) return status;
+  }
+  if (color == kNoColor) return std::unique_ptr<Communicator>();
+  // Members of my color, ordered by (key, parent rank) as ncclCommSplit.
+  std::vector<std::pair<int32_t, int>> members;
+  for (int r = 0; r < size_; ++r) {
+    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
+  }
+  std::sort(members.begin(), members.end());
+  int child_rank = -1;
+  std::vector<int> child_globals;
+  child_globals.reserve(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].second == rank_) child_rank = static_cast<int>(i);
+    child_globals.push_back(global_ranks_[members[i].second]);
+  }
+  auto child = Connect(
+      store_, absl::StrCat(prefix_, "split/", seq, "/", color, "/"),
+      child_rank, static_cast<int>(members.size()), std::move(child_globals),
+      options_, device_);
+  if (!child.ok()) return child.status();
+  return std::unique_ptr<Communicator>(*std::move(child));
+}
+
+}  // namespace devmesh

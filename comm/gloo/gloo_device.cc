@@ -1,0 +1,55 @@
+// devmesh/comm/gloo/gloo_device.cc
+#include "comm/gloo/gloo_device.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "comm/gloo/gloo_status.h"
+#include "gloo/transport/tcp/device.h"
+
+namespace devmesh {
+namespace gloo_internal {
+namespace {
+
+absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> TryCreate(
+    const ::gloo::transport::tcp::attr& attr, absl::string_view what) {
+  std::shared_ptr<::gloo::transport::Device> device;
+  absl::Status status = GlooCall(what, [&] {
+    device = ::gloo::transport::tcp::CreateDevice(attr);
+  });
+  if (!status.ok()) return absl::UnavailableError(status.message());
+  return device;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
+    const GlooOptions& options) {
+  ::gloo::transport::tcp::attr attr;
+  if (!options.hostname.empty()) {
+    attr.hostname = options.hostname;
+    return TryCreate(attr, absl::StrCat("gloo device on host \"",
+                                        options.hostname, "\""));
+  }
+  const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
+  if (iface != nullptr && iface[0] != '\0') {
+    attr.iface = iface;
+    return TryCreate(attr, absl::StrCat("gloo device on GLOO_SOCKET_IFNAME=\"",
+                                        iface, "\""));
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') {
+    attr.hostname = host;
+    auto device = TryCreate(attr, "gloo device");
+    if (device.ok()) return device;
+  }
+  attr.hostname = "127.0.0.1";
+  return TryCreate(attr, "gloo device on 127.0.0.1");
+}
+
+}  // namespace gloo_internal
+}  // namespace devmesh

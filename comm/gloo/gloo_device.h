@@ -1,0 +1,29 @@
+// devmesh/comm/gloo/gloo_device.h
+// -----------------------------------------------------------------------------
+// The Gloo TCP device (listening socket + event loop thread) of a process.
+// One device is made per world communicator and shared by every group Split
+// from it, so a child group costs only its own connections, not a new
+// listener and loop thread.
+#ifndef DEVMESH_COMM_GLOO_GLOO_DEVICE_H_
+#define DEVMESH_COMM_GLOO_GLOO_DEVICE_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "comm/options.h"
+#include "gloo/transport/device.h"
+
+namespace devmesh {
+namespace gloo_internal {
+
+// Address choice: options.hostname when set; else the interface named by the
+// GLOO_SOCKET_IFNAME environment variable; else this host's name when a
+// device can be made on it; else 127.0.0.1 (PyTorch's ProcessGroupGloo
+// rule). Errors: Unavailable when no device can be made (message from Gloo).
+absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
+    const GlooOptions& options);
+
+}  // namespace gloo_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_GLOO_GLOO_DEVICE_H_

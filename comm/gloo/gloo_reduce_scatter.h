@@ -1,0 +1,33 @@
+// devmesh/comm/gloo/gloo_reduce_scatter.h
+// -----------------------------------------------------------------------------
+// Ring reduce-scatter over Gloo unbound buffers (Gloo 0.5 has no
+// options-style reduce_scatter). Group rank r ends with block r of the
+// element-wise reduction of every rank's `work`. Bandwidth-optimal: each rank
+// sends and receives (size - 1) blocks.
+#ifndef DEVMESH_COMM_GLOO_GLOO_REDUCE_SCATTER_H_
+#define DEVMESH_COMM_GLOO_GLOO_REDUCE_SCATTER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "comm/gloo/reduce_functions.h"
+#include "gloo/context.h"
+
+namespace devmesh {
+namespace gloo_internal {
+
+// `work` holds context->size blocks of `block_bytes` (each `block_elems`
+// elements) and is overwritten; on return its block context->rank holds the
+// reduced result. Called by every rank of the context in the same order.
+// Throws Gloo exceptions (callers wrap it in GlooCall).
+void RingReduceScatter(const std::shared_ptr<::gloo::Context>& context,
+                       char* work, size_t block_elems, size_t block_bytes,
+                       const ReduceFunc& reduce, uint64_t slot,
+                       std::chrono::milliseconds timeout);
+
+}  // namespace gloo_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_GLOO_GLOO_REDUCE_SCATTER_H_

@@ -1,0 +1,45 @@
+// devmesh/comm/gloo/reduce_functions.h
+// -----------------------------------------------------------------------------
+// Element-wise reductions for Gloo, for every (DataType, ReduceOp): Gloo's
+// own ReductionFunction covers native types only, so devmesh supplies the
+// function Gloo's allreduce calls (AllreduceOptions::setReduceFunction).
+//
+// Arithmetic: integer sum and prod wrap modulo 2^bits (done in unsigned
+// arithmetic, as NCCL does on the GPU); float16 and bfloat16 are widened to
+// float32, reduced, and rounded back to nearest-even. kAvg reduces as kSum;
+// the caller then divides by the group size with DivideInPlace (integers
+// truncate toward zero, PyTorch's rule for integer true division followed by
+// a cast). Thread-safety: pure functions.
+#ifndef DEVMESH_COMM_GLOO_REDUCE_FUNCTIONS_H_
+#define DEVMESH_COMM_GLOO_REDUCE_FUNCTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "comm/communicator.h"
+
+namespace devmesh {
+namespace gloo_internal {
+
+// out[i] = a[i] op b[i] for i < n; out may alias a or b.
+using ReduceFunc = std::function<void(void*, const void*, const void*, size_t)>;
+
+// The reduction for (dtype, op) (kAvg gives the sum). Returns an empty
+// function for a dtype value outside the enum.
+ReduceFunc GetReduceFunction(DataType dtype, ReduceOp op);
+
+// data[i] /= divisor for i < count, in dtype's arithmetic.
+void DivideInPlace(void* data, size_t count, DataType dtype, int divisor);
+
+// bfloat16 <-> float32 (round to nearest even; NaN stays NaN).
+float BFloat16ToFloat(uint16_t bits);
+uint16_t FloatToBFloat16(float value);
+// float16 <-> float32 (Gloo's conversions).
+float Float16ToFloat(uint16_t bits);
+uint16_t FloatToFloat16(float value);
+
+}  // namespace gloo_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_GLOO_REDUCE_FUNCTIONS_H_

@@ -1,0 +1,206 @@
+// devmesh/comm/nccl/nccl_communicator.cc
+// Collectives of the NCCL backend. Creation and Split: nccl_connect.cc.
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "comm/dtype.h"
+#include "comm/nccl/nccl_communicator_impl.h"
+#include "comm/nccl/nccl_status.h"
+
+namespace devmesh {
+namespace nccl_internal {
+namespace {
+
+ncclDataType_t ToNccl(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32: return ncclFloat32;
+    case DataType::kFloat64: return ncclFloat64;
+    case DataType::kFloat16: return ncclFloat16;
+    case DataType::kBFloat16: return ncclBfloat16;
+    case DataType::kInt8: return ncclInt8;
+    case DataType::kUInt8: return ncclUint8;
+    case DataType::kInt32: return ncclInt32;
+    case DataType::kInt64: return ncclInt64;
+  }
+  return ncclFloat32;  // Not reached: Check() rejects other values.
+}
+
+ncclRedOp_t ToNccl(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kProd: return ncclProd;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kAvg: return ncclAvg;
+  }
+  return ncclSum;
+}
+
+bool ValidOp(ReduceOp op) {
+  const int v = static_cast<int>(op);
+  return v >= 0 && v <= static_cast<int>(ReduceOp::kAvg);
+}
+
+}  // namespace
+
+absl::Status NcclCommunicator::Check(absl::string_view op, const void* a,
+                                     const void* b, size_t count,
+                                     DataType dtype) const {
+  if (aborted_.load()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("nccl ", op, ": communicator was aborted"));
+  }
+  if (DataTypeSize(dtype) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl ", op, ": invalid dtype value ", static_cast<int>(dtype)));
+  }
+  if (count > 0 && (a == nullptr || b == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nccl ", op, ": null buffer with count ", count));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::Finish(ncclResult_t result,
+                                      absl::string_view what) {
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return NcclStatus(result, what, comm_);
+  }
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  if (auto s = WaitForComm(comm_, deadline, what); !s.ok()) {
+    aborted_.store(true);  // WaitForComm aborted the communicator.
+    return s;
+  }
+  if (!options_.nccl.synchronize) return absl::OkStatus();
+  while (true) {
+    cudaError_t e = cudaStreamQuery(stream_);
+    if (e == cudaSuccess) return absl::OkStatus();
+    if (e != cudaErrorNotReady) return CudaStatus(e, what);
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      ncclCommAbort(comm_);
+      aborted_.store(true);
+      return NcclStatus(async, what, nullptr);
+    }
+    if (absl::Now() > deadline) {
+      ncclCommAbort(comm_);
+      aborted_.store(true);
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, ": not complete within the timeout; communicator aborted"));
+    }
+    absl::SleepFor(absl::Microseconds(50));
+  }
+}
+
+absl::Status NcclCommunicator::AllReduce(const void* send, void* recv,
+                                         size_t count, DataType dtype,
+                                         ReduceOp op) {
+  if (auto s = Check("allreduce", send, recv, count, dtype); !s.ok()) return s;
+  if (!ValidOp(op)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl allreduce: invalid ReduceOp value ", static_cast<int>(op)));
+  }
+  return Finish(ncclAllReduce(send, recv, count, ToNccl(dtype), ToNccl(op),
+                              comm_, stream_),
+                "ncclAllReduce");
+}
+
+absl::Status NcclCommunicator::AllGather(const void* send, void* recv,
+                                         size_t count, DataType dtype) {
+  if (auto s = Check("allgather", send, recv, count, dtype); !s.ok()) return s;
+  return Finish(
+      ncclAllGather(send, recv, count, ToNccl(dtype), comm_, stream_),
+      "ncclAllGather");
+}
+
+absl::Status NcclCommunicator::ReduceScatter(const void* send, void* recv,
+                                             size_t count, DataType dtype,
+                                             ReduceOp op) {
+  if (auto s = Check("reduce_scatter", send, recv, count, dtype); !s.ok())
+    return s;
+  if (!ValidOp(op)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl reduce_scatter: invalid ReduceOp value ", static_cast<int>(op)));
+  }
+  return Finish(ncclReduceScatter(send, recv, count, ToNccl(dtype), ToNccl(op),
+                                  comm_, stream_),
+                "ncclReduceScatter");
+}
+
+absl::Status NcclCommunicator::Broadcast(const void* send, void* recv,
+                                         size_t count, DataType dtype,
+                                         int root) {
+  if (root < 0 || root >= size_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl broadcast: root ", root, " is outside [0, ", size_, ")"));
+  }
+  const void* in = rank_ == root ? send : recv;
+  if (auto s = Check("broadcast", in, recv, count, dtype); !s.ok()) return s;
+  return Finish(ncclBroadcast(in, recv, count, ToNccl(dtype), root, comm_,
+                              stream_),
+                "ncclBroadcast");
+}
+
+absl::Status NcclCommunicator::AllToAll(const void* send, void* recv,
+                                        size_t count, DataType dtype) {
+  if (auto s = Check("alltoall", send, recv, count, dtype); !s.ok()) return s;
+  if (send == recv && count > 0 && size_ > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "nccl alltoall: in-place (send == recv) for ", DataTypeName(dtype),
+        " is not supported by the NCCL backend; pass distinct buffers"));
+  }
+  const size_t bytes = count * DataTypeSize(dtype);
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  ncclResult_t r = ncclGroupStart();
+  for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
+    r = ncclSend(in + p * bytes, count, ToNccl(dtype), p, comm_, stream_);
+    if (r == ncclSuccess) {
+      r = ncclRecv(out + p * bytes, count, ToNccl(dtype), p, comm_, stream_);
+    }
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (alltoall)");
+}
+
+absl::Status NcclCommunicator::Send(const void* buf, size_t count,
+                                    DataType dtype, int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl send: peer ", peer, " must be another rank in [0, ", size_, ")"));
+  }
+  if (auto s = Check("send", buf, buf, count, dtype); !s.ok()) return s;
+  return Finish(ncclSend(buf, count, ToNccl(dtype), peer, comm_, stream_),
+                "ncclSend");
+}
+
+absl::Status NcclCommunicator::Recv(void* buf, size_t count, DataType dtype,
+                                    int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl recv: peer ", peer, " must be another rank in [0, ", size_, ")"));
+  }
+  if (auto s = Check("recv", buf, buf, count, dtype); !s.ok()) return s;
+  return Finish(ncclRecv(buf, count, ToNccl(dtype), peer, comm_, stream_),
+                "ncclRecv");
+}
+
+absl::Status NcclCommunicator::Barrier() {
+  // NCCL has no barrier: an all-reduce of one int on the scratch buffer, then
+  // a stream wait (whatever NcclOptions::synchronize says).
+  if (auto s = Check("barrier", scratch_, scratch_, 1, DataType::kInt32);
+      !s.ok())
+    return s;
+  if (auto s = Finish(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum,
+                                    comm_, stream_),
+                      "ncclAllReduce (barrier)");
+      !s.ok())
+    return s;
+  return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+}  // namespace nccl_internal
+}  // namespace devmesh

@@ -1,0 +1,54 @@
+// devmesh/comm/nccl/nccl_communicator.h
+// -----------------------------------------------------------------------------
+// The NCCL backend of Communicator (device buffers, one CUDA stream per
+// communicator or the caller's). This header needs no CUDA: when devmesh is
+// built without a CUDA toolkit (@local_cuda's HAS_NCCL is False) the same
+// functions exist and return Unavailable("devmesh was built without NCCL").
+//
+// Creation (NCCL's documented multi-process recipe): rank 0 calls
+// ncclGetUniqueId and Sets it under the store key "nccl/unique_id"; the
+// others Get it (CommOptions::timeout). Each rank then calls
+// ncclCommInitRankConfig non-blocking and polls ncclCommGetAsyncError until
+// done; past the timeout it calls ncclCommAbort and returns DeadlineExceeded.
+// The store must be a fresh namespace per world communicator (a PrefixStore).
+//
+// Collectives are enqueued on the stream; the call then waits for the stream
+// (polling ncclCommGetAsyncError, bounded by the timeout) unless
+// NcclOptions::synchronize is false. Split is ncclCommSplit with the same
+// config (splitShare from NcclOptions); the child's global ranks come from
+// one all-gather of (color, key) through NCCL.
+//
+// Thread-safety: as Communicator (one collective at a time per communicator;
+// Abort from any thread).
+#ifndef DEVMESH_COMM_NCCL_NCCL_COMMUNICATOR_H_
+#define DEVMESH_COMM_NCCL_NCCL_COMMUNICATOR_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "bootstrap/store.h"
+#include "comm/communicator.h"
+#include "comm/options.h"
+
+namespace devmesh {
+
+// True when this build has the NCCL backend compiled in.
+bool NcclBuiltIn();
+
+// Number of visible CUDA devices. Errors: Unavailable when built without
+// NCCL, or when the CUDA runtime reports no device or no driver (the message
+// says "no CUDA device visible"). Never crashes without a driver.
+absl::StatusOr<int> CudaDeviceCount();
+
+// Creates rank `rank` of a `size`-rank NCCL communicator. Errors:
+// InvalidArgument (null store, size < 1, rank outside [0, size), timeout not
+// positive, global_ranks of the wrong length, cuda_device out of range);
+// Unavailable (built without NCCL, no CUDA device, NCCL system/remote
+// error); DeadlineExceeded (unique id or init not done within the timeout).
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
+    std::shared_ptr<Store> store, int rank, int size,
+    const CommOptions& options);
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_NCCL_NCCL_COMMUNICATOR_H_

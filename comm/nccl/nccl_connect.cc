@@ -1,0 +1,267 @@
+// devmesh/comm/nccl/nccl_connect.cc
+// Creation, Split, Abort and teardown of NCCL communicators.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "comm/nccl/nccl_communicator.h"
+#include "comm/nccl/nccl_communicator_impl.h"
+#include "comm/nccl/nccl_status.h"
+
+namespace devmesh {
+
+bool NcclBuiltIn() { return true; }
+
+absl::StatusOr<int> CudaDeviceCount() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    cudaGetLastError();  // Clear the sticky runtime error.
+    return absl::UnavailableError(absl::StrCat(
+        "no CUDA device visible: cudaGetDeviceCount: ", cudaGetErrorName(error),
+        ": ", cudaGetErrorString(error)));
+  }
+  if (count == 0) {
+    return absl::UnavailableError("no CUDA device visible: device count is 0");
+  }
+  return count;
+}
+
+namespace nccl_internal {
+
+ncclConfig_t MakeConfig(const NcclOptions& options) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  config.splitShare = options.split_share;
+  if (options.cga_cluster_size >= 0) config.cgaClusterSize = options.cga_cluster_size;
+  if (options.min_ctas >= 0) config.minCTAs = options.min_ctas;
+  if (options.max_ctas >= 0) config.maxCTAs = options.max_ctas;
+  if (!options.net_name.empty()) config.netName = options.net_name.c_str();
+  return config;
+}
+
+absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
+                         absl::string_view what) {
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess) return NcclStatus(r, what, comm);
+    if (state == ncclSuccess) return absl::OkStatus();
+    if (state != ncclInProgress) {
+      absl::Status status = NcclStatus(state, what, comm);
+      ncclCommAbort(comm);
+      return status;
+    }
+    if (absl::Now() > deadline) {
+      ncclCommAbort(comm);
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, ": not done within the timeout; communicator "
+                             "aborted (ncclCommAbort)"));
+    }
+    absl::SleepFor(absl::Microseconds(200));
+  }
+}
+
+}  // namespace nccl_internal
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
+    std::shared_ptr<Store> store, int rank, int size,
+    const CommOptions& options) {
+  using nccl_internal::CudaStatus;
+  using nccl_internal::NcclStatus;
+  if (store == nullptr) return absl::InvalidArgumentError("nccl: store is null");
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl: rank ", rank, " and size ", size, " need 0 <= rank < size"));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl: timeout ", absl::FormatDuration(options.timeout),
+        " must be positive"));
+  }
+  std::vector<int> global_ranks = options.global_ranks;
+  if (global_ranks.empty()) {
+    global_ranks.resize(size);
+    std::iota(global_ranks.begin(), global_ranks.end(), 0);
+  } else if (static_cast<int>(global_ranks.size()) != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nccl: global_ranks has ", global_ranks.size(),
+                     " entries for a group of size ", size));
+  }
+  auto count = CudaDeviceCount();
+  if (!count.ok()) return count.status();
+  int device = options.nccl.cuda_device;
+  if (device < 0) {
+    const char* local = std::getenv("LOCAL_RANK");
+    int local_rank = 0;
+    if (local != nullptr && absl::SimpleAtoi(local, &local_rank)) {
+      device = local_rank % *count;
+    } else if (auto s = CudaStatus(cudaGetDevice(&device), "cudaGetDevice");
+               !s.ok()) {
+      return s;
+    }
+  }
+  if (device >= *count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl: cuda_device ", device, " but only ", *count, " visible"));
+  }
+  if (auto s = CudaStatus(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) {
+    return s;
+  }
+  const absl::Time deadline = absl::Now() + options.timeout;
+  ncclUniqueId id;
+  const std::string key = "nccl/unique_id";
+  if (rank == 0) {
+    if (auto s = NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) {
+      return s;
+    }
+    absl::Status s = store->Set(
+        key, absl::string_view(reinterpret_cast<const char*>(&id), sizeof(id)));
+    if (!s.ok()) return s;
+  } else {
+    absl::StatusOr<std::string> value = store->Get(key, options.timeout);
+    if (!value.ok()) return value.status();
+    if (value->size() != sizeof(id)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "nccl: store key ", key, " holds ", value->size(),
+          " bytes, expected ", sizeof(id)));
+    }
+    std::memcpy(&id, value->data(), sizeof(id));
+  }
+  ncclConfig_t config = nccl_internal::MakeConfig(options.nccl);
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    return NcclStatus(r, "ncclCommInitRankConfig");
+  }
+  if (auto s = nccl_internal::WaitForComm(comm, deadline,
+                                          "ncclCommInitRankConfig");
+      !s.ok()) {
+    return s;
+  }
+  auto wrapped = nccl_internal::NcclCommunicator::Wrap(
+      comm, device, std::move(global_ranks), options);
+  if (!wrapped.ok()) return wrapped.status();
+  return std::unique_ptr<Communicator>(*std::move(wrapped));
+}
+
+namespace nccl_internal {
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Wrap(
+    ncclComm_t comm, int device, std::vector<int> global_ranks,
+    const CommOptions& options) {
+  std::unique_ptr<NcclCommunicator> self(new NcclCommunicator());
+  self->comm_ = comm;  // Owned from here: the destructor releases it.
+  self->device_ = device;
+  self->global_ranks_ = std::move(global_ranks);
+  self->options_ = options;
+  self->options_.global_ranks.clear();
+  if (auto s = NcclStatus(ncclCommUserRank(comm, &self->rank_),
+                          "ncclCommUserRank", comm);
+      !s.ok())
+    return s;
+  if (auto s = NcclStatus(ncclCommCount(comm, &self->size_), "ncclCommCount",
+                          comm);
+      !s.ok())
+    return s;
+  if (options.nccl.stream != nullptr) {
+    self->stream_ = static_cast<cudaStream_t>(options.nccl.stream);
+  } else {
+    if (auto s = CudaStatus(
+            cudaStreamCreateWithFlags(&self->stream_, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags");
+        !s.ok())
+      return s;
+    self->owns_stream_ = true;
+  }
+  if (auto s = CudaStatus(
+          cudaMalloc(&self->scratch_, 2 * sizeof(int32_t) * self->size_),
+          "cudaMalloc(scratch)");
+      !s.ok())
+    return s;
+  return self;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  cudaSetDevice(device_);
+  if (comm_ != nullptr && !aborted_.load()) {
+    // Flush, then free. Errors can only be dropped here (destructor);
+    // WaitForComm aborts the communicator itself when it fails.
+    ncclResult_t r = ncclCommFinalize(comm_);
+    if (r == ncclSuccess || r == ncclInProgress) {
+      if (WaitForComm(comm_, absl::Now() + options_.timeout, "ncclCommFinalize")
+              .ok()) {
+        ncclCommDestroy(comm_);
+      }
+    } else {
+      ncclCommAbort(comm_);
+    }
+  }
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (owns_stream_ && stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::Status NcclCommunicator::Abort() {
+  if (aborted_.exchange(true)) return absl::OkStatus();
+  return NcclStatus(ncclCommAbort(comm_), "ncclCommAbort");
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
+    int color, int key) {
+  if (color < kNoColor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl split: color ", color, " must be >= 0 or kNoColor (-1)"));
+  }
+  // The child's global ranks: all-gather (color, key) through NCCL.
+  std::vector<int32_t> all(2 * static_cast<size_t>(size_));
+  int32_t mine[2] = {color, key};
+  int32_t* dev = static_cast<int32_t*>(scratch_);
+  if (auto s = CudaStatus(cudaMemcpy(dev + 2 * rank_, mine, sizeof(mine),
+                                     cudaMemcpyHostToDevice),
+                          "cudaMemcpy");
+      !s.ok())
+    return s;
+  if (auto s = AllGather(dev + 2 * rank_, dev, 2, DataType::kInt32); !s.ok()) {
+    return s;
+  }
+  if (auto s = CudaStatus(cudaMemcpy(all.data(), dev,
+                                     all.size() * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost),
+                          "cudaMemcpy");
+      !s.ok())
+    return s;
+  ncclConfig_t config = MakeConfig(options_.nccl);
+  ncclComm_t child = nullptr;
+  ncclResult_t r = ncclCommSplit(comm_, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color,
+                                 key, &child, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    return NcclStatus(r, "ncclCommSplit", comm_);
+  }
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  if (auto s = WaitForComm(comm_, deadline, "ncclCommSplit (parent)"); !s.ok()) {
+    return s;
+  }
+  if (color == kNoColor || child == nullptr) return std::unique_ptr<Communicator>();
+  if (auto s = WaitForComm(child, deadline, "ncclCommSplit"); !s.ok()) return s;
+  std::vector<std::pair<int32_t, int>> members;
+  for (int p = 0; p < size_; ++p) {
+    if (all[2 * p] == color) members.emplace_back(all[2 * p + 1], p);
+  }
+  std::sort(members.begin(), members.end());
+  std::vector<int> globals;
+  for (const auto& m : members) globals.push_back(global_ranks_[m.second]);
+  CommOptions child_options = options_;
+  auto wrapped = Wrap(child, device_, std::move(globals), child_options);
+  if (!wrapped.ok()) return wrapped.status();
+  return std::unique_ptr<Communicator>(*std::move(wrapped));
+}
+
+}  // namespace nccl_internal
+}  // namespace devmesh

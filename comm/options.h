@@ -1,0 +1,62 @@
+// devmesh/comm/options.h
+// -----------------------------------------------------------------------------
+// CommOptions: what CreateCommunicator needs beyond (store, rank, size).
+// Plain value types; copy freely. Fields a backend does not use are ignored.
+#ifndef DEVMESH_COMM_OPTIONS_H_
+#define DEVMESH_COMM_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace devmesh {
+
+// NCCL-specific options; each maps to an ncclConfig_t field (nccl.h,
+// NCCL 2.28). A value of -1 (or empty string) leaves NCCL's default
+// (NCCL_CONFIG_UNDEF_INT / NCCL_CONFIG_UNDEF_PTR), which NCCL then takes from
+// its environment variables (NCCL_CGA_CLUSTER_SIZE, NCCL_MIN_CTAS, ...).
+struct NcclOptions {
+  // ncclConfig_t::blocking. devmesh always initialises non-blocking so that it
+  // can enforce CommOptions::timeout; this flag sets the mode the
+  // communicator keeps for collectives after init (1 = blocking calls).
+  int blocking = 1;
+  // ncclConfig_t::splitShare: children of Split share the parent's resources.
+  int split_share = 0;
+  int cga_cluster_size = -1;  // ncclConfig_t::cgaClusterSize
+  int min_ctas = -1;          // ncclConfig_t::minCTAs
+  int max_ctas = -1;          // ncclConfig_t::maxCTAs
+  std::string net_name;       // ncclConfig_t::netName ("IB", "Socket", ...)
+  // CUDA device ordinal; -1 = LOCAL_RANK from the environment when set, else
+  // the calling thread's current device.
+  int cuda_device = -1;
+  // A cudaStream_t given as void* (so this header needs no CUDA). nullptr =
+  // the communicator creates and owns a non-blocking stream of its own.
+  void* stream = nullptr;
+  // Wait for the stream before each collective returns (Communicator's
+  // contract). false = return once enqueued; the caller synchronizes.
+  bool synchronize = true;
+};
+
+// Gloo-specific options.
+struct GlooOptions {
+  // Address to listen on and advertise to peers. Empty = the interface named
+  // by GLOO_SOCKET_IFNAME when set, else this host's name when it resolves,
+  // else 127.0.0.1 (PyTorch's ProcessGroupGloo rule).
+  std::string hostname;
+};
+
+struct CommOptions {
+  // Bound on every blocking step: store waits, connection set-up, each
+  // collective. Must be positive.
+  absl::Duration timeout = absl::Seconds(300);
+  // The world rank of each group rank, in group order. Empty = 0..size-1.
+  // When given, its length must equal the group size.
+  std::vector<int> global_ranks;
+  NcclOptions nccl;
+  GlooOptions gloo;
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_OPTIONS_H_

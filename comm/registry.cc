@@ -1,0 +1,81 @@
+// devmesh/comm/registry.cc
+#include "comm/registry.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "comm/gloo/gloo_communicator.h"
+#include "comm/nccl/nccl_communicator.h"
+
+namespace devmesh {
+namespace {
+
+struct Registry {
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, CommunicatorFactory> factories
+      ABSL_GUARDED_BY(mu);
+};
+
+Registry& GetRegistry() {
+  static Registry* registry = [] {
+    auto* r = new Registry();
+    r->factories.emplace("gloo", &CreateGlooCommunicator);
+    r->factories.emplace("nccl", &CreateNcclCommunicator);
+    return r;
+  }();
+  return *registry;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
+    absl::string_view backend, std::shared_ptr<Store> store, int rank,
+    int size, const CommOptions& options) {
+  CommunicatorFactory factory;
+  {
+    Registry& registry = GetRegistry();
+    absl::MutexLock lock(&registry.mu);
+    auto it = registry.factories.find(backend);
+    if (it != registry.factories.end()) factory = it->second;
+  }
+  if (!factory) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown communicator backend \"", backend,
+                     "\"; known: ", absl::StrJoin(KnownBackends(), ", ")));
+  }
+  return factory(std::move(store), rank, size, options);
+}
+
+absl::Status RegisterBackend(absl::string_view name,
+                             CommunicatorFactory factory) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError("backend name is empty");
+  }
+  if (!factory) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend \"", name, "\": factory is null"));
+  }
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  if (!registry.factories.emplace(std::string(name), std::move(factory))
+           .second) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("backend \"", name, "\" is already registered"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> KnownBackends() {
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  std::vector<std::string> names;
+  for (const auto& entry : registry.factories) names.push_back(entry.first);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace devmesh

@@ -1,0 +1,54 @@
+// devmesh/comm/registry.h
+// -----------------------------------------------------------------------------
+// Backend registry: creates a Communicator by backend name. "gloo" and
+// "nccl" are always registered (nccl answers Unavailable in a build without
+// a CUDA toolkit); RegisterBackend adds others (tests, plug-ins). device_mesh
+// uses this for its backend override (seed R19).
+//
+// Thread-safety: every function may be called from any thread.
+#ifndef DEVMESH_COMM_REGISTRY_H_
+#define DEVMESH_COMM_REGISTRY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "bootstrap/store.h"
+#include "comm/communicator.h"
+#include "comm/dtype.h"
+#include "comm/options.h"
+
+namespace devmesh {
+
+// Makes rank `rank` of a `size`-rank group whose ranks rendezvous through
+// `store`. Called by every rank of the group.
+using CommunicatorFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Communicator>>(
+        std::shared_ptr<Store> store, int rank, int size,
+        const CommOptions& options)>;
+
+// Creates a communicator of backend `backend` ("gloo", "nccl", or a
+// registered name). Errors: NotFound naming `backend` and listing the known
+// names; Unavailable("devmesh was built without NCCL") for "nccl" in a build
+// without NCCL; otherwise the backend's own errors (InvalidArgument for bad
+// rank/size/options, DeadlineExceeded when peers do not arrive within
+// options.timeout, ...).
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
+    absl::string_view backend, std::shared_ptr<Store> store, int rank,
+    int size, const CommOptions& options = CommOptions());
+
+// Registers `factory` under `name`. Errors: InvalidArgument for an empty
+// name or a null factory; AlreadyExists when `name` is taken.
+absl::Status RegisterBackend(absl::string_view name,
+                             CommunicatorFactory factory);
+
+// The registered names, sorted.
+std::vector<std::string> KnownBackends();
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_REGISTRY_H_
