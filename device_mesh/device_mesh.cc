@@ -1,0 +1,452 @@
+#include "device_mesh/device_mesh.h"
+
+#include <climits>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "device_mesh/mesh_serialization.h"
+
+namespace devmesh {
+namespace device_mesh_internal {
+
+// What the root mesh and every mesh derived from it share.
+struct RootState {
+  RootState(MeshLayout layout, MeshOptions opts)
+      : root_layout(std::move(layout)), root_options(std::move(opts)) {}
+
+  const MeshLayout root_layout;
+  const MeshOptions root_options;
+
+  // std::mutex rather than absl::Mutex: see mesh_runtime.h. Held across group
+  // creation, which is collective: creation is serialized per root.
+  std::mutex mu;
+  // Group cache key (GroupKey) -> this rank's group; nullptr when this rank
+  // took part in the split without a color (not a member).
+  std::map<std::string, std::shared_ptr<Communicator>> groups;
+  // R9: flatten name -> (layout, options) of the flattened mesh.
+  std::map<std::string, std::pair<MeshLayout, MeshOptions>> flattened;
+};
+
+}  // namespace device_mesh_internal
+
+namespace {
+
+constexpr absl::Duration kDefaultGroupTimeout = absl::Seconds(300);
+
+// R18: a device type is a non-empty word without an index ("cuda", not
+// "cuda:0").
+absl::Status CheckDeviceType(absl::string_view device_type) {
+  bool ok = !device_type.empty();
+  for (char c : device_type) ok = ok && absl::ascii_isalpha(c);
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device type '", device_type,
+        "' must be a plain device type without an index, such as \"cpu\" or "
+        "\"cuda\" (not \"cuda:0\")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string MeshDim::ToString() const {
+  return by_name_ ? absl::StrCat("'", name_, "'") : absl::StrCat(index_);
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::MakeRoot(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    MeshLayout layout, MeshOptions options) {
+  if (runtime == nullptr) {
+    return absl::InvalidArgumentError("DeviceMesh needs a runtime, got null");
+  }
+  if (absl::Status s = CheckDeviceType(device_type); !s.ok()) return s;
+  if (!runtime->detached()) {
+    // Every rank of the mesh must be a rank of the world.
+    MeshLayout root = layout.RootLayout();
+    std::vector<int64_t> ranks;
+    if (root.is_explicit()) ranks = root.RankTable();
+    int64_t max_rank = 0;
+    if (root.is_explicit()) {
+      for (int64_t r : ranks) max_rank = std::max(max_rank, r);
+    } else {
+      std::vector<int64_t> last(root.ndim());
+      for (int d = 0; d < root.ndim(); ++d) last[d] = root.shape()[d] - 1;
+      std::vector<int64_t> first(root.ndim(), 0);
+      max_rank = std::max(*root.RankAt(first), *root.RankAt(last));
+    }
+    if (max_rank >= runtime->world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mesh holds rank ", max_rank, " but the world size is ",
+          runtime->world_size()));
+    }
+  }
+  auto root = std::make_shared<device_mesh_internal::RootState>(
+      layout.RootLayout(), options);
+  return DeviceMesh(std::move(runtime), std::move(root), std::move(layout),
+                    std::string(device_type), std::move(options));
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::Create(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    const RankTable& mesh, std::vector<std::string> names,
+    MeshOptions options) {
+  auto layout = MeshLayout::FromRankTable(mesh, std::move(names));
+  if (!layout.ok()) return layout.status();
+  return MakeRoot(std::move(runtime), device_type, *std::move(layout),
+                  std::move(options));
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::FromLayout(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    MeshLayout layout, MeshOptions options) {
+  return MakeRoot(std::move(runtime), device_type, std::move(layout),
+                  std::move(options));
+}
+
+DeviceMesh DeviceMesh::Derived(MeshLayout layout) const {
+  return DeviceMesh(runtime_, root_, std::move(layout), device_type_,
+                    options_);
+}
+
+absl::StatusOr<int64_t> DeviceMesh::size(MeshDim dim) const {
+  auto d = ResolveDim(dim);
+  if (!d.ok()) return d.status();
+  return layout_.size(*d);
+}
+
+std::vector<std::string> DeviceMesh::dim_group_names() const {
+  std::vector<std::string> out;
+  for (int d = 0; d < ndim(); ++d) {
+    out.push_back(layout_.is_named() ? layout_.dim_names()[d]
+                                     : absl::StrCat("dim_", d));
+  }
+  return out;
+}
+
+int DeviceMesh::GetRank() const { return runtime_->rank(); }
+
+std::optional<std::vector<int64_t>> DeviceMesh::GetCoordinate() const {
+  return layout_.CoordinateOf(runtime_->rank());
+}
+
+absl::StatusOr<int> DeviceMesh::ResolveDim(std::optional<MeshDim> dim) const {
+  if (!dim.has_value()) {
+    if (ndim() == 1) return 0;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a mesh dim is required for a ", ndim(), "-d mesh ", ToString()));
+  }
+  if (dim->by_name()) {
+    if (!layout_.is_named()) {
+      return absl::NotFoundError(absl::StrCat(
+          "mesh dim '", dim->name(), "' not found: ", ToString(),
+          " has no dim names"));
+    }
+    return layout_.DimIndex(dim->name());
+  }
+  if (dim->index() < 0 || dim->index() >= ndim()) {
+    return absl::OutOfRangeError(absl::StrCat("mesh dim ", dim->index(),
+                                              " is out of range for the ",
+                                              ndim(), "-d mesh ", ToString()));
+  }
+  return dim->index();
+}
+
+absl::StatusOr<int64_t> DeviceMesh::GetLocalRank(
+    std::optional<MeshDim> dim) const {
+  auto d = ResolveDim(dim);
+  if (!d.ok()) return d.status();
+  auto coord = GetCoordinate();
+  if (!coord.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", GetRank(), " is not part of ", ToString()));
+  }
+  return (*coord)[*d];
+}
+
+DeviceMesh DeviceMesh::RootMesh() const {
+  return DeviceMesh(runtime_, root_, root_->root_layout, device_type_,
+                    root_->root_options);
+}
+
+GroupOptions DeviceMesh::EffectiveOptions(int d) const {
+  return options_.For(dim_group_names()[d]);
+}
+
+std::string DeviceMesh::GroupKey(int d, const GroupOptions& options) const {
+  return absl::StrCat(layout_.DimModesString(d), "|", options.backend, "|",
+                      absl::ToInt64Nanoseconds(
+                          options.timeout.value_or(kDefaultGroupTimeout)));
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
+    std::optional<MeshDim> dim) const {
+  auto d = ResolveDim(dim);
+  if (!d.ok()) return d.status();
+  GroupOptions options = EffectiveOptions(*d);
+  if (options.backend.empty()) {
+    options.backend = std::string(DefaultBackendFor(device_type_));
+  }
+  if (options.backend.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device type '", device_type_,
+        "' has no default backend: set MeshOptions backend (\"gloo\" or "
+        "\"nccl\")"));
+  }
+  const std::string key = GroupKey(*d, options);
+  const int me = runtime_->rank();
+  std::lock_guard<std::mutex> lock(root_->mu);
+  auto it = root_->groups.find(key);
+  if (it == root_->groups.end()) {
+    int color = kNoColor;
+    int split_key = 0;
+    if (layout_.ContainsRank(me)) {
+      auto ck = layout_.SplitColorKey(me, *d);
+      if (!ck.ok()) return ck.status();
+      if (ck->color > INT_MAX || ck->key > INT_MAX) {
+        return absl::OutOfRangeError(absl::StrCat(
+            "split color ", ck->color, " or key ", ck->key,
+            " does not fit the communicator's int"));
+      }
+      color = static_cast<int>(ck->color);
+      split_key = static_cast<int>(ck->key);
+    }
+    auto group = runtime_->SplitWorld(
+        options.backend, options.timeout.value_or(kDefaultGroupTimeout),
+        color, split_key);
+    if (!group.ok()) return group.status();
+    it = root_->groups.emplace(key, *std::move(group)).first;
+  }
+  if (it->second == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", me, " is not part of ", ToString(),
+                     ": it has no group along mesh dim ",
+                     dim_group_names()[*d]));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Communicator>>>
+DeviceMesh::GetAllGroups() const {
+  std::vector<std::shared_ptr<Communicator>> out;
+  for (int d = 0; d < ndim(); ++d) {
+    auto g = GetGroup(d);
+    if (!g.ok()) return g.status();
+    out.push_back(*std::move(g));
+  }
+  return out;
+}
+
+absl::Status DeviceMesh::Abort() const {
+  std::lock_guard<std::mutex> lock(root_->mu);
+  absl::Status first = absl::OkStatus();
+  for (auto& [key, group] : root_->groups) {
+    if (group == nullptr) continue;
+    absl::Status s = group->Abort();
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::Slice(
+    absl::Span<const std::string> names) const {
+  if (layout_.is_named() && names.size() == layout_.dim_names().size() &&
+      std::equal(names.begin(), names.end(), layout_.dim_names().begin())) {
+    return *this;  // R8: all names in order is the mesh itself.
+  }
+  auto sliced = layout_.SliceThroughRank(names, runtime_->rank());
+  if (sliced.ok()) return Derived(*std::move(sliced));
+  if (absl::IsNotFound(sliced.status()) && names.size() == 1) {
+    std::lock_guard<std::mutex> lock(root_->mu);
+    auto it = root_->flattened.find(names[0]);
+    if (it != root_->flattened.end()) {
+      return DeviceMesh(runtime_, root_, it->second.first, device_type_,
+                        it->second.second);
+    }
+  }
+  return sliced.status();
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::Flatten(
+    std::optional<std::string> name,
+    std::optional<GroupOptions> group_options) const {
+  if (!layout_.is_named()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot flatten ", ToString(), ": it has no dim names"));
+  }
+  const std::string flat_name =
+      name.value_or(absl::StrJoin(layout_.dim_names(), "_"));
+  if (flat_name.empty()) {
+    return absl::InvalidArgumentError(
+        "the flattened mesh dim name must not be empty");
+  }
+  if (ndim() == 1 && flat_name == layout_.dim_names()[0]) return *this;
+  for (const std::string& root_name : root_->root_layout.dim_names()) {
+    if (root_name == flat_name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flatten name '", flat_name,
+          "' is already a dim of the root mesh ",
+          root_->root_layout.ToString(device_type_)));
+    }
+  }
+  auto flat = layout_.Flatten(flat_name);
+  if (!flat.ok()) return flat.status();
+  MeshOptions options = options_;
+  if (group_options.has_value()) options.per_dim[flat_name] = *group_options;
+  std::lock_guard<std::mutex> lock(root_->mu);
+  auto it = root_->flattened.find(flat_name);
+  if (it != root_->flattened.end()) {
+    if (it->second.first != *flat) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flattened mesh dim '", flat_name, "' already has another layout: ",
+          it->second.first.LayoutString(), " vs ", flat->LayoutString()));
+    }
+    return DeviceMesh(runtime_, root_, it->second.first, device_type_,
+                      it->second.second);
+  }
+  root_->flattened.emplace(flat_name, std::make_pair(*flat, options));
+  return DeviceMesh(runtime_, root_, *std::move(flat), device_type_,
+                    std::move(options));
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::Unflatten(
+    MeshDim dim, absl::Span<const int64_t> sizes,
+    std::vector<std::string> names) const {
+  auto d = ResolveDim(dim);
+  if (!d.ok()) return d.status();
+  auto out = layout_.Unflatten(*d, sizes, std::move(names));
+  if (!out.ok()) return out.status();
+  return Derived(*std::move(out));
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::Transpose(
+    absl::Span<const int> perm) const {
+  auto out = layout_.Transpose(perm);
+  if (!out.ok()) return out.status();
+  return Derived(*std::move(out));
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::Concatenate(
+    absl::Span<const DeviceMesh> meshes) {
+  if (meshes.empty()) {
+    return absl::InvalidArgumentError("Concatenate needs at least one mesh");
+  }
+  const DeviceMesh& first = meshes[0];
+  std::vector<MeshLayout> layouts;
+  MeshOptions options = first.options_;
+  for (const DeviceMesh& m : meshes) {
+    if (m.root_ != first.root_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot concatenate meshes of different roots: ", m.ToString(),
+          " and ", first.ToString()));
+    }
+    if (m.device_type_ != first.device_type_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot concatenate meshes of different device types: '",
+          m.device_type_, "' and '", first.device_type_, "'"));
+    }
+    for (const auto& [dim_name, dim_options] : m.options_.per_dim) {
+      options.per_dim.emplace(dim_name, dim_options);
+    }
+    layouts.push_back(m.layout_);
+  }
+  auto out = MeshLayout::Concatenate(layouts);
+  if (!out.ok()) return out.status();
+  return DeviceMesh(first.runtime_, first.root_, *std::move(out),
+                    first.device_type_, std::move(options));
+}
+
+std::string DeviceMesh::Serialize() const {
+  return SerializeMesh(device_type_, layout_, options_);
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::Deserialize(
+    absl::string_view bytes, std::shared_ptr<MeshRuntime> runtime) {
+  auto parts = DeserializeMesh(bytes);
+  if (!parts.ok()) return parts.status();
+  return MakeRoot(std::move(runtime), parts->device_type,
+                  std::move(parts->layout), std::move(parts->options));
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::FromGroups(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    std::vector<std::shared_ptr<Communicator>> groups,
+    std::optional<RankTable> mesh, std::vector<std::string> names) {
+  if (groups.empty()) {
+    return absl::InvalidArgumentError("FromGroups needs at least one group");
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", i, " is null"));
+    }
+  }
+  if (!names.empty() && names.size() != groups.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mesh_dim_names has ", names.size(), " names for ", groups.size(),
+        " groups: give one name per group"));
+  }
+  const std::vector<int>& first_ranks = groups[0]->global_ranks();
+  std::vector<int64_t> ranks(first_ranks.begin(), first_ranks.end());
+  absl::StatusOr<MeshLayout> layout = absl::UnknownError("unset");
+  if (groups.size() == 1) {
+    layout = MeshLayout::FromRanks(ranks, {static_cast<int64_t>(ranks.size())},
+                                   names);
+    if (layout.ok() && mesh.has_value()) {
+      auto given = MeshLayout::FromRankTable(*mesh);
+      if (!given.ok()) return given.status();
+      if (given->RankTable() != ranks) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "mesh ", mesh->ToString(),
+            " must list the group's ranks in order: [",
+            absl::StrJoin(ranks, ", "), "]"));
+      }
+    }
+  } else {
+    if (!mesh.has_value()) {
+      return absl::InvalidArgumentError(
+          "a mesh is required when several groups are given");
+    }
+    if (names.empty()) {
+      return absl::InvalidArgumentError(
+          "mesh_dim_names are required when several groups are given");
+    }
+    layout = MeshLayout::FromRankTable(*mesh, names);
+  }
+  if (!layout.ok()) return layout.status();
+  if (layout->ndim() != static_cast<int>(groups.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mesh ", layout->ToString(device_type), " has ",
+                     layout->ndim(), " dims for ", groups.size(), " groups"));
+  }
+  const int me = groups[0]->global_ranks()[groups[0]->rank()];
+  if (runtime == nullptr) runtime = MeshRuntime::Detached(me);
+  // Each dim's options name its group's backend, so that GetGroup finds the
+  // group under the key it is stored with.
+  MeshOptions options;
+  for (size_t d = 0; d < groups.size(); ++d) {
+    std::string dim_name = layout->is_named() ? layout->dim_names()[d]
+                                              : absl::StrCat("dim_", d);
+    options.per_dim[dim_name].backend = std::string(groups[d]->backend());
+  }
+  auto made = MakeRoot(runtime, device_type, *layout, std::move(options));
+  if (!made.ok()) return made.status();
+  for (size_t d = 0; d < groups.size(); ++d) {
+    auto line = made->layout_.GroupOf(me, static_cast<int>(d));
+    if (!line.ok()) return line.status();
+    const std::vector<int>& g = groups[d]->global_ranks();
+    if (std::vector<int64_t>(g.begin(), g.end()) != *line) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group ", d, " holds ranks [", absl::StrJoin(g, ", "),
+          "] but this rank's line along mesh dim ", d, " is [",
+          absl::StrJoin(*line, ", "), "]"));
+    }
+    made->root_->groups[made->GroupKey(
+        static_cast<int>(d), made->EffectiveOptions(static_cast<int>(d)))] =
+        groups[d];
+  }
+  return made;
+}
+
+}  // namespace devmesh

@@ -1,0 +1,248 @@
+// devmesh/device_mesh/device_mesh.h
+// -----------------------------------------------------------------------------
+// DeviceMesh: an n-d array of global ranks (a //mesh MeshLayout) with one
+// process group per mesh dim, so that collectives run along each dim on its
+// own (the seed's DeviceMesh, PyTorch's torch.distributed.DeviceMesh).
+//
+//   auto mesh = InitDeviceMesh("cpu", {2, 2}, {"dp", "tp"});   // 4 ranks
+//   auto tp = mesh->GetGroup("tp");           // created on first use
+//   (*tp)->AllReduce(buf, buf, n, DataType::kFloat32, ReduceOp::kSum);
+//   auto dp_mesh = mesh->Slice({"dp"});       // a 1-d mesh through my rank
+//
+// Groups (R3, R19). A dim's group is made on first use by exactly one
+// Communicator::Split of the world communicator per rank, with the (color,
+// key) of //mesh, so no rank loops over the lines of a dim. Like PyTorch's
+// new_group this is collective over the WORLD: every rank of the world must
+// ask for the same dim's group in the same order (SPMD); a rank outside the
+// mesh takes part with no color and then gets FailedPrecondition. A group is
+// cached on the root mesh under the dim's modes, backend and timeout, so every
+// slice, flatten, unflatten, transpose or concatenation whose dim has the same
+// ranks in the same order reuses it (R11). A custom rank table keeps its
+// order inside the group (group rank i = i-th rank along the dim).
+//
+// Dims are named by index or by name (MeshDim). Values: a DeviceMesh is a
+// cheap copyable handle; copies, slices and flattens share the root's group
+// cache. Thread-safety: all const methods may be called from any thread;
+// group creation is serialized per root; the Communicators themselves are
+// not safe for concurrent collectives (see comm/communicator.h).
+#ifndef DEVMESH_DEVICE_MESH_DEVICE_MESH_H_
+#define DEVMESH_DEVICE_MESH_DEVICE_MESH_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "device_mesh/group_options.h"
+#include "device_mesh/mesh_runtime.h"
+#include "mesh/mesh_layout.h"
+#include "mesh/rank_table.h"
+
+namespace devmesh {
+
+// A mesh dim given by index or by name (R4). A bool is rejected at compile
+// time (the seed raises TypeError for a bool index).
+class MeshDim {
+ public:
+  MeshDim(int index) : index_(index) {}                             // NOLINT
+  MeshDim(absl::string_view name) : name_(name), by_name_(true) {}  // NOLINT
+  MeshDim(const char* name) : MeshDim(absl::string_view(name)) {}   // NOLINT
+  MeshDim(const std::string& name) : MeshDim(absl::string_view(name)) {}  // NOLINT
+  MeshDim(bool) = delete;
+
+  bool by_name() const { return by_name_; }
+  int index() const { return index_; }
+  const std::string& name() const { return name_; }
+  std::string ToString() const;
+
+ private:
+  int index_ = 0;
+  std::string name_;
+  bool by_name_ = false;
+};
+
+namespace device_mesh_internal {
+struct RootState;
+}  // namespace device_mesh_internal
+
+class DeviceMesh {
+ public:
+  // ---- Construction ---------------------------------------------------------
+
+  // A mesh over `runtime` of the ranks in `mesh` (R1: rectangular, positive
+  // dims, unique non-negative ranks; a scalar is a 1-d mesh of one rank)
+  // named `names` (empty, or unique and one per dim). InvalidArgument for
+  // each violation, naming the value; InvalidArgument for a device type
+  // with an index ("cuda:0") or empty (R18); InvalidArgument for a rank >=
+  // the world size. Groups are not made here (R3: lazily).
+  static absl::StatusOr<DeviceMesh> Create(
+      std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+      const RankTable& mesh, std::vector<std::string> names = {},
+      MeshOptions options = {});
+
+  // A mesh of an existing layout (its root becomes this mesh's root).
+  // Errors as Create.
+  static absl::StatusOr<DeviceMesh> FromLayout(
+      std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+      MeshLayout layout, MeshOptions options = {});
+
+  // R17: a mesh over existing groups. One group: a 1-d mesh of its global
+  // ranks; `mesh`, when given, must list exactly those ranks in group order
+  // (InvalidArgument otherwise). Several groups: `mesh` is required
+  // (InvalidArgument) and `names` must give one name per group
+  // (InvalidArgument); each group must hold this rank's line along its dim,
+  // in mesh order (InvalidArgument naming the dim otherwise). `runtime` may
+  // be null: then only the given groups exist (GetGroup of a new flatten or
+  // unflatten gives FailedPrecondition). InvalidArgument: no groups, a null
+  // group.
+  static absl::StatusOr<DeviceMesh> FromGroups(
+      std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+      std::vector<std::shared_ptr<Communicator>> groups,
+      std::optional<RankTable> mesh = std::nullopt,
+      std::vector<std::string> names = {});
+
+  // ---- Queries (R2, R5-R7, R12) ---------------------------------------------
+
+  const std::string& device_type() const { return device_type_; }
+  const MeshLayout& layout() const { return layout_; }
+  const MeshOptions& options() const { return options_; }
+  int ndim() const { return layout_.ndim(); }
+  std::vector<int64_t> shape() const { return layout_.shape(); }
+  // Number of ranks in the mesh (numel).
+  int64_t size() const { return layout_.numel(); }
+  int64_t numel() const { return layout_.numel(); }
+  // Size along a dim. OutOfRange: index not in [0, ndim); NotFound: name.
+  absl::StatusOr<int64_t> size(MeshDim dim) const;
+  // The dim names; empty when unnamed (R5).
+  const std::vector<std::string>& mesh_dim_names() const {
+    return layout_.dim_names();
+  }
+  // R3: per dim, its name, else "dim_<i>".
+  std::vector<std::string> dim_group_names() const;
+  // R2: the rank table, nested like the seed's `mesh`. O(numel).
+  RankTable mesh() const { return layout_.NestedRanks(); }
+  // This process's world rank (R5).
+  int GetRank() const;
+  // R7: this rank's coordinate; nullopt when it is not in the mesh.
+  std::optional<std::vector<int64_t>> GetCoordinate() const;
+  // R6: this rank's coordinate along `dim`. No dim: 1-d mesh means dim 0,
+  // n-d is InvalidArgument. OutOfRange / NotFound for a bad dim;
+  // FailedPrecondition when this rank is not in the mesh.
+  absl::StatusOr<int64_t> GetLocalRank(std::optional<MeshDim> dim = {}) const;
+  // R12: the root mesh of any slice (itself for a root).
+  DeviceMesh RootMesh() const;
+
+  // ---- Groups (R3, R4, R5, R19) -------------------------------------------
+
+  // The group of this rank along `dim`, made on first use (collective over
+  // the world, see the banner). No dim: 1-d mesh means dim 0, n-d is
+  // InvalidArgument (R4). OutOfRange: index not in [0, ndim); NotFound:
+  // unknown name or a name on an unnamed mesh; FailedPrecondition: this rank
+  // is not in the mesh; InvalidArgument: no backend for the device type;
+  // otherwise the backend's errors (DeadlineExceeded, Unavailable, ...).
+  absl::StatusOr<std::shared_ptr<Communicator>> GetGroup(
+      std::optional<MeshDim> dim = {}) const;
+  // R5: the group of every dim, in dim order.
+  absl::StatusOr<std::vector<std::shared_ptr<Communicator>>> GetAllGroups()
+      const;
+  // Aborts every group made so far by this mesh's root (and its slices).
+  // Later collectives on them fail; GetGroup returns the aborted groups.
+  absl::Status Abort() const;
+
+  // ---- Transforms (R8-R11; each a new mesh sharing the root's groups) -------
+
+  // R8: the sub-mesh of the named dims, in the order asked, through this
+  // rank's coordinate (coordinate 0 when not a member). All names in order
+  // gives the mesh itself; a single name made by Flatten on the root gives
+  // that flattened mesh. InvalidArgument: empty or repeated names;
+  // NotFound: unknown name; FailedPrecondition: unnamed mesh.
+  absl::StatusOr<DeviceMesh> Slice(absl::Span<const std::string> names) const;
+  absl::StatusOr<DeviceMesh> Slice(std::initializer_list<std::string> names) const {
+    return Slice(absl::MakeConstSpan(names.begin(), names.size()));
+  }
+  // R9: a 1-d mesh of the same ranks named `name` (default: the names joined
+  // by "_"), remembered on the root so that root.Slice({name}) finds it.
+  // `backend` (optional) overrides the backend of the new dim's group.
+  // InvalidArgument: `name` is a root dim name, or an earlier flatten with
+  // that name has another layout; the same name and layout give the same
+  // mesh back. FailedPrecondition: unnamed mesh.
+  absl::StatusOr<DeviceMesh> Flatten(
+      std::optional<std::string> name = std::nullopt,
+      std::optional<GroupOptions> group_options = std::nullopt) const;
+  // Splits `dim` into dims of `sizes` named `names`; see
+  // MeshLayout::Unflatten for the errors.
+  absl::StatusOr<DeviceMesh> Unflatten(MeshDim dim,
+                                       absl::Span<const int64_t> sizes,
+                                       std::vector<std::string> names) const;
+  // R11: the dims of `meshes`, in order, into one mesh; groups already made
+  // are reused. FailedPrecondition: different roots; InvalidArgument:
+  // different device types, unnamed meshes, overlapping root dims, no mesh.
+  static absl::StatusOr<DeviceMesh> Concatenate(
+      absl::Span<const DeviceMesh> meshes);
+  // Reorders dims: dim i of the result is dim perm[i] of this.
+  // InvalidArgument: perm is not a permutation of 0..ndim-1.
+  absl::StatusOr<DeviceMesh> Transpose(absl::Span<const int> perm) const;
+
+  // ---- Text, equality, bytes (R14-R16) ---------------------------------------
+
+  // R14: "DeviceMesh(dp=2, tp=4, 'cuda')"; unnamed "DeviceMesh((2, 4), 'cpu')".
+  std::string ToString() const { return layout_.ToString(device_type_); }
+  // R15: same rank table, shape, names and device type.
+  friend bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
+    return a.device_type_ == b.device_type_ && a.layout_ == b.layout_;
+  }
+  friend bool operator!=(const DeviceMesh& a, const DeviceMesh& b) {
+    return !(a == b);
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const DeviceMesh& m) {
+    return H::combine(std::move(h), m.layout_, m.device_type_);
+  }
+  // R16: bytes holding the layout (with its root), the device type and the
+  // options, but no groups.
+  std::string Serialize() const;
+  // Rebuilds a mesh from Serialize()'s bytes over `runtime`; its groups are
+  // made again lazily, under a fresh root. InvalidArgument on corrupt or
+  // truncated bytes.
+  static absl::StatusOr<DeviceMesh> Deserialize(
+      absl::string_view bytes, std::shared_ptr<MeshRuntime> runtime);
+
+  const std::shared_ptr<MeshRuntime>& runtime() const { return runtime_; }
+
+ private:
+  DeviceMesh(std::shared_ptr<MeshRuntime> runtime,
+             std::shared_ptr<device_mesh_internal::RootState> root,
+             MeshLayout layout, std::string device_type, MeshOptions options)
+      : runtime_(std::move(runtime)),
+        root_(std::move(root)),
+        layout_(std::move(layout)),
+        device_type_(std::move(device_type)),
+        options_(std::move(options)) {}
+
+  static absl::StatusOr<DeviceMesh> MakeRoot(
+      std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+      MeshLayout layout, MeshOptions options);
+  // A mesh of `layout` sharing this mesh's runtime, root and options.
+  DeviceMesh Derived(MeshLayout layout) const;
+  absl::StatusOr<int> ResolveDim(std::optional<MeshDim> dim) const;
+  // The group cache key of dim `d`.
+  std::string GroupKey(int d, const GroupOptions& options) const;
+  GroupOptions EffectiveOptions(int d) const;
+
+  std::shared_ptr<MeshRuntime> runtime_;
+  std::shared_ptr<device_mesh_internal::RootState> root_;
+  MeshLayout layout_;
+  std::string device_type_;
+  MeshOptions options_;
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_DEVICE_MESH_DEVICE_MESH_H_

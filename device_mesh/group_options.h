@@ -1,0 +1,47 @@
+// devmesh/device_mesh/group_options.h
+// -----------------------------------------------------------------------------
+// Options of the process groups a DeviceMesh creates: which backend, and the
+// timeout of every blocking step. One GroupOptions for the whole mesh, and
+// overrides per dim name; both are carried by every slice, flatten,
+// unflatten and concatenation of the mesh (R19, PyTorch's backend_override).
+// Plain value types: copy freely.
+#ifndef DEVMESH_DEVICE_MESH_GROUP_OPTIONS_H_
+#define DEVMESH_DEVICE_MESH_GROUP_OPTIONS_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace devmesh {
+
+struct GroupOptions {
+  // "gloo", "nccl", or empty: the device type's backend ("cpu" -> "gloo",
+  // "cuda" -> "nccl").
+  std::string backend;
+  // Bound on group creation and on every collective of the group. Unset:
+  // the mesh-wide value, else 300 s (PyTorch's default process-group
+  // timeout is 30 min for NCCL; devmesh errs shorter).
+  std::optional<absl::Duration> timeout;
+};
+
+struct MeshOptions {
+  // Applies to every dim.
+  GroupOptions all;
+  // Per dim name (or "dim_<i>" for an unnamed mesh, R3); a field set here
+  // wins over `all`.
+  absl::flat_hash_map<std::string, GroupOptions> per_dim;
+
+  // The effective options of the dim whose group name is `dim_group_name`.
+  GroupOptions For(absl::string_view dim_group_name) const;
+};
+
+// The backend a device type means when no override is given: "cpu" ->
+// "gloo", "cuda" -> "nccl", anything else -> "" (the caller must override).
+absl::string_view DefaultBackendFor(absl::string_view device_type);
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_DEVICE_MESH_GROUP_OPTIONS_H_

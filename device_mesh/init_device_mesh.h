@@ -1,0 +1,45 @@
+// devmesh/device_mesh/init_device_mesh.h
+// -----------------------------------------------------------------------------
+// InitDeviceMesh: the entry point (R18, the seed's init_device_mesh and
+// PyTorch's torch.distributed.device_mesh.init_device_mesh). Ranks are laid
+// out row-major over `mesh_shape`: rank = sum of coord_i * stride_i, so the
+// last dim holds neighbouring ranks (put "tp" last to keep it on one host).
+//
+//   // Every rank, started by torchrun, Slurm, mpirun or //bootstrap:launch:
+//   auto mesh = devmesh::InitDeviceMesh("cpu", {2, 4}, {"dp", "tp"});
+//
+// "cpu" uses Gloo and "cuda" NCCL unless MeshOptions names a backend; for
+// NCCL each rank's CUDA device is its local rank. Groups are made lazily.
+//
+// Thread-safety: call once per process and mesh, from any thread.
+#ifndef DEVMESH_DEVICE_MESH_INIT_DEVICE_MESH_H_
+#define DEVMESH_DEVICE_MESH_INIT_DEVICE_MESH_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/group_options.h"
+#include "device_mesh/mesh_runtime.h"
+
+namespace devmesh {
+
+// Over an existing runtime. Checks, in the seed's order (R18), each an
+// InvalidArgument naming the value: names unique; one name per dim; device
+// type a plain word ("cuda", not "cuda:0"); mesh_shape non-empty with
+// positive sizes; product of mesh_shape == world size ("mesh_shape product
+// (6) must equal world size (8)"). FailedPrecondition: a detached runtime
+// (no bootstrap).
+absl::StatusOr<DeviceMesh> InitDeviceMesh(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    absl::Span<const int64_t> mesh_shape,
+    std::vector<std::string> mesh_dim_names = {}, MeshOptions options = {});
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_DEVICE_MESH_INIT_DEVICE_MESH_H_

@@ -1,0 +1,71 @@
+#include "device_mesh/mesh_runtime.h"
+
+#include "absl/strings/str_cat.h"
+#include "bootstrap/prefix_store.h"
+#include "comm/registry.h"
+
+namespace devmesh {
+
+absl::StatusOr<std::shared_ptr<MeshRuntime>> MeshRuntime::Create(
+    std::shared_ptr<Store> store, int rank, int world_size, int local_rank,
+    std::shared_ptr<void> keepalive) {
+  if (store == nullptr) {
+    return absl::InvalidArgumentError("MeshRuntime needs a store, got null");
+  }
+  if (world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size (", world_size, ") must be at least 1"));
+  }
+  if (rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank (", rank, ") must be in [0, world size ", world_size, ")"));
+  }
+  if (local_rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local rank (", local_rank, ") must be non-negative"));
+  }
+  return std::shared_ptr<MeshRuntime>(new MeshRuntime(
+      std::make_shared<CountingStore>(std::move(store)), rank, world_size,
+      local_rank, std::move(keepalive)));
+}
+
+std::shared_ptr<MeshRuntime> MeshRuntime::Detached(int rank) {
+  return std::shared_ptr<MeshRuntime>(
+      new MeshRuntime(nullptr, rank, 0, 0, nullptr));
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
+    absl::string_view backend, absl::Duration timeout) {
+  if (detached()) {
+    return absl::FailedPreconditionError(
+        "this mesh was made from existing groups (no bootstrap store): it "
+        "cannot create new groups");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto key = std::make_pair(std::string(backend),
+                            absl::ToInt64Nanoseconds(timeout));
+  auto it = worlds_.find(key);
+  if (it != worlds_.end()) return it->second;
+  CommOptions options;
+  options.timeout = timeout;
+  options.nccl.cuda_device = local_rank_;
+  auto ns = std::make_shared<PrefixStore>(
+      store_, absl::StrCat("devmesh/world/", worlds_.size(), "/", backend));
+  auto comm = CreateCommunicator(backend, ns, rank_, world_size_, options);
+  if (!comm.ok()) return comm.status();
+  std::shared_ptr<Communicator> shared = std::move(*comm);
+  worlds_.emplace(key, shared);
+  return shared;
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitWorld(
+    absl::string_view backend, absl::Duration timeout, int color, int key) {
+  auto world = World(backend, timeout);
+  if (!world.ok()) return world.status();
+  splits_.fetch_add(1);
+  auto child = (*world)->Split(color, key);
+  if (!child.ok()) return child.status();
+  return std::shared_ptr<Communicator>(std::move(*child));
+}
+
+}  // namespace devmesh

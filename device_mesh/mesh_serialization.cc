@@ -1,0 +1,138 @@
+#include "device_mesh/mesh_serialization.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace devmesh {
+namespace {
+
+constexpr absl::string_view kMagic = "DMESH";
+constexpr uint8_t kVersion = 1;
+
+void PutU64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+void PutBytes(std::string* out, absl::string_view bytes) {
+  PutU64(out, bytes.size());
+  out->append(bytes.data(), bytes.size());
+}
+void PutTimeout(std::string* out, const std::optional<absl::Duration>& t) {
+  out->push_back(t.has_value() ? 1 : 0);
+  PutU64(out, t.has_value() ? static_cast<uint64_t>(
+                                  absl::ToInt64Nanoseconds(*t))
+                            : 0);
+}
+
+// Reads fields off the front of the bytes; every read checks the length.
+class Reader {
+ public:
+  explicit Reader(absl::string_view bytes) : rest_(bytes) {}
+  bool U64(uint64_t* v) {
+    if (rest_.size() < 8) return false;
+    *v = 0;
+    for (int i = 0; i < 8; ++i) {
+      *v |= static_cast<uint64_t>(static_cast<uint8_t>(rest_[i])) << (8 * i);
+    }
+    rest_.remove_prefix(8);
+    return true;
+  }
+  bool U8(uint8_t* v) {
+    if (rest_.empty()) return false;
+    *v = static_cast<uint8_t>(rest_[0]);
+    rest_.remove_prefix(1);
+    return true;
+  }
+  bool Bytes(std::string* out) {
+    uint64_t n;
+    if (!U64(&n) || n > rest_.size()) return false;
+    out->assign(rest_.data(), n);
+    rest_.remove_prefix(n);
+    return true;
+  }
+  bool Timeout(std::optional<absl::Duration>* t) {
+    uint8_t has;
+    uint64_t ns;
+    if (!U8(&has) || has > 1 || !U64(&ns)) return false;
+    if (has) {
+      *t = absl::Nanoseconds(static_cast<int64_t>(ns));
+    } else {
+      t->reset();
+    }
+    return true;
+  }
+  bool done() const { return rest_.empty(); }
+
+ private:
+  absl::string_view rest_;
+};
+
+void PutGroupOptions(std::string* out, const GroupOptions& g) {
+  PutBytes(out, g.backend);
+  PutTimeout(out, g.timeout);
+}
+bool ReadGroupOptions(Reader* r, GroupOptions* g) {
+  return r->Bytes(&g->backend) && r->Timeout(&g->timeout);
+}
+
+}  // namespace
+
+std::string SerializeMesh(absl::string_view device_type,
+                          const MeshLayout& layout,
+                          const MeshOptions& options) {
+  std::string out(kMagic);
+  out.push_back(static_cast<char>(kVersion));
+  PutBytes(&out, device_type);
+  PutBytes(&out, layout.Serialize());
+  PutGroupOptions(&out, options.all);
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : options.per_dim) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  PutU64(&out, names.size());
+  for (const std::string& name : names) {
+    PutBytes(&out, name);
+    PutGroupOptions(&out, options.per_dim.at(name));
+  }
+  return out;
+}
+
+absl::StatusOr<MeshParts> DeserializeMesh(absl::string_view bytes) {
+  if (bytes.size() < kMagic.size() + 1 ||
+      bytes.substr(0, kMagic.size()) != kMagic) {
+    return absl::InvalidArgumentError(
+        "not a serialized DeviceMesh: the bytes do not start with \"DMESH\"");
+  }
+  const uint8_t version = static_cast<uint8_t>(bytes[kMagic.size()]);
+  if (version != kVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("serialized DeviceMesh version ", version,
+                     " is not supported (this build reads version ",
+                     kVersion, ")"));
+  }
+  Reader r(bytes.substr(kMagic.size() + 1));
+  std::string device_type, layout_bytes;
+  MeshOptions options;
+  uint64_t count = 0;
+  bool ok = r.Bytes(&device_type) && r.Bytes(&layout_bytes) &&
+            ReadGroupOptions(&r, &options.all) && r.U64(&count);
+  for (uint64_t i = 0; ok && i < count; ++i) {
+    std::string name;
+    GroupOptions g;
+    ok = r.Bytes(&name) && ReadGroupOptions(&r, &g);
+    if (ok) options.per_dim[name] = std::move(g);
+  }
+  if (!ok || !r.done()) {
+    return absl::InvalidArgumentError(
+        "serialized DeviceMesh is truncated or has trailing bytes");
+  }
+  auto layout = MeshLayout::Deserialize(layout_bytes);
+  if (!layout.ok()) return layout.status();
+  return MeshParts{std::move(device_type), *std::move(layout),
+                   std::move(options)};
+}
+
+}  // namespace devmesh
