@@ -229,10 +229,16 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const TcpStoreServerOptions& options) {
   absl::StatusOr<Socket> listener = Socket::Listen(options.host, options.port);
   if (!listener.ok()) return listener.status();
-  absl::StatusOr<int> port = listener->LocalPort();
+  return StartOnFd(listener->Release(), options);
+}
+
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::StartOnFd(
+    int listening_fd, const TcpStoreServerOptions& options) {
+  Socket listener(listening_fd);
+  absl::StatusOr<int> port = listener.LocalPort();
   if (!port.ok()) return port.status();
   auto impl = std::make_unique<Impl>(options.token);
-  if (absl::Status s = impl->Init(std::move(*listener)); !s.ok()) return s;
+  if (absl::Status s = impl->Init(std::move(listener)); !s.ok()) return s;
   return std::unique_ptr<TcpStoreServer>(
       new TcpStoreServer(std::move(impl), *port));
 }

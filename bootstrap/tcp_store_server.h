@@ -43,6 +43,13 @@ class TcpStoreServer {
   static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(
       const TcpStoreServerOptions& options);
 
+  // Like Start, on a socket the caller already bound and set listening
+  // (`listening_fd`, owned from now on; options.host/port are ignored). Lets
+  // a parent process learn the port, fork children, and only then start the
+  // loop thread (bootstrap/testing/multiprocess.h).
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartOnFd(
+      int listening_fd, const TcpStoreServerOptions& options);
+
   // Stops the loop, drops every client and joins the thread.
   ~TcpStoreServer();
 

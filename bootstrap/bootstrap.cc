@@ -1,0 +1,74 @@
+#include "bootstrap/bootstrap.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace devmesh {
+
+absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnv(
+    const BootstrapOptions& options) {
+  absl::StatusOr<RendezvousInfo> info = RendezvousInfoFromEnv();
+  if (!info.ok()) return info.status();
+  return Create(*info, options);
+}
+
+absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
+    const RendezvousInfo& info, const BootstrapOptions& options) {
+  if (info.world_size < 1 || info.rank < 0 || info.rank >= info.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", info.rank, " is outside [0, world_size=", info.world_size,
+        ")"));
+  }
+  if (info.store_port < 1 || info.store_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "store port ", info.store_port, " is outside 1..65535"));
+  }
+  if (info.store_host.empty()) {
+    return absl::InvalidArgumentError("store host is empty");
+  }
+  std::string token;
+  if (options.token) {
+    token = *options.token;
+  } else if (const char* env = std::getenv("DEVMESH_STORE_TOKEN")) {
+    token = env;
+  }
+  std::unique_ptr<Bootstrap> boot(new Bootstrap(info, options.timeout));
+  if (info.rank == 0 && options.host_server) {
+    TcpStoreServerOptions server_options;
+    server_options.host = options.server_bind_host;
+    server_options.port = info.store_port;
+    server_options.token = token;
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+        TcpStoreServer::Start(server_options);
+    if (!server.ok()) return server.status();
+    boot->server_ = std::move(*server);
+  }
+  TcpStoreClientOptions client_options;
+  client_options.host = info.store_host;
+  client_options.port = info.store_port;
+  client_options.token = token;
+  client_options.connect_timeout = options.timeout;
+  client_options.default_timeout = options.timeout;
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect(client_options);
+  if (!client.ok()) return client.status();
+  boot->store_ = std::move(*client);
+  if (absl::Status s = boot->Barrier("devmesh/bootstrap/init"); !s.ok()) {
+    return s;
+  }
+  return boot;
+}
+
+absl::Status Bootstrap::Barrier(absl::string_view name) {
+  int count = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    count = barrier_counts_[name]++;
+  }
+  return devmesh::Barrier(*store_, absl::StrCat(name, "/", count), rank(),
+                          world_size(), timeout_);
+}
+
+}  // namespace devmesh

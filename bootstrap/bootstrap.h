@@ -1,0 +1,100 @@
+// devmesh/bootstrap/bootstrap.h
+// -----------------------------------------------------------------------------
+// Bootstrap: the object every devmesh program makes first. It reads (or is
+// given) the rendezvous info, makes rank 0 host the TcpStoreServer on
+// store_port, connects every rank's TcpStoreClient to it, and waits until all
+// world_size ranks are connected (a store barrier), like PyTorch's
+// init_process_group with the env:// rendezvous.
+//
+//   auto boot = devmesh::Bootstrap::FromEnv();   // under torchrun / srun / mpirun
+//   if (!boot.ok()) return boot.status();
+//   (*boot)->store()->Set("hello", "world");
+//   (*boot)->Barrier("after-hello");
+//
+// Lifetime: rank 0's Bootstrap owns the server, so rank 0 must outlive the
+// other ranks' use of the store (end with a Barrier). The store() pointer may
+// outlive the Bootstrap only on ranks other than 0.
+// Thread-safety: accessors are immutable; store() and Barrier may be called
+// from any thread (Barrier names must then be distinct per concurrent call).
+//
+// This header also brings in everything a user of //bootstrap needs.
+#ifndef DEVMESH_BOOTSTRAP_BOOTSTRAP_H_
+#define DEVMESH_BOOTSTRAP_BOOTSTRAP_H_
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "bootstrap/barrier.h"
+#include "bootstrap/launcher.h"
+#include "bootstrap/memory_store.h"
+#include "bootstrap/prefix_store.h"
+#include "bootstrap/rendezvous.h"
+#include "bootstrap/store.h"
+#include "bootstrap/tcp_store_client.h"
+#include "bootstrap/tcp_store_server.h"
+
+namespace devmesh {
+
+struct BootstrapOptions {
+  // How long to wait for the server (connect retries), for every rank to
+  // join, and the store's default timeout for Get/Wait/Barrier.
+  absl::Duration timeout = absl::Seconds(300);
+  // The shared store token; unset: $DEVMESH_STORE_TOKEN, or none when that is
+  // unset too. Every rank must use the same one.
+  std::optional<std::string> token;
+  // true: rank 0 starts the TcpStoreServer on store_port. false: a server is
+  // already listening there (e.g. started by a test's parent process, see
+  // bootstrap/testing/multiprocess.h) and every rank only connects.
+  bool host_server = true;
+  // The address rank 0's server binds ("0.0.0.0" = every IPv4 interface).
+  std::string server_bind_host = "0.0.0.0";
+};
+
+class Bootstrap {
+ public:
+  // RendezvousInfoFromEnv() then Create. Errors: those of both.
+  static absl::StatusOr<std::unique_ptr<Bootstrap>> FromEnv(
+      const BootstrapOptions& options = {});
+
+  // Errors: InvalidArgument (rank outside [0, world_size), store_port outside
+  // 1..65535, empty store_host); Unavailable (rank 0 cannot listen on
+  // store_port, or the server is not reachable within options.timeout);
+  // PermissionDenied (token mismatch); DeadlineExceeded (not every rank
+  // joined within options.timeout; the message says how many did).
+  static absl::StatusOr<std::unique_ptr<Bootstrap>> Create(
+      const RendezvousInfo& info, const BootstrapOptions& options);
+
+  int rank() const { return info_.rank; }
+  int world_size() const { return info_.world_size; }
+  int local_rank() const { return info_.local_rank; }
+  int local_world_size() const { return info_.local_world_size; }
+  const RendezvousInfo& info() const { return info_; }
+
+  // The store shared by all ranks (a TcpStoreClient).
+  std::shared_ptr<Store> store() const { return store_; }
+
+  // Waits until every rank has called Barrier with the same `name` the same
+  // number of times (each call uses a fresh store key: name + "/" + count).
+  // Errors: as devmesh::Barrier, with options.timeout.
+  absl::Status Barrier(absl::string_view name);
+
+ private:
+  Bootstrap(RendezvousInfo info, absl::Duration timeout)
+      : info_(std::move(info)), timeout_(timeout) {}
+
+  const RendezvousInfo info_;
+  const absl::Duration timeout_;
+  std::unique_ptr<TcpStoreServer> server_;  // rank 0 with host_server only
+  std::shared_ptr<Store> store_;            // destroyed before server_
+  std::mutex mu_;
+  absl::flat_hash_map<std::string, int> barrier_counts_;  // guarded by mu_
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_BOOTSTRAP_BOOTSTRAP_H_

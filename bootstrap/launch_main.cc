@@ -1,0 +1,33 @@
+// bazel run //bootstrap:launch -- --nproc=N [--master_port=P] -- PROGRAM ARGS
+// Starts N local ranks of PROGRAM with torchrun's variables; see launcher.h.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/time.h"
+#include "bootstrap/launcher.h"
+
+ABSL_FLAG(int, nproc, 1, "number of local ranks to start");
+ABSL_FLAG(int, master_port, 0, "MASTER_PORT for the ranks; 0 = a free port");
+ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(5),
+          "time between SIGTERM and SIGKILL when a rank fails");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "launch --nproc=N [--master_port=P] -- PROGRAM [ARGS...]");
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  devmesh::LaunchOptions options;
+  options.nproc = absl::GetFlag(FLAGS_nproc);
+  options.master_port = absl::GetFlag(FLAGS_master_port);
+  options.grace_period = absl::GetFlag(FLAGS_grace_period);
+  options.argv.assign(rest.begin() + 1, rest.end());
+  absl::StatusOr<int> code = devmesh::LaunchLocal(options);
+  if (!code.ok()) {
+    std::fprintf(stderr, "launch: %s\n", code.status().ToString().c_str());
+    return 2;
+  }
+  return *code;
+}

@@ -1,0 +1,230 @@
+#include "bootstrap/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "bootstrap/socket.h"
+
+extern char** environ;
+
+namespace devmesh {
+namespace {
+
+void WriteAll(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// One output stream of one rank: a pipe and its unfinished last line.
+struct Stream {
+  int fd = -1;  // read end; -1 once at EOF
+  int out_fd = 1;
+  std::string partial;
+};
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  int exit_code = 0;  // valid once !running
+  Stream streams[2];
+};
+
+// Copies complete lines of `data` to the rank's output with the prefix.
+void Emit(int rank, Stream& s, absl::string_view data, bool flush) {
+  s.partial.append(data.data(), data.size());
+  size_t start = 0;
+  std::string out;
+  const std::string prefix = absl::StrCat("[rank ", rank, "] ");
+  for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos;
+       start = nl + 1) {
+    absl::StrAppend(&out, prefix,
+                    absl::string_view(s.partial).substr(start, nl + 1 - start));
+  }
+  s.partial.erase(0, start);
+  if (flush && !s.partial.empty()) {
+    absl::StrAppend(&out, prefix, s.partial, "\n");
+    s.partial.clear();
+  }
+  WriteAll(s.out_fd, out);
+}
+
+// Builds "NAME=value" entries: the inherited environment with `overrides`.
+std::vector<std::string> BuildEnv(
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    absl::string_view entry(*e);
+    absl::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : overrides) replaced = replaced || k == name;
+    if (!replaced) env.emplace_back(entry);
+  }
+  for (const auto& [k, v] : overrides) env.push_back(absl::StrCat(k, "=", v));
+  return env;
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (std::string& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
+  if (options.nproc < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nproc ", options.nproc, " is not positive"));
+  }
+  if (options.argv.empty()) {
+    return absl::InvalidArgumentError("no program to launch (argv is empty)");
+  }
+  int port = options.master_port;
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("master port ", port, " is outside 0..65535"));
+  }
+  if (port == 0) {
+    absl::StatusOr<Socket> probe = Socket::Listen("127.0.0.1", 0);
+    if (!probe.ok()) return probe.status();
+    absl::StatusOr<int> picked = probe->LocalPort();
+    if (!picked.ok()) return picked.status();
+    port = *picked;
+  }
+  const int n = options.nproc;
+  std::vector<Rank> ranks(n);
+  for (int r = 0; r < n; ++r) {
+    auto overrides = options.env;
+    overrides.insert(overrides.end(),
+                     {{"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", absl::StrCat(port)},
+                      {"RANK", absl::StrCat(r)},
+                      {"WORLD_SIZE", absl::StrCat(n)},
+                      {"LOCAL_RANK", absl::StrCat(r)},
+                      {"LOCAL_WORLD_SIZE", absl::StrCat(n)}});
+    std::vector<std::string> env = BuildEnv(overrides);
+    std::vector<std::string> args = options.argv;
+    std::vector<char*> envp = CStrings(env), argv = CStrings(args);
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+    }
+    const pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+    if (pid == 0) {  // child: only async-signal-safe calls until exec
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      execvpe(argv[0], argv.data(), envp.data());
+      const char msg[] = "launcher: cannot exec the program\n";
+      (void)!write(2, msg, sizeof(msg) - 1);
+      _exit(127);
+    }
+    setpgid(pid, pid);  // also here, so the group exists before any kill
+    close(out[1]);
+    close(err[1]);
+    ranks[r].pid = pid;
+    ranks[r].running = true;
+    ranks[r].streams[0] = {out[0], options.stdout_fd, ""};
+    ranks[r].streams[1] = {err[0], options.stderr_fd, ""};
+  }
+
+  int failed_rank = -1;
+  int result = 0;
+  absl::Time kill_at = absl::InfiniteFuture();
+  bool killed = false;
+  int running = n;
+  absl::Time all_exited_at = absl::InfiniteFuture();
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, int>> who;  // (rank, stream)
+    for (int r = 0; r < n; ++r) {
+      for (int k = 0; k < 2; ++k) {
+        if (ranks[r].streams[k].fd < 0) continue;
+        fds.push_back({ranks[r].streams[k].fd, POLLIN, 0});
+        who.emplace_back(r, k);
+      }
+    }
+    // Done when every rank has exited and its output is drained (or a
+    // descendant keeps a pipe open for over a second).
+    if (running == 0 && (fds.empty() || absl::Now() > all_exited_at + absl::Seconds(1))) {
+      break;
+    }
+    poll(fds.data(), fds.size(), 50);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto [r, k] = who[i];
+      Stream& s = ranks[r].streams[k];
+      char buf[16384];
+      ssize_t got = read(s.fd, buf, sizeof(buf));
+      if (got > 0) {
+        Emit(r, s, absl::string_view(buf, static_cast<size_t>(got)), false);
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        Emit(r, s, "", true);
+        close(s.fd);
+        s.fd = -1;
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      int status = 0;
+      if (!ranks[r].running || waitpid(ranks[r].pid, &status, WNOHANG) <= 0) {
+        continue;
+      }
+      ranks[r].running = false;
+      --running;
+      if (running == 0) all_exited_at = absl::Now();
+      const int code =
+          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      ranks[r].exit_code = code;
+      if (code != 0 && failed_rank < 0) {
+        failed_rank = r;
+        result = code;
+        WriteAll(options.stderr_fd,
+                 absl::StrCat("[launcher] rank ", r,
+                              WIFEXITED(status) ? " exited with code "
+                                                : " was killed by signal ",
+                              WIFEXITED(status) ? code : WTERMSIG(status),
+                              "; stopping the other ranks\n"));
+        for (Rank& other : ranks) {
+          if (other.running) kill(-other.pid, SIGTERM);
+        }
+        kill_at = absl::Now() + options.grace_period;
+      }
+    }
+    if (!killed && absl::Now() >= kill_at) {
+      killed = true;
+      for (Rank& other : ranks) {
+        if (other.running) kill(-other.pid, SIGKILL);
+      }
+    }
+  }
+  for (Rank& r : ranks) {
+    for (Stream& s : r.streams) {
+      if (s.fd >= 0) close(s.fd);
+    }
+  }
+  if (failed_rank >= 0) {
+    WriteAll(options.stderr_fd,
+             absl::StrCat("[launcher] failed: rank ", failed_rank,
+                          " (exit code ", result, ")\n"));
+  }
+  return result;
+}
+
+}  // namespace devmesh

@@ -1,0 +1,50 @@
+// devmesh/bootstrap/launcher.h
+// -----------------------------------------------------------------------------
+// LaunchLocal: starts `nproc` copies of a program on this host with torchrun's
+// variables set (like `torchrun --standalone --nproc-per-node N`):
+// MASTER_ADDR=127.0.0.1, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE (RANK = LOCAL_RANK = 0..nproc-1). Each line a rank writes
+// is copied to the launcher's stdout/stderr prefixed "[rank N] ". When a rank
+// exits non-zero or dies of a signal, the others are sent SIGTERM (their whole
+// process group), then SIGKILL after `grace_period`; the launcher names the
+// failing rank on stderr and returns its exit code (128 + signal for a
+// signal). Each rank also dies with the launcher (PR_SET_PDEATHSIG).
+//
+// Thread-safety: call from one thread at a time; it forks, so the usual rules
+// about fork in a threaded process apply to the caller's other threads.
+#ifndef DEVMESH_BOOTSTRAP_LAUNCHER_H_
+#define DEVMESH_BOOTSTRAP_LAUNCHER_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace devmesh {
+
+struct LaunchOptions {
+  int nproc = 1;                  // number of ranks, >= 1
+  std::vector<std::string> argv;  // program (searched in PATH) and arguments
+  // Extra environment variables for every rank (override inherited ones).
+  std::vector<std::pair<std::string, std::string>> env;
+  // MASTER_PORT; 0 = a free port picked by binding port 0 (as torchrun
+  // --standalone does; another process could take it before rank 0 binds).
+  int master_port = 0;
+  // Time between SIGTERM and SIGKILL when stopping the other ranks.
+  absl::Duration grace_period = absl::Seconds(5);
+  // Where the prefixed output goes (file descriptors; not closed).
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+};
+
+// Runs the ranks to completion. Returns 0 when every rank exited 0, else the
+// first failing rank's exit code (128 + signal number when killed). Errors:
+// InvalidArgument (nproc < 1, empty argv, master_port outside 0..65535),
+// Internal (pipe/fork failure), Unavailable (no free port).
+absl::StatusOr<int> LaunchLocal(const LaunchOptions& options);
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_BOOTSTRAP_LAUNCHER_H_

@@ -1,0 +1,254 @@
+#include "bootstrap/rendezvous.h"
+
+#include <cstdlib>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace devmesh {
+namespace {
+
+absl::Status Bad(absl::string_view var, absl::string_view value,
+                 absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("environment variable ", var, "='", value, "' ", why));
+}
+
+// Reads an integer variable; `fallback` is used when it is unset (nullopt:
+// required).
+absl::StatusOr<int> Int(const EnvLookup& env, absl::string_view var,
+                        std::optional<int> fallback, int min, int max) {
+  std::optional<std::string> v = env(var);
+  if (!v) {
+    if (fallback) return *fallback;
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable ", var, " is not set"));
+  }
+  int n = 0;
+  if (!absl::SimpleAtoi(*v, &n)) return Bad(var, *v, "is not an integer");
+  if (n < min || n > max) {
+    return Bad(var, *v, absl::StrCat("is outside [", min, ", ", max, "]"));
+  }
+  return n;
+}
+
+absl::StatusOr<std::string> Str(const EnvLookup& env, absl::string_view var) {
+  std::optional<std::string> v = env(var);
+  if (!v || v->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable ", var, " is not set"));
+  }
+  return *v;
+}
+
+constexpr int kMaxInt = 1 << 30;
+
+// Checks rank < world, local_rank < local_world <= world.
+absl::Status CheckConsistent(const RendezvousInfo& info,
+                             absl::string_view rank_var,
+                             absl::string_view world_var,
+                             absl::string_view local_rank_var,
+                             absl::string_view local_world_var) {
+  if (info.rank >= info.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        rank_var, "=", info.rank, " is not below ", world_var, "=",
+        info.world_size));
+  }
+  if (info.local_rank >= info.local_world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        local_rank_var, "=", info.local_rank, " is not below ",
+        local_world_var, "=", info.local_world_size));
+  }
+  if (info.local_world_size > info.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        local_world_var, "=", info.local_world_size, " is above ", world_var,
+        "=", info.world_size));
+  }
+  return absl::OkStatus();
+}
+
+#define DEVMESH_ASSIGN(lhs, expr)       \
+  do {                                  \
+    auto _v = (expr);                   \
+    if (!_v.ok()) return _v.status();   \
+    lhs = *std::move(_v);               \
+  } while (0)
+
+absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
+  RendezvousInfo info;
+  info.source = "torchrun";
+  DEVMESH_ASSIGN(info.world_size, Int(env, "WORLD_SIZE", {}, 1, kMaxInt));
+  DEVMESH_ASSIGN(info.rank, Int(env, "RANK", {}, 0, kMaxInt));
+  DEVMESH_ASSIGN(info.local_rank, Int(env, "LOCAL_RANK", info.rank, 0, kMaxInt));
+  DEVMESH_ASSIGN(info.local_world_size,
+                 Int(env, "LOCAL_WORLD_SIZE", info.world_size, 1, kMaxInt));
+  DEVMESH_ASSIGN(info.store_host, Str(env, "MASTER_ADDR"));
+  DEVMESH_ASSIGN(info.store_port, Int(env, "MASTER_PORT", {}, 1, 65535));
+  if (absl::Status s = CheckConsistent(info, "RANK", "WORLD_SIZE",
+                                       "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+      !s.ok()) {
+    return s;
+  }
+  return info;
+}
+
+absl::StatusOr<RendezvousInfo> FromOpenMpi(const EnvLookup& env) {
+  RendezvousInfo info;
+  info.source = "openmpi";
+  DEVMESH_ASSIGN(info.rank, Int(env, "OMPI_COMM_WORLD_RANK", {}, 0, kMaxInt));
+  DEVMESH_ASSIGN(info.world_size,
+                 Int(env, "OMPI_COMM_WORLD_SIZE", {}, 1, kMaxInt));
+  DEVMESH_ASSIGN(info.local_rank,
+                 Int(env, "OMPI_COMM_WORLD_LOCAL_RANK", {}, 0, kMaxInt));
+  DEVMESH_ASSIGN(info.local_world_size,
+                 Int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", {}, 1, kMaxInt));
+  DEVMESH_ASSIGN(info.store_host, Str(env, "MASTER_ADDR"));
+  DEVMESH_ASSIGN(info.store_port,
+                 Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
+  if (absl::Status s = CheckConsistent(
+          info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+          "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
+      !s.ok()) {
+    return s;
+  }
+  return info;
+}
+
+// SLURM_TASKS_PER_NODE "2(x3),1": the count for node `node`.
+absl::StatusOr<int> TasksOnNode(absl::string_view value, int node) {
+  int index = 0;
+  for (absl::string_view part : absl::StrSplit(value, ',')) {
+    int count = 0, repeat = 1;
+    absl::string_view count_text = part;
+    size_t paren = part.find('(');
+    if (paren != absl::string_view::npos) {
+      count_text = part.substr(0, paren);
+      absl::string_view rep = part.substr(paren);
+      if (!absl::ConsumePrefix(&rep, "(x") || !absl::ConsumeSuffix(&rep, ")") ||
+          !absl::SimpleAtoi(rep, &repeat) || repeat < 1) {
+        return Bad("SLURM_TASKS_PER_NODE", value, "is not in the 2(x3),1 form");
+      }
+    }
+    if (!absl::SimpleAtoi(count_text, &count) || count < 1) {
+      return Bad("SLURM_TASKS_PER_NODE", value, "is not in the 2(x3),1 form");
+    }
+    if (node < index + repeat) return count;
+    index += repeat;
+  }
+  return Bad("SLURM_TASKS_PER_NODE", value,
+             absl::StrCat("has no entry for SLURM_NODEID=", node));
+}
+
+absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
+  RendezvousInfo info;
+  info.source = "slurm";
+  DEVMESH_ASSIGN(info.rank, Int(env, "SLURM_PROCID", {}, 0, kMaxInt));
+  if (env("SLURM_NTASKS")) {
+    DEVMESH_ASSIGN(info.world_size, Int(env, "SLURM_NTASKS", {}, 1, kMaxInt));
+  } else {
+    DEVMESH_ASSIGN(info.world_size, Int(env, "SLURM_NPROCS", {}, 1, kMaxInt));
+  }
+  DEVMESH_ASSIGN(info.local_rank, Int(env, "SLURM_LOCALID", {}, 0, kMaxInt));
+  if (env("SLURM_NTASKS_PER_NODE")) {
+    DEVMESH_ASSIGN(info.local_world_size,
+                   Int(env, "SLURM_NTASKS_PER_NODE", {}, 1, kMaxInt));
+  } else if (std::optional<std::string> tpn = env("SLURM_TASKS_PER_NODE")) {
+    int node = 0;
+    DEVMESH_ASSIGN(node, Int(env, "SLURM_NODEID", 0, 0, kMaxInt));
+    DEVMESH_ASSIGN(info.local_world_size, TasksOnNode(*tpn, node));
+  } else {
+    return absl::InvalidArgumentError(
+        "environment variables SLURM_NTASKS_PER_NODE and SLURM_TASKS_PER_NODE "
+        "are both unset");
+  }
+  if (std::optional<std::string> addr = env("MASTER_ADDR"); addr && !addr->empty()) {
+    info.store_host = *addr;
+  } else {
+    const char* var = "SLURM_JOB_NODELIST";
+    std::optional<std::string> list = env(var);
+    if (!list) list = env(var = "SLURM_NODELIST");
+    if (!list) {
+      return absl::InvalidArgumentError(
+          "MASTER_ADDR, SLURM_JOB_NODELIST and SLURM_NODELIST are all unset: "
+          "no store host");
+    }
+    absl::StatusOr<std::string> host = FirstHostOfNodeList(*list);
+    if (!host.ok()) {
+      return Bad(var, *list, absl::StrCat(": ", host.status().message()));
+    }
+    info.store_host = *host;
+  }
+  DEVMESH_ASSIGN(info.store_port,
+                 Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
+  if (absl::Status s = CheckConsistent(info, "SLURM_PROCID", "SLURM_NTASKS",
+                                       "SLURM_LOCALID", "tasks per node");
+      !s.ok()) {
+    return s;
+  }
+  return info;
+}
+
+}  // namespace
+
+EnvLookup ProcessEnv() {
+  return [](absl::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+absl::StatusOr<RendezvousInfo> RendezvousInfoFromEnv(const EnvLookup& env) {
+  if (env("RANK")) return FromTorchrun(env);
+  if (env("OMPI_COMM_WORLD_RANK")) return FromOpenMpi(env);
+  if (env("SLURM_PROCID")) return FromSlurm(env);
+  return absl::NotFoundError(
+      "no rendezvous environment: none of RANK (torchrun), "
+      "OMPI_COMM_WORLD_RANK (Open MPI), SLURM_PROCID (Slurm) is set");
+}
+
+absl::StatusOr<RendezvousInfo> RendezvousInfoFromEnv() {
+  return RendezvousInfoFromEnv(ProcessEnv());
+}
+
+bool HasRendezvousEnv(const EnvLookup& env) {
+  return env("RANK") || env("OMPI_COMM_WORLD_RANK") || env("SLURM_PROCID");
+}
+
+bool HasRendezvousEnv() { return HasRendezvousEnv(ProcessEnv()); }
+
+absl::StatusOr<std::string> FirstHostOfNodeList(absl::string_view nodelist) {
+  std::string host;
+  int depth = 0;
+  bool in_first_range = false;  // inside [...] and still in its first item
+  for (char c : nodelist) {
+    if (c == '[') {
+      if (depth++ != 0) break;
+      in_first_range = true;
+    } else if (c == ']') {
+      if (depth-- != 1) break;
+    } else if (depth == 0) {
+      if (c == ',') break;
+      host.push_back(c);
+    } else if (c == ',' || c == '-') {
+      in_first_range = false;
+    } else if (in_first_range) {
+      host.push_back(c);
+    }
+  }
+  if (depth != 0 || nodelist.find(']') < nodelist.find('[')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node list '", nodelist, "' has unbalanced brackets"));
+  }
+  if (host.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node list '", nodelist, "' names no host"));
+  }
+  return host;
+}
+
+}  // namespace devmesh

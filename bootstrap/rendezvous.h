@@ -1,0 +1,74 @@
+// devmesh/bootstrap/rendezvous.h
+// -----------------------------------------------------------------------------
+// Rendezvous from the environment: who am I (rank, world size, local rank on
+// this host) and where is the store (rank 0's host and port), read from the
+// variables of the launcher that started this process. Families, in order of
+// precedence (the first whose rank variable is set wins):
+//
+//   "torchrun": RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (all required),
+//               LOCAL_RANK, LOCAL_WORLD_SIZE (optional; default RANK and
+//               WORLD_SIZE, i.e. one host). Also what LaunchLocal sets.
+//   "openmpi":  OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE and
+//               MASTER_ADDR (required), MASTER_PORT (default 29500).
+//   "slurm":    SLURM_PROCID, SLURM_NTASKS (or SLURM_NPROCS), SLURM_LOCALID
+//               (required); tasks on this node from SLURM_NTASKS_PER_NODE or
+//               SLURM_TASKS_PER_NODE ("2(x3),1" form, entry SLURM_NODEID);
+//               store host MASTER_ADDR, else the first host of
+//               SLURM_JOB_NODELIST / SLURM_NODELIST ("node[01-04],x" ->
+//               "node01"); port MASTER_PORT, else 29500.
+//
+// Errors (InvalidArgument, naming the variable and its value): a required
+// variable missing, not an integer, out of range (port outside 1..65535,
+// sizes < 1), or contradictory (RANK >= WORLD_SIZE, LOCAL_RANK >=
+// LOCAL_WORLD_SIZE, LOCAL_WORLD_SIZE > WORLD_SIZE); NotFound when no family's
+// rank variable is set at all.
+//
+// Thread-safety: pure functions of the lookup; the getenv overloads read the
+// process environment (do not call them while another thread sets it).
+#ifndef DEVMESH_BOOTSTRAP_RENDEZVOUS_H_
+#define DEVMESH_BOOTSTRAP_RENDEZVOUS_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace devmesh {
+
+inline constexpr int kDefaultStorePort = 29500;  // torchrun's default
+
+struct RendezvousInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string store_host;  // where rank 0's TcpStoreServer listens
+  int store_port = 0;
+  std::string source;  // "torchrun", "slurm" or "openmpi"
+};
+
+// Looks up an environment variable: its value, or nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(absl::string_view)>;
+
+// The process environment (getenv).
+EnvLookup ProcessEnv();
+
+absl::StatusOr<RendezvousInfo> RendezvousInfoFromEnv(const EnvLookup& env);
+absl::StatusOr<RendezvousInfo> RendezvousInfoFromEnv();
+
+// True when any family's rank variable (RANK, OMPI_COMM_WORLD_RANK,
+// SLURM_PROCID) is set: this process was started by a launcher and should
+// join its job rather than launch itself.
+bool HasRendezvousEnv(const EnvLookup& env);
+bool HasRendezvousEnv();
+
+// The first host of a Slurm node list: "node[01-04,07],gpu9" -> "node01",
+// "a[1-2]b[3]" -> "a1b3", "x" -> "x". InvalidArgument on an empty list or
+// unbalanced brackets.
+absl::StatusOr<std::string> FirstHostOfNodeList(absl::string_view nodelist);
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_BOOTSTRAP_RENDEZVOUS_H_
