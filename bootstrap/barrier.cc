@@ -22,7 +22,9 @@ absl::Status Barrier(Store& store, std::string name, int rank, int world_size,
   absl::StatusOr<int64_t> count = store.Add(arrived, 1);
   if (!count.ok()) return count.status();
   if (*count == world_size) {
-    if (absl::Status s = store.Set(done, "1"); !s.ok()) return s;
+    // The last arrival releases the others and needs no further round trip
+    // (so a rank 0 that leaves right after cannot strand it).
+    return store.Set(done, "1");
   }
   absl::StatusOr<std::string> released = store.Get(done, timeout);
   if (released.ok()) return absl::OkStatus();

@@ -2,9 +2,9 @@
 // -----------------------------------------------------------------------------
 // Barrier over a Store: every rank calls it with the same `name`; it returns
 // once all `world_size` ranks have arrived. Two store round trips per rank:
-// Add(name + "/arrived", 1), and the last arrival sets name + "/done"; every
-// rank then Gets name + "/done" (the wait is parked in the server, c10d's
-// store-based barrier). A name is single-use: use a fresh one for each
+// Add(name + "/arrived", 1); the last arrival sets name + "/done" and returns,
+// every other rank Gets name + "/done" (the wait is parked in the server,
+// c10d's store-based barrier). A name is single-use: use a fresh one for each
 // barrier (Bootstrap::Barrier appends a counter for you).
 //
 // Errors: InvalidArgument (world_size < 1, rank outside [0, world_size),

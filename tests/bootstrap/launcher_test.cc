@@ -1,0 +1,127 @@
+// The launcher with real processes: a full 8-rank rendezvous through
+// Bootstrap::FromEnv, output prefixing, and a failing rank stopping the rest.
+#include "bootstrap/launcher.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace devmesh {
+namespace {
+
+constexpr char kWorker[] = "tests/bootstrap/rendezvous_worker";
+
+// A temporary file to capture the launcher's output.
+class Capture {
+ public:
+  Capture() : file_(tmpfile()) {}
+  ~Capture() { fclose(file_); }
+  int fd() const { return fileno(file_); }
+  std::string Read() {
+    fflush(file_);
+    std::string out;
+    char buf[4096];
+    lseek(fd(), 0, SEEK_SET);
+    ssize_t n;
+    while ((n = read(fd(), buf, sizeof(buf))) > 0) out.append(buf, n);
+    return out;
+  }
+
+ private:
+  FILE* file_;
+};
+
+TEST(LauncherTest, EightRanksRendezvousAndReadEveryKey) {
+  Capture out, err;
+  LaunchOptions options;
+  options.nproc = 8;
+  options.argv = {kWorker};
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  absl::StatusOr<int> code = LaunchLocal(options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << err.Read();
+  const std::string text = out.Read();
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_NE(text.find(absl::StrCat("[rank ", r, "] rank ", r,
+                                     " of 8 read all 8 keys\n")),
+              std::string::npos)
+        << text;
+  }
+}
+
+TEST(LauncherTest, FailingRankStopsTheOthersAndExitsNonZero) {
+  Capture out, err;
+  LaunchOptions options;
+  options.nproc = 4;
+  options.argv = {kWorker};
+  options.env = {{"WORKER_FAIL_RANK", "2"}};
+  options.grace_period = absl::Seconds(2);
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  absl::StatusOr<int> code = LaunchLocal(options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 3);
+  EXPECT_NE(out.Read().find("[rank 2] failing on purpose\n"),
+            std::string::npos);
+  const std::string errors = err.Read();
+  EXPECT_NE(errors.find("[launcher] rank 2 exited with code 3"),
+            std::string::npos)
+      << errors;
+  EXPECT_NE(errors.find("[launcher] failed: rank 2"), std::string::npos);
+}
+
+TEST(LauncherTest, ProcessKilledBySignalIsReported) {
+  Capture out, err;
+  LaunchOptions options;
+  options.nproc = 2;
+  options.argv = {"/bin/sh", "-c",
+                  "echo partial-line-$RANK | tr -d '\\n'; "
+                  "if [ \"$RANK\" = 1 ]; then kill -9 $$; fi; exec sleep 600"};
+  options.grace_period = absl::Seconds(1);
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  absl::StatusOr<int> code = LaunchLocal(options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 128 + 9);
+  const std::string text = out.Read();
+  EXPECT_NE(text.find("[rank 0] partial-line-0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("[rank 1] partial-line-1\n"), std::string::npos) << text;
+  EXPECT_NE(err.Read().find("rank 1 was killed by signal 9"),
+            std::string::npos);
+}
+
+TEST(LauncherTest, BadOptionsAreInvalidArgument) {
+  LaunchOptions options;
+  options.nproc = 0;
+  options.argv = {"true"};
+  EXPECT_EQ(LaunchLocal(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.nproc = 1;
+  options.argv.clear();
+  EXPECT_EQ(LaunchLocal(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.argv = {"true"};
+  options.master_port = 70000;
+  EXPECT_EQ(LaunchLocal(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LauncherTest, ProgramThatCannotBeExecutedFailsWith127) {
+  Capture out, err;
+  LaunchOptions options;
+  options.nproc = 2;
+  options.argv = {"/nonexistent/program"};
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  EXPECT_EQ(*LaunchLocal(options), 127);
+}
+
+}  // namespace
+}  // namespace devmesh
