@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# tools/gpu_check.sh: on a machine with NVIDIA GPUs, builds and runs devmesh's
+# NCCL tests (//tests/comm:nccl_test: world size 1 collectives, Split of a
+# world of one, init timeout, Abort) and prints a short table. NCCL allows
+# one rank per GPU, so with one GPU the checks run at world size 1.
+#
+#   tools/gpu_check.sh            # uses bazel from PATH
+#   BAZEL="bazel --output_base=/tmp/ob" tools/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BAZEL=${BAZEL:-bazel}
+
+if command -v nvidia-smi >/dev/null 2>&1; then
+  echo "== GPUs"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader || true
+else
+  echo "nvidia-smi not found: the NCCL tests will skip (no CUDA device visible)"
+fi
+
+echo "== building and running //tests/comm:nccl_test"
+log=$(mktemp)
+$BAZEL test //tests/comm:nccl_test --test_output=all --cache_test_results=no \
+  >"$log" 2>&1
+rc=$?
+
+echo
+printf '%-60s %s\n' "test" "result"
+printf '%-60s %s\n' "----" "------"
+# gtest lines: "[       OK ] Suite.Name (3 ms)", "[  SKIPPED ] ...", "[  FAILED  ] ...".
+grep -E '^\[ +(OK|SKIPPED|FAILED) +\] [A-Za-z0-9_/.]+ \(' "$log" |
+  sed -E 's/^\[ +([A-Z]+) +\] ([^ ]+) \((.*)\)$/\2 \1 \3/' |
+  while read -r name result time rest; do
+    printf '%-60s %s (%s %s)\n' "$name" "$result" "$time" "$rest"
+  done
+if grep -q "no CUDA device visible" "$log"; then
+  echo
+  grep -m1 "no CUDA device visible" "$log"
+fi
+echo
+if [ $rc -ne 0 ]; then
+  echo "bazel test exited $rc; full log: $log"
+  tail -n 40 "$log"
+else
+  echo "all NCCL tests passed or skipped; full log: $log"
+fi
+exit $rc
