@@ -9,8 +9,11 @@
 //   RankTable one = {5};                          // a list holding one rank
 //
 // It holds values only; validation (rectangular, positive dims, unique
-// non-negative ranks) happens in MeshLayout::FromRankTable. A plain value
-// type: copyable, movable, thread-compatible.
+// non-negative ranks, at most 64 levels deep) happens in
+// MeshLayout::FromRankTable. ToString and the destructor recurse as deep as
+// the nesting. Note that brace-initialisation always builds a list:
+// RankTable{t} is the list [t], not a copy of t. A plain value type:
+// copyable, movable, thread-compatible.
 #ifndef DEVMESH_MESH_RANK_TABLE_H_
 #define DEVMESH_MESH_RANK_TABLE_H_
 
