@@ -65,4 +65,41 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
                                 *std::move(layout), std::move(options));
 }
 
+absl::StatusOr<std::shared_ptr<MeshRuntime>> MeshRuntimeFromBootstrap(
+    std::shared_ptr<Bootstrap> bootstrap) {
+  if (bootstrap == nullptr) {
+    return absl::InvalidArgumentError("bootstrap is null");
+  }
+  std::shared_ptr<Store> store = bootstrap->store();
+  const int rank = bootstrap->rank();
+  const int world_size = bootstrap->world_size();
+  const int local_rank = bootstrap->local_rank();
+  return MeshRuntime::Create(std::move(store), rank, world_size, local_rank,
+                             std::move(bootstrap));
+}
+
+absl::StatusOr<DeviceMesh> InitDeviceMesh(
+    std::shared_ptr<Bootstrap> bootstrap, absl::string_view device_type,
+    absl::Span<const int64_t> mesh_shape,
+    std::vector<std::string> mesh_dim_names, MeshOptions options) {
+  auto runtime = MeshRuntimeFromBootstrap(std::move(bootstrap));
+  if (!runtime.ok()) return runtime.status();
+  return InitDeviceMesh(*std::move(runtime), device_type, mesh_shape,
+                        std::move(mesh_dim_names), std::move(options));
+}
+
+absl::StatusOr<DeviceMesh> InitDeviceMesh(
+    absl::string_view device_type, absl::Span<const int64_t> mesh_shape,
+    std::vector<std::string> mesh_dim_names, MeshOptions options) {
+  BootstrapOptions bootstrap_options;
+  if (options.all.timeout.has_value()) {
+    bootstrap_options.timeout = *options.all.timeout;
+  }
+  auto bootstrap = Bootstrap::FromEnv(bootstrap_options);
+  if (!bootstrap.ok()) return bootstrap.status();
+  return InitDeviceMesh(std::shared_ptr<Bootstrap>(*std::move(bootstrap)),
+                        device_type, mesh_shape, std::move(mesh_dim_names),
+                        std::move(options));
+}
+
 }  // namespace devmesh

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "bootstrap/bootstrap.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/group_options.h"
 #include "device_mesh/mesh_runtime.h"
@@ -38,6 +39,26 @@ namespace devmesh {
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
     absl::Span<const int64_t> mesh_shape,
+    std::vector<std::string> mesh_dim_names = {}, MeshOptions options = {});
+
+// A runtime over a bootstrap (kept alive by the runtime). Errors:
+// InvalidArgument for a null bootstrap.
+absl::StatusOr<std::shared_ptr<MeshRuntime>> MeshRuntimeFromBootstrap(
+    std::shared_ptr<Bootstrap> bootstrap);
+
+// Over an existing bootstrap; errors as above.
+absl::StatusOr<DeviceMesh> InitDeviceMesh(
+    std::shared_ptr<Bootstrap> bootstrap, absl::string_view device_type,
+    absl::Span<const int64_t> mesh_shape,
+    std::vector<std::string> mesh_dim_names = {}, MeshOptions options = {});
+
+// Rendezvous from the environment first (Bootstrap::FromEnv: torchrun,
+// Slurm or Open MPI variables; rank 0 hosts the store), then as above.
+// Errors: Bootstrap::FromEnv's (InvalidArgument naming a missing or
+// contradictory variable, Unavailable / DeadlineExceeded when the store is
+// not reached), then as above.
+absl::StatusOr<DeviceMesh> InitDeviceMesh(
+    absl::string_view device_type, absl::Span<const int64_t> mesh_shape,
     std::vector<std::string> mesh_dim_names = {}, MeshOptions options = {});
 
 }  // namespace devmesh

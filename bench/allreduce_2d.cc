@@ -1,0 +1,364 @@
+// bazel run //bench:allreduce_2d [-- --mesh_shape=2x2 --mesh_dim_names=dp,tp ...]
+//
+// The main benchmark: all-reduce along each dim of a DeviceMesh, against the
+// same backend's all-reduce on a group of the same ranks made directly with
+// //comm (the "raw" baseline). With no rendezvous variables in the
+// environment it starts --nproc local ranks with the //bootstrap launcher;
+// under torchrun, Slurm or mpirun it joins that job instead.
+//
+// For each size and dim it runs --warmup untimed then --iters timed
+// all-reduces, alternating the mesh group and the raw group so that both see
+// the same machine, and reports per all-reduce (the max over ranks of each
+// rank's median): time, algbw = bytes / time, busbw = algbw * 2 (n - 1) / n
+// (nccl-tests), #wrong (every element of every rank checked), and the raw
+// group's time and busbw. Results are also Google Benchmark runs
+// (--benchmark_out=FILE --benchmark_out_format=json writes them on rank 0).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "bench/allreduce_table.h"
+#include "bench/bench_flags.h"
+#include "bench/device_buffer.h"
+#include "bench/test_pattern.h"
+#include "benchmark/benchmark.h"
+#include "bootstrap/bootstrap.h"
+#include "comm/registry.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/init_device_mesh.h"
+
+ABSL_FLAG(std::string, mesh_shape, "2x2", "mesh shape, e.g. 2x2 or 2x2x2");
+ABSL_FLAG(std::string, mesh_dim_names, "dp,tp", "comma-separated dim names");
+ABSL_FLAG(std::string, min_bytes, "1K", "smallest message (K/M/G suffixes)");
+ABSL_FLAG(std::string, max_bytes, "64M", "largest message (K/M/G suffixes)");
+ABSL_FLAG(std::string, dtype, "float32",
+          "float32, float64, float16, bfloat16, int8, uint8, int32, int64");
+ABSL_FLAG(int, iters, 20, "timed all-reduces per size, dim and group");
+ABSL_FLAG(int, warmup, 5, "untimed all-reduces before the timed ones");
+ABSL_FLAG(std::string, backend, "auto",
+          "auto (nccl when every rank has a GPU, else gloo), gloo or nccl");
+ABSL_FLAG(int, nproc, 0, "local ranks to launch (0: the mesh's size)");
+
+namespace devmesh {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Discards everything: the reporter of ranks other than 0.
+class NullReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+struct Setup {
+  std::shared_ptr<MeshRuntime> runtime;
+  std::shared_ptr<Communicator> world;  // for the max over ranks
+  std::string device_type;
+  DataType dtype;
+  int iters;
+  int warmup;
+};
+
+// One (dim, size) cell: the mesh group, the raw group, and the result row.
+struct Cell {
+  std::shared_ptr<Communicator> mesh_group;
+  std::shared_ptr<Communicator> raw_group;
+  int64_t factor_sum = 0;  // sum of the group's pattern rank factors
+  AllReduceRow row;
+};
+
+absl::StatusOr<double> MaxOverRanks(Communicator& world, double v) {
+  double out = 0;
+  absl::Status s = world.AllReduce(&v, &out, 1, DataType::kFloat64,
+                                   ReduceOp::kMax);
+  if (!s.ok()) return s;
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
+  const size_t count = cell.row.count;
+  const size_t bytes = cell.row.bytes;
+  std::vector<char> host(bytes);
+  FillPattern(host.data(), count, setup.dtype, setup.runtime->rank());
+  auto send = DeviceBuffer::Allocate(setup.device_type, bytes);
+  auto recv_mesh = DeviceBuffer::Allocate(setup.device_type, bytes);
+  auto recv_raw = DeviceBuffer::Allocate(setup.device_type, bytes);
+  for (auto* b : {&send, &recv_mesh, &recv_raw}) {
+    if (!b->ok()) return b->status();
+  }
+  if (absl::Status s = (*send)->CopyFromHost(host.data()); !s.ok()) return s;
+  auto reduce = [&](Communicator& group, DeviceBuffer& recv) {
+    return group.AllReduce((*send)->data(), recv.data(), count, setup.dtype,
+                           ReduceOp::kSum);
+  };
+  for (int i = 0; i < setup.warmup; ++i) {
+    if (absl::Status s = reduce(*cell.mesh_group, **recv_mesh); !s.ok()) return s;
+    if (absl::Status s = reduce(*cell.raw_group, **recv_raw); !s.ok()) return s;
+  }
+  std::vector<double> mesh_times, raw_times;
+  for (auto _ : state) {
+    // Alternate which group goes first so that neither always follows the
+    // other's traffic.
+    const bool raw_first = (state.iterations() % 2) == 1;
+    for (int k = 0; k < 2; ++k) {
+      const bool raw = (k == 0) == raw_first;
+      const auto t0 = Clock::now();
+      absl::Status s = raw ? reduce(*cell.raw_group, **recv_raw)
+                           : reduce(*cell.mesh_group, **recv_mesh);
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (!s.ok()) return s;
+      if (raw) {
+        raw_times.push_back(dt);
+      } else {
+        mesh_times.push_back(dt);
+        state.SetIterationTime(dt);
+      }
+    }
+  }
+  int64_t wrong = 0;
+  for (DeviceBuffer* recv : {recv_mesh->get(), recv_raw->get()}) {
+    if (absl::Status s = recv->CopyToHost(host.data()); !s.ok()) return s;
+    wrong += CountWrong(host.data(), count, setup.dtype, cell.factor_sum);
+  }
+  // Every rank's figures: the slowest rank's median (robust to the other
+  // work of a shared machine), the sum of wrong elements.
+  auto mesh_s = MaxOverRanks(*setup.world, Median(mesh_times));
+  auto raw_s = MaxOverRanks(*setup.world, Median(raw_times));
+  int64_t wrong_all = 0;
+  absl::Status s = setup.world->AllReduce(&wrong, &wrong_all, 1,
+                                          DataType::kInt64, ReduceOp::kSum);
+  if (!mesh_s.ok()) return mesh_s.status();
+  if (!raw_s.ok()) return raw_s.status();
+  if (!s.ok()) return s;
+  cell.row.mesh_seconds = *mesh_s;
+  cell.row.raw_seconds = *raw_s;
+  cell.row.wrong = wrong_all;
+  const int n = cell.row.group_size;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+  state.counters["algbw_GBps"] = AlgBandwidthGBps(bytes, *mesh_s);
+  state.counters["busbw_GBps"] = AllReduceBusBandwidthGBps(bytes, n, *mesh_s);
+  state.counters["raw_busbw_GBps"] =
+      AllReduceBusBandwidthGBps(bytes, n, *raw_s);
+  state.counters["wrong"] = static_cast<double>(wrong_all);
+  return absl::OkStatus();
+}
+
+// The raw baseline for dim `d`: a group of this rank's line made directly
+// with CreateCommunicator over its own store namespace.
+absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(
+    const DeviceMesh& mesh, int d, const std::string& backend,
+    std::shared_ptr<Store> store) {
+  const int me = mesh.GetRank();
+  auto line = mesh.layout().GroupOf(me, d);
+  auto ck = mesh.layout().SplitColorKey(me, d);
+  if (!line.ok()) return line.status();
+  if (!ck.ok()) return ck.status();
+  CommOptions options;
+  options.global_ranks.assign(line->begin(), line->end());
+  options.nccl.cuda_device = mesh.runtime()->local_rank();
+  auto ns = std::make_shared<PrefixStore>(
+      std::move(store), absl::StrCat("bench/raw/", d, "/", ck->color));
+  auto comm = CreateCommunicator(backend, ns, static_cast<int>(ck->key),
+                                 static_cast<int>(line->size()), options);
+  if (!comm.ok()) return comm.status();
+  return std::shared_ptr<Communicator>(*std::move(comm));
+}
+
+int RunRank() {
+  auto info = RendezvousInfoFromEnv();
+  if (!info.ok()) {
+    std::fprintf(stderr, "allreduce_2d: %s\n", info.status().ToString().c_str());
+    return 2;
+  }
+  const bool leader = info->rank == 0;
+  auto shape = ParseMeshShape(absl::GetFlag(FLAGS_mesh_shape));
+  auto min_b = ParseBytes(absl::GetFlag(FLAGS_min_bytes));
+  auto max_b = ParseBytes(absl::GetFlag(FLAGS_max_bytes));
+  auto dtype = ParseDataType(absl::GetFlag(FLAGS_dtype));
+  absl::Status bad = !shape.ok() ? shape.status()
+                     : !min_b.ok() ? min_b.status()
+                     : !max_b.ok() ? max_b.status()
+                     : !dtype.ok() ? dtype.status() : absl::OkStatus();
+  auto sweep = bad.ok() ? ByteSweep(*min_b, *max_b)
+                        : absl::StatusOr<std::vector<int64_t>>(bad);
+  if (!sweep.ok()) {
+    std::fprintf(stderr, "allreduce_2d: %s\n", sweep.status().ToString().c_str());
+    return 2;
+  }
+  const std::string flag_backend = absl::GetFlag(FLAGS_backend);
+  std::string backend = flag_backend;
+  if (backend == "auto") {
+    backend = (info->local_world_size == info->world_size &&
+               HasCudaDevices(info->local_world_size))
+                  ? "nccl"
+                  : "gloo";
+  }
+  const std::string device_type = backend == "nccl" ? "cuda" : "cpu";
+  auto bootstrap = Bootstrap::Create(*info, BootstrapOptions{});
+  if (!bootstrap.ok()) {
+    std::fprintf(stderr, "allreduce_2d: %s\n",
+                 bootstrap.status().ToString().c_str());
+    return 1;
+  }
+  std::shared_ptr<Bootstrap> boot = *std::move(bootstrap);
+  std::shared_ptr<Store> store = boot->store();
+  MeshOptions options;
+  options.all.backend = backend;
+  auto mesh = InitDeviceMesh(boot, device_type, *shape,
+                             ParseDimNames(absl::GetFlag(FLAGS_mesh_dim_names)),
+                             options);
+  if (!mesh.ok()) {
+    std::fprintf(stderr, "allreduce_2d: %s\n", mesh.status().ToString().c_str());
+    return 2;
+  }
+  const int iters = absl::GetFlag(FLAGS_iters);
+  const int warmup = absl::GetFlag(FLAGS_warmup);
+  if (iters < 1 || warmup < 0) {
+    std::fprintf(stderr, "allreduce_2d: --iters must be >= 1 and --warmup >= 0\n");
+    return 2;
+  }
+  auto world = mesh->runtime()->World(backend, absl::Seconds(300));
+  if (!world.ok()) {
+    std::fprintf(stderr, "allreduce_2d: %s\n", world.status().ToString().c_str());
+    return 1;
+  }
+  Setup setup{mesh->runtime(), *world, device_type, *dtype, iters, warmup};
+
+  // Groups first (the mesh's by GetGroup, the raw ones directly), so that
+  // timed runs never include creation.
+  std::vector<std::string> dims = mesh->dim_group_names();
+  std::vector<Cell> cells;
+  for (int d = 0; d < mesh->ndim(); ++d) {
+    auto group = mesh->GetGroup(d);
+    auto raw = group.ok() ? RawGroup(*mesh, d, backend, store)
+                          : absl::StatusOr<std::shared_ptr<Communicator>>(
+                                group.status());
+    if (!raw.ok()) {
+      std::fprintf(stderr, "allreduce_2d: group of dim %s: %s\n",
+                   dims[d].c_str(), raw.status().ToString().c_str());
+      return 1;
+    }
+    int64_t factor_sum = 0;
+    for (int g : (*group)->global_ranks()) factor_sum += PatternRankFactor(g);
+    for (int64_t bytes : *sweep) {
+      Cell cell{*group, *raw, factor_sum, {}};
+      cell.row.count = bytes / DataTypeSize(*dtype);
+      cell.row.bytes = cell.row.count * DataTypeSize(*dtype);
+      cell.row.dim = dims[d];
+      cell.row.group_size = (*group)->size();
+      cells.push_back(std::move(cell));
+    }
+  }
+  // Size-major order: every dim at one size, then the next size.
+  std::vector<Cell*> order;
+  for (size_t s = 0; s < sweep->size(); ++s) {
+    for (int d = 0; d < mesh->ndim(); ++d) {
+      order.push_back(&cells[d * sweep->size() + s]);
+    }
+  }
+  absl::Status failure = absl::OkStatus();
+  for (size_t i = 0; i < order.size(); ++i) {
+    Cell* cell = order[i];
+    const std::string name = absl::StrCat("allreduce_2d/", cell->row.dim, "/",
+                                          cell->row.bytes);
+    benchmark::RegisterBenchmark(
+        name.c_str(),
+        [&setup, cell, &failure, leader, i, n = order.size()](
+            benchmark::State& state) {
+          absl::Status s = failure.ok() ? RunCell(setup, *cell, state) : failure;
+          if (!s.ok()) {
+            failure = s;
+            state.SkipWithError(s.ToString().c_str());
+          }
+          if (leader) {
+            std::fprintf(stderr, "allreduce_2d: %zu/%zu %s %lld B done\n",
+                         i + 1, n, cell->row.dim.c_str(),
+                         static_cast<long long>(cell->row.bytes));
+          }
+        })
+        ->Iterations(iters)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  NullReporter null_reporter;
+  if (leader) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    benchmark::RunSpecifiedBenchmarks(&null_reporter);
+  }
+  if (!failure.ok()) {
+    std::fprintf(stderr, "allreduce_2d: %s\n", failure.ToString().c_str());
+    return 1;
+  }
+  if (leader) {
+    std::vector<AllReduceRow> rows;
+    for (Cell* cell : order) rows.push_back(cell->row);
+    const std::string title = absl::StrCat(
+        mesh->ToString(), " backend ", backend, ", ", info->world_size,
+        " ranks, ", DataTypeName(*dtype), " sum, ", iters, " iters, ",
+        warmup, " warmup");
+    std::fputs(FormatAllReduceTable(title, rows).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return boot->Barrier("allreduce_2d/done").ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace devmesh
+
+int main(int argc, char** argv) {
+  std::vector<std::string> original(argv, argv + argc);
+  // Only rank 0 writes --benchmark_out; the others drop the flag.
+  std::vector<char*> args(argv, argv + argc);
+  if (devmesh::HasRendezvousEnv()) {
+    auto info = devmesh::RendezvousInfoFromEnv();
+    if (info.ok() && info->rank != 0) {
+      std::vector<char*> kept;
+      for (char* a : args) {
+        if (std::string(a).rfind("--benchmark_out", 0) != 0) kept.push_back(a);
+      }
+      args = kept;
+    }
+  }
+  int bargc = static_cast<int>(args.size());
+  benchmark::Initialize(&bargc, args.data());
+  absl::ParseCommandLine(bargc, args.data());
+  if (devmesh::HasRendezvousEnv()) return devmesh::RunRank();
+
+  auto shape = devmesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh_shape));
+  if (!shape.ok()) {
+    std::fprintf(stderr, "allreduce_2d: %s\n", shape.status().ToString().c_str());
+    return 2;
+  }
+  int nproc = absl::GetFlag(FLAGS_nproc);
+  if (nproc == 0) {
+    nproc = 1;
+    for (int64_t s : *shape) nproc *= static_cast<int>(s);
+  }
+  devmesh::LaunchOptions launch;
+  launch.nproc = nproc;
+  launch.argv = original;
+  launch.argv[0] = "/proc/self/exe";
+  auto code = devmesh::LaunchLocal(launch);
+  if (!code.ok()) {
+    std::fprintf(stderr, "allreduce_2d: %s\n", code.status().ToString().c_str());
+    return 1;
+  }
+  return *code;
+}
