@@ -1,0 +1,275 @@
+// DeviceMesh without collectives: construction errors (R1, R18), dims (R4,
+// R6), slicing and flatten rules (R8, R9), text (R14), equality and hash
+// (R15), serialization (R16), the mesh stack (R13) and the root (R12). Runs
+// as one rank of a larger world over an InMemoryStore; no group is made.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "bootstrap/memory_store.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/init_device_mesh.h"
+#include "device_mesh/mesh_stack.h"
+#include "gtest/gtest.h"
+
+namespace devmesh {
+namespace {
+
+std::shared_ptr<MeshRuntime> Runtime(int rank, int world) {
+  return *MeshRuntime::Create(std::make_shared<InMemoryStore>(), rank, world,
+                              rank);
+}
+
+void ExpectError(const absl::Status& s, absl::StatusCode code,
+                 const std::string& needle) {
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_NE(std::string(s.message()).find(needle), std::string::npos)
+      << "message '" << s.message() << "' lacks '" << needle << "'";
+}
+
+TEST(InitDeviceMesh, R18Errors) {
+  auto rt = Runtime(0, 8);
+  ExpectError(InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "dp"}).status(),
+              absl::StatusCode::kInvalidArgument, "'dp' is repeated");
+  ExpectError(InitDeviceMesh(rt, "cpu", {2, 4}, {"dp"}).status(),
+              absl::StatusCode::kInvalidArgument, "same length");
+  ExpectError(InitDeviceMesh(rt, "cuda:0", {2, 4}).status(),
+              absl::StatusCode::kInvalidArgument, "'cuda:0'");
+  ExpectError(InitDeviceMesh(rt, "", {2, 4}).status(),
+              absl::StatusCode::kInvalidArgument, "device type");
+  ExpectError(InitDeviceMesh(rt, "cpu", {2, 0, 4}).status(),
+              absl::StatusCode::kInvalidArgument, "[2, 0, 4]");
+  ExpectError(InitDeviceMesh(rt, "cpu", {}).status(),
+              absl::StatusCode::kInvalidArgument, "empty");
+  ExpectError(InitDeviceMesh(rt, "cpu", {2, 3}).status(),
+              absl::StatusCode::kInvalidArgument,
+              "mesh_shape product (6) must equal world size (8)");
+  ExpectError(InitDeviceMesh(MeshRuntime::Detached(0), "cpu", {8}).status(),
+              absl::StatusCode::kFailedPrecondition, "bootstrap");
+  ExpectError(InitDeviceMesh(rt, "cpu", {int64_t{1} << 40, int64_t{1} << 40})
+                  .status(),
+              absl::StatusCode::kInvalidArgument, "must equal world size (8)");
+}
+
+TEST(DeviceMesh, R1ConstructionErrors) {
+  auto rt = Runtime(0, 8);
+  ExpectError(DeviceMesh::Create(rt, "cpu", {{0, 1}, {2}}).status(),
+              absl::StatusCode::kInvalidArgument, "rectangular");
+  ExpectError(DeviceMesh::Create(rt, "cpu", {0, 0}).status(),
+              absl::StatusCode::kInvalidArgument, "0");
+  ExpectError(DeviceMesh::Create(rt, "cpu", {0, -1}).status(),
+              absl::StatusCode::kInvalidArgument, "-1");
+  ExpectError(DeviceMesh::Create(rt, "cpu", {0, 9}).status(),
+              absl::StatusCode::kInvalidArgument, "world size is 8");
+  ExpectError(DeviceMesh::Create(rt, "cpu", {0, 1}, {"a", "b"}).status(),
+              absl::StatusCode::kInvalidArgument, "");
+  ExpectError(DeviceMesh::Create(nullptr, "cpu", {0, 1}).status(),
+              absl::StatusCode::kInvalidArgument, "runtime");
+  // A scalar is a 1-d mesh of one rank (R1).
+  auto one = DeviceMesh::Create(rt, "cpu", 5);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->shape(), std::vector<int64_t>{1});
+  EXPECT_EQ(one->mesh(), RankTable({5}));
+}
+
+TEST(DeviceMesh, R2R5R6R7Queries) {
+  auto mesh = InitDeviceMesh(Runtime(6, 8), "cpu", {2, 4}, {"dp", "tp"});
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  EXPECT_EQ(mesh->ndim(), 2);
+  EXPECT_EQ(mesh->shape(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(mesh->size(), 8);
+  EXPECT_EQ(*mesh->size("tp"), 4);
+  EXPECT_EQ(*mesh->size(0), 2);
+  EXPECT_EQ(mesh->mesh(), RankTable({{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(mesh->GetRank(), 6);
+  EXPECT_EQ(*mesh->GetCoordinate(), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(*mesh->GetLocalRank("dp"), 1);
+  EXPECT_EQ(*mesh->GetLocalRank(1), 2);
+  EXPECT_EQ(mesh->mesh_dim_names(), (std::vector<std::string>{"dp", "tp"}));
+  EXPECT_EQ(mesh->dim_group_names(), (std::vector<std::string>{"dp", "tp"}));
+  auto unnamed = InitDeviceMesh(Runtime(0, 8), "cpu", {2, 4});
+  EXPECT_EQ(unnamed->dim_group_names(),
+            (std::vector<std::string>{"dim_0", "dim_1"}));  // R3
+}
+
+TEST(DeviceMesh, R4DimErrors) {
+  auto mesh = InitDeviceMesh(Runtime(0, 8), "cpu", {2, 4}, {"dp", "tp"});
+  ASSERT_TRUE(mesh.ok());
+  ExpectError(mesh->GetGroup().status(), absl::StatusCode::kInvalidArgument,
+              "a mesh dim is required for a 2-d mesh");
+  ExpectError(mesh->GetGroup("pp").status(), absl::StatusCode::kNotFound,
+              "pp");
+  ExpectError(mesh->GetGroup(2).status(), absl::StatusCode::kOutOfRange,
+              "mesh dim 2");
+  ExpectError(mesh->GetGroup(-1).status(), absl::StatusCode::kOutOfRange,
+              "mesh dim -1");
+  ExpectError(mesh->GetLocalRank().status(),
+              absl::StatusCode::kInvalidArgument, "2-d mesh");
+  ExpectError(mesh->size(5).status(), absl::StatusCode::kOutOfRange, "5");
+  auto unnamed = InitDeviceMesh(Runtime(0, 8), "cpu", {8});
+  ExpectError(unnamed->GetGroup("dp").status(), absl::StatusCode::kNotFound,
+              "no dim names");
+  auto tpu = InitDeviceMesh(Runtime(0, 8), "tpu", {8});
+  ExpectError(tpu->GetGroup().status(), absl::StatusCode::kInvalidArgument,
+              "no default backend");
+}
+
+TEST(DeviceMesh, RankOutsideTheMesh) {
+  auto rt = Runtime(7, 8);
+  auto mesh = DeviceMesh::Create(rt, "cpu", {{0, 1}, {2, 3}}, {"a", "b"});
+  ASSERT_TRUE(mesh.ok());
+  EXPECT_FALSE(mesh->GetCoordinate().has_value());  // R7
+  ExpectError(mesh->GetLocalRank("a").status(),
+              absl::StatusCode::kFailedPrecondition, "rank 7");
+  // R8: a non-member slices through coordinate 0.
+  auto b = mesh->Slice({"b"});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->mesh(), RankTable({0, 1}));
+}
+
+TEST(DeviceMesh, R8Slicing) {
+  auto mesh = InitDeviceMesh(Runtime(6, 8), "cpu", {2, 2, 2},
+                             {"pp", "dp", "tp"});
+  ASSERT_TRUE(mesh.ok());
+  EXPECT_EQ(mesh->Slice({"tp"})->mesh(), RankTable({6, 7}));
+  EXPECT_EQ(mesh->Slice({"pp"})->mesh(), RankTable({2, 6}));
+  EXPECT_EQ(mesh->Slice({"tp", "pp"})->mesh(), RankTable({{2, 6}, {3, 7}}));
+  EXPECT_EQ(*mesh->Slice({"pp", "dp", "tp"}), *mesh);
+  auto slice_of_slice = mesh->Slice({"dp", "tp"})->Slice({"dp"});
+  EXPECT_EQ(slice_of_slice->mesh(), RankTable({4, 6}));
+  ExpectError(mesh->Slice(std::vector<std::string>{}).status(),
+              absl::StatusCode::kInvalidArgument, "");
+  ExpectError(mesh->Slice({"tp", "tp"}).status(),
+              absl::StatusCode::kInvalidArgument, "tp");
+  ExpectError(mesh->Slice({"ep"}).status(), absl::StatusCode::kNotFound,
+              "ep");
+  auto unnamed = InitDeviceMesh(Runtime(0, 8), "cpu", {8});
+  ExpectError(unnamed->Slice({"x"}).status(),
+              absl::StatusCode::kFailedPrecondition, "");
+  // R12: the root of any slice.
+  EXPECT_EQ(mesh->Slice({"dp"})->RootMesh(), *mesh);
+}
+
+TEST(DeviceMesh, R9FlattenRules) {
+  auto mesh = InitDeviceMesh(Runtime(5, 8), "cpu", {2, 2, 2},
+                             {"pp", "dp", "tp"});
+  ASSERT_TRUE(mesh.ok());
+  auto flat = mesh->Slice({"dp", "tp"})->Flatten();
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_EQ(flat->mesh_dim_names(), std::vector<std::string>{"dp_tp"});
+  EXPECT_EQ(flat->mesh(), RankTable({4, 5, 6, 7}));
+  EXPECT_EQ(*mesh->Slice({"dp_tp"}), *flat);  // remembered on the root
+  // Same name and layout: the same mesh back.
+  EXPECT_EQ(*mesh->Slice({"dp", "tp"})->Flatten("dp_tp"), *flat);
+  // Same name, another layout.
+  ExpectError(mesh->Slice({"pp", "tp"})->Flatten("dp_tp").status(),
+              absl::StatusCode::kInvalidArgument, "another layout");
+  // A root dim name.
+  ExpectError(mesh->Slice({"dp", "tp"})->Flatten("pp").status(),
+              absl::StatusCode::kInvalidArgument, "'pp'");
+  // Non-adjacent flatten keeps order.
+  auto far = mesh->Slice({"pp", "tp"})->Flatten();
+  EXPECT_EQ(far->mesh(), RankTable({0, 1, 4, 5}));
+  // 1-d to its own name: itself.
+  auto tp = mesh->Slice({"tp"});
+  EXPECT_EQ(*tp->Flatten("tp"), *tp);
+  ExpectError(mesh->Flatten("").status(), absl::StatusCode::kInvalidArgument,
+              "empty");
+}
+
+TEST(DeviceMesh, R14TextR15EqualityAndHash) {
+  auto rt = Runtime(0, 8);
+  auto a = InitDeviceMesh(rt, "cuda", {2, 4}, {"dp", "tp"});
+  EXPECT_EQ(a->ToString(), "DeviceMesh(dp=2, tp=4, 'cuda')");
+  EXPECT_EQ(InitDeviceMesh(rt, "cpu", {2, 4})->ToString(),
+            "DeviceMesh((2, 4), 'cpu')");
+  EXPECT_EQ(InitDeviceMesh(rt, "cpu", {8})->ToString(),
+            "DeviceMesh((8,), 'cpu')");
+  auto b = DeviceMesh::Create(rt, "cuda", {{0, 1, 2, 3}, {4, 5, 6, 7}},
+                              {"dp", "tp"});
+  EXPECT_EQ(*a, *b);  // explicit vs strided, same table
+  auto c = InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"});
+  EXPECT_NE(*a, *c);  // device type
+  auto d = InitDeviceMesh(rt, "cuda", {2, 4}, {"x", "tp"});
+  EXPECT_NE(*a, *d);  // names
+  auto e = InitDeviceMesh(rt, "cuda", {4, 2}, {"dp", "tp"});
+  EXPECT_NE(*a, *e);  // shape
+  absl::flat_hash_set<DeviceMesh> set = {*a, *b, *c, *d, *e};
+  EXPECT_EQ(set.size(), 4u);
+}
+
+TEST(DeviceMesh, R16SerializationRoundTrip) {
+  auto rt = Runtime(3, 8);
+  MeshOptions options;
+  options.all.timeout = absl::Seconds(42);
+  options.per_dim["tp"].backend = "gloo";
+  auto mesh = DeviceMesh::Create(rt, "cpu", {{7, 3, 1, 0}, {2, 4, 6, 5}},
+                                 {"dp", "tp"}, options);
+  ASSERT_TRUE(mesh.ok());
+  for (const DeviceMesh& m : {*mesh, *mesh->Slice({"tp"}),
+                              *mesh->Flatten("all")}) {
+    const std::string bytes = m.Serialize();
+    auto back = DeviceMesh::Deserialize(bytes, rt);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, m);
+    EXPECT_EQ(back->Serialize(), bytes);
+    EXPECT_EQ(back->options().all.timeout, absl::Seconds(42));
+    EXPECT_EQ(back->options().per_dim.at("tp").backend, "gloo");
+    for (size_t cut = 0; cut < bytes.size(); cut += 7) {
+      EXPECT_FALSE(DeviceMesh::Deserialize(bytes.substr(0, cut), rt).ok());
+    }
+  }
+  ExpectError(DeviceMesh::Deserialize("nonsense", rt).status(),
+              absl::StatusCode::kInvalidArgument, "DMESH");
+}
+
+TEST(DeviceMesh, R13MeshStack) {
+  auto rt = Runtime(0, 8);
+  auto a = InitDeviceMesh(rt, "cpu", {8}, {"x"});
+  auto b = InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"});
+  EXPECT_FALSE(CurrentMesh().has_value());
+  {
+    ScopedMesh outer(*a);
+    EXPECT_EQ(*CurrentMesh(), *a);
+    {
+      ScopedMesh inner(*b);
+      EXPECT_EQ(*CurrentMesh(), *b);
+      EXPECT_EQ(MeshStackDepth(), 2);
+    }
+    EXPECT_EQ(*CurrentMesh(), *a);
+  }
+  EXPECT_EQ(MeshStackDepth(), 0);
+}
+
+TEST(DeviceMesh, ConcatenateErrors) {
+  auto rt = Runtime(0, 8);
+  auto mesh = InitDeviceMesh(rt, "cpu", {2, 2, 2}, {"pp", "dp", "tp"});
+  auto other = InitDeviceMesh(rt, "cpu", {2, 2, 2}, {"pp", "dp", "tp"});
+  ExpectError(DeviceMesh::Concatenate({}).status(),
+              absl::StatusCode::kInvalidArgument, "at least one");
+  ExpectError(DeviceMesh::Concatenate({*mesh->Slice({"dp"}),
+                                       *other->Slice({"tp"})})
+                  .status(),
+              absl::StatusCode::kFailedPrecondition, "different roots");
+  ExpectError(DeviceMesh::Concatenate({*mesh->Slice({"dp", "tp"}),
+                                       *mesh->Slice({"tp"})})
+                  .status(),
+              absl::StatusCode::kInvalidArgument, "");
+  auto cat = DeviceMesh::Concatenate({*mesh->Slice({"tp"}),
+                                      *mesh->Slice({"pp"})});
+  ASSERT_TRUE(cat.ok()) << cat.status();
+  EXPECT_EQ(cat->mesh(), RankTable({{0, 4}, {1, 5}}));
+}
+
+TEST(DeviceMesh, FromGroupsErrors) {
+  auto rt = Runtime(0, 8);
+  ExpectError(DeviceMesh::FromGroups(rt, "cpu", {}).status(),
+              absl::StatusCode::kInvalidArgument, "at least one group");
+  ExpectError(DeviceMesh::FromGroups(rt, "cpu", {nullptr}).status(),
+              absl::StatusCode::kInvalidArgument, "group 0 is null");
+}
+
+}  // namespace
+}  // namespace devmesh
