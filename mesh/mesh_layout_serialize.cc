@@ -116,7 +116,8 @@ absl::StatusOr<MeshLayout> MeshLayout::Deserialize(absl::string_view bytes) {
       return Corrupt("bad strided root");
     }
     root = mesh_internal::MakeAffineRoot(root_shape, strides, offset,
-                                         std::move(root_names));
+                                         std::move(root_names),
+                                         /*allow_table=*/false);
   } else {
     int64_t count = 0;
     std::vector<int64_t> ranks;

@@ -157,7 +157,8 @@ absl::StatusOr<RootPtr> MakeIdentityRoot(absl::Span<const int64_t> shape,
 absl::StatusOr<RootPtr> MakeAffineRoot(absl::Span<const int64_t> sizes,
                                        absl::Span<const int64_t> strides,
                                        int64_t offset,
-                                       std::vector<std::string> names) {
+                                       std::vector<std::string> names,
+                                       bool allow_table) {
   if (absl::Status s = CheckShape(sizes); !s.ok()) return s;
   const std::string text = absl::StrCat(
       "(", absl::StrJoin(sizes, ","), "):(", absl::StrJoin(strides, ","),
@@ -214,11 +215,12 @@ absl::StatusOr<RootPtr> MakeAffineRoot(absl::Span<const int64_t> sizes,
     root->order = std::move(order);
     return RootPtr(root);
   }
-  if (root->numel > kMaxMaterialize) {
+  if (!allow_table || root->numel > kMaxMaterialize) {
     return absl::InvalidArgumentError(absl::StrCat(
         "strided mesh ", text,
         " has strides that are not separable (each stride larger than the "
-        "span of the smaller ones) and more than 2^24 ranks; use FromRanks"));
+        "span of the smaller ones)",
+        allow_table ? " and more than 2^24 ranks; use FromRanks" : ""));
   }
   std::vector<int64_t> ranks(root->numel);
   for (int64_t p = 0; p < root->numel; ++p) {

@@ -72,10 +72,13 @@ absl::Status CheckNames(absl::Span<const std::string> names, size_t ndim);
 
 absl::StatusOr<RootPtr> MakeIdentityRoot(absl::Span<const int64_t> shape,
                                          std::vector<std::string> names);
+// `allow_table`: whether non-separable strides may be materialised as a
+// table (false when reading bytes, which only ever hold separable strides).
 absl::StatusOr<RootPtr> MakeAffineRoot(absl::Span<const int64_t> sizes,
                                        absl::Span<const int64_t> strides,
                                        int64_t offset,
-                                       std::vector<std::string> names);
+                                       std::vector<std::string> names,
+                                       bool allow_table = true);
 // Checks the shape, ranks.size() == numel, ranks non-negative and unique;
 // errors name the offending rank and its coordinate.
 absl::StatusOr<RootPtr> MakeTableRoot(std::vector<int64_t> ranks,

@@ -115,6 +115,14 @@ TEST(Serialize, CorruptAndTruncatedInputIsAnError) {
   huge += std::string("\x80\x80\x80\x80\x80\x80\x80\x80\x40", 9);
   EXPECT_EQ(MeshLayout::Deserialize(huge).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // A strided root with non-separable strides is not materialised from
+  // bytes: kind 1, ndim 2, sizes (3, 2), no names, strides (2, 3), offset 0.
+  std::string affine = "DMLY";
+  affine += std::string("\x01\x01\x02\x03\x02\x00\x02\x03\x00", 9);
+  affine += std::string("\x00\x01\x01\x06\x01\x01\x00\x00", 8);
+  absl::Status a = MeshLayout::Deserialize(affine).status();
+  EXPECT_EQ(a.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(a.message()), HasSubstr("(3,2):(2,3)+0"));
   // Modes that are not sub-modes of the root are rejected.
   std::string bad = Ok(MeshLayout::FromShape({6})).Serialize();
   // layout: offset 0, ndim 1, nmodes 1, mode 6:1 -> patch size 6 to 4.
