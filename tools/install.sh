@@ -18,6 +18,7 @@ PACKAGES=(
   clang                # libFuzzer builds of the frame parser fuzz target
   libclang-rt-14-dev   # clang's sanitizer and fuzzer runtimes
   gnuplot-nox          # tools/plot_busbw.sh: busbw plot as PNG
+  python3              # tools/plot_busbw.sh reads the benchmark JSON
 )
 
 SUDO=""
