@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
   } else if (const char* env = std::getenv("DEVMESH_STORE_TOKEN")) {
     token = env;
   }
-  std::unique_ptr<Bootstrap> boot(new Bootstrap(info, options.timeout));
+  std::unique_ptr<Bootstrap> boot(new Bootstrap(info, options));
   if (info.rank == 0 && options.host_server) {
     TcpStoreServerOptions server_options;
     server_options.host = options.server_bind_host;
@@ -58,7 +58,25 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
   if (absl::Status s = boot->Barrier("devmesh/bootstrap/init"); !s.ok()) {
     return s;
   }
+  boot->joined_ = true;
   return boot;
+}
+
+namespace {
+constexpr char kLeftKey[] = "devmesh/bootstrap/left";
+constexpr char kAllLeftKey[] = "devmesh/bootstrap/all_left";
+}  // namespace
+
+Bootstrap::~Bootstrap() {
+  if (!joined_ || store_ == nullptr || world_size() == 1) return;
+  if (rank() != 0) {
+    absl::StatusOr<int64_t> left = store_->Add(kLeftKey, 1);
+    if (left.ok() && *left == world_size() - 1) {
+      (void)store_->Set(kAllLeftKey, "1");
+    }
+  } else if (server_ != nullptr) {
+    (void)store_->Get(kAllLeftKey, shutdown_timeout_);
+  }
 }
 
 absl::Status Bootstrap::Barrier(absl::string_view name) {

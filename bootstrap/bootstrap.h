@@ -11,9 +11,12 @@
 //   (*boot)->store()->Set("hello", "world");
 //   (*boot)->Barrier("after-hello");
 //
-// Lifetime: rank 0's Bootstrap owns the server, so rank 0 must outlive the
-// other ranks' use of the store (end with a Barrier). The store() pointer may
-// outlive the Bootstrap only on ranks other than 0.
+// Lifetime: rank 0's Bootstrap owns the server. When a Bootstrap is destroyed
+// on a rank other than 0 it tells the store it has left; rank 0's destructor
+// keeps the server up until every other rank has left (or
+// options.shutdown_timeout passes, e.g. when a rank died), so a rank 0 that
+// finishes first never strands the others. Use store() only while this
+// rank's Bootstrap is alive.
 // Thread-safety: accessors are immutable; store() and Barrier may be called
 // from any thread (Barrier names must then be distinct per concurrent call).
 //
@@ -51,6 +54,8 @@ struct BootstrapOptions {
   // already listening there (e.g. started by a test's parent process, see
   // bootstrap/testing/multiprocess.h) and every rank only connects.
   bool host_server = true;
+  // How long rank 0's destructor waits for the other ranks to leave.
+  absl::Duration shutdown_timeout = absl::Seconds(30);
   // The address rank 0's server binds ("0.0.0.0" = every IPv4 interface).
   std::string server_bind_host = "0.0.0.0";
 };
@@ -69,6 +74,9 @@ class Bootstrap {
   static absl::StatusOr<std::unique_ptr<Bootstrap>> Create(
       const RendezvousInfo& info, const BootstrapOptions& options);
 
+  // Leaves the job (see Lifetime above).
+  ~Bootstrap();
+
   int rank() const { return info_.rank; }
   int world_size() const { return info_.world_size; }
   int local_rank() const { return info_.local_rank; }
@@ -84,11 +92,15 @@ class Bootstrap {
   absl::Status Barrier(absl::string_view name);
 
  private:
-  Bootstrap(RendezvousInfo info, absl::Duration timeout)
-      : info_(std::move(info)), timeout_(timeout) {}
+  Bootstrap(RendezvousInfo info, const BootstrapOptions& options)
+      : info_(std::move(info)),
+        timeout_(options.timeout),
+        shutdown_timeout_(options.shutdown_timeout) {}
 
   const RendezvousInfo info_;
   const absl::Duration timeout_;
+  const absl::Duration shutdown_timeout_;
+  bool joined_ = false;  // passed the start barrier
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 with host_server only
   std::shared_ptr<Store> store_;            // destroyed before server_
   std::mutex mu_;
