@@ -200,6 +200,8 @@ TEST(FromStrides, Errors) {
   ExpectError(
       MeshLayout::FromStrides({4}, {int64_t{1} << 61}).status(),
       absl::StatusCode::kInvalidArgument, "2305843009213693952");
+  ExpectError(MeshLayout::FromStrides({8192, 4096}, {2, 3}).status(),
+              absl::StatusCode::kInvalidArgument, "(8192,4096):(2,3)+0");
   ExpectError(MeshLayout::FromStrides({2, 2}, {0, 1}).status(),
               absl::StatusCode::kInvalidArgument, "(2,2):(0,1)+0");
 }
