@@ -113,19 +113,40 @@ int RunRank(int rank, int size, int port) {
 }
 
 int RunWorld(int size) {
+  // Fork before the store server's thread starts (a child must not inherit
+  // a running thread's locks); each child reads the port from a pipe.
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  std::vector<int> port_fds;
+  for (int rank = 0; rank < size; ++rank) {
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[1]);
+      for (int fd : port_fds) close(fd);
+      int port = 0;
+      if (read(fds[0], &port, sizeof(port)) != sizeof(port) || port <= 0) {
+        _exit(1);
+      }
+      _exit(RunRank(rank, size, port));
+    }
+    close(fds[0]);
+    pids.push_back(pid);
+    port_fds.push_back(fds[1]);
+  }
   TcpStoreServerOptions server_options;
   server_options.host = "127.0.0.1";
   auto server = TcpStoreServer::Start(server_options);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
-    return 1;
   }
-  std::fflush(stdout);
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < size; ++rank) {
-    pid_t pid = fork();
-    if (pid == 0) _exit(RunRank(rank, size, (*server)->port()));
-    pids.push_back(pid);
+  const int port = server.ok() ? (*server)->port() : 0;
+  for (int fd : port_fds) {
+    if (write(fd, &port, sizeof(port)) != sizeof(port)) {
+      std::fprintf(stderr, "could not pass the port to a rank\n");
+    }
+    close(fd);
   }
   int failures = 0;
   for (pid_t pid : pids) {

@@ -26,18 +26,28 @@ struct Child {
   int wait_status = 0;
 };
 
-[[noreturn]] void RunChild(int rank, int nproc, int port, int write_fd,
+// The child learns the store's port through `port_fd` (the parent starts the
+// server only after every fork, so no child inherits a running thread and
+// its locks).
+[[noreturn]] void RunChild(int rank, int nproc, int port_fd, int write_fd,
                            const RankBody& body) {
-  TcpStoreClientOptions options;
-  options.host = "127.0.0.1";
-  options.port = port;
+  int port = 0;
+  ssize_t got = read(port_fd, &port, sizeof(port));
+  close(port_fd);
   absl::Status status;
-  auto client = TcpStoreClient::Connect(options);
-  if (!client.ok()) {
-    status = client.status();
+  if (got != sizeof(port) || port <= 0) {
+    status = absl::UnavailableError("the parent could not start the store");
   } else {
-    std::shared_ptr<Store> store(std::move(*client));
-    status = body(rank, nproc, store);
+    TcpStoreClientOptions options;
+    options.host = "127.0.0.1";
+    options.port = port;
+    auto client = TcpStoreClient::Connect(options);
+    if (!client.ok()) {
+      status = client.status();
+    } else {
+      std::shared_ptr<Store> store(std::move(*client));
+      status = body(rank, nproc, store);
+    }
   }
   std::string text = status.ok() ? "OK" : status.ToString();
   if (text.size() > 4000) text.resize(4000);
@@ -59,25 +69,38 @@ std::string ReadAll(int fd) {
 
 absl::Status ForkRanks(int nproc, const RankBody& body,
                        absl::Duration timeout) {
-  TcpStoreServerOptions server_options;
-  server_options.host = "127.0.0.1";
-  auto server = TcpStoreServer::Start(server_options);
-  if (!server.ok()) return server.status();
-  const int port = (*server)->port();
   std::vector<Child> children(nproc);
+  std::vector<int> port_fds(nproc, -1);
   for (int rank = 0; rank < nproc; ++rank) {
-    int fds[2];
-    if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+    int result_pipe[2], port_pipe[2];
+    if (pipe(result_pipe) != 0 || pipe(port_pipe) != 0) {
+      return absl::InternalError("pipe failed");
+    }
     pid_t pid = fork();
     if (pid < 0) return absl::InternalError("fork failed");
     if (pid == 0) {
-      close(fds[0]);
-      for (int r = 0; r < rank; ++r) close(children[r].read_fd);
-      RunChild(rank, nproc, port, fds[1], body);
+      close(result_pipe[0]);
+      close(port_pipe[1]);
+      for (int r = 0; r < rank; ++r) {
+        close(children[r].read_fd);
+        close(port_fds[r]);
+      }
+      RunChild(rank, nproc, port_pipe[0], result_pipe[1], body);
     }
-    close(fds[1]);
+    close(result_pipe[1]);
+    close(port_pipe[0]);
     children[rank].pid = pid;
-    children[rank].read_fd = fds[0];
+    children[rank].read_fd = result_pipe[0];
+    port_fds[rank] = port_pipe[1];
+  }
+  TcpStoreServerOptions server_options;
+  server_options.host = "127.0.0.1";
+  auto server = TcpStoreServer::Start(server_options);
+  const int port = server.ok() ? (*server)->port() : 0;
+  for (int fd : port_fds) {
+    ssize_t unused = write(fd, &port, sizeof(port));
+    (void)unused;
+    close(fd);
   }
   const absl::Time deadline = absl::Now() + timeout;
   int remaining = nproc;

@@ -9,7 +9,8 @@
 // A child that exits with code 0 without reporting (a test's deliberately
 // dying peer calls _exit(0)) counts as OK. Past `timeout` every child still
 // running is killed and the result is DeadlineExceeded naming them.
-// Call from a single-threaded test (fork).
+// Call from a single-threaded test: the children are forked before the
+// store server thread starts.
 #ifndef DEVMESH_TESTS_COMM_FORK_RANKS_H_
 #define DEVMESH_TESTS_COMM_FORK_RANKS_H_
 
