@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -38,7 +39,15 @@ absl::StatusOr<AddrInfoPtr> Resolve(const std::string& host, int port,
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  if (passive) hints.ai_flags = AI_PASSIVE;
+  hints.ai_flags = AI_NUMERICSERV;
+  if (passive) hints.ai_flags |= AI_PASSIVE;
+  // An IP literal needs no name service (and 4096 clients connecting at once
+  // should not each consult /etc/nsswitch.conf).
+  unsigned char scratch[sizeof(in6_addr)];
+  if (inet_pton(AF_INET, host.c_str(), scratch) == 1 ||
+      inet_pton(AF_INET6, host.c_str(), scratch) == 1) {
+    hints.ai_flags |= AI_NUMERICHOST;
+  }
   addrinfo* result = nullptr;
   const std::string service = absl::StrCat(port);
   const char* node = host.empty() ? nullptr : host.c_str();

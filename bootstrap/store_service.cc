@@ -27,6 +27,11 @@ bool SameToken(absl::string_view a, absl::string_view b) {
 
 StoreService::Outcome StoreService::Handle(ClientId client,
                                            absl::string_view payload) {
+  const Op op = payload.empty() ? Op::kHello : static_cast<Op>(payload[0]);
+  if ((op == Op::kGet || op == Op::kWait || op == Op::kMultiGet) &&
+      greeted_.contains(client)) {
+    return Park(client, payload);  // decodes its own copy, once
+  }
   absl::StatusOr<Request> request = DecodeRequest(payload);
   if (!request.ok()) {
     return {EncodeErrorReply(request.status()), true, -1};
@@ -36,10 +41,6 @@ StoreService::Outcome StoreService::Handle(ClientId client,
     return {EncodeErrorReply(absl::InvalidArgumentError(
                 "a second hello on one store connection")),
             true, -1};
-  }
-  if (request->op == Op::kGet || request->op == Op::kWait ||
-      request->op == Op::kMultiGet) {
-    return Park(client, payload);
   }
   return HandleOp(client, *request);
 }
@@ -122,8 +123,10 @@ StoreService::Outcome StoreService::Park(ClientId client,
                                          absl::string_view payload) {
   auto parked = std::make_unique<Parked>();
   parked->payload.assign(payload.data(), payload.size());
-  // Decoding succeeded once on the same bytes; views now point into ours.
-  parked->request = *DecodeRequest(parked->payload);
+  // Views point into the parked copy, which lives as long as the request.
+  absl::StatusOr<Request> request = DecodeRequest(parked->payload);
+  if (!request.ok()) return {EncodeErrorReply(request.status()), true, -1};
+  parked->request = *std::move(request);
   if (Advance(client, *parked)) {
     return {CompleteReply(parked->request), false, -1};
   }

@@ -87,7 +87,10 @@ bool WireReader::Bytes(absl::string_view* v) {
 }
 
 std::string EncodeRequest(const Request& r) {
-  WireWriter w;
+  size_t size = 32;
+  for (absl::string_view k : r.keys) size += 4 + k.size();
+  for (absl::string_view v : r.values) size += 4 + v.size();
+  WireWriter w(size);
   w.U8(static_cast<uint8_t>(r.op));
   if (r.op == Op::kHello) {
     w.U32(kWireMagic).U32(static_cast<uint32_t>(r.number));

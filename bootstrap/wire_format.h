@@ -97,7 +97,11 @@ class FrameParser {
 // Builds a reply payload or frame.
 class WireWriter {
  public:
-  WireWriter() { out_.resize(4); }  // room for the length prefix
+  // `reserve`: expected frame size, to avoid regrowing for big requests.
+  explicit WireWriter(size_t reserve = 64) {
+    out_.reserve(reserve);
+    out_.resize(4);  // room for the length prefix
+  }
   WireWriter& U8(uint8_t v);
   WireWriter& U32(uint32_t v);
   WireWriter& I64(int64_t v);
