@@ -210,6 +210,12 @@ int RunRank() {
                   : "gloo";
   }
   const std::string device_type = backend == "nccl" ? "cuda" : "cpu";
+  if (device_type == "cuda") {
+    if (absl::Status s = UseCudaDevice(info->local_rank); !s.ok()) {
+      std::fprintf(stderr, "allreduce_2d: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
   auto bootstrap = Bootstrap::Create(*info, BootstrapOptions{});
   if (!bootstrap.ok()) {
     std::fprintf(stderr, "allreduce_2d: %s\n",
