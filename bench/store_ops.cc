@@ -13,9 +13,9 @@
 // also Adds 1 to a counter, the one that brings it to N sets an "all" key,
 // and every client Waits on that one key (what Bootstrap's start barrier
 // does; O(1) per client).
+#include <pthread.h>
 #include <sys/resource.h>
 
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -115,17 +115,16 @@ void BM_Rendezvous(benchmark::State& state) {
     std::vector<std::string> keys;
     for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat(prefix, i));
     std::mutex mu;
-    std::condition_variable cv;
-    bool go = false;
     int failures = 0;
+    // Releases every client at once (one futex wake for all; a condition
+    // variable would hand its mutex from thread to thread, 4096 times).
+    pthread_barrier_t start_line;
+    pthread_barrier_init(&start_line, nullptr, static_cast<unsigned>(n + 1));
     std::vector<std::thread> threads;
     threads.reserve(n);
     for (int i = 0; i < n; ++i) {
       threads.emplace_back([&, i] {
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return go; });
-        }
+        pthread_barrier_wait(&start_line);
         TcpStoreClientOptions options;
         options.port = Server().port();
         options.connect_timeout = absl::Seconds(60);
@@ -146,12 +145,9 @@ void BM_Rendezvous(benchmark::State& state) {
       });
     }
     const absl::Time start = absl::Now();
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      go = true;
-    }
-    cv.notify_all();
+    pthread_barrier_wait(&start_line);
     for (std::thread& t : threads) t.join();
+    pthread_barrier_destroy(&start_line);
     state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
     if (failures > 0) state.SkipWithError("a rendezvous client failed");
   }

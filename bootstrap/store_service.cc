@@ -122,36 +122,53 @@ StoreService::Outcome StoreService::HandleOp(ClientId client,
 StoreService::Outcome StoreService::Park(ClientId client,
                                          absl::string_view payload) {
   auto parked = std::make_unique<Parked>();
-  parked->payload.assign(payload.data(), payload.size());
-  // Views point into the parked copy, which lives as long as the request.
-  absl::StatusOr<Request> request = DecodeRequest(parked->payload);
-  if (!request.ok()) return {EncodeErrorReply(request.status()), true, -1};
-  parked->request = *std::move(request);
-  if (Advance(client, *parked)) {
-    return {CompleteReply(parked->request), false, -1};
+  auto found = shared_requests_.find(payload);
+  if (found != shared_requests_.end()) {
+    parked->shared = found->second;
+  } else {
+    auto shared = std::make_shared<SharedRequest>();
+    shared->payload.assign(payload.data(), payload.size());
+    // Views point into the shared copy, which lives as long as its users.
+    absl::StatusOr<Request> request = DecodeRequest(shared->payload);
+    if (!request.ok()) return {EncodeErrorReply(request.status()), true, -1};
+    shared->request = *std::move(request);
+    parked->shared = shared;
+    shared_requests_.emplace(shared->payload, std::move(shared));
   }
-  const int64_t timeout_ms = parked->request.number;
+  if (Advance(client, *parked)) {
+    std::string reply = CompleteReply(parked->request());
+    parked_[client] = std::move(parked);
+    Unpark(client);
+    return {std::move(reply), false, -1};
+  }
+  const int64_t timeout_ms = parked->request().number;
   parked_[client] = std::move(parked);
   if (timeout_ms == 0) return {Expire(client), false, -1};
   return {std::nullopt, false, timeout_ms};
 }
 
 bool StoreService::Advance(ClientId client, Parked& parked) {
-  const std::vector<absl::string_view>& keys = parked.request.keys;
+  const std::vector<absl::string_view>& keys = parked.request().keys;
+  size_t& scanned = parked.shared->scanned;
   while (true) {
+    parked.cursor = std::max(parked.cursor, scanned);
     while (parked.cursor < keys.size() &&
            table_.Contains(keys[parked.cursor])) {
       ++parked.cursor;
     }
+    scanned = std::max(scanned, parked.cursor);
     if (parked.cursor < keys.size()) {
       waiters_[keys[parked.cursor]].push_back(client);
       return false;
     }
-    // A key before the cursor may have been deleted since it was seen.
+    // Wait only needs every key to have been set; Get and MultiGet return
+    // values, so a key deleted since it was seen sends them back to waiting.
+    if (parked.request().op == Op::kWait) return true;
     size_t missing = 0;
     while (missing < keys.size() && table_.Contains(keys[missing])) ++missing;
     if (missing == keys.size()) return true;
     parked.cursor = missing;
+    scanned = missing;
   }
 }
 
@@ -176,13 +193,13 @@ void StoreService::KeyAdded(absl::string_view key) {
     if (p == parked_.end()) continue;
     Parked& parked = *p->second;
     // Skip stale registrations of a client now waiting on another key.
-    if (parked.cursor >= parked.request.keys.size() ||
-        parked.request.keys[parked.cursor] != key) {
+    if (parked.cursor >= parked.request().keys.size() ||
+        parked.request().keys[parked.cursor] != key) {
       continue;
     }
     if (Advance(client, parked)) {
-      completed_.emplace_back(client, CompleteReply(parked.request));
-      parked_.erase(p);
+      completed_.emplace_back(client, CompleteReply(parked.request()));
+      Unpark(client);
     }
   }
 }
@@ -191,18 +208,27 @@ std::string StoreService::Expire(ClientId client) {
   auto p = parked_.find(client);
   if (p == parked_.end()) return "";
   const Parked& parked = *p->second;
-  absl::string_view missing = parked.request.keys[parked.cursor];
+  absl::string_view missing = parked.request().keys[parked.cursor];
   std::string reply = EncodeErrorReply(absl::DeadlineExceededError(
       absl::StrCat("store key '", absl::CHexEscape(missing),
-                   "' was not set within ", parked.request.number, " ms")));
+                   "' was not set within ", parked.request().number, " ms")));
   auto w = waiters_.find(missing);
   if (w != waiters_.end()) {
     std::vector<ClientId>& list = w->second;
     list.erase(std::remove(list.begin(), list.end(), client), list.end());
     if (list.empty()) waiters_.erase(w);
   }
-  parked_.erase(p);
+  Unpark(client);
   return reply;
+}
+
+void StoreService::Unpark(ClientId client) {
+  auto p = parked_.find(client);
+  if (p == parked_.end()) return;
+  std::shared_ptr<const SharedRequest> shared = std::move(p->second->shared);
+  parked_.erase(p);
+  // Only the map and `shared` left: nobody else waits on this request.
+  if (shared.use_count() == 2) shared_requests_.erase(shared->payload);
 }
 
 void StoreService::Forget(ClientId client) {

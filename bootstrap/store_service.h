@@ -57,10 +57,22 @@ class StoreService {
   std::vector<std::pair<ClientId, std::string>> TakeCompleted();
 
  private:
-  struct Parked {
-    std::string payload;  // owns the bytes the request's views point into
+  // A decoded waiting request and the bytes its views point into. Clients
+  // that wait on byte-identical requests (every rank of a rendezvous waiting
+  // on the same N keys) share one copy, so parked memory stays O(N), not
+  // O(N^2).
+  struct SharedRequest {
+    std::string payload;
     Request request;
+    // Keys before this index were all present at the last scan by any of
+    // the sharers, so a rendezvous scans its N keys O(N) times in all, not
+    // once per client.
+    mutable size_t scanned = 0;
+  };
+  struct Parked {
+    std::shared_ptr<const SharedRequest> shared;
     size_t cursor = 0;  // keys before it were present when last checked
+    const Request& request() const { return shared->request; }
   };
 
   Outcome HandleHello(ClientId client, const Request& request);
@@ -73,11 +85,16 @@ class StoreService {
   std::string CompleteReply(const Request& request) const;
   // Wakes the requests parked on `key`, just added.
   void KeyAdded(absl::string_view key);
+  // Removes `client`'s parked request and drops its shared copy when unused.
+  void Unpark(ClientId client);
 
   const std::string token_;
   KvTable table_;
   absl::flat_hash_map<ClientId, bool> greeted_;
   absl::flat_hash_map<ClientId, std::unique_ptr<Parked>> parked_;
+  // Shared copies by payload (the key views the map's own payload).
+  absl::flat_hash_map<absl::string_view, std::shared_ptr<const SharedRequest>>
+      shared_requests_;
   absl::flat_hash_map<std::string, std::vector<ClientId>> waiters_;
   std::vector<std::pair<ClientId, std::string>> completed_;
 };

@@ -155,7 +155,7 @@ class TcpStoreServer::Impl {
         Close(c);
         return;
       }
-      if (!frame->has_value()) return;
+      if (!frame->has_value()) break;
       StoreService::Outcome out = service_.Handle(c->id, **frame);
       if (out.reply) Send(c, std::move(*out.reply), out.close);
       if (out.park_timeout_ms >= 0) {
@@ -163,6 +163,7 @@ class TcpStoreServer::Impl {
                        static_cast<uint64_t>(out.park_timeout_ms), 0);
       }
     }
+    c->parser.ReleaseConsumed();
   }
 
   // Sends the replies of parked requests that the last request completed,

@@ -192,6 +192,16 @@ void FrameParser::Feed(absl::string_view bytes) {
   buffer_.append(bytes.data(), bytes.size());
 }
 
+void FrameParser::ReleaseConsumed() {
+  if (consumed_ != buffer_.size()) return;
+  if (buffer_.capacity() > (size_t{64} << 10)) {
+    std::string().swap(buffer_);
+  } else {
+    buffer_.clear();
+  }
+  consumed_ = 0;
+}
+
 absl::StatusOr<std::optional<absl::string_view>> FrameParser::Next() {
   absl::string_view rest(buffer_);
   rest.remove_prefix(consumed_);

@@ -88,6 +88,10 @@ class FrameParser {
   absl::StatusOr<std::optional<absl::string_view>> Next();
   // Bytes received but not yet returned by Next.
   size_t buffered() const { return buffer_.size() - consumed_; }
+  // Frees the buffer's memory when everything in it has been returned and it
+  // has grown past 64 KiB (a big frame must not pin its memory per client).
+  // Invalidates views returned by Next.
+  void ReleaseConsumed();
 
  private:
   std::string buffer_;
