@@ -61,10 +61,11 @@ class NullReporter : public benchmark::BenchmarkReporter {
 
 struct Setup {
   std::shared_ptr<MeshRuntime> runtime;
-  std::shared_ptr<Communicator> world;  // for the max over ranks
+  // A Gloo world group over host memory for the figures (max over ranks,
+  // sum of #wrong), whatever the backend under test.
+  std::shared_ptr<Communicator> metrics;
   std::string device_type;
   DataType dtype;
-  int iters;
   int warmup;
 };
 
@@ -94,15 +95,17 @@ double Median(std::vector<double> v) {
 absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
   const size_t count = cell.row.count;
   const size_t bytes = cell.row.bytes;
-  std::vector<char> host(bytes);
-  FillPattern(host.data(), count, setup.dtype, setup.runtime->rank());
+  auto host = DeviceBuffer::Allocate("cpu", bytes);
   auto send = DeviceBuffer::Allocate(setup.device_type, bytes);
   auto recv_mesh = DeviceBuffer::Allocate(setup.device_type, bytes);
   auto recv_raw = DeviceBuffer::Allocate(setup.device_type, bytes);
-  for (auto* b : {&send, &recv_mesh, &recv_raw}) {
+  for (auto* b : {&host, &send, &recv_mesh, &recv_raw}) {
     if (!b->ok()) return b->status();
   }
-  if (absl::Status s = (*send)->CopyFromHost(host.data()); !s.ok()) return s;
+  FillPattern((*host)->data(), count, setup.dtype, setup.runtime->rank());
+  if (absl::Status s = (*send)->CopyFromHost((*host)->data()); !s.ok()) {
+    return s;
+  }
   auto reduce = [&](Communicator& group, DeviceBuffer& recv) {
     return group.AllReduce((*send)->data(), recv.data(), count, setup.dtype,
                            ReduceOp::kSum);
@@ -133,15 +136,15 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
   }
   int64_t wrong = 0;
   for (DeviceBuffer* recv : {recv_mesh->get(), recv_raw->get()}) {
-    if (absl::Status s = recv->CopyToHost(host.data()); !s.ok()) return s;
-    wrong += CountWrong(host.data(), count, setup.dtype, cell.factor_sum);
+    if (absl::Status s = recv->CopyToHost((*host)->data()); !s.ok()) return s;
+    wrong += CountWrong((*host)->data(), count, setup.dtype, cell.factor_sum);
   }
   // Every rank's figures: the slowest rank's median (robust to the other
   // work of a shared machine), the sum of wrong elements.
-  auto mesh_s = MaxOverRanks(*setup.world, Median(mesh_times));
-  auto raw_s = MaxOverRanks(*setup.world, Median(raw_times));
+  auto mesh_s = MaxOverRanks(*setup.metrics, Median(mesh_times));
+  auto raw_s = MaxOverRanks(*setup.metrics, Median(raw_times));
   int64_t wrong_all = 0;
-  absl::Status s = setup.world->AllReduce(&wrong, &wrong_all, 1,
+  absl::Status s = setup.metrics->AllReduce(&wrong, &wrong_all, 1,
                                           DataType::kInt64, ReduceOp::kSum);
   if (!mesh_s.ok()) return mesh_s.status();
   if (!raw_s.ok()) return raw_s.status();
@@ -195,6 +198,11 @@ int RunRank() {
                      : !min_b.ok() ? min_b.status()
                      : !max_b.ok() ? max_b.status()
                      : !dtype.ok() ? dtype.status() : absl::OkStatus();
+  if (bad.ok() && *min_b < static_cast<int64_t>(DataTypeSize(*dtype))) {
+    bad = absl::InvalidArgumentError(absl::StrCat(
+        "--min_bytes (", *min_b, ") is smaller than one ",
+        DataTypeName(*dtype), " element"));
+  }
   auto sweep = bad.ok() ? ByteSweep(*min_b, *max_b)
                         : absl::StatusOr<std::vector<int64_t>>(bad);
   if (!sweep.ok()) {
@@ -239,12 +247,13 @@ int RunRank() {
     std::fprintf(stderr, "allreduce_2d: --iters must be >= 1 and --warmup >= 0\n");
     return 2;
   }
-  auto world = mesh->runtime()->World(backend, absl::Seconds(300));
-  if (!world.ok()) {
-    std::fprintf(stderr, "allreduce_2d: %s\n", world.status().ToString().c_str());
+  auto metrics = mesh->runtime()->World("gloo", absl::Seconds(300));
+  if (!metrics.ok()) {
+    std::fprintf(stderr, "allreduce_2d: %s\n",
+                 metrics.status().ToString().c_str());
     return 1;
   }
-  Setup setup{mesh->runtime(), *world, device_type, *dtype, iters, warmup};
+  Setup setup{mesh->runtime(), *metrics, device_type, *dtype, warmup};
 
   // Groups first (the mesh's by GetGroup, the raw ones directly), so that
   // timed runs never include creation.
@@ -260,8 +269,22 @@ int RunRank() {
                    dims[d].c_str(), raw.status().ToString().c_str());
       return 1;
     }
+    // The expected sums come from //mesh's group, not the group under test.
+    auto line = mesh->layout().GroupOf(mesh->GetRank(), d);
+    if (!line.ok()) {
+      std::fprintf(stderr, "allreduce_2d: %s\n", line.status().ToString().c_str());
+      return 1;
+    }
     int64_t factor_sum = 0;
-    for (int g : (*group)->global_ranks()) factor_sum += PatternRankFactor(g);
+    for (int64_t g : *line) factor_sum += PatternRankFactor(static_cast<int>(g));
+    if (factor_sum * 3 > PatternExactLimit(*dtype)) {
+      std::fprintf(stderr,
+                   "allreduce_2d: dim %s has %zu ranks: its sums are not exact "
+                   "in %s; use a wider --dtype\n",
+                   dims[d].c_str(), line->size(),
+                   std::string(DataTypeName(*dtype)).c_str());
+      return 2;
+    }
     for (int64_t bytes : *sweep) {
       Cell cell{*group, *raw, factor_sum, {}};
       cell.row.count = bytes / DataTypeSize(*dtype);
@@ -354,8 +377,15 @@ int main(int argc, char** argv) {
   }
   int nproc = absl::GetFlag(FLAGS_nproc);
   if (nproc == 0) {
-    nproc = 1;
-    for (int64_t s : *shape) nproc *= static_cast<int>(s);
+    int64_t size = 1;
+    for (int64_t s : *shape) size = s > 4096 / size ? 4097 : size * s;
+    if (size > 4096) {
+      std::fprintf(stderr, "allreduce_2d: mesh %s is too large to launch "
+                   "locally (at most 4096 ranks)\n",
+                   absl::GetFlag(FLAGS_mesh_shape).c_str());
+      return 2;
+    }
+    nproc = static_cast<int>(size);
   }
   devmesh::LaunchOptions launch;
   launch.nproc = nproc;

@@ -1,6 +1,7 @@
 #include "bench/device_buffer.h"
 
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #ifdef DEVMESH_WITH_CUDA
@@ -12,20 +13,22 @@ namespace {
 
 class HostBuffer : public DeviceBuffer {
  public:
-  explicit HostBuffer(size_t bytes) : data_(bytes) {}
-  void* data() override { return data_.data(); }
-  size_t bytes() const override { return data_.size(); }
+  HostBuffer(std::unique_ptr<char[]> data, size_t bytes)
+      : data_(std::move(data)), bytes_(bytes) {}
+  void* data() override { return data_.get(); }
+  size_t bytes() const override { return bytes_; }
   absl::Status CopyFromHost(const void* host) override {
-    std::memcpy(data_.data(), host, data_.size());
+    std::memcpy(data_.get(), host, bytes_);
     return absl::OkStatus();
   }
   absl::Status CopyToHost(void* host) const override {
-    std::memcpy(host, data_.data(), data_.size());
+    std::memcpy(host, data_.get(), bytes_);
     return absl::OkStatus();
   }
 
  private:
-  std::vector<char> data_;
+  std::unique_ptr<char[]> data_;
+  size_t bytes_;
 };
 
 #ifdef DEVMESH_WITH_CUDA
@@ -60,7 +63,14 @@ class CudaBuffer : public DeviceBuffer {
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> DeviceBuffer::Allocate(
     absl::string_view device_type, size_t bytes) {
-  if (device_type == "cpu") return std::make_unique<HostBuffer>(bytes);
+  if (device_type == "cpu") {
+    std::unique_ptr<char[]> data(new (std::nothrow) char[bytes]);
+    if (data == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));
+    }
+    return std::make_unique<HostBuffer>(std::move(data), bytes);
+  }
   if (device_type != "cuda") {
     return absl::InvalidArgumentError(absl::StrCat(
         "benchmark buffers live on \"cpu\" or \"cuda\", not '", device_type,

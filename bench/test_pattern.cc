@@ -64,6 +64,20 @@ bool Equal(const void* buf, size_t i, DataType dtype, int64_t n) {
 
 }  // namespace
 
+int64_t PatternExactLimit(DataType dtype) {
+  switch (dtype) {
+    case DataType::kInt8: return 127;
+    case DataType::kUInt8: return 255;
+    case DataType::kBFloat16: return 256;
+    case DataType::kFloat16: return 2048;
+    case DataType::kFloat32: return int64_t{1} << 24;
+    case DataType::kInt32: return INT32_MAX;
+    case DataType::kFloat64: return int64_t{1} << 53;
+    case DataType::kInt64: return INT64_MAX;
+  }
+  return 0;
+}
+
 int64_t PatternRankFactor(int global_rank) { return global_rank % 5 + 1; }
 
 void FillPattern(void* buf, size_t count, DataType dtype, int global_rank) {

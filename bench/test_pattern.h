@@ -21,6 +21,11 @@ int64_t PatternRankFactor(int global_rank);
 // Fills `count` elements of `dtype` at `buf` with rank `global_rank`'s values.
 void FillPattern(void* buf, size_t count, DataType dtype, int global_rank);
 
+// The largest integer every value of `dtype` up to which is exact: 127
+// (int8), 255 (uint8), 256 (bfloat16), 2048 (float16), 2^24 (float32), ...
+// A group whose sums ((factor sum) * 3) pass it cannot be checked exactly.
+int64_t PatternExactLimit(DataType dtype);
+
 // Counts the elements of `buf` that differ from the sum over a group whose
 // rank factors add up to `factor_sum`.
 int64_t CountWrong(const void* buf, size_t count, DataType dtype,

@@ -1,6 +1,5 @@
 #include "device_mesh/device_mesh.h"
 
-#include <climits>
 #include <map>
 #include <mutex>
 
@@ -20,12 +19,16 @@ struct RootState {
   const MeshLayout root_layout;
   const MeshOptions root_options;
 
-  // std::mutex rather than absl::Mutex: see mesh_runtime.h. Held across group
-  // creation, which is collective: creation is serialized per root.
+  // std::mutex rather than absl::Mutex: see mesh_runtime.h.
+  // create_mu serializes group creation (a collective over the world, held
+  // for up to the group's timeout); mu guards the maps below and is only
+  // held briefly, so Abort and look-ups never wait for a creation.
+  std::mutex create_mu;
   std::mutex mu;
-  // Group cache key (GroupKey) -> this rank's group; nullptr when this rank
-  // took part in the split without a color (not a member).
-  std::map<std::string, std::shared_ptr<Communicator>> groups;
+  // Group cache key (GroupKey) -> this rank's group along such dims, or the
+  // error its creation ended with (kept, so that a rank never splits again
+  // while the others do not).
+  std::map<std::string, absl::StatusOr<std::shared_ptr<Communicator>>> groups;
   // R9: flatten name -> (layout, options) of the flattened mesh.
   std::map<std::string, std::pair<MeshLayout, MeshOptions>> flattened;
 };
@@ -36,25 +39,7 @@ namespace {
 
 constexpr absl::Duration kDefaultGroupTimeout = absl::Seconds(300);
 
-// R18: a device type is a non-empty word without an index ("cuda", not
-// "cuda:0").
-absl::Status CheckDeviceType(absl::string_view device_type) {
-  bool ok = !device_type.empty();
-  for (char c : device_type) ok = ok && absl::ascii_isalpha(c);
-  if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device type '", device_type,
-        "' must be a plain device type without an index, such as \"cpu\" or "
-        "\"cuda\" (not \"cuda:0\")"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-std::string MeshDim::ToString() const {
-  return by_name_ ? absl::StrCat("'", name_, "'") : absl::StrCat(index_);
-}
 
 absl::StatusOr<DeviceMesh> DeviceMesh::MakeRoot(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
@@ -151,7 +136,7 @@ absl::StatusOr<int> DeviceMesh::ResolveDim(std::optional<MeshDim> dim) const {
                                               " is out of range for the ",
                                               ndim(), "-d mesh ", ToString()));
   }
-  return dim->index();
+  return static_cast<int>(dim->index());
 }
 
 absl::StatusOr<int64_t> DeviceMesh::GetLocalRank(
@@ -197,35 +182,36 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
   }
   const std::string key = GroupKey(*d, options);
   const int me = runtime_->rank();
-  std::lock_guard<std::mutex> lock(root_->mu);
-  auto it = root_->groups.find(key);
-  if (it == root_->groups.end()) {
-    int color = kNoColor;
-    int split_key = 0;
-    if (layout_.ContainsRank(me)) {
+  auto lookup = [&]() -> const absl::StatusOr<std::shared_ptr<Communicator>>* {
+    std::lock_guard<std::mutex> lock(root_->mu);
+    auto it = root_->groups.find(key);
+    return it == root_->groups.end() ? nullptr : &it->second;
+  };
+  const absl::StatusOr<std::shared_ptr<Communicator>>* group = lookup();
+  if (group == nullptr) {
+    std::lock_guard<std::mutex> creating(root_->create_mu);
+    group = lookup();  // another thread may have made it meanwhile
+    if (group == nullptr) {
+      // Every rank of the root gets its own line along these modes, member
+      // of this mesh or not; a rank outside the root passes no color.
+      // Positions are below the world size, so color and key fit an int.
       auto ck = layout_.SplitColorKey(me, *d);
       if (!ck.ok()) return ck.status();
-      if (ck->color > INT_MAX || ck->key > INT_MAX) {
-        return absl::OutOfRangeError(absl::StrCat(
-            "split color ", ck->color, " or key ", ck->key,
-            " does not fit the communicator's int"));
-      }
-      color = static_cast<int>(ck->color);
-      split_key = static_cast<int>(ck->key);
+      auto made = runtime_->SplitWorld(
+          options.backend, options.timeout.value_or(kDefaultGroupTimeout),
+          static_cast<int>(ck->color), static_cast<int>(ck->key));
+      std::lock_guard<std::mutex> lock(root_->mu);
+      group = &root_->groups.emplace(key, std::move(made)).first->second;
     }
-    auto group = runtime_->SplitWorld(
-        options.backend, options.timeout.value_or(kDefaultGroupTimeout),
-        color, split_key);
-    if (!group.ok()) return group.status();
-    it = root_->groups.emplace(key, *std::move(group)).first;
   }
-  if (it->second == nullptr) {
+  if (!group->ok()) return group->status();
+  if (**group == nullptr || !layout_.ContainsRank(me)) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", me, " is not part of ", ToString(),
                      ": it has no group along mesh dim ",
                      dim_group_names()[*d]));
   }
-  return it->second;
+  return **group;
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<Communicator>>>
@@ -240,10 +226,15 @@ DeviceMesh::GetAllGroups() const {
 }
 
 absl::Status DeviceMesh::Abort() const {
-  std::lock_guard<std::mutex> lock(root_->mu);
+  std::vector<std::shared_ptr<Communicator>> groups;
+  {
+    std::lock_guard<std::mutex> lock(root_->mu);
+    for (auto& [key, group] : root_->groups) {
+      if (group.ok() && *group != nullptr) groups.push_back(*group);
+    }
+  }
   absl::Status first = absl::OkStatus();
-  for (auto& [key, group] : root_->groups) {
-    if (group == nullptr) continue;
+  for (const auto& group : groups) {
     absl::Status s = group->Abort();
     if (first.ok() && !s.ok()) first = s;
   }

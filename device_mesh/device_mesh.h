@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -47,23 +48,35 @@
 
 namespace devmesh {
 
-// A mesh dim given by index or by name (R4). A bool is rejected at compile
-// time (the seed raises TypeError for a bool index).
+// A mesh dim given by index (any integer type) or by name (R4). A bool is
+// rejected at compile time (the seed raises TypeError for a bool index); an
+// index outside [0, ndim) is OutOfRange where it is used.
 class MeshDim {
  public:
-  MeshDim(int index) : index_(index) {}                             // NOLINT
+  template <typename Int,
+            std::enable_if_t<std::is_integral_v<Int> &&
+                                 !std::is_same_v<Int, bool>,
+                             int> = 0>
+  MeshDim(Int index) {  // NOLINT
+    if constexpr (std::is_unsigned_v<Int>) {
+      index_ = index > static_cast<uint64_t>(INT64_MAX)
+                   ? INT64_MAX
+                   : static_cast<int64_t>(index);
+    } else {
+      index_ = static_cast<int64_t>(index);
+    }
+  }
   MeshDim(absl::string_view name) : name_(name), by_name_(true) {}  // NOLINT
   MeshDim(const char* name) : MeshDim(absl::string_view(name)) {}   // NOLINT
   MeshDim(const std::string& name) : MeshDim(absl::string_view(name)) {}  // NOLINT
   MeshDim(bool) = delete;
 
   bool by_name() const { return by_name_; }
-  int index() const { return index_; }
+  int64_t index() const { return index_; }
   const std::string& name() const { return name_; }
-  std::string ToString() const;
 
  private:
-  int index_ = 0;
+  int64_t index_ = 0;
   std::string name_;
   bool by_name_ = false;
 };

@@ -1,5 +1,8 @@
 #include "device_mesh/group_options.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
 namespace devmesh {
 
 GroupOptions MeshOptions::For(absl::string_view dim_group_name) const {
@@ -15,6 +18,16 @@ absl::string_view DefaultBackendFor(absl::string_view device_type) {
   if (device_type == "cpu") return "gloo";
   if (device_type == "cuda") return "nccl";
   return "";
+}
+
+absl::Status CheckDeviceType(absl::string_view device_type) {
+  bool word = !device_type.empty();
+  for (char c : device_type) word = word && absl::ascii_isalpha(c);
+  if (word) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "device type '", device_type,
+      "' must be a plain device type without an index, such as \"cpu\" or "
+      "\"cuda\" (not \"cuda:0\")"));
 }
 
 }  // namespace devmesh

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -41,6 +42,10 @@ struct MeshOptions {
 // The backend a device type means when no override is given: "cpu" ->
 // "gloo", "cuda" -> "nccl", anything else -> "" (the caller must override).
 absl::string_view DefaultBackendFor(absl::string_view device_type);
+
+// R18: a device type is a non-empty word of letters without an index
+// ("cuda", not "cuda:0"). InvalidArgument naming it otherwise.
+absl::Status CheckDeviceType(absl::string_view device_type);
 
 }  // namespace devmesh
 

@@ -1,9 +1,12 @@
 #include "device_mesh/init_device_mesh.h"
 
+#include <map>
+#include <mutex>
+
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/nccl/nccl_communicator.h"
 #include "mesh/mesh_layout.h"
 
 namespace devmesh {
@@ -30,13 +33,7 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
           absl::StrJoin(mesh_dim_names, ", "), "]"));
     }
   }
-  bool word = !device_type.empty();
-  for (char c : device_type) word = word && absl::ascii_isalpha(c);
-  if (!word) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device type with an index is not supported, got '", device_type,
-        "': pass the device type only, such as \"cuda\" or \"cpu\""));
-  }
+  if (absl::Status s = CheckDeviceType(device_type); !s.ok()) return s;
   if (runtime == nullptr || runtime->detached()) {
     return absl::FailedPreconditionError(
         "InitDeviceMesh needs an initialised bootstrap (rendezvous) first");
@@ -51,13 +48,31 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
           absl::StrCat("mesh_shape must hold positive sizes, got [",
                        absl::StrJoin(mesh_shape, ", "), "]"));
     }
-    if (product > runtime->world_size()) break;  // No overflow: mismatch.
+  }
+  for (int64_t size : mesh_shape) {
+    if (size > runtime->world_size() / product) {  // past the world: stop
+      product = -1;
+      break;
+    }
     product *= size;
+  }
+  if (product < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mesh_shape product (", absl::StrJoin(mesh_shape, " x "),
+        ") must equal world size (", runtime->world_size(), ")"));
   }
   if (product != runtime->world_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "mesh_shape product (", product, ") must equal world size (",
         runtime->world_size(), ")"));
+  }
+  // For NCCL, this rank's GPU is its local rank's (R18's "cuda").
+  std::string backend = options.all.backend;
+  if (backend.empty()) backend = std::string(DefaultBackendFor(device_type));
+  if (backend == "nccl") {
+    if (absl::Status s = UseLocalCudaDevice(runtime->local_rank()); !s.ok()) {
+      return s;
+    }
   }
   auto layout = MeshLayout::FromShape(mesh_shape, std::move(mesh_dim_names));
   if (!layout.ok()) return layout.status();
@@ -70,12 +85,22 @@ absl::StatusOr<std::shared_ptr<MeshRuntime>> MeshRuntimeFromBootstrap(
   if (bootstrap == nullptr) {
     return absl::InvalidArgumentError("bootstrap is null");
   }
+  // One runtime per bootstrap (see mesh_runtime.h): a second would reuse the
+  // first one's rendezvous keys.
+  static std::mutex mu;
+  static auto* runtimes =
+      new std::map<const Bootstrap*, std::weak_ptr<MeshRuntime>>();
+  std::lock_guard<std::mutex> lock(mu);
+  std::weak_ptr<MeshRuntime>& slot = (*runtimes)[bootstrap.get()];
+  if (std::shared_ptr<MeshRuntime> live = slot.lock()) return live;
   std::shared_ptr<Store> store = bootstrap->store();
   const int rank = bootstrap->rank();
   const int world_size = bootstrap->world_size();
   const int local_rank = bootstrap->local_rank();
-  return MeshRuntime::Create(std::move(store), rank, world_size, local_rank,
-                             std::move(bootstrap));
+  auto runtime = MeshRuntime::Create(std::move(store), rank, world_size,
+                                     local_rank, std::move(bootstrap));
+  if (runtime.ok()) slot = *runtime;
+  return runtime;
 }
 
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
@@ -91,15 +116,26 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     absl::string_view device_type, absl::Span<const int64_t> mesh_shape,
     std::vector<std::string> mesh_dim_names, MeshOptions options) {
-  BootstrapOptions bootstrap_options;
-  if (options.all.timeout.has_value()) {
-    bootstrap_options.timeout = *options.all.timeout;
+  // The process's rendezvous happens once; later calls reuse it (PyTorch's
+  // default process group).
+  static std::mutex mu;
+  static auto* process_bootstrap = new std::shared_ptr<Bootstrap>();
+  std::shared_ptr<Bootstrap> bootstrap;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (*process_bootstrap == nullptr) {
+      BootstrapOptions bootstrap_options;
+      if (options.all.timeout.has_value()) {
+        bootstrap_options.timeout = *options.all.timeout;
+      }
+      auto made = Bootstrap::FromEnv(bootstrap_options);
+      if (!made.ok()) return made.status();
+      *process_bootstrap = *std::move(made);
+    }
+    bootstrap = *process_bootstrap;
   }
-  auto bootstrap = Bootstrap::FromEnv(bootstrap_options);
-  if (!bootstrap.ok()) return bootstrap.status();
-  return InitDeviceMesh(std::shared_ptr<Bootstrap>(*std::move(bootstrap)),
-                        device_type, mesh_shape, std::move(mesh_dim_names),
-                        std::move(options));
+  return InitDeviceMesh(std::move(bootstrap), device_type, mesh_shape,
+                        std::move(mesh_dim_names), std::move(options));
 }
 
 }  // namespace devmesh

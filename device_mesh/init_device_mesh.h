@@ -34,15 +34,18 @@ namespace devmesh {
 // InvalidArgument naming the value: names unique; one name per dim; device
 // type a plain word ("cuda", not "cuda:0"); mesh_shape non-empty with
 // positive sizes; product of mesh_shape == world size ("mesh_shape product
-// (6) must equal world size (8)"). FailedPrecondition: a detached runtime
-// (no bootstrap).
+// (6) must equal world size (8)"). FailedPrecondition: a null or detached
+// runtime (no bootstrap). When the mesh's backend is NCCL ("cuda" without
+// an override), sets this thread's CUDA device to local rank % visible
+// devices first; Unavailable when no CUDA device is visible.
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
     absl::Span<const int64_t> mesh_shape,
     std::vector<std::string> mesh_dim_names = {}, MeshOptions options = {});
 
-// A runtime over a bootstrap (kept alive by the runtime). Errors:
-// InvalidArgument for a null bootstrap.
+// The runtime of a bootstrap (which it keeps alive): the same runtime for
+// every call with the same live bootstrap, since two runtimes over one store
+// would collide. Errors: InvalidArgument for a null bootstrap.
 absl::StatusOr<std::shared_ptr<MeshRuntime>> MeshRuntimeFromBootstrap(
     std::shared_ptr<Bootstrap> bootstrap);
 
@@ -53,7 +56,10 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
     std::vector<std::string> mesh_dim_names = {}, MeshOptions options = {});
 
 // Rendezvous from the environment first (Bootstrap::FromEnv: torchrun,
-// Slurm or Open MPI variables; rank 0 hosts the store), then as above.
+// Slurm or Open MPI variables; rank 0 hosts the store), then as above. The
+// rendezvous happens on the first call only (its timeout is
+// options.all.timeout when set, else 300 s); later calls in the process
+// reuse it, like PyTorch's default process group.
 // Errors: Bootstrap::FromEnv's (InvalidArgument naming a missing or
 // contradictory variable, Unavailable / DeadlineExceeded when the store is
 // not reached), then as above.

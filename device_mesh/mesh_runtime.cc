@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bootstrap/prefix_store.h"
+#include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
 
 namespace devmesh {
@@ -48,7 +49,12 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
   if (it != worlds_.end()) return it->second;
   CommOptions options;
   options.timeout = timeout;
-  options.nccl.cuda_device = local_rank_;
+  if (backend == "nccl") {
+    // One rank per GPU of the host, as UseLocalCudaDevice.
+    auto count = CudaDeviceCount();
+    if (!count.ok()) return count.status();
+    options.nccl.cuda_device = local_rank_ % *count;
+  }
   auto ns = std::make_shared<PrefixStore>(
       store_, absl::StrCat("devmesh/world/", worlds_.size(), "/", backend));
   auto comm = CreateCommunicator(backend, ns, rank_, world_size_, options);
@@ -60,6 +66,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitWorld(
     absl::string_view backend, absl::Duration timeout, int color, int key) {
+  // One collective at a time on the world communicators: they are not safe
+  // for concurrent calls (comm/communicator.h).
+  std::lock_guard<std::mutex> lock(split_mu_);
   auto world = World(backend, timeout);
   if (!world.ok()) return world.status();
   splits_.fetch_add(1);

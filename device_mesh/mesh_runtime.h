@@ -8,11 +8,19 @@
 //
 // The world communicator of a backend is created collectively: every rank of
 // the world asks for it in the same order (SPMD, as PyTorch's
-// init_process_group). Counters for //bench:group_creation: Split calls and
-// store round trips made through this runtime.
+// init_process_group). So are the Splits that make mesh groups: every rank
+// must create groups in the same order, and a rank must not create groups
+// from several threads at once (the ranks' orders would then differ and
+// the split would pair up the wrong dims). Counters for
+// //bench:group_creation: Split calls and store round trips made through
+// this runtime.
 //
-// Thread-safety: every method may be called from any thread; world
-// communicator creation is serialized.
+// One runtime per store namespace: two runtimes over the same store would
+// read each other's rendezvous keys. InitDeviceMesh reuses one runtime per
+// Bootstrap; give any other runtime its own PrefixStore.
+//
+// Thread-safety: every method may be called from any thread; world creation
+// and splits are serialized (each blocks for up to its timeout).
 #ifndef DEVMESH_DEVICE_MESH_MESH_RUNTIME_H_
 #define DEVMESH_DEVICE_MESH_MESH_RUNTIME_H_
 
@@ -68,7 +76,10 @@ class MeshRuntime {
   absl::StatusOr<std::shared_ptr<Communicator>> SplitWorld(
       absl::string_view backend, absl::Duration timeout, int color, int key);
 
+  // Split calls made through SplitWorld so far.
   int64_t split_calls() const { return splits_.load(); }
+  // Calls made on the store through this runtime so far (each one round trip
+  // on a TCP store).
   int64_t store_round_trips() const {
     return store_ ? store_->round_trips() : 0;
   }
@@ -92,7 +103,8 @@ class MeshRuntime {
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built with
   // TSan, and a mutex TSan cannot see makes every test under
   // --config=tsan report races that are not there.
-  std::mutex mu_;
+  std::mutex mu_;        // guards worlds_
+  std::mutex split_mu_;  // serializes SplitWorld
   // (backend, timeout in ns) -> world communicator. Ordered map: the world
   // communicator's store namespace is its creation index, the same on every
   // rank.

@@ -23,7 +23,8 @@ doc = json.load(open(sys.argv[1]))
 rows = collections.defaultdict(list)
 for b in doc.get("benchmarks", []):
     parts = b["name"].split("/")
-    if len(parts) < 3 or parts[0] != "allreduce_2d" or "busbw_GBps" not in b:
+    if (b.get("run_type", "iteration") != "iteration" or len(parts) < 3
+            or parts[0] != "allreduce_2d" or "busbw_GBps" not in b):
         continue
     rows[parts[1]].append((int(parts[2]), b["busbw_GBps"], b["raw_busbw_GBps"]))
 if not rows:

@@ -40,6 +40,12 @@ bool NcclBuiltIn();
 // says "no CUDA device visible"). Never crashes without a driver.
 absl::StatusOr<int> CudaDeviceCount();
 
+// Makes device (local_rank % number of visible devices) the calling thread's
+// CUDA device: one rank per GPU on a host, as torchrun's LOCAL_RANK
+// convention. Errors: Unavailable as CudaDeviceCount; InvalidArgument for a
+// negative local_rank; Internal with CUDA's message when cudaSetDevice fails.
+absl::Status UseLocalCudaDevice(int local_rank);
+
 // Creates rank `rank` of a `size`-rank NCCL communicator. Errors:
 // InvalidArgument (null store, size < 1, rank outside [0, size), timeout not
 // positive, global_ranks of the wrong length, cuda_device out of range);

@@ -33,6 +33,17 @@ absl::StatusOr<int> CudaDeviceCount() {
   return count;
 }
 
+absl::Status UseLocalCudaDevice(int local_rank) {
+  if (local_rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local rank (", local_rank, ") must be non-negative"));
+  }
+  auto count = CudaDeviceCount();
+  if (!count.ok()) return count.status();
+  return nccl_internal::CudaStatus(cudaSetDevice(local_rank % *count),
+                                  "cudaSetDevice");
+}
+
 namespace nccl_internal {
 
 ncclConfig_t MakeConfig(const NcclOptions& options) {

@@ -12,6 +12,11 @@ absl::StatusOr<int> CudaDeviceCount() {
       "no CUDA device visible: devmesh was built without NCCL");
 }
 
+absl::Status UseLocalCudaDevice(int) {
+  return absl::UnavailableError(
+      "no CUDA device visible: devmesh was built without NCCL");
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     std::shared_ptr<Store>, int, int, const CommOptions&) {
   return absl::UnavailableError("devmesh was built without NCCL");

@@ -64,7 +64,7 @@ TEST(DeviceMesh, R1ConstructionErrors) {
   ExpectError(DeviceMesh::Create(rt, "cpu", {0, 9}).status(),
               absl::StatusCode::kInvalidArgument, "world size is 8");
   ExpectError(DeviceMesh::Create(rt, "cpu", {0, 1}, {"a", "b"}).status(),
-              absl::StatusCode::kInvalidArgument, "");
+              absl::StatusCode::kInvalidArgument, "(a, b) give 2 names");
   ExpectError(DeviceMesh::Create(nullptr, "cpu", {0, 1}).status(),
               absl::StatusCode::kInvalidArgument, "runtime");
   // A scalar is a 1-d mesh of one rank (R1).
@@ -140,14 +140,14 @@ TEST(DeviceMesh, R8Slicing) {
   auto slice_of_slice = mesh->Slice({"dp", "tp"})->Slice({"dp"});
   EXPECT_EQ(slice_of_slice->mesh(), RankTable({4, 6}));
   ExpectError(mesh->Slice(std::vector<std::string>{}).status(),
-              absl::StatusCode::kInvalidArgument, "");
+              absl::StatusCode::kInvalidArgument, "at least one");
   ExpectError(mesh->Slice({"tp", "tp"}).status(),
               absl::StatusCode::kInvalidArgument, "tp");
   ExpectError(mesh->Slice({"ep"}).status(), absl::StatusCode::kNotFound,
               "ep");
   auto unnamed = InitDeviceMesh(Runtime(0, 8), "cpu", {8});
   ExpectError(unnamed->Slice({"x"}).status(),
-              absl::StatusCode::kFailedPrecondition, "");
+              absl::StatusCode::kFailedPrecondition, "no dim names");
   // R12: the root of any slice.
   EXPECT_EQ(mesh->Slice({"dp"})->RootMesh(), *mesh);
 }
@@ -181,7 +181,12 @@ TEST(DeviceMesh, R9FlattenRules) {
 
 TEST(DeviceMesh, R14TextR15EqualityAndHash) {
   auto rt = Runtime(0, 8);
-  auto a = InitDeviceMesh(rt, "cuda", {2, 4}, {"dp", "tp"});
+  // "cuda" meshes from layouts: InitDeviceMesh("cuda") needs a GPU.
+  auto cuda = [&](std::vector<int64_t> shape, std::vector<std::string> names) {
+    return DeviceMesh::FromLayout(rt, "cuda",
+                                  *MeshLayout::FromShape(shape, names));
+  };
+  auto a = cuda({2, 4}, {"dp", "tp"});
   EXPECT_EQ(a->ToString(), "DeviceMesh(dp=2, tp=4, 'cuda')");
   EXPECT_EQ(InitDeviceMesh(rt, "cpu", {2, 4})->ToString(),
             "DeviceMesh((2, 4), 'cpu')");
@@ -192,9 +197,9 @@ TEST(DeviceMesh, R14TextR15EqualityAndHash) {
   EXPECT_EQ(*a, *b);  // explicit vs strided, same table
   auto c = InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"});
   EXPECT_NE(*a, *c);  // device type
-  auto d = InitDeviceMesh(rt, "cuda", {2, 4}, {"x", "tp"});
+  auto d = cuda({2, 4}, {"x", "tp"});
   EXPECT_NE(*a, *d);  // names
-  auto e = InitDeviceMesh(rt, "cuda", {4, 2}, {"dp", "tp"});
+  auto e = cuda({4, 2}, {"dp", "tp"});
   EXPECT_NE(*a, *e);  // shape
   absl::flat_hash_set<DeviceMesh> set = {*a, *b, *c, *d, *e};
   EXPECT_EQ(set.size(), 4u);
@@ -256,7 +261,7 @@ TEST(DeviceMesh, ConcatenateErrors) {
   ExpectError(DeviceMesh::Concatenate({*mesh->Slice({"dp", "tp"}),
                                        *mesh->Slice({"tp"})})
                   .status(),
-              absl::StatusCode::kInvalidArgument, "");
+              absl::StatusCode::kInvalidArgument, "overlapping");
   auto cat = DeviceMesh::Concatenate({*mesh->Slice({"tp"}),
                                       *mesh->Slice({"pp"})});
   ASSERT_TRUE(cat.ok()) << cat.status();
@@ -269,6 +274,106 @@ TEST(DeviceMesh, FromGroupsErrors) {
               absl::StatusCode::kInvalidArgument, "at least one group");
   ExpectError(DeviceMesh::FromGroups(rt, "cpu", {nullptr}).status(),
               absl::StatusCode::kInvalidArgument, "group 0 is null");
+}
+
+TEST(DeviceMesh, MoreRErrors) {
+  auto rt = Runtime(0, 8);
+  // R1: duplicate names.
+  ExpectError(DeviceMesh::Create(rt, "cpu", {{0, 1}, {2, 3}}, {"a", "a"})
+                  .status(),
+              absl::StatusCode::kInvalidArgument, "'a' appears twice");
+  // R9: flatten of an unnamed mesh.
+  auto unnamed = InitDeviceMesh(rt, "cpu", {2, 4});
+  ExpectError(unnamed->Flatten().status(),
+              absl::StatusCode::kFailedPrecondition, "no dim names");
+  // R11: different device types; unnamed parts.
+  auto cpu = InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"});
+  auto tpu = DeviceMesh::FromLayout(rt, "tpu", cpu->layout());
+  ExpectError(DeviceMesh::Concatenate({*cpu->Slice({"dp"}),
+                                       *tpu->Slice({"tp"})})
+                  .status(),
+              absl::StatusCode::kFailedPrecondition, "different roots");
+  auto u0 = unnamed->Transpose({1, 0});
+  ExpectError(DeviceMesh::Concatenate({*unnamed, *u0}).status(),
+              absl::StatusCode::kInvalidArgument, "must have dim names");
+}
+
+// A group that only knows its members: enough for FromGroups' checks.
+class FakeGroup : public Communicator {
+ public:
+  FakeGroup(std::vector<int> ranks, int rank)
+      : ranks_(std::move(ranks)), rank_(rank) {}
+  absl::string_view backend() const override { return "gloo"; }
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(ranks_.size()); }
+  const std::vector<int>& global_ranks() const override { return ranks_; }
+  absl::Status AllReduce(const void*, void*, size_t, DataType,
+                         ReduceOp) override { return Unused(); }
+  absl::Status AllGather(const void*, void*, size_t, DataType) override {
+    return Unused();
+  }
+  absl::Status ReduceScatter(const void*, void*, size_t, DataType,
+                             ReduceOp) override { return Unused(); }
+  absl::Status Broadcast(const void*, void*, size_t, DataType, int) override {
+    return Unused();
+  }
+  absl::Status AllToAll(const void*, void*, size_t, DataType) override {
+    return Unused();
+  }
+  absl::Status Send(const void*, size_t, DataType, int) override {
+    return Unused();
+  }
+  absl::Status Recv(void*, size_t, DataType, int) override { return Unused(); }
+  absl::Status Barrier() override { return Unused(); }
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int, int) override {
+    return Unused();
+  }
+  absl::Status Abort() override { return absl::OkStatus(); }
+
+ private:
+  static absl::Status Unused() {
+    return absl::InternalError("FakeGroup runs no collective");
+  }
+  std::vector<int> ranks_;
+  int rank_;
+};
+
+TEST(DeviceMesh, R17FromGroups) {
+  // Rank 1 of a 2x2 mesh [[0, 1], [2, 3]]: dp line [1, 3], tp line [0, 1].
+  auto dp = std::make_shared<FakeGroup>(std::vector<int>{1, 3}, 0);
+  auto tp = std::make_shared<FakeGroup>(std::vector<int>{0, 1}, 1);
+  auto mesh = DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp},
+                                     RankTable{{0, 1}, {2, 3}}, {"dp", "tp"});
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  EXPECT_EQ(mesh->GetRank(), 1);
+  EXPECT_EQ(*mesh->GetGroup("dp"), dp);
+  EXPECT_EQ(*mesh->GetGroup("tp"), tp);
+  // No runtime: a new dim's group cannot be made.
+  ExpectError(mesh->Flatten()->GetGroup().status(),
+              absl::StatusCode::kFailedPrecondition, "existing groups");
+  // One group: a 1-d mesh of its ranks; an explicit mesh must list them.
+  auto one = DeviceMesh::FromGroups(nullptr, "cpu", {tp});
+  EXPECT_EQ(one->mesh(), RankTable({0, 1}));
+  ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {tp}, RankTable{1, 0})
+                  .status(),
+              absl::StatusCode::kInvalidArgument, "in order: [0, 1]");
+  ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp}).status(),
+              absl::StatusCode::kInvalidArgument, "a mesh is required");
+  ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp},
+                                     RankTable{{0, 1}, {2, 3}})
+                  .status(),
+              absl::StatusCode::kInvalidArgument, "mesh_dim_names are required");
+  ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp},
+                                     RankTable{{0, 1}, {2, 3}}, {"dp"})
+                  .status(),
+              absl::StatusCode::kInvalidArgument, "one name per group");
+  // Groups swapped: dim 0's group is not this rank's dp line.
+  ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {tp, dp},
+                                     RankTable{{0, 1}, {2, 3}}, {"dp", "tp"})
+                  .status(),
+              absl::StatusCode::kInvalidArgument,
+              "group 0 holds ranks [0, 1] but this rank's line along mesh "
+              "dim 0 is [1, 3]");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // DeviceMesh groups over Gloo in real processes: every dim of 2x2 and 2x2x2
 // meshes, and the same through every transform, against //mesh's groups.
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -156,6 +157,95 @@ TEST(MultiprocessMesh, FromGroupsAndBackendOverride) {
     ASSIGN_OR_RETURN(one, DeviceMesh::FromGroups(nullptr, "tpu", {groups[1]}));
     return Expect(one.shape() == std::vector<int64_t>{2},
                   "FromGroups 1-d shape");
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(MultiprocessMesh, BootstrapOverloadTwiceSharesOneRuntime) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    // The harness owns `b`; an aliasing shared_ptr that never deletes it.
+    std::shared_ptr<Bootstrap> boot(std::shared_ptr<Bootstrap>(), &b);
+    ASSIGN_OR_RETURN(first, InitDeviceMesh(boot, "cpu", {2, 2}, {"dp", "tp"}));
+    ASSIGN_OR_RETURN(second, InitDeviceMesh(boot, "cpu", {4}, {"all"}));
+    RETURN_IF_ERROR(Expect(first.runtime() == second.runtime(),
+                           "two runtimes for one bootstrap"));
+    RETURN_IF_ERROR(CheckAllDims(first));
+    return CheckAllDims(second);
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(MultiprocessMesh, DeserializedMeshRebuildsItsGroups) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    ASSIGN_OR_RETURN(mesh, DeviceMesh::Create(runtime, "cpu", {{2, 0}, {3, 1}},
+                                              {"dp", "tp"}));
+    RETURN_IF_ERROR(CheckAllDims(mesh));
+    ASSIGN_OR_RETURN(copy, DeviceMesh::Deserialize(mesh.Serialize(), runtime));
+    RETURN_IF_ERROR(Expect(copy == mesh, "round trip changed the mesh"));
+    RETURN_IF_ERROR(CheckAllDims(copy));  // made again, lazily (R16)
+    ASSIGN_OR_RETURN(g0, mesh.GetGroup("tp"));
+    ASSIGN_OR_RETURN(g1, copy.GetGroup("tp"));
+    return Expect(g0 != g1, "a deserialized mesh shared live groups");
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(MultiprocessMesh, ConcurrentGetGroupOfOneDimSplitsOnce) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}));
+    std::vector<absl::StatusOr<std::shared_ptr<Communicator>>> got(
+        4, absl::UnknownError("unset"));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] { got[t] = mesh.GetGroup("tp"); });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& g : got) {
+      if (!g.ok()) return g.status();
+      RETURN_IF_ERROR(Expect(*g == *got[0], "threads got different groups"));
+    }
+    RETURN_IF_ERROR(Expect(runtime->split_calls() == 1,
+                           absl::StrCat("split calls ", runtime->split_calls(),
+                                        ", want 1")));
+    return CheckAllDims(mesh);
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(MultiprocessMesh, NonMemberMeshDoesNotPoisonTheRoot) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    ASSIGN_OR_RETURN(root, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}));
+    // Rank 0's tp line on every rank: ranks 2 and 3 are not in it.
+    ASSIGN_OR_RETURN(line, root.layout().Slice({"tp"}, {0, 0}));
+    ASSIGN_OR_RETURN(mesh, DeviceMesh::FromLayout(runtime, "cpu", line));
+    auto g = mesh.GetGroup();
+    if (b.rank() >= 2) {
+      RETURN_IF_ERROR(Expect(absl::IsFailedPrecondition(g.status()),
+                             absl::StrCat("non-member got ",
+                                          g.status().ToString())));
+    } else if (!g.ok()) {
+      return g.status();
+    }
+    // The root's tp group is still there for every rank.
+    return CheckAllDims(mesh.RootMesh());
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(MultiprocessMesh, AbortStopsTheGroups) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}));
+    ASSIGN_OR_RETURN(groups, mesh.GetAllGroups());
+    RETURN_IF_ERROR(mesh.Abort());
+    int64_t v = 1;
+    absl::Status after =
+        groups[0]->AllReduce(&v, &v, 1, DataType::kInt64, ReduceOp::kSum);
+    return Expect(absl::IsFailedPrecondition(after),
+                  absl::StrCat("after Abort: ", after.ToString()));
   });
   EXPECT_TRUE(s.ok()) << s;
 }
