@@ -174,7 +174,9 @@ std::vector<RankOutcome> RunRanksDetailed(
           "exited with code ", WEXITSTATUS(c.wait_status),
           " without reporting a status"));
     }
-    outcomes.push_back({r, status});
+    outcomes.push_back({r, status, !c.report.empty(),
+                        WIFEXITED(c.wait_status) ? WEXITSTATUS(c.wait_status)
+                                                 : -1});
   }
   return outcomes;
 }

@@ -47,6 +47,10 @@ namespace testing {
 struct RankOutcome {
   int rank = 0;
   absl::Status status;  // the body's (or Bootstrap::Create's) status
+  // False when the process ended without reporting a status (it crashed,
+  // was killed, or left on purpose with _exit); `exit_code` then tells how.
+  bool reported = false;
+  int exit_code = -1;  // the exit status when it exited normally, else -1
 };
 
 // Options beyond the common case.

@@ -1,14 +1,12 @@
 // devmesh/tests/comm/fork_ranks.h
 // -----------------------------------------------------------------------------
-// Test helper (testonly): runs `nproc` ranks as real processes. The parent
-// hosts a TcpStoreServer on 127.0.0.1; each forked child connects a
-// TcpStoreClient, runs `body(rank, nproc, store)` and reports its Status
-// through a pipe. Written here because //bootstrap:multiprocess_testing had
-// not landed when //tests/comm was written; switch when it does.
+// Test helper (testonly): runs `nproc` ranks as real processes through
+// //bootstrap:multiprocess_testing (RunRanks: the parent hosts the TCP store)
+// and gives each body (rank, size, store).
 //
 // A child that exits with code 0 without reporting (a test's deliberately
 // dying peer calls _exit(0)) counts as OK. Past `timeout` every child still
-// running is killed and the result is DeadlineExceeded naming them.
+// running is killed and its rank is reported as DeadlineExceeded.
 // Call from a single-threaded test: the children are forked before the
 // store server thread starts.
 #ifndef DEVMESH_TESTS_COMM_FORK_RANKS_H_
