@@ -10,8 +10,11 @@
 // all-reduces, alternating the mesh group and the raw group so that both see
 // the same machine, and reports per all-reduce (the max over ranks of each
 // rank's median): time, algbw = bytes / time, busbw = algbw * 2 (n - 1) / n
-// (nccl-tests), #wrong (every element of every rank checked), and the raw
-// group's time and busbw. Results are also Google Benchmark runs
+// (nccl-tests), #wrong (every element of every rank checked), the raw
+// group's time and busbw, and mesh/raw busbw: for each iteration the raw
+// time over the mesh time of the two back-to-back runs, the median over
+// iterations, averaged over ranks (paired runs cancel the drift of a shared
+// machine; 1.0 means the mesh adds nothing). Results are also Google Benchmark runs
 // (--benchmark_out=FILE --benchmark_out_format=json writes them on rank 0).
 #include <algorithm>
 #include <chrono>
@@ -75,6 +78,7 @@ struct Cell {
   std::shared_ptr<Communicator> raw_group;
   int64_t factor_sum = 0;  // sum of the group's pattern rank factors
   AllReduceRow row;
+  bool ran = false;  // false when --benchmark_filter left it out
 };
 
 absl::StatusOr<double> MaxOverRanks(Communicator& world, double v) {
@@ -143,6 +147,21 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
   // work of a shared machine), the sum of wrong elements.
   auto mesh_s = MaxOverRanks(*setup.metrics, Median(mesh_times));
   auto raw_s = MaxOverRanks(*setup.metrics, Median(raw_times));
+  // The overhead ratio from paired runs: each iteration's raw time over its
+  // mesh time (back to back, so both saw the same machine), the median over
+  // iterations, averaged over ranks.
+  std::vector<double> paired;
+  for (size_t i = 0; i < mesh_times.size() && i < raw_times.size(); ++i) {
+    if (mesh_times[i] > 0) paired.push_back(raw_times[i] / mesh_times[i]);
+  }
+  double ratio_sum = 0;
+  const double my_ratio = Median(paired);
+  if (absl::Status s = setup.metrics->AllReduce(&my_ratio, &ratio_sum, 1,
+                                                DataType::kFloat64,
+                                                ReduceOp::kSum);
+      !s.ok()) {
+    return s;
+  }
   int64_t wrong_all = 0;
   absl::Status s = setup.metrics->AllReduce(&wrong, &wrong_all, 1,
                                           DataType::kInt64, ReduceOp::kSum);
@@ -152,6 +171,7 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
   cell.row.mesh_seconds = *mesh_s;
   cell.row.raw_seconds = *raw_s;
   cell.row.wrong = wrong_all;
+  cell.row.paired_ratio = ratio_sum / setup.metrics->size();
   const int n = cell.row.group_size;
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
   state.counters["algbw_GBps"] = AlgBandwidthGBps(bytes, *mesh_s);
@@ -159,6 +179,7 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
   state.counters["raw_busbw_GBps"] =
       AllReduceBusBandwidthGBps(bytes, n, *raw_s);
   state.counters["wrong"] = static_cast<double>(wrong_all);
+  state.counters["mesh_over_raw_busbw"] = cell.row.paired_ratio;
   return absl::OkStatus();
 }
 
@@ -183,34 +204,91 @@ absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(
   return std::shared_ptr<Communicator>(*std::move(comm));
 }
 
-int RunRank() {
-  auto info = RendezvousInfoFromEnv();
-  if (!info.ok()) {
-    std::fprintf(stderr, "allreduce_2d: %s\n", info.status().ToString().c_str());
-    return 2;
-  }
-  const bool leader = info->rank == 0;
+// The flags, checked once (before launching, so that a bad flag is one
+// error, not one per rank).
+struct Config {
+  std::vector<int64_t> shape;
+  std::vector<std::string> names;
+  std::vector<int64_t> sweep;
+  DataType dtype = DataType::kFloat32;
+  std::string backend;  // "auto", "gloo" or "nccl"
+  int iters = 0;
+  int warmup = 0;
+  int nproc = 0;  // ranks to launch
+};
+
+absl::StatusOr<Config> ParseConfig() {
+  Config c;
   auto shape = ParseMeshShape(absl::GetFlag(FLAGS_mesh_shape));
-  auto min_b = ParseBytes(absl::GetFlag(FLAGS_min_bytes));
-  auto max_b = ParseBytes(absl::GetFlag(FLAGS_max_bytes));
+  if (!shape.ok()) return shape.status();
+  c.shape = *shape;
+  c.names = ParseDimNames(absl::GetFlag(FLAGS_mesh_dim_names));
+  if (!c.names.empty()) {
+    if (c.names.size() != c.shape.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--mesh_dim_names gives ", c.names.size(), " names for the ",
+          c.shape.size(), "-d --mesh_shape ", absl::GetFlag(FLAGS_mesh_shape)));
+    }
+    for (size_t i = 0; i < c.names.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (c.names[i] == c.names[j]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--mesh_dim_names repeats '", c.names[i], "'"));
+        }
+      }
+    }
+  }
   auto dtype = ParseDataType(absl::GetFlag(FLAGS_dtype));
-  absl::Status bad = !shape.ok() ? shape.status()
-                     : !min_b.ok() ? min_b.status()
-                     : !max_b.ok() ? max_b.status()
-                     : !dtype.ok() ? dtype.status() : absl::OkStatus();
-  if (bad.ok() && *min_b < static_cast<int64_t>(DataTypeSize(*dtype))) {
-    bad = absl::InvalidArgumentError(absl::StrCat(
+  if (!dtype.ok()) return dtype.status();
+  c.dtype = *dtype;
+  auto min_b = ParseBytes(absl::GetFlag(FLAGS_min_bytes));
+  if (!min_b.ok()) return min_b.status();
+  auto max_b = ParseBytes(absl::GetFlag(FLAGS_max_bytes));
+  if (!max_b.ok()) return max_b.status();
+  auto sweep = ByteSweep(*min_b, *max_b);
+  if (!sweep.ok()) return sweep.status();
+  if (*min_b < static_cast<int64_t>(DataTypeSize(c.dtype))) {
+    return absl::InvalidArgumentError(absl::StrCat(
         "--min_bytes (", *min_b, ") is smaller than one ",
-        DataTypeName(*dtype), " element"));
+        DataTypeName(c.dtype), " element (", DataTypeSize(c.dtype),
+        " bytes)"));
   }
-  auto sweep = bad.ok() ? ByteSweep(*min_b, *max_b)
-                        : absl::StatusOr<std::vector<int64_t>>(bad);
-  if (!sweep.ok()) {
-    std::fprintf(stderr, "allreduce_2d: %s\n", sweep.status().ToString().c_str());
-    return 2;
+  c.sweep = *sweep;
+  c.backend = absl::GetFlag(FLAGS_backend);
+  if (c.backend != "auto" && c.backend != "gloo" && c.backend != "nccl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend must be auto, gloo or nccl, not '", c.backend, "'"));
   }
-  const std::string flag_backend = absl::GetFlag(FLAGS_backend);
-  std::string backend = flag_backend;
+  c.iters = absl::GetFlag(FLAGS_iters);
+  c.warmup = absl::GetFlag(FLAGS_warmup);
+  if (c.iters < 1 || c.warmup < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--iters (", c.iters, ") must be >= 1 and --warmup (", c.warmup,
+        ") >= 0"));
+  }
+  int64_t size = 1;
+  for (int64_t s : c.shape) size = s > 4096 / size ? 4097 : size * s;
+  c.nproc = absl::GetFlag(FLAGS_nproc);
+  if (c.nproc == 0) c.nproc = size > 4096 ? 4097 : static_cast<int>(size);
+  if (c.nproc < 1 || c.nproc > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nproc (", c.nproc, ", or the mesh's size) must be in [1, 4096]"));
+  }
+  return c;
+}
+
+int Fail(const absl::Status& s, int code) {
+  std::fprintf(stderr, "allreduce_2d: %s\n", s.ToString().c_str());
+  return code;
+}
+
+int RunRank(const Config& config) {
+  auto info = RendezvousInfoFromEnv();
+  if (!info.ok()) return Fail(info.status(), 2);
+  const bool leader = info->rank == 0;
+  const std::vector<int64_t>* sweep = &config.sweep;
+  const DataType* dtype = &config.dtype;
+  std::string backend = config.backend;
   if (backend == "auto") {
     backend = (info->local_world_size == info->world_size &&
                HasCudaDevices(info->local_world_size))
@@ -218,12 +296,6 @@ int RunRank() {
                   : "gloo";
   }
   const std::string device_type = backend == "nccl" ? "cuda" : "cpu";
-  if (device_type == "cuda") {
-    if (absl::Status s = UseCudaDevice(info->local_rank); !s.ok()) {
-      std::fprintf(stderr, "allreduce_2d: %s\n", s.ToString().c_str());
-      return 1;
-    }
-  }
   auto bootstrap = Bootstrap::Create(*info, BootstrapOptions{});
   if (!bootstrap.ok()) {
     std::fprintf(stderr, "allreduce_2d: %s\n",
@@ -234,19 +306,15 @@ int RunRank() {
   std::shared_ptr<Store> store = boot->store();
   MeshOptions options;
   options.all.backend = backend;
-  auto mesh = InitDeviceMesh(boot, device_type, *shape,
-                             ParseDimNames(absl::GetFlag(FLAGS_mesh_dim_names)),
+  // For NCCL this also selects the local rank's GPU, before any buffer.
+  auto mesh = InitDeviceMesh(boot, device_type, config.shape, config.names,
                              options);
   if (!mesh.ok()) {
     std::fprintf(stderr, "allreduce_2d: %s\n", mesh.status().ToString().c_str());
     return 2;
   }
-  const int iters = absl::GetFlag(FLAGS_iters);
-  const int warmup = absl::GetFlag(FLAGS_warmup);
-  if (iters < 1 || warmup < 0) {
-    std::fprintf(stderr, "allreduce_2d: --iters must be >= 1 and --warmup >= 0\n");
-    return 2;
-  }
+  const int iters = config.iters;
+  const int warmup = config.warmup;
   auto metrics = mesh->runtime()->World("gloo", absl::Seconds(300));
   if (!metrics.ok()) {
     std::fprintf(stderr, "allreduce_2d: %s\n",
@@ -310,6 +378,7 @@ int RunRank() {
         name.c_str(),
         [&setup, cell, &failure, leader, i, n = order.size()](
             benchmark::State& state) {
+          cell->ran = true;
           absl::Status s = failure.ok() ? RunCell(setup, *cell, state) : failure;
           if (!s.ok()) {
             failure = s;
@@ -337,7 +406,13 @@ int RunRank() {
   }
   if (leader) {
     std::vector<AllReduceRow> rows;
-    for (Cell* cell : order) rows.push_back(cell->row);
+    for (Cell* cell : order) {
+      if (cell->ran) rows.push_back(cell->row);
+    }
+    if (rows.empty()) {
+      std::fprintf(stderr, "allreduce_2d: --benchmark_filter matched no run\n");
+      return 2;
+    }
     const std::string title = absl::StrCat(
         mesh->ToString(), " backend ", backend, ", ", info->world_size,
         " ranks, ", DataTypeName(*dtype), " sum, ", iters, " iters, ",
@@ -368,33 +443,15 @@ int main(int argc, char** argv) {
   int bargc = static_cast<int>(args.size());
   benchmark::Initialize(&bargc, args.data());
   absl::ParseCommandLine(bargc, args.data());
-  if (devmesh::HasRendezvousEnv()) return devmesh::RunRank();
+  auto config = devmesh::ParseConfig();
+  if (!config.ok()) return devmesh::Fail(config.status(), 2);
+  if (devmesh::HasRendezvousEnv()) return devmesh::RunRank(*config);
 
-  auto shape = devmesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh_shape));
-  if (!shape.ok()) {
-    std::fprintf(stderr, "allreduce_2d: %s\n", shape.status().ToString().c_str());
-    return 2;
-  }
-  int nproc = absl::GetFlag(FLAGS_nproc);
-  if (nproc == 0) {
-    int64_t size = 1;
-    for (int64_t s : *shape) size = s > 4096 / size ? 4097 : size * s;
-    if (size > 4096) {
-      std::fprintf(stderr, "allreduce_2d: mesh %s is too large to launch "
-                   "locally (at most 4096 ranks)\n",
-                   absl::GetFlag(FLAGS_mesh_shape).c_str());
-      return 2;
-    }
-    nproc = static_cast<int>(size);
-  }
   devmesh::LaunchOptions launch;
-  launch.nproc = nproc;
+  launch.nproc = config->nproc;
   launch.argv = original;
   launch.argv[0] = "/proc/self/exe";
   auto code = devmesh::LaunchLocal(launch);
-  if (!code.ok()) {
-    std::fprintf(stderr, "allreduce_2d: %s\n", code.status().ToString().c_str());
-    return 1;
-  }
+  if (!code.ok()) return devmesh::Fail(code.status(), 1);
   return *code;
 }

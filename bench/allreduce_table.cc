@@ -35,7 +35,7 @@ std::string FormatAllReduceTable(const std::string& title,
         &out, " %11d %11d %5s %5d %10.1f %8.3f %8.3f %7d %10.1f %8.3f %9.3f\n",
         r.bytes, r.count, r.dim, r.group_size, r.mesh_seconds * 1e6,
         AlgBandwidthGBps(r.bytes, r.mesh_seconds), bus, r.wrong,
-        r.raw_seconds * 1e6, raw_bus, raw_bus > 0 ? bus / raw_bus : 0.0);
+        r.raw_seconds * 1e6, raw_bus, r.paired_ratio);
   }
   return out;
 }

@@ -25,10 +25,14 @@ struct AllReduceRow {
   double mesh_seconds = 0;  // per all-reduce through the DeviceMesh group
   double raw_seconds = 0;   // per all-reduce on a group made with //comm
   int64_t wrong = 0;        // wrong elements over all ranks, both groups
+  // mesh busbw / raw busbw from paired runs: the median over iterations of
+  // raw time / mesh time, averaged over ranks.
+  double paired_ratio = 0;
 };
 
 // The table: one header block, then a line per row with time (us), algbw,
-// busbw, #wrong, the raw group's time and busbw, and devmesh/raw busbw.
+// busbw, #wrong, the raw group's time and busbw, and the paired
+// devmesh/raw busbw ratio.
 std::string FormatAllReduceTable(const std::string& title,
                                  const std::vector<AllReduceRow>& rows);
 

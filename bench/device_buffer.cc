@@ -99,15 +99,4 @@ bool HasCudaDevices(int n) {
 #endif
 }
 
-absl::Status UseCudaDevice(int device) {
-#ifdef DEVMESH_WITH_CUDA
-  return CudaStatus(cudaSetDevice(device),
-                    absl::StrCat("cudaSetDevice(", device, ")"));
-#else
-  return absl::UnavailableError(
-      absl::StrCat("cannot use CUDA device ", device,
-                   ": devmesh was built without CUDA"));
-#endif
-}
-
 }  // namespace devmesh

@@ -33,11 +33,6 @@ class DeviceBuffer {
 // True when at least `n` CUDA devices are visible (false without CUDA).
 bool HasCudaDevices(int n);
 
-// Makes `device` the calling thread's CUDA device, so that "cuda" buffers are
-// allocated where this rank's NCCL communicator runs. Errors: Unavailable
-// without CUDA; Internal with CUDA's message when the device is not usable.
-absl::Status UseCudaDevice(int device);
-
 }  // namespace devmesh
 
 #endif  // DEVMESH_BENCH_DEVICE_BUFFER_H_

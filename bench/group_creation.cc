@@ -107,10 +107,6 @@ int RunRank() {
   }
   const std::string backend = absl::GetFlag(FLAGS_backend);
   const int repeats = absl::GetFlag(FLAGS_repeats);
-  if (repeats < 1) {
-    std::fprintf(stderr, "group_creation: --repeats must be at least 1\n");
-    return 2;
-  }
   std::string table = absl::StrFormat(
       "# group creation, backend %s, %d ranks, median of %d\n"
       "#%-9s %12s %12s %8s %12s %16s\n",
@@ -147,12 +143,45 @@ int RunRank() {
   return (*boot)->Barrier("gc/done").ok() ? 0 : 1;
 }
 
+// Checks the flags once, before launching (not once per rank).
+absl::Status CheckFlags() {
+  const int nproc = absl::GetFlag(FLAGS_nproc);
+  if (nproc < 1 || nproc > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nproc (", nproc, ") must be in [1, 4096]"));
+  }
+  if (absl::GetFlag(FLAGS_repeats) < 1) {
+    return absl::InvalidArgumentError("--repeats must be at least 1");
+  }
+  for (absl::string_view text :
+       absl::StrSplit(absl::GetFlag(FLAGS_shapes), ',')) {
+    auto shape = ParseMeshShape(text);
+    if (!shape.ok()) return shape.status();
+    int64_t size = 1;
+    for (int64_t s : *shape) size = s > 4096 / size ? 4097 : size * s;
+    if (size != nproc) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mesh shape ", text, " does not hold --nproc=", nproc, " ranks"));
+    }
+  }
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (backend != "gloo" && backend != "nccl") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend must be gloo or nccl, not '", backend, "'"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 }  // namespace devmesh
 
 int main(int argc, char** argv) {
   std::vector<std::string> original(argv, argv + argc);
   absl::ParseCommandLine(argc, argv);
+  if (absl::Status s = devmesh::CheckFlags(); !s.ok()) {
+    std::fprintf(stderr, "group_creation: %s\n", s.ToString().c_str());
+    return 2;
+  }
   if (devmesh::HasRendezvousEnv()) return devmesh::RunRank();
   devmesh::LaunchOptions launch;
   launch.nproc = absl::GetFlag(FLAGS_nproc);

@@ -1,6 +1,7 @@
 // bazel run //bootstrap:launch -- --nproc=N [--master_port=P] -- PROGRAM ARGS
 // Starts N local ranks of PROGRAM with torchrun's variables; see launcher.h.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,14 @@ int main(int argc, char** argv) {
   options.master_port = absl::GetFlag(FLAGS_master_port);
   options.grace_period = absl::GetFlag(FLAGS_grace_period);
   options.argv.assign(rest.begin() + 1, rest.end());
+  // Under `bazel run` the working directory is the runfiles tree: resolve a
+  // relative program path against the directory the user ran bazel from.
+  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (cwd != nullptr && !options.argv.empty() &&
+      options.argv[0].find('/') != std::string::npos &&
+      options.argv[0][0] != '/') {
+    options.argv[0] = std::string(cwd) + "/" + options.argv[0];
+  }
   absl::StatusOr<int> code = devmesh::LaunchLocal(options);
   if (!code.ok()) {
     std::fprintf(stderr, "launch: %s\n", code.status().ToString().c_str());

@@ -11,12 +11,37 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "bootstrap/socket.h"
 
 extern char** environ;
 
 namespace devmesh {
 namespace {
+
+// OK when `program` names an executable file: a path when it holds a '/',
+// else a name found on PATH (execvp's rule). NotFound / PermissionDenied
+// naming it otherwise.
+absl::Status CheckExecutable(const std::string& program) {
+  auto check = [](const std::string& path) { return access(path.c_str(), X_OK); };
+  if (program.find('/') != std::string::npos) {
+    if (check(program) == 0) return absl::OkStatus();
+    const int err = errno;
+    std::string message = absl::StrCat("cannot exec '", program, "': ",
+                                       strerror(err));
+    return err == EACCES ? absl::PermissionDeniedError(message)
+                         : absl::NotFoundError(message);
+  }
+  const char* path = getenv("PATH");
+  for (absl::string_view dir :
+       absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
+    if (check(absl::StrCat(dir.empty() ? "." : dir, "/", program)) == 0) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("cannot exec '", program, "': not found on PATH"));
+}
 
 void WriteAll(int fd, absl::string_view data) {
   while (!data.empty()) {
@@ -85,6 +110,11 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
 }  // namespace
 
 absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
+  if (options.nproc > kMaxLocalRanks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nproc ", options.nproc, " is more than ", kMaxLocalRanks,
+        " local ranks"));
+  }
   if (options.nproc < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("nproc ", options.nproc, " is not positive"));
@@ -104,6 +134,10 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     if (!picked.ok()) return picked.status();
     port = *picked;
   }
+  // A program that cannot run is one clear error, not one per rank.
+  if (absl::Status s = CheckExecutable(options.argv[0]); !s.ok()) return s;
+  const std::string exec_failed =
+      absl::StrCat("launcher: cannot exec '", options.argv[0], "'\n");
   const int n = options.nproc;
   std::vector<Rank> ranks(n);
   for (int r = 0; r < n; ++r) {
@@ -132,8 +166,7 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
       dup2(out[1], 1);
       dup2(err[1], 2);
       execvpe(argv[0], argv.data(), envp.data());
-      const char msg[] = "launcher: cannot exec the program\n";
-      (void)!write(2, msg, sizeof(msg) - 1);
+      (void)!write(2, exec_failed.data(), exec_failed.size());
       _exit(127);
     }
     setpgid(pid, pid);  // also here, so the group exists before any kill

@@ -24,6 +24,9 @@
 
 namespace devmesh {
 
+// The most ranks LaunchLocal starts on one host.
+inline constexpr int kMaxLocalRanks = 4096;
+
 struct LaunchOptions {
   int nproc = 1;                  // number of ranks, >= 1
   std::vector<std::string> argv;  // program (searched in PATH) and arguments
@@ -41,7 +44,9 @@ struct LaunchOptions {
 
 // Runs the ranks to completion. Returns 0 when every rank exited 0, else the
 // first failing rank's exit code (128 + signal number when killed). Errors:
-// InvalidArgument (nproc < 1, empty argv, master_port outside 0..65535),
+// InvalidArgument (nproc < 1 or > kMaxLocalRanks, empty argv, master_port
+// outside 0..65535), NotFound / PermissionDenied naming a program that
+// cannot be executed (checked once, before any rank starts),
 // Internal (pipe/fork failure), Unavailable (no free port).
 absl::StatusOr<int> LaunchLocal(const LaunchOptions& options);
 

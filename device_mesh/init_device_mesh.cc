@@ -1,5 +1,6 @@
 #include "device_mesh/init_device_mesh.h"
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 
@@ -10,6 +11,32 @@
 #include "mesh/mesh_layout.h"
 
 namespace devmesh {
+namespace {
+
+absl::Status CheckTimeout(const GroupOptions& g, absl::string_view where) {
+  if (g.timeout.has_value() && *g.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " timeout (", absl::FormatDuration(*g.timeout),
+                     ") must be positive"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTimeouts(const MeshOptions& options) {
+  if (absl::Status s = CheckTimeout(options.all, "MeshOptions.all"); !s.ok()) {
+    return s;
+  }
+  for (const auto& [name, g] : options.per_dim) {
+    if (absl::Status s = CheckTimeout(g, absl::StrCat("MeshOptions.per_dim['",
+                                                       name, "']"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
@@ -49,23 +76,21 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
                        absl::StrJoin(mesh_shape, ", "), "]"));
     }
   }
+  bool overflow = false;
   for (int64_t size : mesh_shape) {
-    if (size > runtime->world_size() / product) {  // past the world: stop
-      product = -1;
+    if (size > INT64_MAX / product) {
+      overflow = true;
       break;
     }
     product *= size;
   }
-  if (product < 0) {
+  if (overflow || product != runtime->world_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "mesh_shape product (", absl::StrJoin(mesh_shape, " x "),
+        "mesh_shape product (",
+        overflow ? absl::StrJoin(mesh_shape, " x ") : absl::StrCat(product),
         ") must equal world size (", runtime->world_size(), ")"));
   }
-  if (product != runtime->world_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mesh_shape product (", product, ") must equal world size (",
-        runtime->world_size(), ")"));
-  }
+  if (absl::Status s = CheckTimeouts(options); !s.ok()) return s;
   // For NCCL, this rank's GPU is its local rank's (R18's "cuda").
   std::string backend = options.all.backend;
   if (backend.empty()) backend = std::string(DefaultBackendFor(device_type));
@@ -116,6 +141,7 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     absl::string_view device_type, absl::Span<const int64_t> mesh_shape,
     std::vector<std::string> mesh_dim_names, MeshOptions options) {
+  if (absl::Status s = CheckTimeouts(options); !s.ok()) return s;
   // The process's rendezvous happens once; later calls reuse it (PyTorch's
   // default process group).
   static std::mutex mu;

@@ -34,7 +34,8 @@ namespace devmesh {
 // InvalidArgument naming the value: names unique; one name per dim; device
 // type a plain word ("cuda", not "cuda:0"); mesh_shape non-empty with
 // positive sizes; product of mesh_shape == world size ("mesh_shape product
-// (6) must equal world size (8)"). FailedPrecondition: a null or detached
+// (6) must equal world size (8)"); a timeout in `options` that is not
+// positive. FailedPrecondition: a null or detached
 // runtime (no bootstrap). When the mesh's backend is NCCL ("cuda" without
 // an override), sets this thread's CUDA device to local rank % visible
 // devices first; Unavailable when no CUDA device is visible.
@@ -60,9 +61,11 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
 // rendezvous happens on the first call only (its timeout is
 // options.all.timeout when set, else 300 s); later calls in the process
 // reuse it, like PyTorch's default process group.
-// Errors: Bootstrap::FromEnv's (InvalidArgument naming a missing or
-// contradictory variable, Unavailable / DeadlineExceeded when the store is
-// not reached), then as above.
+// Errors: InvalidArgument for a timeout that is not positive; then
+// Bootstrap::FromEnv's (NotFound when no launcher variables are set at all,
+// InvalidArgument naming a missing or contradictory variable, Unavailable /
+// DeadlineExceeded when the store is not reached within the timeout), then
+// as above.
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     absl::string_view device_type, absl::Span<const int64_t> mesh_shape,
     std::vector<std::string> mesh_dim_names = {}, MeshOptions options = {});

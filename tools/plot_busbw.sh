@@ -12,6 +12,11 @@ fi
 json=$1
 png=$2
 [ -f "$json" ] || { echo "plot_busbw: no such file: $json" >&2; exit 2; }
+outdir=$(dirname -- "$png")
+[ -d "$outdir" ] && [ -w "$outdir" ] || {
+  echo "plot_busbw: cannot write $png: $outdir is not a writable directory" >&2
+  exit 2
+}
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
 
@@ -19,7 +24,10 @@ trap 'rm -rf "$data"' EXIT
 # allreduce_2d/<dim>/<bytes>.
 python3 - "$json" "$data" <<'PY'
 import json, sys, collections
-doc = json.load(open(sys.argv[1]))
+try:
+    doc = json.load(open(sys.argv[1]))
+except ValueError as e:
+    sys.exit("plot_busbw: %s is not Google Benchmark JSON: %s" % (sys.argv[1], e))
 rows = collections.defaultdict(list)
 for b in doc.get("benchmarks", []):
     parts = b["name"].split("/")

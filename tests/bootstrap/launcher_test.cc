@@ -113,14 +113,26 @@ TEST(LauncherTest, BadOptionsAreInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(LauncherTest, ProgramThatCannotBeExecutedFailsWith127) {
+TEST(LauncherTest, ProgramThatCannotBeExecutedIsOneClearError) {
   Capture out, err;
   LaunchOptions options;
   options.nproc = 2;
   options.argv = {"/nonexistent/program"};
   options.stdout_fd = out.fd();
   options.stderr_fd = err.fd();
-  EXPECT_EQ(*LaunchLocal(options), 127);
+  absl::StatusOr<int> code = LaunchLocal(options);
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code.status().message(),
+            "cannot exec '/nonexistent/program': No such file or directory");
+  options.argv = {"no-such-program-on-path"};
+  code = LaunchLocal(options);
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code.status().message(),
+            "cannot exec 'no-such-program-on-path': not found on PATH");
+  options.nproc = kMaxLocalRanks + 1;
+  options.argv = {"/bin/true"};
+  EXPECT_EQ(LaunchLocal(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
