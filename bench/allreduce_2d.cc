@@ -44,7 +44,7 @@ ABSL_FLAG(std::string, min_bytes, "1K", "smallest message (K/M/G suffixes)");
 ABSL_FLAG(std::string, max_bytes, "64M", "largest message (K/M/G suffixes)");
 ABSL_FLAG(std::string, dtype, "float32",
           "float32, float64, float16, bfloat16, int8, uint8, int32, int64");
-ABSL_FLAG(int, iters, 20, "timed all-reduces per size, dim and group");
+ABSL_FLAG(int, iters, 40, "timed all-reduces per size, dim and group");
 ABSL_FLAG(int, warmup, 5, "untimed all-reduces before the timed ones");
 ABSL_FLAG(std::string, backend, "auto",
           "auto (nccl when every rank has a GPU, else gloo), gloo or nccl");

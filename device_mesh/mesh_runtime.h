@@ -3,7 +3,7 @@
 // MeshRuntime: what every DeviceMesh of one process shares: this process's
 // world rank and size, the bootstrap store, and one world communicator per
 // (backend, timeout), created on first use. Per-dim groups are Splits of a
-// world communicator (DESIGN.md, "Comm"), so a runtime is the "default
+// world communicator (as ncclCommSplit does), so a runtime is the "default
 // process group" of PyTorch's DeviceMesh.
 //
 // The world communicator of a backend is created collectively: every rank of
