@@ -13,7 +13,7 @@
 // (nccl-tests), #wrong (every element of every rank checked), the raw
 // group's time and busbw, and mesh/raw busbw: for each iteration the raw
 // time over the mesh time of the two back-to-back runs, the median over
-// iterations, averaged over ranks (paired runs cancel the drift of a shared
+// every iteration of every rank (paired runs cancel the drift of a shared
 // machine; 1.0 means the mesh adds nothing). Results are also Google Benchmark runs
 // (--benchmark_out=FILE --benchmark_out_format=json writes them on rank 0).
 #include <algorithm>
@@ -64,6 +64,7 @@ class NullReporter : public benchmark::BenchmarkReporter {
 
 struct Setup {
   std::shared_ptr<MeshRuntime> runtime;
+  int iters = 0;
   // A Gloo world group over host memory for the figures (max over ranks,
   // sum of #wrong), whatever the backend under test.
   std::shared_ptr<Communicator> metrics;
@@ -148,30 +149,30 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
   auto mesh_s = MaxOverRanks(*setup.metrics, Median(mesh_times));
   auto raw_s = MaxOverRanks(*setup.metrics, Median(raw_times));
   // The overhead ratio from paired runs: each iteration's raw time over its
-  // mesh time (back to back, so both saw the same machine), the median over
-  // iterations, averaged over ranks.
-  std::vector<double> paired;
-  for (size_t i = 0; i < mesh_times.size() && i < raw_times.size(); ++i) {
-    if (mesh_times[i] > 0) paired.push_back(raw_times[i] / mesh_times[i]);
+  // mesh time (back to back, so both saw the same machine); the median over
+  // every iteration of every rank.
+  std::vector<double> paired(setup.iters, 1.0);
+  for (size_t i = 0; i < paired.size() && i < mesh_times.size() &&
+                     i < raw_times.size();
+       ++i) {
+    if (mesh_times[i] > 0) paired[i] = raw_times[i] / mesh_times[i];
   }
-  double ratio_sum = 0;
-  const double my_ratio = Median(paired);
-  if (absl::Status s = setup.metrics->AllReduce(&my_ratio, &ratio_sum, 1,
-                                                DataType::kFloat64,
-                                                ReduceOp::kSum);
+  std::vector<double> all_paired(paired.size() * setup.metrics->size());
+  if (absl::Status s = setup.metrics->AllGather(
+          paired.data(), all_paired.data(), paired.size(), DataType::kFloat64);
       !s.ok()) {
     return s;
   }
   int64_t wrong_all = 0;
   absl::Status s = setup.metrics->AllReduce(&wrong, &wrong_all, 1,
-                                          DataType::kInt64, ReduceOp::kSum);
+                                            DataType::kInt64, ReduceOp::kSum);
   if (!mesh_s.ok()) return mesh_s.status();
   if (!raw_s.ok()) return raw_s.status();
   if (!s.ok()) return s;
   cell.row.mesh_seconds = *mesh_s;
   cell.row.raw_seconds = *raw_s;
   cell.row.wrong = wrong_all;
-  cell.row.paired_ratio = ratio_sum / setup.metrics->size();
+  cell.row.paired_ratio = Median(all_paired);
   const int n = cell.row.group_size;
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
   state.counters["algbw_GBps"] = AlgBandwidthGBps(bytes, *mesh_s);
@@ -321,7 +322,7 @@ int RunRank(const Config& config) {
                  metrics.status().ToString().c_str());
     return 1;
   }
-  Setup setup{mesh->runtime(), *metrics, device_type, *dtype, warmup};
+  Setup setup{mesh->runtime(), iters, *metrics, device_type, *dtype, warmup};
 
   // Groups first (the mesh's by GetGroup, the raw ones directly), so that
   // timed runs never include creation.

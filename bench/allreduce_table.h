@@ -25,8 +25,8 @@ struct AllReduceRow {
   double mesh_seconds = 0;  // per all-reduce through the DeviceMesh group
   double raw_seconds = 0;   // per all-reduce on a group made with //comm
   int64_t wrong = 0;        // wrong elements over all ranks, both groups
-  // mesh busbw / raw busbw from paired runs: the median over iterations of
-  // raw time / mesh time, averaged over ranks.
+  // mesh busbw / raw busbw from paired runs: the median, over every
+  // iteration of every rank, of raw time / mesh time.
   double paired_ratio = 0;
 };
 
