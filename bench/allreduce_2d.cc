@@ -2,7 +2,8 @@
 //
 // The main benchmark: all-reduce along each dim of a DeviceMesh, against the
 // same backend's all-reduce on a group of the same ranks made directly with
-// //comm (the "raw" baseline). With no rendezvous variables in the
+// //comm (the "raw" baseline: a Split of a //comm world communicator, as
+// DeviceMesh makes its groups, but without DeviceMesh). With no rendezvous variables in the
 // environment it starts --nproc local ranks with the //bootstrap launcher;
 // under torchrun, Slurm or mpirun it joins that job instead.
 //
@@ -185,22 +186,16 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
 }
 
 // The raw baseline for dim `d`: a group of this rank's line made directly
-// with CreateCommunicator over its own store namespace.
-absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(
-    const DeviceMesh& mesh, int d, const std::string& backend,
-    std::shared_ptr<Store> store) {
-  const int me = mesh.GetRank();
-  auto line = mesh.layout().GroupOf(me, d);
-  auto ck = mesh.layout().SplitColorKey(me, d);
-  if (!line.ok()) return line.status();
+// with //comm, without DeviceMesh: a Split of a world communicator of our
+// own (built like DeviceMesh's, so both sides share one transport device per
+// world and are compared like with like).
+absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(const DeviceMesh& mesh,
+                                                       int d,
+                                                       Communicator& raw_world) {
+  auto ck = mesh.layout().SplitColorKey(mesh.GetRank(), d);
   if (!ck.ok()) return ck.status();
-  CommOptions options;
-  options.global_ranks.assign(line->begin(), line->end());
-  options.nccl.cuda_device = mesh.runtime()->local_rank();
-  auto ns = std::make_shared<PrefixStore>(
-      std::move(store), absl::StrCat("bench/raw/", d, "/", ck->color));
-  auto comm = CreateCommunicator(backend, ns, static_cast<int>(ck->key),
-                                 static_cast<int>(line->size()), options);
+  auto comm = raw_world.Split(static_cast<int>(ck->color),
+                              static_cast<int>(ck->key));
   if (!comm.ok()) return comm.status();
   return std::shared_ptr<Communicator>(*std::move(comm));
 }
@@ -326,11 +321,15 @@ int RunRank(const Config& config) {
 
   // Groups first (the mesh's by GetGroup, the raw ones directly), so that
   // timed runs never include creation.
+  auto raw_world = CreateCommunicator(
+      backend, std::make_shared<PrefixStore>(store, "bench/raw_world"),
+      info->rank, info->world_size);
+  if (!raw_world.ok()) return Fail(raw_world.status(), 1);
   std::vector<std::string> dims = mesh->dim_group_names();
   std::vector<Cell> cells;
   for (int d = 0; d < mesh->ndim(); ++d) {
     auto group = mesh->GetGroup(d);
-    auto raw = group.ok() ? RawGroup(*mesh, d, backend, store)
+    auto raw = group.ok() ? RawGroup(*mesh, d, **raw_world)
                           : absl::StatusOr<std::shared_ptr<Communicator>>(
                                 group.status());
     if (!raw.ok()) {
