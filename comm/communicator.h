@@ -12,7 +12,8 @@
 // recv is send + rank * count elements), as in NCCL.
 //
 // Errors: InvalidArgument (null buffer with count > 0, bad root/peer rank),
-// Unimplemented naming the dtype or op a backend cannot do,
+// Unimplemented naming the dtype and op when a backend cannot do them (a
+// contract for backends added through RegisterBackend; Gloo and NCCL do all),
 // DeadlineExceeded (a peer did not answer within the timeout), Internal /
 // Unavailable (backend failure, message from the backend). After Abort every
 // call returns FailedPrecondition.

@@ -147,14 +147,28 @@ absl::Status NcclCommunicator::Broadcast(const void* send, void* recv,
 absl::Status NcclCommunicator::AllToAll(const void* send, void* recv,
                                         size_t count, DataType dtype) {
   if (auto s = Check("alltoall", send, recv, count, dtype); !s.ok()) return s;
-  if (send == recv && count > 0 && size_ > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "nccl alltoall: in-place (send == recv) for ", DataTypeName(dtype),
-        " is not supported by the NCCL backend; pass distinct buffers"));
-  }
   const size_t bytes = count * DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
+  // In place (send == recv): every block is read and overwritten, so the
+  // input is first copied to a stream-ordered temporary.
+  void* staged = nullptr;
+  if (send == recv && count > 0 && size_ > 1) {
+    const size_t total = bytes * size_;
+    if (auto s = CudaStatus(cudaMallocAsync(&staged, total, stream_),
+                            "cudaMallocAsync (alltoall staging)");
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = CudaStatus(cudaMemcpyAsync(staged, send, total,
+                                            cudaMemcpyDeviceToDevice, stream_),
+                            "cudaMemcpyAsync (alltoall staging)");
+        !s.ok()) {
+      cudaFreeAsync(staged, stream_);
+      return s;
+    }
+    in = static_cast<const char*>(staged);
+  }
   ncclResult_t r = ncclGroupStart();
   for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
     r = ncclSend(in + p * bytes, count, ToNccl(dtype), p, comm_, stream_);
@@ -163,6 +177,13 @@ absl::Status NcclCommunicator::AllToAll(const void* send, void* recv,
     }
   }
   ncclResult_t end = ncclGroupEnd();
+  if (staged != nullptr) {
+    if (auto s = CudaStatus(cudaFreeAsync(staged, stream_),
+                            "cudaFreeAsync (alltoall staging)");
+        !s.ok()) {
+      return s;
+    }
+  }
   return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (alltoall)");
 }
 
