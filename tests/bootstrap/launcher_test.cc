@@ -81,9 +81,17 @@ TEST(LauncherTest, ProcessKilledBySignalIsReported) {
   Capture out, err;
   LaunchOptions options;
   options.nproc = 2;
+  // Rank 1 dies only after rank 0 has written its line (a marker file), so
+  // that the launcher's stop of rank 0 cannot come before rank 0's output.
+  const std::string mark = ::testing::TempDir() + "/launcher_rank0_wrote";
+  std::remove(mark.c_str());
+  options.env = {{"MARK", mark}};
   options.argv = {"/bin/sh", "-c",
                   "echo partial-line-$RANK | tr -d '\\n'; "
-                  "if [ \"$RANK\" = 1 ]; then kill -9 $$; fi; exec sleep 600"};
+                  "if [ \"$RANK\" = 0 ]; then touch \"$MARK\"; fi; "
+                  "if [ \"$RANK\" = 1 ]; then "
+                  "while [ ! -e \"$MARK\" ]; do sleep 0.01; done; "
+                  "kill -9 $$; fi; exec sleep 600"};
   options.grace_period = absl::Seconds(1);
   options.stdout_fd = out.fd();
   options.stderr_fd = err.fd();
