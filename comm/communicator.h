@@ -18,6 +18,10 @@
 // Unavailable (backend failure, message from the backend). After Abort every
 // call returns FailedPrecondition.
 //
+// Signals: the Gloo backend ignores SIGPIPE in the process (unless the
+// program installed a handler), so that a vanished peer is an error, not a
+// killed process.
+//
 // Thread-safety: a Communicator is not safe for concurrent collectives from
 // several threads (NCCL's rule); distinct Communicators may be used from
 // distinct threads.

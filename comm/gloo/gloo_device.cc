@@ -1,6 +1,7 @@
 // devmesh/comm/gloo/gloo_device.cc
 #include "comm/gloo/gloo_device.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -25,10 +26,27 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> TryCreate(
   return device;
 }
 
+// Gloo's TCP pairs write without MSG_NOSIGNAL: a peer that dies mid-write
+// would raise SIGPIPE and kill this process, where the contract is an error
+// Status. So, once, ignore SIGPIPE unless the program installed a handler of
+// its own (as gRPC and Python do); EPIPE then reaches Gloo as an error.
+void IgnoreSigpipeUnlessHandled() {
+  static const bool done = [] {
+    struct sigaction current;
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 &&
+        current.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+    return true;
+  }();
+  (void)done;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
     const GlooOptions& options) {
+  IgnoreSigpipeUnlessHandled();
   ::gloo::transport::tcp::attr attr;
   if (!options.hostname.empty()) {
     attr.hostname = options.hostname;
