@@ -93,8 +93,9 @@ class DeviceMesh {
   // dims, unique non-negative ranks; a scalar is a 1-d mesh of one rank)
   // named `names` (empty, or unique and one per dim). InvalidArgument for
   // each violation, naming the value; InvalidArgument for a device type
-  // with an index ("cuda:0") or empty (R18); InvalidArgument for a rank >=
-  // the world size. Groups are not made here (R3: lazily).
+  // with an index ("cuda:0") or empty (R18), a null runtime, or a rank >=
+  // the world size. Groups are not made here (R3: lazily). The mesh is a new
+  // root: its groups are cached on it and on everything derived from it.
   static absl::StatusOr<DeviceMesh> Create(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       const RankTable& mesh, std::vector<std::string> names = {},
@@ -111,10 +112,12 @@ class DeviceMesh {
   // (InvalidArgument otherwise). Several groups: `mesh` is required
   // (InvalidArgument) and `names` must give one name per group
   // (InvalidArgument); each group must hold this rank's line along its dim,
-  // in mesh order (InvalidArgument naming the dim otherwise). `runtime` may
-  // be null: then only the given groups exist (GetGroup of a new flatten or
-  // unflatten gives FailedPrecondition). InvalidArgument: no groups, a null
-  // group.
+  // in mesh order (InvalidArgument naming the dim otherwise); this rank
+  // (the first group's global rank) must be in `mesh` (FailedPrecondition).
+  // Each group's backend becomes its dim's backend option. `runtime` may be
+  // null: then only the given groups exist (GetGroup of a new flatten or
+  // unflatten gives FailedPrecondition); when given, its rank is not checked
+  // against the groups. InvalidArgument: no groups, a null group.
   static absl::StatusOr<DeviceMesh> FromGroups(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       std::vector<std::shared_ptr<Communicator>> groups,
@@ -158,15 +161,23 @@ class DeviceMesh {
   // the world, see the banner). No dim: 1-d mesh means dim 0, n-d is
   // InvalidArgument (R4). OutOfRange: index not in [0, ndim); NotFound:
   // unknown name or a name on an unnamed mesh; FailedPrecondition: this rank
-  // is not in the mesh; InvalidArgument: no backend for the device type;
-  // otherwise the backend's errors (DeadlineExceeded, Unavailable, ...).
+  // is not in the mesh, or the runtime is detached (FromGroups without a
+  // runtime) and the group was not given; InvalidArgument: no backend for
+  // the device type; NotFound: an unknown backend name; otherwise the
+  // backend's errors (DeadlineExceeded, Unavailable, ...). The first call
+  // for a dim blocks for up to the group's timeout while every rank of the
+  // world splits; a failure is remembered (later calls return it without
+  // splitting again: abort and rebuild the mesh).
   absl::StatusOr<std::shared_ptr<Communicator>> GetGroup(
       std::optional<MeshDim> dim = {}) const;
   // R5: the group of every dim, in dim order.
   absl::StatusOr<std::vector<std::shared_ptr<Communicator>>> GetAllGroups()
       const;
-  // Aborts every group made so far by this mesh's root (and its slices).
-  // Later collectives on them fail; GetGroup returns the aborted groups.
+  // Aborts every group made so far by this mesh's root (and its slices and
+  // flattens), not the world communicators. Later collectives on them return
+  // FailedPrecondition; GetGroup returns the aborted groups. Returns the
+  // first error a group's Abort gave, else OK. Never waits for a group
+  // creation in progress.
   absl::Status Abort() const;
 
   // ---- Transforms (R8-R11; each a new mesh sharing the root's groups) -------
@@ -182,21 +193,26 @@ class DeviceMesh {
   }
   // R9: a 1-d mesh of the same ranks named `name` (default: the names joined
   // by "_"), remembered on the root so that root.Slice({name}) finds it.
-  // `backend` (optional) overrides the backend of the new dim's group.
-  // InvalidArgument: `name` is a root dim name, or an earlier flatten with
-  // that name has another layout; the same name and layout give the same
-  // mesh back. FailedPrecondition: unnamed mesh.
+  // `group_options` (optional) overrides the backend / timeout of the new
+  // dim's group (ignored when the name already exists). InvalidArgument: an
+  // empty name, `name` is a root dim name, or an earlier flatten with that
+  // name has another layout; the same name and layout give the same mesh
+  // back. FailedPrecondition: unnamed mesh.
   absl::StatusOr<DeviceMesh> Flatten(
       std::optional<std::string> name = std::nullopt,
       std::optional<GroupOptions> group_options = std::nullopt) const;
   // Splits `dim` into dims of `sizes` named `names`; see
-  // MeshLayout::Unflatten for the errors.
+  // MeshLayout::Unflatten for the errors. Options carry over by dim name
+  // (per-dim options of the split dim do not apply to the new names).
   absl::StatusOr<DeviceMesh> Unflatten(MeshDim dim,
                                        absl::Span<const int64_t> sizes,
                                        std::vector<std::string> names) const;
   // R11: the dims of `meshes`, in order, into one mesh; groups already made
-  // are reused. FailedPrecondition: different roots; InvalidArgument:
-  // different device types, unnamed meshes, overlapping root dims, no mesh.
+  // are reused. Options: the first mesh's, plus every mesh's per-dim entries
+  // (the first mesh wins a clash). FailedPrecondition: different roots
+  // (including a deserialized copy, which has a root of its own);
+  // InvalidArgument: different device types, unnamed meshes, overlapping
+  // root dims, no mesh.
   static absl::StatusOr<DeviceMesh> Concatenate(
       absl::Span<const DeviceMesh> meshes);
   // Reorders dims: dim i of the result is dim perm[i] of this.
@@ -227,6 +243,9 @@ class DeviceMesh {
   static absl::StatusOr<DeviceMesh> Deserialize(
       absl::string_view bytes, std::shared_ptr<MeshRuntime> runtime);
 
+  // The runtime (world rank, store, world communicators) this mesh uses;
+  // pass it to Create / FromLayout / Deserialize to make more meshes over
+  // the same world.
   const std::shared_ptr<MeshRuntime>& runtime() const { return runtime_; }
 
  private:
