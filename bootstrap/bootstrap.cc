@@ -1,11 +1,46 @@
 #include "bootstrap/bootstrap.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace devmesh {
+namespace {
+
+// A listening socket handed over by //bootstrap:launch (which bound the free
+// port it chose, so that nothing can take it before rank 0 listens): its fd
+// from DEVMESH_STORE_LISTEN_FD when that names a socket bound to `port`,
+// else -1. The variable is consumed either way.
+int HandedListenFd(int port) {
+  const char* env = std::getenv("DEVMESH_STORE_LISTEN_FD");
+  if (env == nullptr) return -1;
+  int fd = -1;
+  const bool parsed = absl::SimpleAtoi(env, &fd);
+  unsetenv("DEVMESH_STORE_LISTEN_FD");
+  if (!parsed || fd < 0 || fcntl(fd, F_GETFD) < 0) return -1;
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
+  int bound = -1;
+  if (addr.ss_family == AF_INET) {
+    bound = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    bound = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  }
+  if (bound != port) return -1;
+  fcntl(fd, F_SETFD, FD_CLOEXEC);  // not to be inherited any further
+  return fd;
+}
+
+}  // namespace
+
 
 absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnv(
     const BootstrapOptions& options) {
@@ -40,8 +75,10 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
     server_options.host = options.server_bind_host;
     server_options.port = info.store_port;
     server_options.token = token;
+    const int handed = HandedListenFd(info.store_port);
     absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
-        TcpStoreServer::Start(server_options);
+        handed >= 0 ? TcpStoreServer::StartOnFd(handed, server_options)
+                    : TcpStoreServer::Start(server_options);
     if (!server.ok()) return server.status();
     boot->server_ = std::move(*server);
   }

@@ -127,13 +127,19 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("master port ", port, " is outside 0..65535"));
   }
+  // With no port given, the launcher binds a free one and hands the bound
+  // socket itself to rank 0 (DEVMESH_STORE_LISTEN_FD, read by Bootstrap), so
+  // no other process can take the port between the pick and rank 0's listen.
+  Socket listener;
   if (port == 0) {
-    absl::StatusOr<Socket> probe = Socket::Listen("127.0.0.1", 0);
-    if (!probe.ok()) return probe.status();
-    absl::StatusOr<int> picked = probe->LocalPort();
+    absl::StatusOr<Socket> bound = Socket::Listen("127.0.0.1", 0);
+    if (!bound.ok()) return bound.status();
+    absl::StatusOr<int> picked = bound->LocalPort();
     if (!picked.ok()) return picked.status();
     port = *picked;
+    listener = *std::move(bound);
   }
+  const int listen_fd = listener.fd();
   // A program that cannot run is one clear error, not one per rank.
   if (absl::Status s = CheckExecutable(options.argv[0]); !s.ok()) return s;
   const std::string exec_failed =
@@ -149,6 +155,9 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
                       {"WORLD_SIZE", absl::StrCat(n)},
                       {"LOCAL_RANK", absl::StrCat(r)},
                       {"LOCAL_WORLD_SIZE", absl::StrCat(n)}});
+    if (r == 0 && listen_fd >= 0) {
+      overrides.push_back({"DEVMESH_STORE_LISTEN_FD", absl::StrCat(listen_fd)});
+    }
     std::vector<std::string> env = BuildEnv(overrides);
     std::vector<std::string> args = options.argv;
     std::vector<char*> envp = CStrings(env), argv = CStrings(args);
@@ -165,6 +174,7 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
       if (getppid() != parent) _exit(127);
       dup2(out[1], 1);
       dup2(err[1], 2);
+      if (r == 0 && listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);  // keep
       execvpe(argv[0], argv.data(), envp.data());
       (void)!write(2, exec_failed.data(), exec_failed.size());
       _exit(127);
@@ -177,6 +187,7 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     ranks[r].streams[0] = {out[0], options.stdout_fd, ""};
     ranks[r].streams[1] = {err[0], options.stderr_fd, ""};
   }
+  listener.Close();  // rank 0 holds its own copy
 
   int failed_rank = -1;
   int result = 0;

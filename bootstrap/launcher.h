@@ -32,8 +32,9 @@ struct LaunchOptions {
   std::vector<std::string> argv;  // program (searched in PATH) and arguments
   // Extra environment variables for every rank (override inherited ones).
   std::vector<std::pair<std::string, std::string>> env;
-  // MASTER_PORT; 0 = a free port picked by binding port 0 (as torchrun
-  // --standalone does; another process could take it before rank 0 binds).
+  // MASTER_PORT; 0 = a free port: the launcher binds port 0 on 127.0.0.1 and
+  // hands that listening socket to rank 0 (DEVMESH_STORE_LISTEN_FD, which
+  // Bootstrap uses), so no other process can take the port in between.
   int master_port = 0;
   // Time between SIGTERM and SIGKILL when stopping the other ranks.
   absl::Duration grace_period = absl::Seconds(5);
