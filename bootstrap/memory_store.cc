@@ -114,15 +114,7 @@ absl::StatusOr<std::vector<std::string>> InMemoryStore::MultiGet(
 
 absl::Status InMemoryStore::MultiSet(absl::Span<const std::string> keys,
                                      absl::Span<const std::string> values) {
-  if (keys.size() != values.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MultiSet got ", keys.size(), " keys but ", values.size(),
-                     " values"));
-  }
-  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
-  for (const std::string& value : values) {
-    if (absl::Status s = ValidateValue(value); !s.ok()) return s;
-  }
+  if (absl::Status s = ValidateMultiSet(keys, values); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   for (size_t i = 0; i < keys.size(); ++i) table_.Set(keys[i], values[i]);
   changed_.notify_all();

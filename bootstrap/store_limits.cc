@@ -36,4 +36,18 @@ absl::Status ValidateKeys(absl::Span<const std::string> keys) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateMultiSet(absl::Span<const std::string> keys,
+                              absl::Span<const std::string> values) {
+  if (keys.size() != values.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MultiSet got ", keys.size(), " keys but ", values.size(),
+                     " values"));
+  }
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  for (const std::string& value : values) {
+    if (absl::Status s = ValidateValue(value); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace devmesh

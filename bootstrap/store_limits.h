@@ -33,6 +33,10 @@ absl::Status ValidateValue(absl::string_view value);
 // ValidateKey on each key, and InvalidArgument when there are more than
 // kMaxKeysPerCall of them.
 absl::Status ValidateKeys(absl::Span<const std::string> keys);
+// The checks of Store::MultiSet: as many values as keys (InvalidArgument
+// naming both counts), ValidateKeys, ValidateValue on each value.
+absl::Status ValidateMultiSet(absl::Span<const std::string> keys,
+                              absl::Span<const std::string> values);
 
 }  // namespace devmesh
 

@@ -226,15 +226,7 @@ absl::StatusOr<std::vector<std::string>> TcpStoreClient::MultiGet(
 
 absl::Status TcpStoreClient::MultiSet(absl::Span<const std::string> keys,
                                       absl::Span<const std::string> values) {
-  if (keys.size() != values.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MultiSet got ", keys.size(), " keys but ", values.size(),
-                     " values"));
-  }
-  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
-  for (const std::string& v : values) {
-    if (absl::Status s = ValidateValue(v); !s.ok()) return s;
-  }
+  if (absl::Status s = ValidateMultiSet(keys, values); !s.ok()) return s;
   return Call({Op::kMultiSet, Views(keys), Views(values), 0},
               absl::ZeroDuration())
       .status();

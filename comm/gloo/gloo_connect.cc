@@ -12,6 +12,7 @@
 #include "comm/gloo/gloo_status.h"
 #include "comm/gloo/gloo_store.h"
 #include "gloo/allgather.h"
+#include "comm/group_args.h"
 #include "gloo/rendezvous/context.h"
 
 namespace devmesh {
@@ -24,28 +25,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   if (store == nullptr) {
     return absl::InvalidArgumentError("gloo: store is null");
   }
-  if (size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gloo: size ", size, " must be at least 1"));
-  }
-  if (rank < 0 || rank >= size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gloo: rank ", rank, " is outside [0, ", size, ")"));
-  }
-  if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gloo: timeout ", absl::FormatDuration(options.timeout),
-        " must be positive"));
-  }
-  std::vector<int> global_ranks = options.global_ranks;
-  if (global_ranks.empty()) {
-    global_ranks.resize(size);
-    std::iota(global_ranks.begin(), global_ranks.end(), 0);
-  } else if (static_cast<int>(global_ranks.size()) != size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gloo: global_ranks has ", global_ranks.size(),
-                     " entries for a group of size ", size));
-  }
+  auto resolved = ResolveGroupRanks("gloo", rank, size, options);
+  if (!resolved.ok()) return resolved.status();
+  std::vector<int> global_ranks = *std::move(resolved);
   absl::flat_hash_set<int> seen;
   for (int g : global_ranks) {
     if (g < 0 || !seen.insert(g).second) {

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/nccl/nccl_communicator_impl.h"
+#include "comm/group_args.h"
 #include "comm/nccl/nccl_status.h"
 
 namespace devmesh {
@@ -87,24 +88,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
   using nccl_internal::CudaStatus;
   using nccl_internal::NcclStatus;
   if (store == nullptr) return absl::InvalidArgumentError("nccl: store is null");
-  if (size < 1 || rank < 0 || rank >= size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: rank ", rank, " and size ", size, " need 0 <= rank < size"));
-  }
-  if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: timeout ", absl::FormatDuration(options.timeout),
-        " must be positive"));
-  }
-  std::vector<int> global_ranks = options.global_ranks;
-  if (global_ranks.empty()) {
-    global_ranks.resize(size);
-    std::iota(global_ranks.begin(), global_ranks.end(), 0);
-  } else if (static_cast<int>(global_ranks.size()) != size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nccl: global_ranks has ", global_ranks.size(),
-                     " entries for a group of size ", size));
-  }
+  auto resolved = ResolveGroupRanks("nccl", rank, size, options);
+  if (!resolved.ok()) return resolved.status();
+  std::vector<int> global_ranks = *std::move(resolved);
   auto count = CudaDeviceCount();
   if (!count.ok()) return count.status();
   int device = options.nccl.cuda_device;

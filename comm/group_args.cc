@@ -1,0 +1,37 @@
+#include "comm/group_args.h"
+
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace devmesh {
+
+absl::StatusOr<std::vector<int>> ResolveGroupRanks(absl::string_view backend,
+                                                   int rank, int size,
+                                                   const CommOptions& options) {
+  if (size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(backend, ": size ", size, " must be at least 1"));
+  }
+  if (rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend, ": rank ", rank, " is outside [0, ", size, ")"));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(backend, ": timeout ",
+                     absl::FormatDuration(options.timeout), " must be positive"));
+  }
+  std::vector<int> global_ranks = options.global_ranks;
+  if (global_ranks.empty()) {
+    global_ranks.resize(size);
+    std::iota(global_ranks.begin(), global_ranks.end(), 0);
+  } else if (static_cast<int>(global_ranks.size()) != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(backend, ": global_ranks has ", global_ranks.size(),
+                     " entries for a group of size ", size));
+  }
+  return global_ranks;
+}
+
+}  // namespace devmesh
