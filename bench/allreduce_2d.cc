@@ -3,25 +3,33 @@
 // The main benchmark: all-reduce along each dim of a DeviceMesh, against the
 // same backend's all-reduce on a group of the same ranks made directly with
 // //comm (the "raw" baseline: a Split of a //comm world communicator, as
-// DeviceMesh makes its groups, but without DeviceMesh). With no rendezvous variables in the
-// environment it starts --nproc local ranks with the //bootstrap launcher;
-// under torchrun, Slurm or mpirun it joins that job instead.
+// DeviceMesh makes its groups, but without DeviceMesh). With no rendezvous
+// variables in the environment it starts --nproc local ranks with the
+// //bootstrap launcher, each bound to one CPU (--cpu_bind=core, as mpirun
+// binds); under torchrun, Slurm or mpirun it joins that job instead and
+// leaves the binding to it.
 //
-// For each size and dim it runs --warmup untimed then --iters timed
-// all-reduces, alternating the mesh group and the raw group so that both see
-// the same machine, and reports per all-reduce (the max over ranks of each
-// rank's median): time, algbw = bytes / time, busbw = algbw * 2 (n - 1) / n
-// (nccl-tests), #wrong (every element of every rank checked), the raw
-// group's time and busbw, and mesh/raw busbw: for each iteration the raw
-// time over the mesh time of the two back-to-back runs, the median over
-// every iteration of every rank (paired runs cancel the drift of a shared
-// machine; 1.0 means the mesh adds nothing). Results are also Google Benchmark runs
+// For each size and dim it runs --warmup untimed then --iters timed pairs of
+// all-reduces: one on the mesh group and one on the raw group, in alternating
+// order, each started right after a barrier of every rank (untimed, as the
+// OSU micro-benchmarks do) so that every group starts together and neither
+// run inherits the other's stragglers. It reports per all-reduce (the max
+// over ranks of each rank's median): time, algbw = bytes / time,
+// busbw = algbw * 2 (n - 1) / n (nccl-tests), #wrong (every element of every
+// rank checked, for both groups), the raw group's time and busbw, and
+// mesh/raw busbw: each pair's raw time over its mesh time (both saw the same
+// machine), averaged over the middle half of the pairs of every rank (the
+// interquartile mean: a rank that lost its CPU for a scheduler tick in one
+// run of a pair moves that pair to a tail, not the figure); 1.0 means the
+// mesh adds nothing; the next column is half the width of its 95%
+// bootstrap interval, what this machine's noise leaves undecided. Results are also Google Benchmark runs
 // (--benchmark_out=FILE --benchmark_out_format=json writes them on rank 0).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -35,6 +43,7 @@
 #include "bench/test_pattern.h"
 #include "benchmark/benchmark.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/launcher.h"
 #include "comm/registry.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
@@ -45,11 +54,25 @@ ABSL_FLAG(std::string, min_bytes, "1K", "smallest message (K/M/G suffixes)");
 ABSL_FLAG(std::string, max_bytes, "64M", "largest message (K/M/G suffixes)");
 ABSL_FLAG(std::string, dtype, "float32",
           "float32, float64, float16, bfloat16, int8, uint8, int32, int64");
-ABSL_FLAG(int, iters, 40, "timed all-reduces per size, dim and group");
+ABSL_FLAG(int, iters, 40,
+          "timed iterations per size and dim, at least (an iteration is one "
+          "run on the mesh group and one on the raw group)");
+ABSL_FLAG(int, max_iters, 400,
+          "from 1 MiB, more iterations, in blocks of 20, while the mesh/raw "
+          "ratio's 95% interval is wider than +-target_ci, up to this many");
+ABSL_FLAG(double, target_ci, 0.03,
+          "stop adding iterations once the mesh/raw ratio is known to +- this "
+          "(half width of its 95% bootstrap interval); 0: exactly --iters");
+ABSL_FLAG(double, max_cell_seconds, 10,
+          "stop adding iterations once a size and dim has run this long "
+          "(wall seconds)");
 ABSL_FLAG(int, warmup, 5, "untimed all-reduces before the timed ones");
 ABSL_FLAG(std::string, backend, "auto",
           "auto (nccl when every rank has a GPU, else gloo), gloo or nccl");
 ABSL_FLAG(int, nproc, 0, "local ranks to launch (0: the mesh's size)");
+ABSL_FLAG(std::string, cpu_bind, "core",
+          "binding of the ranks this benchmark launches: core (one CPU each, "
+          "round-robin, as mpirun --bind-to core) or none");
 
 namespace devmesh {
 namespace {
@@ -65,7 +88,10 @@ class NullReporter : public benchmark::BenchmarkReporter {
 
 struct Setup {
   std::shared_ptr<MeshRuntime> runtime;
-  int iters = 0;
+  int iters = 0;               // at least
+  int max_iters = 0;           // at most
+  double target_ci = 0;        // stop when the ratio's +-95% is within this
+  double max_cell_seconds = 0;  // or when a cell has run this long
   // A Gloo world group over host memory for the figures (max over ranks,
   // sum of #wrong), whatever the backend under test.
   std::shared_ptr<Communicator> metrics;
@@ -83,19 +109,77 @@ struct Cell {
   bool ran = false;  // false when --benchmark_filter left it out
 };
 
-absl::StatusOr<double> MaxOverRanks(Communicator& world, double v) {
-  double out = 0;
-  absl::Status s = world.AllReduce(&v, &out, 1, DataType::kFloat64,
-                                   ReduceOp::kMax);
-  if (!s.ok()) return s;
-  return out;
-}
-
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The mean of the middle half of `v` (the interquartile mean); the median
+// when fewer than 4 values.
+double InterquartileMean(std::vector<double> v) {
+  if (v.size() < 4) return Median(std::move(v));
+  std::sort(v.begin(), v.end());
+  const size_t lo = v.size() / 4, hi = v.size() - v.size() / 4;
+  double sum = 0;
+  for (size_t i = lo; i < hi; ++i) sum += v[i];
+  return sum / static_cast<double>(hi - lo);
+}
+
+// Half the width of the 95% percentile-bootstrap interval of
+// InterquartileMean(v): 1000 resamples with a fixed seed, so that the same
+// times give the same figure. 0 for fewer than 2 values.
+double BootstrapHalfWidth95(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  std::mt19937_64 rng(0x5eed);
+  std::uniform_int_distribution<size_t> pick(0, v.size() - 1);
+  std::vector<double> means(1000), sample(v.size());
+  for (double& m : means) {
+    for (double& x : sample) x = v[pick(rng)];
+    m = InterquartileMean(sample);
+  }
+  std::sort(means.begin(), means.end());
+  return (means[974] - means[25]) / 2;
+}
+
+// Iterations added at a time after the first --iters.
+constexpr size_t kExtraBlock = 20;
+
+// From this size a run is a batch of all-reduces, and iterations are added
+// until the mesh/raw ratio is known to --target_ci: the sizes at which the
+// ratio measures the mesh's cost rather than the machine's wake-up latency.
+constexpr size_t kLargeBytes = size_t{1} << 20;
+
+// The all-reduces timed together in one run of `bytes`: from 1 MiB, enough
+// to move at least 8 MiB, at most 8 (see RunCell); below 1 MiB, one (their
+// time is the machine's wake-up latency, which batching does not shorten).
+int BatchSize(size_t bytes) {
+  constexpr size_t kBatchBytes = size_t{8} << 20;
+  if (bytes < kLargeBytes) return 1;
+  return static_cast<int>(
+      std::max<size_t>(1, (kBatchBytes + bytes - 1) / bytes));
+}
+
+// Gathers every rank's `v` (one value per iteration) and returns, per
+// iteration, the largest.
+absl::StatusOr<std::vector<double>> MaxPerIteration(Communicator& world,
+                                                    std::vector<double> v,
+                                                    size_t iters) {
+  v.resize(iters, 0.0);
+  std::vector<double> all(iters * world.size());
+  if (absl::Status s =
+          world.AllGather(v.data(), all.data(), iters, DataType::kFloat64);
+      !s.ok()) {
+    return s;
+  }
+  std::vector<double> out(iters, 0.0);
+  for (int r = 0; r < world.size(); ++r) {
+    for (size_t i = 0; i < iters; ++i) {
+      out[i] = std::max(out[i], all[r * iters + i]);
+    }
+  }
+  return out;
 }
 
 absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
@@ -120,68 +204,144 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
     if (absl::Status s = reduce(*cell.mesh_group, **recv_mesh); !s.ok()) return s;
     if (absl::Status s = reduce(*cell.raw_group, **recv_raw); !s.ok()) return s;
   }
-  std::vector<double> mesh_times, raw_times;
-  for (auto _ : state) {
-    // Alternate which group goes first so that neither always follows the
-    // other's traffic.
-    const bool raw_first = (state.iterations() % 2) == 1;
+  // A timed run is a batch of back-to-back all-reduces on one group, timed
+  // together and divided (nccl-tests times its iterations the same way): an
+  // all-reduce shorter than a scheduler tick is otherwise timed mostly by
+  // where the tick fell.
+  const int batch = BatchSize(bytes);
+  cell.row.batch = batch;
+  std::vector<double> mesh_times, raw_times;  // seconds per all-reduce
+  // One timed iteration: a run on each group, in alternating order so that
+  // neither always follows the other's traffic.
+  auto iteration = [&](size_t index) -> absl::Status {
+    const bool raw_first = index % 2 == 1;
     for (int k = 0; k < 2; ++k) {
       const bool raw = (k == 0) == raw_first;
+      // Every rank starts the run together (the barrier is not timed).
+      if (absl::Status s = setup.metrics->Barrier(); !s.ok()) return s;
       const auto t0 = Clock::now();
-      absl::Status s = raw ? reduce(*cell.raw_group, **recv_raw)
-                           : reduce(*cell.mesh_group, **recv_mesh);
-      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (!s.ok()) return s;
-      if (raw) {
-        raw_times.push_back(dt);
-      } else {
-        mesh_times.push_back(dt);
-        state.SetIterationTime(dt);
+      for (int b = 0; b < batch; ++b) {
+        absl::Status s = raw ? reduce(*cell.raw_group, **recv_raw)
+                             : reduce(*cell.mesh_group, **recv_mesh);
+        if (!s.ok()) return s;
       }
+      const double dt =
+          std::chrono::duration<double>(Clock::now() - t0).count() / batch;
+      (raw ? raw_times : mesh_times).push_back(dt);
     }
+    return absl::OkStatus();
+  };
+  // A run's time is its slowest rank's: every rank started it together, so
+  // that is when the all-reduce had finished on every group along the dim.
+  // The overhead ratio from paired runs: each iteration's raw time over its
+  // mesh time (back to back, so both saw the same machine), averaged over
+  // the middle half of the iterations (the interquartile mean). Every rank
+  // computes the same figures from the same gathered times, so every rank
+  // takes the same decision to stop.
+  std::vector<double> mesh_runs, raw_runs, paired;
+  double ci = 0;
+  auto gather = [&]() -> absl::Status {
+    const size_t n = mesh_times.size();
+    auto m = MaxPerIteration(*setup.metrics, mesh_times, n);
+    if (!m.ok()) return m.status();
+    auto r = MaxPerIteration(*setup.metrics, raw_times, n);
+    if (!r.ok()) return r.status();
+    mesh_runs = *std::move(m);
+    raw_runs = *std::move(r);
+    paired.assign(n, 1.0);
+    for (size_t i = 0; i < n; ++i) {
+      if (mesh_runs[i] > 0) paired[i] = raw_runs[i] / mesh_runs[i];
+    }
+    ci = BootstrapHalfWidth95(paired);
+    return absl::OkStatus();
+  };
+  const auto cell_start = Clock::now();
+  for (auto _ : state) {  // one benchmark iteration: the whole cell
+    size_t block = static_cast<size_t>(setup.iters);
+    while (true) {
+      const size_t first = mesh_times.size();
+      for (size_t i = first; i < first + block; ++i) {
+        if (absl::Status s = iteration(i); !s.ok()) return s;
+      }
+      if (absl::Status s = gather(); !s.ok()) return s;
+      const size_t n = mesh_times.size();
+      if (bytes < kLargeBytes || setup.target_ci <= 0 ||
+          ci <= setup.target_ci || n >= static_cast<size_t>(setup.max_iters)) {
+        break;
+      }
+      // The slowest rank's wall time, so that every rank stops together.
+      double elapsed =
+          std::chrono::duration<double>(Clock::now() - cell_start).count();
+      double max_elapsed = 0;
+      if (absl::Status s =
+              setup.metrics->AllReduce(&elapsed, &max_elapsed, 1,
+                                       DataType::kFloat64, ReduceOp::kMax);
+          !s.ok()) {
+        return s;
+      }
+      if (max_elapsed >= setup.max_cell_seconds) break;
+      block = std::min<size_t>(kExtraBlock, setup.max_iters - n);
+    }
+    state.SetIterationTime(Median(mesh_runs));
   }
   int64_t wrong = 0;
   for (DeviceBuffer* recv : {recv_mesh->get(), recv_raw->get()}) {
     if (absl::Status s = recv->CopyToHost((*host)->data()); !s.ok()) return s;
     wrong += CountWrong((*host)->data(), count, setup.dtype, cell.factor_sum);
   }
-  // Every rank's figures: the slowest rank's median (robust to the other
-  // work of a shared machine), the sum of wrong elements.
-  auto mesh_s = MaxOverRanks(*setup.metrics, Median(mesh_times));
-  auto raw_s = MaxOverRanks(*setup.metrics, Median(raw_times));
-  // The overhead ratio from paired runs: each iteration's raw time over its
-  // mesh time (back to back, so both saw the same machine); the median over
-  // every iteration of every rank.
-  std::vector<double> paired(setup.iters, 1.0);
-  for (size_t i = 0; i < paired.size() && i < mesh_times.size() &&
-                     i < raw_times.size();
-       ++i) {
-    if (mesh_times[i] > 0) paired[i] = raw_times[i] / mesh_times[i];
-  }
-  std::vector<double> all_paired(paired.size() * setup.metrics->size());
-  if (absl::Status s = setup.metrics->AllGather(
-          paired.data(), all_paired.data(), paired.size(), DataType::kFloat64);
+  int64_t wrong_all = 0;
+  if (absl::Status s = setup.metrics->AllReduce(
+          &wrong, &wrong_all, 1, DataType::kInt64, ReduceOp::kSum);
       !s.ok()) {
     return s;
   }
-  int64_t wrong_all = 0;
-  absl::Status s = setup.metrics->AllReduce(&wrong, &wrong_all, 1,
-                                            DataType::kInt64, ReduceOp::kSum);
-  if (!mesh_s.ok()) return mesh_s.status();
-  if (!raw_s.ok()) return raw_s.status();
-  if (!s.ok()) return s;
-  cell.row.mesh_seconds = *mesh_s;
-  cell.row.raw_seconds = *raw_s;
+  cell.row.iters = static_cast<int>(mesh_runs.size());
+  cell.row.mesh_seconds = Median(mesh_runs);
+  cell.row.raw_seconds = Median(raw_runs);
   cell.row.wrong = wrong_all;
-  cell.row.paired_ratio = Median(all_paired);
+  cell.row.paired_ratio = InterquartileMean(paired);
+  cell.row.ratio_ci95 = ci;
   const int n = cell.row.group_size;
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
-  state.counters["algbw_GBps"] = AlgBandwidthGBps(bytes, *mesh_s);
-  state.counters["busbw_GBps"] = AllReduceBusBandwidthGBps(bytes, n, *mesh_s);
-  state.counters["raw_busbw_GBps"] =
-      AllReduceBusBandwidthGBps(bytes, n, *raw_s);
+  const double mesh_s = cell.row.mesh_seconds, raw_s = cell.row.raw_seconds;
+  state.counters["algbw_GBps"] = AlgBandwidthGBps(bytes, mesh_s);
+  state.counters["busbw_GBps"] = AllReduceBusBandwidthGBps(bytes, n, mesh_s);
+  state.counters["raw_busbw_GBps"] = AllReduceBusBandwidthGBps(bytes, n, raw_s);
+  state.counters["batch"] = batch;
+  state.counters["iters"] = cell.row.iters;
   state.counters["wrong"] = static_cast<double>(wrong_all);
   state.counters["mesh_over_raw_busbw"] = cell.row.paired_ratio;
+  state.counters["mesh_over_raw_ci95"] = cell.row.ratio_ci95;
+  return absl::OkStatus();
+}
+
+// --warmup all-reduces of the sweep's largest size on every mesh and raw
+// group, untimed.
+absl::Status WarmUpAtLargest(const Setup& setup, const std::vector<Cell>& cells) {
+  size_t count = 0;
+  for (const Cell& cell : cells) count = std::max(count, size_t(cell.row.count));
+  const size_t bytes = count * DataTypeSize(setup.dtype);
+  auto send = DeviceBuffer::Allocate(setup.device_type, bytes);
+  if (!send.ok()) return send.status();
+  auto recv = DeviceBuffer::Allocate(setup.device_type, bytes);
+  if (!recv.ok()) return recv.status();
+  std::vector<Communicator*> groups;
+  for (const Cell& cell : cells) {
+    for (Communicator* g : {cell.mesh_group.get(), cell.raw_group.get()}) {
+      if (std::find(groups.begin(), groups.end(), g) == groups.end()) {
+        groups.push_back(g);
+      }
+    }
+  }
+  for (Communicator* g : groups) {
+    for (int i = 0; i < setup.warmup; ++i) {
+      if (absl::Status s = g->AllReduce((*send)->data(), (*recv)->data(),
+                                        count, setup.dtype, ReduceOp::kSum);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -209,8 +369,12 @@ struct Config {
   DataType dtype = DataType::kFloat32;
   std::string backend;  // "auto", "gloo" or "nccl"
   int iters = 0;
+  int max_iters = 0;
+  double target_ci = 0;
+  double max_cell_seconds = 0;
   int warmup = 0;
   int nproc = 0;  // ranks to launch
+  CpuBind cpu_bind = CpuBind::kCore;  // of the ranks launched
 };
 
 absl::StatusOr<Config> ParseConfig() {
@@ -262,8 +426,26 @@ absl::StatusOr<Config> ParseConfig() {
         "--iters (", c.iters, ") must be >= 1 and --warmup (", c.warmup,
         ") >= 0"));
   }
+  c.max_iters = std::max(absl::GetFlag(FLAGS_max_iters), c.iters);
+  if (c.max_iters > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_iters (", c.max_iters, ") must be at most 100000"));
+  }
+  c.target_ci = absl::GetFlag(FLAGS_target_ci);
+  c.max_cell_seconds = absl::GetFlag(FLAGS_max_cell_seconds);
+  if (!(c.target_ci >= 0) || !(c.max_cell_seconds >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--target_ci (", c.target_ci, ") and --max_cell_seconds (",
+        c.max_cell_seconds, ") must be >= 0"));
+  }
   int64_t size = 1;
   for (int64_t s : c.shape) size = s > 4096 / size ? 4097 : size * s;
+  auto bind = ParseCpuBind(absl::GetFlag(FLAGS_cpu_bind));
+  if (!bind.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cpu_bind: ", bind.status().message()));
+  }
+  c.cpu_bind = *bind;
   c.nproc = absl::GetFlag(FLAGS_nproc);
   if (c.nproc == 0) c.nproc = size > 4096 ? 4097 : static_cast<int>(size);
   if (c.nproc < 1 || c.nproc > 4096) {
@@ -311,13 +493,22 @@ int RunRank(const Config& config) {
   }
   const int iters = config.iters;
   const int warmup = config.warmup;
-  auto metrics = mesh->runtime()->World("gloo", absl::Seconds(300));
-  if (!metrics.ok()) {
-    std::fprintf(stderr, "allreduce_2d: %s\n",
-                 metrics.status().ToString().c_str());
-    return 1;
-  }
-  Setup setup{mesh->runtime(), iters, *metrics, device_type, *dtype, warmup};
+  // The barriers and figures go through a Gloo world of their own (its own
+  // transport device and threads), so that neither the mesh's groups nor
+  // the raw ones are warmed up by the barrier before each run.
+  auto metrics = CreateCommunicator(
+      "gloo", std::make_shared<PrefixStore>(store, "bench/sync_world"),
+      info->rank, info->world_size);
+  if (!metrics.ok()) return Fail(metrics.status(), 1);
+  Setup setup{mesh->runtime(),
+              iters,
+              config.max_iters,
+              config.target_ci,
+              config.max_cell_seconds,
+              std::move(*metrics),
+              device_type,
+              *dtype,
+              warmup};
 
   // Groups first (the mesh's by GetGroup, the raw ones directly), so that
   // timed runs never include creation.
@@ -369,6 +560,13 @@ int RunRank(const Config& config) {
       order.push_back(&cells[d * sweep->size() + s]);
     }
   }
+  // Warm every group up at the largest size first, as nccl-tests does: the
+  // first large transfers grow each TCP socket's receive buffer (Linux
+  // autotuning, which never shrinks it), and a group whose sockets had grown
+  // less than the other group's would be slower at every size after it.
+  if (absl::Status s = WarmUpAtLargest(setup, cells); !s.ok()) {
+    return Fail(s, 1);
+  }
   absl::Status failure = absl::OkStatus();
   for (size_t i = 0; i < order.size(); ++i) {
     Cell* cell = order[i];
@@ -390,7 +588,7 @@ int RunRank(const Config& config) {
                          static_cast<long long>(cell->row.bytes));
           }
         })
-        ->Iterations(iters)
+        ->Iterations(1)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }
@@ -415,8 +613,14 @@ int RunRank(const Config& config) {
     }
     const std::string title = absl::StrCat(
         mesh->ToString(), " backend ", backend, ", ", info->world_size,
-        " ranks, ", DataTypeName(*dtype), " sum, ", iters, " iters, ",
-        warmup, " warmup");
+        " ranks, ", DataTypeName(*dtype), " sum, ", warmup, " warmup, ",
+        iters, " iters",
+        config.target_ci > 0
+            ? absl::StrCat(" (from 1 MiB more, up to ", config.max_iters,
+                           ", until mesh/raw is within +-", config.target_ci,
+                           " or a size has run ", config.max_cell_seconds,
+                           " s)")
+            : "");
     std::fputs(FormatAllReduceTable(title, rows).c_str(), stdout);
     std::fflush(stdout);
   }
@@ -449,6 +653,7 @@ int main(int argc, char** argv) {
 
   devmesh::LaunchOptions launch;
   launch.nproc = config->nproc;
+  launch.cpu_bind = config->cpu_bind;
   launch.argv = original;
   launch.argv[0] = "/proc/self/exe";
   auto code = devmesh::LaunchLocal(launch);

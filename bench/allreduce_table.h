@@ -22,17 +22,23 @@ struct AllReduceRow {
   int64_t count = 0;        // elements
   std::string dim;          // mesh dim name
   int group_size = 0;       // ranks in the dim's group
-  double mesh_seconds = 0;  // per all-reduce through the DeviceMesh group
-  double raw_seconds = 0;   // per all-reduce on a group made with //comm
+  int batch = 1;            // all-reduces timed together in one run
+  int iters = 0;            // timed iterations (a run on each group)
+  // Seconds per all-reduce: the median over iterations of a run's time
+  // (its slowest rank's) divided by `batch`.
+  double mesh_seconds = 0;  // through the DeviceMesh group
+  double raw_seconds = 0;   // on a group made with //comm
   int64_t wrong = 0;        // wrong elements over all ranks, both groups
-  // mesh busbw / raw busbw from paired runs: the median, over every
-  // iteration of every rank, of raw time / mesh time.
+  // mesh busbw / raw busbw from paired runs: the interquartile mean, over
+  // iterations, of raw run time / mesh run time.
   double paired_ratio = 0;
+  // Half the width of paired_ratio's 95% bootstrap interval.
+  double ratio_ci95 = 0;
 };
 
-// The table: one header block, then a line per row with time (us), algbw,
-// busbw, #wrong, the raw group's time and busbw, and the paired
-// devmesh/raw busbw ratio.
+// The table: one header block, then a line per row with the batch, iterations, time (us), algbw,
+// busbw, #wrong, the raw group's time and busbw, the paired devmesh/raw busbw
+// ratio and its 95% interval's half width.
 std::string FormatAllReduceTable(const std::string& title,
                                  const std::vector<AllReduceRow>& rows);
 

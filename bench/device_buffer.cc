@@ -1,7 +1,10 @@
 #include "bench/device_buffer.h"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <cstring>
-#include <new>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #ifdef DEVMESH_WITH_CUDA
@@ -11,9 +14,31 @@
 namespace devmesh {
 namespace {
 
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using HostMemory = std::unique_ptr<char, FreeDeleter>;
+
+// Host memory of `bytes`: from 1 MiB, 2 MiB-aligned and advised to use huge
+// pages. Null when the allocation fails.
+HostMemory AllocateHost(size_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  if (bytes < (size_t{1} << 20)) {
+    return HostMemory(static_cast<char*>(std::malloc(bytes == 0 ? 1 : bytes)));
+  }
+  if (bytes > std::numeric_limits<size_t>::max() - kHugePage) return nullptr;
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  HostMemory p(static_cast<char*>(std::aligned_alloc(kHugePage, rounded)));
+  if (p != nullptr) {
+    // A hint only: without transparent huge pages it fails, harmlessly.
+    (void)madvise(p.get(), rounded, MADV_HUGEPAGE);
+  }
+  return p;
+}
+
 class HostBuffer : public DeviceBuffer {
  public:
-  HostBuffer(std::unique_ptr<char[]> data, size_t bytes)
+  HostBuffer(HostMemory data, size_t bytes)
       : data_(std::move(data)), bytes_(bytes) {}
   void* data() override { return data_.get(); }
   size_t bytes() const override { return bytes_; }
@@ -27,7 +52,7 @@ class HostBuffer : public DeviceBuffer {
   }
 
  private:
-  std::unique_ptr<char[]> data_;
+  HostMemory data_;
   size_t bytes_;
 };
 
@@ -64,7 +89,7 @@ class CudaBuffer : public DeviceBuffer {
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> DeviceBuffer::Allocate(
     absl::string_view device_type, size_t bytes) {
   if (device_type == "cpu") {
-    std::unique_ptr<char[]> data(new (std::nothrow) char[bytes]);
+    HostMemory data = AllocateHost(bytes);
     if (data == nullptr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));

@@ -1,4 +1,5 @@
-// bazel run //bootstrap:launch -- --nproc=N [--master_port=P] -- PROGRAM ARGS
+// bazel run //bootstrap:launch -- --nproc=N [--master_port=P]
+//     [--cpu_bind=none|core] -- PROGRAM ARGS
 // Starts N local ranks of PROGRAM with torchrun's variables; see launcher.h.
 #include <cstdio>
 #include <cstdlib>
@@ -13,17 +14,29 @@
 
 ABSL_FLAG(int, nproc, 1, "number of local ranks to start");
 ABSL_FLAG(int, master_port, 0, "MASTER_PORT for the ranks; 0 = a free port");
+ABSL_FLAG(std::string, cpu_bind, "none",
+          "none (inherit affinity, as torchrun) or core (one CPU per rank, "
+          "round-robin over this process's CPUs, as mpirun --bind-to core)");
 ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(5),
           "time between SIGTERM and SIGKILL when a rank fails");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "launch --nproc=N [--master_port=P] -- PROGRAM [ARGS...]");
+      "launch --nproc=N [--master_port=P] [--cpu_bind=none|core] -- PROGRAM "
+      "[ARGS...]");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   devmesh::LaunchOptions options;
   options.nproc = absl::GetFlag(FLAGS_nproc);
   options.master_port = absl::GetFlag(FLAGS_master_port);
   options.grace_period = absl::GetFlag(FLAGS_grace_period);
+  absl::StatusOr<devmesh::CpuBind> bind =
+      devmesh::ParseCpuBind(absl::GetFlag(FLAGS_cpu_bind));
+  if (!bind.ok()) {
+    std::fprintf(stderr, "launch: --cpu_bind: %s\n",
+                 std::string(bind.status().message()).c_str());
+    return 2;
+  }
+  options.cpu_bind = *bind;
   options.argv.assign(rest.begin() + 1, rest.end());
   // Under `bazel run` the working directory is the runfiles tree: resolve a
   // relative program path against the directory the user ran bazel from.

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -107,7 +108,34 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
   return out;
 }
 
+// The CPUs rank r is bound to: the (r mod k)-th of the launcher's k CPUs.
+absl::StatusOr<std::vector<int>> BindingCpus(int nproc) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    return absl::InternalError(
+        absl::StrCat("sched_getaffinity: ", strerror(errno)));
+  }
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.empty()) {
+    return absl::InternalError("sched_getaffinity returned no CPU");
+  }
+  std::vector<int> per_rank(nproc);
+  for (int r = 0; r < nproc; ++r) per_rank[r] = cpus[r % cpus.size()];
+  return per_rank;
+}
+
 }  // namespace
+
+absl::StatusOr<CpuBind> ParseCpuBind(absl::string_view text) {
+  if (text == "none") return CpuBind::kNone;
+  if (text == "core") return CpuBind::kCore;
+  return absl::InvalidArgumentError(
+      absl::StrCat("cpu binding must be none or core, not '", text, "'"));
+}
 
 absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
   if (options.nproc > kMaxLocalRanks) {
@@ -144,7 +172,14 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
   if (absl::Status s = CheckExecutable(options.argv[0]); !s.ok()) return s;
   const std::string exec_failed =
       absl::StrCat("launcher: cannot exec '", options.argv[0], "'\n");
+  const std::string bind_failed = "launcher: cannot bind to its CPU\n";
   const int n = options.nproc;
+  std::vector<int> bind_cpu(n, -1);
+  if (options.cpu_bind == CpuBind::kCore) {
+    absl::StatusOr<std::vector<int>> cpus = BindingCpus(n);
+    if (!cpus.ok()) return cpus.status();
+    bind_cpu = *std::move(cpus);
+  }
   std::vector<Rank> ranks(n);
   for (int r = 0; r < n; ++r) {
     auto overrides = options.env;
@@ -165,6 +200,9 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
       return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
     }
+    cpu_set_t bind_set;
+    CPU_ZERO(&bind_set);
+    if (bind_cpu[r] >= 0) CPU_SET(bind_cpu[r], &bind_set);
     const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
@@ -172,6 +210,11 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
       setpgid(0, 0);
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);
+      if (bind_cpu[r] >= 0 &&
+          sched_setaffinity(0, sizeof(bind_set), &bind_set) != 0) {
+        (void)!write(2, bind_failed.data(), bind_failed.size());
+        _exit(127);
+      }
       dup2(out[1], 1);
       dup2(err[1], 2);
       if (r == 0 && listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);  // keep

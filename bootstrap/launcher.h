@@ -10,6 +10,14 @@
 // failing rank on stderr and returns its exit code (128 + signal for a
 // signal). Each rank also dies with the launcher (PR_SET_PDEATHSIG).
 //
+// With cpu_bind = CpuBind::kCore, rank r is bound to one CPU, the
+// (r mod k)-th of the k CPUs the launcher itself may run on (its
+// sched_getaffinity set), like `mpirun --bind-to core --map-by core`; with
+// more ranks than CPUs the mapping wraps around (mpirun's --oversubscribe).
+// A bound rank and every thread it starts stay on that CPU, which removes
+// migrations and cross-core scheduling from timings; torchrun binds nothing,
+// and kNone (the default) leaves the ranks' affinity as inherited.
+//
 // Thread-safety: call from one thread at a time; it forks, so the usual rules
 // about fork in a threaded process apply to the caller's other threads.
 #ifndef DEVMESH_BOOTSTRAP_LAUNCHER_H_
@@ -20,12 +28,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace devmesh {
 
 // The most ranks LaunchLocal starts on one host.
 inline constexpr int kMaxLocalRanks = 4096;
+
+// How ranks are bound to CPUs (mpirun's --bind-to): kNone leaves the
+// inherited affinity; kCore pins each rank to one CPU (see above).
+enum class CpuBind { kNone, kCore };
+
+// "none" -> kNone, "core" -> kCore. InvalidArgument naming the text otherwise.
+absl::StatusOr<CpuBind> ParseCpuBind(absl::string_view text);
 
 struct LaunchOptions {
   int nproc = 1;                  // number of ranks, >= 1
@@ -38,6 +54,8 @@ struct LaunchOptions {
   int master_port = 0;
   // Time between SIGTERM and SIGKILL when stopping the other ranks.
   absl::Duration grace_period = absl::Seconds(5);
+  // CPU binding of the ranks.
+  CpuBind cpu_bind = CpuBind::kNone;
   // Where the prefixed output goes (file descriptors; not closed).
   int stdout_fd = 1;
   int stderr_fd = 2;
@@ -48,7 +66,8 @@ struct LaunchOptions {
 // InvalidArgument (nproc < 1 or > kMaxLocalRanks, empty argv, master_port
 // outside 0..65535), NotFound / PermissionDenied naming a program that
 // cannot be executed (checked once, before any rank starts),
-// Internal (pipe/fork failure), Unavailable (no free port).
+// Internal (pipe/fork failure, or sched_getaffinity failing with kCore),
+// Unavailable (no free port).
 absl::StatusOr<int> LaunchLocal(const LaunchOptions& options);
 
 }  // namespace devmesh

@@ -2,12 +2,14 @@
 // Bootstrap::FromEnv, output prefixing, and a failing rank stopping the rest.
 #include "bootstrap/launcher.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -103,6 +105,70 @@ TEST(LauncherTest, ProcessKilledBySignalIsReported) {
   EXPECT_NE(text.find("[rank 1] partial-line-1\n"), std::string::npos) << text;
   EXPECT_NE(err.Read().find("rank 1 was killed by signal 9"),
             std::string::npos);
+}
+
+// The CPUs this process may run on, in order (sched_getaffinity).
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+TEST(LauncherTest, CoreBindingPinsRankRToTheRModKthCpu) {
+  const std::vector<int> cpus = AllowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  // More ranks than CPUs, so the mapping wraps around at least once.
+  const int n = static_cast<int>(cpus.size()) + 1;
+  Capture out, err;
+  LaunchOptions options;
+  options.nproc = n;
+  options.cpu_bind = CpuBind::kCore;
+  options.argv = {"/bin/sh", "-c", "grep '^Cpus_allowed_list:' /proc/self/status"};
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  absl::StatusOr<int> code = LaunchLocal(options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << err.Read();
+  const std::string text = out.Read();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_NE(text.find(absl::StrCat("[rank ", r, "] Cpus_allowed_list:\t",
+                                     cpus[r % cpus.size()], "\n")),
+              std::string::npos)
+        << "rank " << r << ":\n" << text;
+  }
+}
+
+TEST(LauncherTest, NoBindingKeepsTheInheritedCpus) {
+  const std::vector<int> cpus = AllowedCpus();
+  Capture out, err;
+  LaunchOptions options;
+  options.nproc = 2;
+  options.argv = {"nproc"};  // coreutils: the CPUs this process may use
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  absl::StatusOr<int> code = LaunchLocal(options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << err.Read();
+  const std::string text = out.Read();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(text.find(absl::StrCat("[rank ", r, "] ", cpus.size(), "\n")),
+              std::string::npos)
+        << text;
+  }
+}
+
+TEST(LauncherTest, ParseCpuBind) {
+  EXPECT_EQ(*ParseCpuBind("none"), CpuBind::kNone);
+  EXPECT_EQ(*ParseCpuBind("core"), CpuBind::kCore);
+  absl::StatusOr<CpuBind> bad = ParseCpuBind("socket");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "cpu binding must be none or core, not 'socket'");
 }
 
 TEST(LauncherTest, BadOptionsAreInvalidArgument) {
