@@ -29,7 +29,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -38,6 +37,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/allreduce_table.h"
+#include "bench/run_stats.h"
 #include "bench/bench_flags.h"
 #include "bench/device_buffer.h"
 #include "bench/test_pattern.h"
@@ -108,40 +108,6 @@ struct Cell {
   AllReduceRow row;
   bool ran = false;  // false when --benchmark_filter left it out
 };
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// The mean of the middle half of `v` (the interquartile mean); the median
-// when fewer than 4 values.
-double InterquartileMean(std::vector<double> v) {
-  if (v.size() < 4) return Median(std::move(v));
-  std::sort(v.begin(), v.end());
-  const size_t lo = v.size() / 4, hi = v.size() - v.size() / 4;
-  double sum = 0;
-  for (size_t i = lo; i < hi; ++i) sum += v[i];
-  return sum / static_cast<double>(hi - lo);
-}
-
-// Half the width of the 95% percentile-bootstrap interval of
-// InterquartileMean(v): 1000 resamples with a fixed seed, so that the same
-// times give the same figure. 0 for fewer than 2 values.
-double BootstrapHalfWidth95(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  std::mt19937_64 rng(0x5eed);
-  std::uniform_int_distribution<size_t> pick(0, v.size() - 1);
-  std::vector<double> means(1000), sample(v.size());
-  for (double& m : means) {
-    for (double& x : sample) x = v[pick(rng)];
-    m = InterquartileMean(sample);
-  }
-  std::sort(means.begin(), means.end());
-  return (means[974] - means[25]) / 2;
-}
 
 // Iterations added at a time after the first --iters.
 constexpr size_t kExtraBlock = 20;
