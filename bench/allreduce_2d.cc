@@ -9,20 +9,24 @@
 // binds); under torchrun, Slurm or mpirun it joins that job instead and
 // leaves the binding to it.
 //
-// For each size and dim it runs --warmup untimed then --iters timed pairs of
-// all-reduces: one on the mesh group and one on the raw group, in alternating
-// order, each started right after a barrier of every rank (untimed, as the
-// OSU micro-benchmarks do) so that every group starts together and neither
-// run inherits the other's stragglers. It reports per all-reduce (the max
-// over ranks of each rank's median): time, algbw = bytes / time,
-// busbw = algbw * 2 (n - 1) / n (nccl-tests), #wrong (every element of every
-// rank checked, for both groups), the raw group's time and busbw, and
-// mesh/raw busbw: each pair's raw time over its mesh time (both saw the same
-// machine), averaged over the middle half of the pairs of every rank (the
-// interquartile mean: a rank that lost its CPU for a scheduler tick in one
-// run of a pair moves that pair to a tail, not the figure); 1.0 means the
-// mesh adds nothing; the next column is half the width of its 95%
-// bootstrap interval, what this machine's noise leaves undecided. Results are also Google Benchmark runs
+// Every group first does --warmup all-reduces of the largest size (as
+// nccl-tests does). Then for each size and dim: --warmup untimed all-reduces
+// per group, and timed iterations. An iteration is one run on the mesh group
+// and one on the raw group, in alternating order, each started right after
+// an untimed barrier of every rank (as the OSU micro-benchmarks do) over a
+// Gloo world of its own. A run is BatchSize(bytes) back-to-back all-reduces
+// timed together; its time is its slowest rank's. Below 1 MiB there are
+// exactly --iters iterations; from 1 MiB, more are added until the mesh/raw
+// ratio is known to --target_ci, within --max_iters and --max_cell_seconds.
+//
+// It reports per all-reduce (median run time / batch): time, algbw =
+// bytes / time, busbw = algbw * 2 (n - 1) / n (nccl-tests), #wrong (every
+// element of every rank checked, for both groups), the raw group's time and
+// busbw, and mesh/raw busbw: each iteration's raw run time over its mesh run
+// time (both saw the same machine), the interquartile mean over iterations
+// (bench/run_stats.h), with half the width of its 95% bootstrap interval;
+// 1.0 means the mesh adds nothing. Results are also Google Benchmark runs,
+// one benchmark iteration per (dim, size)
 // (--benchmark_out=FILE --benchmark_out_format=json writes them on rank 0).
 #include <algorithm>
 #include <chrono>
@@ -92,8 +96,9 @@ struct Setup {
   int max_iters = 0;           // at most
   double target_ci = 0;        // stop when the ratio's +-95% is within this
   double max_cell_seconds = 0;  // or when a cell has run this long
-  // A Gloo world group over host memory for the figures (max over ranks,
-  // sum of #wrong), whatever the backend under test.
+  // A Gloo world group over host memory for the barriers before each run
+  // and the figures (times gathered, #wrong summed), whatever the backend
+  // under test.
   std::shared_ptr<Communicator> metrics;
   std::string device_type;
   DataType dtype;
@@ -118,7 +123,7 @@ constexpr size_t kExtraBlock = 20;
 constexpr size_t kLargeBytes = size_t{1} << 20;
 
 // The all-reduces timed together in one run of `bytes`: from 1 MiB, enough
-// to move at least 8 MiB, at most 8 (see RunCell); below 1 MiB, one (their
+// to move at least 8 MiB (so 1 to 8; see RunCell); below 1 MiB, one (their
 // time is the machine's wake-up latency, which batching does not shorten).
 int BatchSize(size_t bytes) {
   constexpr size_t kBatchBytes = size_t{8} << 20;
@@ -127,12 +132,11 @@ int BatchSize(size_t bytes) {
       std::max<size_t>(1, (kBatchBytes + bytes - 1) / bytes));
 }
 
-// Gathers every rank's `v` (one value per iteration) and returns, per
-// iteration, the largest.
-absl::StatusOr<std::vector<double>> MaxPerIteration(Communicator& world,
-                                                    std::vector<double> v,
-                                                    size_t iters) {
-  v.resize(iters, 0.0);
+// Gathers every rank's `v` (one value per iteration; the same count on every
+// rank) and returns, per iteration, the largest.
+absl::StatusOr<std::vector<double>> MaxPerIteration(
+    Communicator& world, const std::vector<double>& v) {
+  const size_t iters = v.size();
   std::vector<double> all(iters * world.size());
   if (absl::Status s =
           world.AllGather(v.data(), all.data(), iters, DataType::kFloat64);
@@ -208,9 +212,9 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
   double ci = 0;
   auto gather = [&]() -> absl::Status {
     const size_t n = mesh_times.size();
-    auto m = MaxPerIteration(*setup.metrics, mesh_times, n);
+    auto m = MaxPerIteration(*setup.metrics, mesh_times);
     if (!m.ok()) return m.status();
-    auto r = MaxPerIteration(*setup.metrics, raw_times, n);
+    auto r = MaxPerIteration(*setup.metrics, raw_times);
     if (!r.ok()) return r.status();
     mesh_runs = *std::move(m);
     raw_runs = *std::move(r);
@@ -221,6 +225,7 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
     ci = BootstrapHalfWidth95(paired);
     return absl::OkStatus();
   };
+  const bool adaptive = bytes >= kLargeBytes && setup.target_ci > 0;
   const auto cell_start = Clock::now();
   for (auto _ : state) {  // one benchmark iteration: the whole cell
     size_t block = static_cast<size_t>(setup.iters);
@@ -231,8 +236,8 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
       }
       if (absl::Status s = gather(); !s.ok()) return s;
       const size_t n = mesh_times.size();
-      if (bytes < kLargeBytes || setup.target_ci <= 0 ||
-          ci <= setup.target_ci || n >= static_cast<size_t>(setup.max_iters)) {
+      if (!adaptive || ci <= setup.target_ci ||
+          n >= static_cast<size_t>(setup.max_iters)) {
         break;
       }
       // The slowest rank's wall time, so that every rank stops together.
@@ -248,7 +253,12 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
       if (max_elapsed >= setup.max_cell_seconds) break;
       block = std::min<size_t>(kExtraBlock, setup.max_iters - n);
     }
-    state.SetIterationTime(Median(mesh_runs));
+    cell.row.iters = static_cast<int>(mesh_runs.size());
+    cell.row.mesh_seconds = Median(mesh_runs);
+    cell.row.raw_seconds = Median(raw_runs);
+    cell.row.paired_ratio = InterquartileMean(paired);
+    cell.row.ratio_ci95 = ci;
+    state.SetIterationTime(cell.row.mesh_seconds);
   }
   int64_t wrong = 0;
   for (DeviceBuffer* recv : {recv_mesh->get(), recv_raw->get()}) {
@@ -261,12 +271,7 @@ absl::Status RunCell(const Setup& setup, Cell& cell, benchmark::State& state) {
       !s.ok()) {
     return s;
   }
-  cell.row.iters = static_cast<int>(mesh_runs.size());
-  cell.row.mesh_seconds = Median(mesh_runs);
-  cell.row.raw_seconds = Median(raw_runs);
   cell.row.wrong = wrong_all;
-  cell.row.paired_ratio = InterquartileMean(paired);
-  cell.row.ratio_ci95 = ci;
   const int n = cell.row.group_size;
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
   const double mesh_s = cell.row.mesh_seconds, raw_s = cell.row.raw_seconds;

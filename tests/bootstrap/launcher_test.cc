@@ -107,6 +107,18 @@ TEST(LauncherTest, ProcessKilledBySignalIsReported) {
             std::string::npos);
 }
 
+// Runs `options` with its output captured; expects it to start and every
+// rank to exit 0, and returns what the ranks wrote to stdout.
+std::string RunAndReadStdout(LaunchOptions options) {
+  Capture out, err;
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  absl::StatusOr<int> code = LaunchLocal(options);
+  EXPECT_TRUE(code.ok()) << code.status();
+  if (code.ok()) EXPECT_EQ(*code, 0) << err.Read();
+  return out.Read();
+}
+
 // The CPUs this process may run on, in order (sched_getaffinity).
 std::vector<int> AllowedCpus() {
   cpu_set_t set;
@@ -124,17 +136,12 @@ TEST(LauncherTest, CoreBindingPinsRankRToTheRModKthCpu) {
   ASSERT_FALSE(cpus.empty());
   // More ranks than CPUs, so the mapping wraps around at least once.
   const int n = static_cast<int>(cpus.size()) + 1;
-  Capture out, err;
   LaunchOptions options;
   options.nproc = n;
   options.cpu_bind = CpuBind::kCore;
-  options.argv = {"/bin/sh", "-c", "grep '^Cpus_allowed_list:' /proc/self/status"};
-  options.stdout_fd = out.fd();
-  options.stderr_fd = err.fd();
-  absl::StatusOr<int> code = LaunchLocal(options);
-  ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_EQ(*code, 0) << err.Read();
-  const std::string text = out.Read();
+  options.argv = {"/bin/sh", "-c",
+                  "grep '^Cpus_allowed_list:' /proc/self/status"};
+  const std::string text = RunAndReadStdout(options);
   for (int r = 0; r < n; ++r) {
     EXPECT_NE(text.find(absl::StrCat("[rank ", r, "] Cpus_allowed_list:\t",
                                      cpus[r % cpus.size()], "\n")),
@@ -145,16 +152,10 @@ TEST(LauncherTest, CoreBindingPinsRankRToTheRModKthCpu) {
 
 TEST(LauncherTest, NoBindingKeepsTheInheritedCpus) {
   const std::vector<int> cpus = AllowedCpus();
-  Capture out, err;
   LaunchOptions options;
   options.nproc = 2;
   options.argv = {"nproc"};  // coreutils: the CPUs this process may use
-  options.stdout_fd = out.fd();
-  options.stderr_fd = err.fd();
-  absl::StatusOr<int> code = LaunchLocal(options);
-  ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_EQ(*code, 0) << err.Read();
-  const std::string text = out.Read();
+  const std::string text = RunAndReadStdout(options);
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(text.find(absl::StrCat("[rank ", r, "] ", cpus.size(), "\n")),
               std::string::npos)
