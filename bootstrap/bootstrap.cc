@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -92,9 +94,30 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
       TcpStoreClient::Connect(client_options);
   if (!client.ok()) return client.status();
   boot->store_ = std::move(*client);
-  if (absl::Status s = boot->Barrier("devmesh/bootstrap/init"); !s.ok()) {
-    return s;
+  // The start barrier is the peer info exchange: it also checks that every
+  // rank agrees on the world size and the store, and tells each rank where
+  // the others run.
+  PeerInfo self;
+  self.rank = info.rank;
+  self.world_size = info.world_size;
+  self.local_rank = info.local_rank;
+  self.local_world_size = info.local_world_size;
+  self.pid = getpid();
+  self.hostname = LocalHostName();
+  absl::StatusOr<std::string> address =
+      LocalAddressToward(info.store_host, info.store_port);
+  if (address.ok()) self.address = std::move(*address);
+  self.store = absl::StrCat(info.store_host, ":", info.store_port);
+  absl::StatusOr<std::vector<PeerInfo>> peers =
+      ExchangePeerInfo(*boot->store_, self, options.timeout);
+  if (!peers.ok()) {
+    if (boot->server_ != nullptr && absl::IsInvalidArgument(peers.status())) {
+      WaitForVerdictReaders(*boot->store_,
+                            std::min(options.timeout, absl::Seconds(10)));
+    }
+    return peers.status();
   }
+  boot->peers_ = std::move(*peers);
   boot->joined_ = true;
   return boot;
 }

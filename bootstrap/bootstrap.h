@@ -3,8 +3,11 @@
 // Bootstrap: the object every devmesh program makes first. It reads (or is
 // given) the rendezvous info, makes rank 0 host the TcpStoreServer on
 // store_port, connects every rank's TcpStoreClient to it, and waits until all
-// world_size ranks are connected (a store barrier), like PyTorch's
-// init_process_group with the env:// rendezvous.
+// world_size ranks are connected, like PyTorch's init_process_group with the
+// env:// rendezvous. That start barrier is the peer info exchange
+// (bootstrap/peer_info.h): ranks that disagree on the world size or the store
+// address, or share a rank index, fail on every rank as soon as the last one
+// joins, and peers() tells every rank where every other rank runs.
 //
 //   auto boot = devmesh::Bootstrap::FromEnv();   // under torchrun / srun / mpirun
 //   if (!boot.ok()) return boot.status();
@@ -28,6 +31,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -35,6 +39,7 @@
 #include "bootstrap/barrier.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/memory_store.h"
+#include "bootstrap/peer_info.h"
 #include "bootstrap/prefix_store.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/store.h"
@@ -70,7 +75,10 @@ class Bootstrap {
   // 1..65535, empty store_host); Unavailable (rank 0 cannot listen on
   // store_port, or the server is not reachable within options.timeout);
   // PermissionDenied (token mismatch); DeadlineExceeded (not every rank
-  // joined within options.timeout; the message says how many did).
+  // joined within options.timeout; the message says how many did and which
+  // are missing); InvalidArgument (ranks disagree on the world size or the
+  // store address, or two processes have the same rank: reported on every
+  // rank, see ExchangePeerInfo).
   static absl::StatusOr<std::unique_ptr<Bootstrap>> Create(
       const RendezvousInfo& info, const BootstrapOptions& options);
 
@@ -82,6 +90,12 @@ class Bootstrap {
   int local_rank() const { return info_.local_rank; }
   int local_world_size() const { return info_.local_world_size; }
   const RendezvousInfo& info() const { return info_; }
+
+  // What every rank published at the start (indexed by rank): its host name,
+  // the address it reaches the store from, its local rank and sizes.
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+  // This rank's entry of peers().
+  const PeerInfo& self() const { return peers_[info_.rank]; }
 
   // The store shared by all ranks (a TcpStoreClient).
   std::shared_ptr<Store> store() const { return store_; }
@@ -101,6 +115,7 @@ class Bootstrap {
   const absl::Duration timeout_;
   const absl::Duration shutdown_timeout_;
   bool joined_ = false;  // passed the start barrier
+  std::vector<PeerInfo> peers_;  // set once, before Create returns
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 with host_server only
   std::shared_ptr<Store> store_;            // destroyed before server_
   std::mutex mu_;

@@ -1,0 +1,270 @@
+// ExchangePeerInfo: every rank publishes what it believes, rank 0 checks that
+// the beliefs agree, and one verdict reaches every rank (see peer_info.h).
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "bootstrap/peer_info.h"
+
+namespace devmesh {
+namespace {
+
+constexpr char kJoinedKey[] = "devmesh/peers/joined";
+constexpr char kVerdictKey[] = "devmesh/peers/verdict";
+constexpr char kReadKey[] = "devmesh/peers/read";
+constexpr char kOk[] = "ok:";
+constexpr char kError[] = "error:";
+// How often a waiting rank looks for a verdict that ends its wait early.
+constexpr absl::Duration kPollInterval = absl::Milliseconds(500);
+
+std::string RankKey(int64_t r) { return absl::StrCat("devmesh/peers/rank/", r); }
+std::string CountKey(int64_t n) {
+  return absl::StrCat("devmesh/peers/count/", n);
+}
+
+std::string Describe(const PeerInfo& p) {
+  return absl::StrCat("pid ", p.pid, " on ", p.hostname);
+}
+
+// Publishes `message` as the job's verdict unless one is already there.
+// Returns the verdict that stands (ours or the earlier one).
+absl::StatusOr<std::string> PublishError(Store& store,
+                                         const std::string& message) {
+  return store.CompareSet(kVerdictKey, "", absl::StrCat(kError, message));
+}
+
+// The outcome a verdict gives to `self`.
+absl::StatusOr<std::vector<PeerInfo>> Interpret(const std::string& verdict,
+                                                const PeerInfo& self) {
+  if (absl::StartsWith(verdict, kError)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous failed: ", verdict.substr(sizeof(kError) - 1)));
+  }
+  if (!absl::StartsWith(verdict, kOk)) {
+    return absl::InvalidArgumentError("rendezvous verdict is malformed");
+  }
+  absl::StatusOr<std::vector<PeerInfo>> peers =
+      DecodePeerTable(absl::string_view(verdict).substr(sizeof(kOk) - 1));
+  if (!peers.ok()) return peers.status();
+  if (static_cast<int64_t>(peers->size()) != self.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", self.rank, " has world size ", self.world_size,
+        " but rank 0 completed the rendezvous with ", peers->size(),
+        " ranks (check WORLD_SIZE on ", self.hostname, ")"));
+  }
+  if (!((*peers)[self.rank] == self)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", self.rank, " is held by ", Describe((*peers)[self.rank]),
+        ", not by this process (", Describe(self), ")"));
+  }
+  return peers;
+}
+
+// Waits until every key in `keys` is set. Every kPollInterval it looks for a
+// verdict: one that appears first ends the wait with its outcome (an error
+// published by another rank). nullopt: the keys are all set.
+absl::StatusOr<std::optional<std::vector<PeerInfo>>> WaitOrVerdict(
+    Store& store, const std::vector<std::string>& keys, const PeerInfo& self,
+    absl::Time deadline) {
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError("rendezvous timed out");
+    }
+    absl::Status waited = store.Wait(keys, std::min(left, kPollInterval));
+    if (waited.ok()) return std::nullopt;
+    if (!absl::IsDeadlineExceeded(waited)) return waited;
+    absl::StatusOr<bool> has_verdict = store.Check({kVerdictKey});
+    if (!has_verdict.ok()) return has_verdict.status();
+    if (*has_verdict) {
+      absl::StatusOr<std::string> verdict = store.Get(kVerdictKey);
+      if (!verdict.ok()) return verdict.status();
+      absl::StatusOr<std::vector<PeerInfo>> outcome = Interpret(*verdict, self);
+      if (!outcome.ok()) return outcome.status();
+      return std::optional<std::vector<PeerInfo>>(std::move(*outcome));
+    }
+  }
+}
+
+// DeadlineExceeded naming how many ranks joined and which are missing.
+absl::Status JoinTimeout(Store& store, const PeerInfo& self,
+                         absl::Duration timeout) {
+  absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
+  std::vector<int> missing;
+  for (int r = 0; r < self.world_size && missing.size() < 8; ++r) {
+    absl::StatusOr<bool> has = store.Check({RankKey(r)});
+    if (has.ok() && !*has) missing.push_back(r);
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      joined.ok() ? absl::StrCat(*joined) : std::string("?"), " of ",
+      self.world_size, " ranks joined the rendezvous at ", self.store,
+      " within ", absl::FormatDuration(timeout),
+      missing.empty() ? std::string()
+                      : absl::StrCat("; missing ranks: ",
+                                     absl::StrJoin(missing, ", ")),
+      " (is every rank started, with the same store address and world "
+      "size?)"));
+}
+
+// The first way `peer` disagrees with `reference` (rank 0), or "".
+std::string Disagreement(const PeerInfo& peer, const PeerInfo& reference) {
+  if (peer.world_size != reference.world_size) {
+    return absl::StrCat("rank ", peer.rank, " (", Describe(peer),
+                        ") has world size ", peer.world_size, " but rank ",
+                        reference.rank, " (", Describe(reference),
+                        ") has world size ", reference.world_size,
+                        ": every rank must get the same WORLD_SIZE");
+  }
+  if (peer.store != reference.store) {
+    return absl::StrCat("rank ", peer.rank, " (", Describe(peer),
+                        ") was given store ", peer.store, " but rank ",
+                        reference.rank, " (", Describe(reference),
+                        ") was given ", reference.store,
+                        ": every rank must get the same MASTER_ADDR and "
+                        "MASTER_PORT");
+  }
+  return "";
+}
+
+absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
+                                               const PeerInfo& self,
+                                               absl::Duration timeout) {
+  if (self.world_size < 1 || self.rank < 0 || self.rank >= self.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", self.rank, " is outside [0, world_size=",
+                     self.world_size, ")"));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string mine = EncodePeerInfo(self);
+
+  // 1. Claim the rank index: the first process to claim it keeps it.
+  std::optional<absl::Status> claim_error;
+  absl::StatusOr<std::string> claimed =
+      store.CompareSet(RankKey(self.rank), "", mine);
+  if (!claimed.ok()) return claimed.status();
+  if (*claimed != mine) {
+    absl::StatusOr<PeerInfo> holder = DecodePeerInfo(*claimed);
+    const std::string message = absl::StrCat(
+        "rank ", self.rank, " was started twice: by ",
+        holder.ok() ? Describe(*holder) : std::string("another process"),
+        " and by ", Describe(self), ": every process needs its own RANK");
+    if (absl::StatusOr<std::string> v = PublishError(store, message); !v.ok()) {
+      return v.status();
+    }
+    claim_error = absl::InvalidArgumentError(message);
+  }
+
+  // 2. Join: the n-th process to join marks count n (after its claim, so a
+  // duplicate's error verdict is published before the count completes).
+  absl::StatusOr<int64_t> n = store.Add(kJoinedKey, 1);
+  if (!n.ok()) return n.status();
+  if (absl::Status s = store.Set(CountKey(*n), ""); !s.ok()) return s;
+  if (claim_error) return *claim_error;
+
+  // 3. Wait for self.world_size processes to have joined.
+  auto joined = WaitOrVerdict(store, {CountKey(self.world_size)}, self, deadline);
+  if (!joined.ok()) {
+    return absl::IsDeadlineExceeded(joined.status())
+               ? JoinTimeout(store, self, timeout)
+               : joined.status();
+  }
+  if (joined->has_value()) return std::move(**joined);
+
+  std::string verdict;
+  if (self.rank == 0) {
+    // 4a. Rank 0 checks every rank against itself and publishes the table.
+    std::vector<std::string> keys;
+    keys.reserve(self.world_size);
+    for (int r = 0; r < self.world_size; ++r) keys.push_back(RankKey(r));
+    auto all_claimed = WaitOrVerdict(store, keys, self, deadline);
+    if (!all_claimed.ok()) {
+      return absl::IsDeadlineExceeded(all_claimed.status())
+                 ? JoinTimeout(store, self, timeout)
+                 : all_claimed.status();
+    }
+    if (all_claimed->has_value()) return std::move(**all_claimed);
+    absl::StatusOr<std::vector<std::string>> values =
+        store.MultiGet(keys, deadline - absl::Now());
+    if (!values.ok()) return values.status();
+    std::vector<PeerInfo> peers;
+    std::string problem;
+    for (int r = 0; r < self.world_size && problem.empty(); ++r) {
+      absl::StatusOr<PeerInfo> p = DecodePeerInfo((*values)[r]);
+      if (!p.ok()) {
+        problem = absl::StrCat("rank ", r, "'s peer info is corrupt");
+      } else {
+        problem = Disagreement(*p, self);
+        peers.push_back(std::move(*p));
+      }
+    }
+    absl::StatusOr<std::string> stands =
+        problem.empty()
+            ? store.CompareSet(kVerdictKey, "",
+                               absl::StrCat(kOk, EncodePeerTable(peers)))
+            : PublishError(store, problem);
+    if (!stands.ok()) return stands.status();
+    verdict = std::move(*stands);
+  } else {
+    // 4b. Every other rank compares itself with rank 0 (which may be the odd
+    // one out), then takes rank 0's verdict.
+    auto rank0_there = WaitOrVerdict(store, {RankKey(0)}, self, deadline);
+    if (!rank0_there.ok()) {
+      return absl::IsDeadlineExceeded(rank0_there.status())
+                 ? JoinTimeout(store, self, timeout)
+                 : rank0_there.status();
+    }
+    if (rank0_there->has_value()) return std::move(**rank0_there);
+    absl::StatusOr<std::string> rank0_bytes = store.Get(RankKey(0));
+    if (!rank0_bytes.ok()) return rank0_bytes.status();
+    absl::StatusOr<PeerInfo> rank0 = DecodePeerInfo(*rank0_bytes);
+    if (!rank0.ok()) return rank0.status();
+    if (std::string problem = Disagreement(self, *rank0); !problem.empty()) {
+      if (absl::StatusOr<std::string> v = PublishError(store, problem);
+          !v.ok()) {
+        return v.status();
+      }
+    }
+    auto decided = WaitOrVerdict(store, {kVerdictKey}, self, deadline);
+    if (!decided.ok()) {
+      return absl::IsDeadlineExceeded(decided.status())
+                 ? JoinTimeout(store, self, timeout)
+                 : decided.status();
+    }
+    if (decided->has_value()) return std::move(**decided);
+    absl::StatusOr<std::string> got = store.Get(kVerdictKey);
+    if (!got.ok()) return got.status();
+    verdict = std::move(*got);
+  }
+  return Interpret(verdict, self);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PeerInfo>> ExchangePeerInfo(Store& store,
+                                                       const PeerInfo& self,
+                                                       absl::Duration timeout) {
+  absl::StatusOr<std::vector<PeerInfo>> result = Exchange(store, self, timeout);
+  // A rank other than 0 that learned a verdict says so, so that a rank 0 that
+  // hosts the store keeps it up until the error has reached everyone.
+  if (self.rank != 0 && absl::IsInvalidArgument(result.status())) {
+    (void)store.Add(kReadKey, 1);
+  }
+  return result;
+}
+
+void WaitForVerdictReaders(Store& store, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
+    absl::StatusOr<int64_t> read = store.Add(kReadKey, 0);
+    if (!joined.ok() || !read.ok() || *read >= *joined - 1) return;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+}  // namespace devmesh

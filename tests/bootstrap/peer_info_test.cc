@@ -1,0 +1,248 @@
+// Tests of bootstrap/peer_info.h: the byte forms, and the start-up exchange
+// with ranks as threads over an InMemoryStore (agreeing ranks, a world size
+// off by one either way and on rank 0, a rank started twice, a different
+// store address, a missing rank), then with real processes and a real
+// Bootstrap: a rank whose WORLD_SIZE is off by one fails every rank with
+// InvalidArgument, long before the bootstrap timeout.
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/peer_info.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/testing/multiprocess.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace devmesh {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+PeerInfo Info(int rank, int world_size, std::string host = "h0",
+              std::string store = "10.0.0.1:29500") {
+  PeerInfo p;
+  p.rank = rank;
+  p.world_size = world_size;
+  p.local_rank = rank % 2;
+  p.local_world_size = 2;
+  p.pid = 100 + rank;
+  p.hostname = std::move(host);
+  p.address = absl::StrCat("10.0.0.", 1 + rank / 2);
+  p.store = std::move(store);
+  return p;
+}
+
+// Runs ExchangePeerInfo for each of `infos` on its own thread.
+std::vector<absl::StatusOr<std::vector<PeerInfo>>> RunExchange(
+    const std::vector<PeerInfo>& infos, absl::Duration timeout) {
+  InMemoryStore store;
+  std::vector<absl::StatusOr<std::vector<PeerInfo>>> results(
+      infos.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = ExchangePeerInfo(store, infos[i], timeout);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+TEST(PeerInfoTest, InfoBytesRoundTrip) {
+  PeerInfo p = Info(3, 8, "node:7", "[::1]:29500");
+  p.address = "";
+  absl::StatusOr<PeerInfo> back = DecodePeerInfo(EncodePeerInfo(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, p);
+  EXPECT_EQ(EncodePeerInfo(Info(1, 4)),
+            "1:11:41:11:23:1012:h08:10.0.0.114:10.0.0.1:29500");
+}
+
+TEST(PeerInfoTest, BadInfoBytesAreInvalidArgument) {
+  const std::string good = EncodePeerInfo(Info(1, 4));
+  for (const std::string& bad :
+       {std::string(), good.substr(0, good.size() - 1), good + "0:",
+        std::string("1:x1:41:11:23:1012:h08:10.0.0.114:10.0.0.1:29500"),
+        std::string("99999999999999999999999:1"), std::string(":")}) {
+    EXPECT_EQ(DecodePeerInfo(bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
+TEST(PeerInfoTest, TableStoresEachStringOnceAndRoundTrips) {
+  std::vector<PeerInfo> peers = {Info(0, 3), Info(1, 3), Info(2, 3, "h1")};
+  const std::string bytes = EncodePeerTable(peers);
+  EXPECT_EQ(bytes,
+            "1:31:52:h08:10.0.0.114:10.0.0.1:295002:h18:10.0.0.2"
+            "1:01:31:01:23:1001:01:11:2"
+            "1:11:31:11:23:1011:01:11:2"
+            "1:21:31:01:23:1021:31:41:2");
+  absl::StatusOr<std::vector<PeerInfo>> back = DecodePeerTable(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, peers);
+  EXPECT_EQ(DecodePeerTable("1:31:0").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodePeerTable(bytes.substr(0, bytes.size() - 3)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A string index past the strings.
+  EXPECT_EQ(DecodePeerTable("1:11:12:h01:01:11:01:11:11:01:01:9").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PeerInfoTest, LocalAddressTowardLoopbackIsLoopback) {
+  absl::StatusOr<std::string> v4 = LocalAddressToward("127.0.0.1", 29500);
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  EXPECT_EQ(*v4, "127.0.0.1");
+  EXPECT_EQ(LocalAddressToward("no.such.host.invalid", 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PeerExchangeTest, AgreeingRanksAllGetTheSameTable) {
+  std::vector<PeerInfo> infos = {Info(0, 4), Info(1, 4), Info(2, 4, "h1"),
+                                 Info(3, 4, "h1")};
+  auto results = RunExchange(infos, absl::Seconds(30));
+  for (size_t r = 0; r < infos.size(); ++r) {
+    ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
+    EXPECT_EQ(*results[r], infos);
+  }
+}
+
+TEST(PeerExchangeTest, OneRankWithALargerWorldSizeFailsEveryRank) {
+  std::vector<PeerInfo> infos = {Info(0, 4), Info(1, 4), Info(2, 5),
+                                 Info(3, 4)};
+  auto results = RunExchange(infos, absl::Seconds(60));
+  for (size_t r = 0; r < infos.size(); ++r) {
+    EXPECT_EQ(results[r].status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(results[r].status().message(),
+              "rendezvous failed: rank 2 (pid 102 on h0) has world size 5 but "
+              "rank 0 (pid 100 on h0) has world size 4: every rank must get "
+              "the same WORLD_SIZE")
+        << "rank " << r;
+  }
+}
+
+TEST(PeerExchangeTest, OneRankWithASmallerWorldSizeFailsEveryRank) {
+  std::vector<PeerInfo> infos = {Info(0, 4), Info(1, 4), Info(2, 3),
+                                 Info(3, 4)};
+  auto results = RunExchange(infos, absl::Seconds(60));
+  for (size_t r = 0; r < infos.size(); ++r) {
+    EXPECT_EQ(results[r].status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(results[r].status().message(),
+              "rendezvous failed: rank 2 (pid 102 on h0) has world size 3 but "
+              "rank 0 (pid 100 on h0) has world size 4: every rank must get "
+              "the same WORLD_SIZE")
+        << "rank " << r;
+  }
+}
+
+TEST(PeerExchangeTest, RankZeroWithAnotherWorldSizeFailsEveryRank) {
+  std::vector<PeerInfo> infos = {Info(0, 5), Info(1, 4), Info(2, 4),
+                                 Info(3, 4)};
+  auto results = RunExchange(infos, absl::Seconds(60));
+  for (size_t r = 0; r < infos.size(); ++r) {
+    EXPECT_EQ(results[r].status().code(), absl::StatusCode::kInvalidArgument);
+    // Whichever of ranks 1-3 compared itself with rank 0 first reports.
+    EXPECT_THAT(std::string(results[r].status().message()),
+                MatchesRegex("rendezvous failed: rank [123] \\(pid 10[123] on "
+                             "h0\\) has world size 4 but rank 0 \\(pid 100 on "
+                             "h0\\) has world size 5: .*"))
+        << "rank " << r;
+  }
+}
+
+TEST(PeerExchangeTest, ARankStartedTwiceFailsEveryRank) {
+  std::vector<PeerInfo> infos = {Info(0, 4), Info(1, 4), Info(1, 4, "h9"),
+                                 Info(2, 4)};
+  auto results = RunExchange(infos, absl::Seconds(60));
+  for (size_t r = 0; r < infos.size(); ++r) {
+    EXPECT_EQ(results[r].status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(results[r].status().message()),
+                HasSubstr("rank 1 was started twice: by pid 101 on h"))
+        << "rank " << r;
+  }
+}
+
+TEST(PeerExchangeTest, ARankWithAnotherStoreAddressFailsEveryRank) {
+  std::vector<PeerInfo> infos = {Info(0, 3), Info(1, 3),
+                                 Info(2, 3, "h0", "localhost:29500")};
+  auto results = RunExchange(infos, absl::Seconds(60));
+  for (size_t r = 0; r < infos.size(); ++r) {
+    EXPECT_EQ(results[r].status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(results[r].status().message(),
+              "rendezvous failed: rank 2 (pid 102 on h0) was given store "
+              "localhost:29500 but rank 0 (pid 100 on h0) was given "
+              "10.0.0.1:29500: every rank must get the same MASTER_ADDR and "
+              "MASTER_PORT")
+        << "rank " << r;
+  }
+}
+
+TEST(PeerExchangeTest, AMissingRankIsADeadlineNamingIt) {
+  std::vector<PeerInfo> infos = {Info(0, 4), Info(1, 4), Info(3, 4)};
+  auto results = RunExchange(infos, absl::Seconds(1));
+  for (size_t r = 0; r < infos.size(); ++r) {
+    EXPECT_EQ(results[r].status().code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_EQ(results[r].status().message(),
+              "3 of 4 ranks joined the rendezvous at 10.0.0.1:29500 within 1s; "
+              "missing ranks: 2 (is every rank started, with the same store "
+              "address and world size?)")
+        << "rank " << r;
+  }
+}
+
+TEST(PeerExchangeTest, BadSelfIsInvalidArgument) {
+  InMemoryStore store;
+  EXPECT_EQ(ExchangePeerInfo(store, Info(4, 4), absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ExchangePeerInfo(store, Info(0, 0), absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Real processes, rank 0 hosting the store: rank 2 believes WORLD_SIZE is 5.
+// With a 120 s bootstrap timeout, InvalidArgument on every rank (not
+// DeadlineExceeded) shows that the mistake is found at the rendezvous.
+TEST(PeerExchangeProcessTest, WorldSizeOffByOneFailsEveryRankFast) {
+  absl::StatusOr<Socket> probe = Socket::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(probe.ok());
+  const int port = *probe->LocalPort();
+  probe->Close();
+  const absl::Time start = absl::Now();
+  std::vector<testing::RankOutcome> outcomes = testing::RunRanksDetailed(
+      4, [port](Bootstrap& outer) -> absl::Status {
+        RendezvousInfo info;
+        info.rank = outer.rank();
+        info.world_size = outer.rank() == 2 ? 5 : 4;
+        info.local_rank = outer.rank();
+        info.local_world_size = info.world_size;
+        info.store_host = "127.0.0.1";
+        info.store_port = port;
+        BootstrapOptions options;
+        options.timeout = absl::Seconds(120);
+        absl::StatusOr<std::unique_ptr<Bootstrap>> boot =
+            Bootstrap::Create(info, options);
+        return boot.ok() ? absl::OkStatus() : boot.status();
+      },
+      testing::RunRanksOptions{});
+  const absl::Duration took = absl::Now() - start;
+  std::printf("4 ranks, one with WORLD_SIZE off by one: all ended in %s\n",
+              absl::FormatDuration(took).c_str());
+  ASSERT_EQ(outcomes.size(), 4u);
+  for (const testing::RankOutcome& o : outcomes) {
+    EXPECT_EQ(o.status.code(), absl::StatusCode::kInvalidArgument)
+        << "rank " << o.rank << ": " << o.status;
+    EXPECT_THAT(std::string(o.status.message()),
+                MatchesRegex("rendezvous failed: rank 2 \\(pid [0-9]+ on .*\\) "
+                             "has world size 5 but rank 0 \\(pid [0-9]+ on "
+                             ".*\\) has world size 4: .*"))
+        << "rank " << o.rank;
+  }
+}
+
+}  // namespace
+}  // namespace devmesh
