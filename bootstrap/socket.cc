@@ -143,10 +143,41 @@ absl::StatusOr<Socket> Socket::Connect(const std::string& host, int port,
                    " before the deadline: ", strerror(last_err)));
 }
 
+// A dual-stack wildcard listener on `port`: [::] with IPV6_V6ONLY off (what
+// PyTorch's libuv server binds). Returns the errno on failure.
+static int ListenDualStack(int port, Socket* out) {
+  Socket s(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return errno;
+  int one = 1, zero = 0;
+  setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) != 0) {
+    return errno;
+  }
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_any;
+  addr.sin6_port = htons(static_cast<uint16_t>(port));
+  if (bind(s.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(s.fd(), ListenBacklog()) != 0) {
+    return errno;
+  }
+  SetNonBlocking(s.fd());
+  *out = std::move(s);
+  return 0;
+}
+
 absl::StatusOr<Socket> Socket::Listen(const std::string& host, int port) {
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("store port ", port, " is outside 0..65535"));
+  }
+  if (host.empty() || host == "::") {
+    Socket s;
+    const int err = ListenDualStack(port, &s);
+    if (err == 0) return s;
+    // No IPv6 here (EAFNOSUPPORT, EADDRNOTAVAIL): IPv4 only. A port in use
+    // stays an error of the IPv4 try too.
+    return Listen("0.0.0.0", port);
   }
   absl::StatusOr<AddrInfoPtr> addrs = Resolve(host, port, true);
   if (!addrs.ok()) return addrs.status();

@@ -44,8 +44,10 @@ class Socket {
   static absl::StatusOr<Socket> Connect(const std::string& host, int port,
                                         absl::Time deadline);
 
-  // Binds host:port (host "" or "0.0.0.0" = every IPv4 interface; port 0 =
-  // a free port, see LocalPort) with SO_REUSEADDR and listens with the
+  // Binds host:port (host "" or "::" = dual stack: an IPv6 wildcard socket
+  // with IPV6_V6ONLY off, else 0.0.0.0 where IPv6 is unavailable; "0.0.0.0" =
+  // every IPv4 interface only; port 0 = a free port, see LocalPort) with
+  // SO_REUSEADDR and listens with the
   // backlog ListenBacklog(). Errors: InvalidArgument (port outside 0..65535,
   // bad host), Unavailable (address in use, ...) naming host:port.
   static absl::StatusOr<Socket> Listen(const std::string& host, int port);

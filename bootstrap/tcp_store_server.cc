@@ -8,6 +8,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "bootstrap/c10d_session.h"
+#include "bootstrap/c10d_wire_format.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/store_service.h"
 #include "bootstrap/wire_format.h"
@@ -25,7 +27,10 @@ absl::Status UvError(absl::string_view what, int rc) {
 // start and RequestStop.
 class TcpStoreServer::Impl {
  public:
-  explicit Impl(std::string token) : service_(std::move(token)) {}
+  explicit Impl(const TcpStoreServerOptions& options)
+      : service_(options.token),
+        c10d_hello_token_(options.c10d_clients_with_token ? options.token
+                                                          : "") {}
 
   absl::Status Init(Socket listener) {
     int rc = uv_loop_init(&loop_);
@@ -62,7 +67,13 @@ class TcpStoreServer::Impl {
     StoreService::ClientId id;
     uv_tcp_t tcp;
     uv_timer_t timer;
-    FrameParser parser;
+    // The protocol, chosen by the first kC10dGreetingBytes bytes; until
+    // then they are kept in `sniffed`.
+    enum class Protocol { kUnknown, kDevmesh, kC10d } protocol =
+        Protocol::kUnknown;
+    std::string sniffed;
+    FrameParser parser;                    // kDevmesh
+    std::unique_ptr<C10dSession> c10d;     // kC10d
     bool closing = false;       // uv_close called
     bool draining = false;      // last reply queued; close when written
     int open_handles = 2;
@@ -118,9 +129,28 @@ class TcpStoreServer::Impl {
       return;
     }
     if (c->closing || c->draining) return;
-    c->parser.Feed(absl::string_view(buf->base, static_cast<size_t>(nread)));
+    absl::string_view bytes(buf->base, static_cast<size_t>(nread));
+    if (c->protocol == Client::Protocol::kUnknown) {
+      c->sniffed.append(bytes.data(), bytes.size());
+      if (c->sniffed.size() < kC10dGreetingBytes) return;
+      if (IsC10dGreeting(c->sniffed)) {
+        c->protocol = Client::Protocol::kC10d;
+        c->c10d = std::make_unique<C10dSession>(self->c10d_hello_token_);
+      } else {
+        c->protocol = Client::Protocol::kDevmesh;
+      }
+      bytes = c->sniffed;
+    }
+    if (c->c10d) {
+      c->c10d->Feed(bytes);
+    } else {
+      c->parser.Feed(bytes);
+    }
+    std::string().swap(c->sniffed);
     // A parked client may not pile up more than one frame's worth of bytes.
-    if (c->parser.buffered() > size_t{kMaxFrameBytes} + 4) {
+    const size_t buffered =
+        c->c10d ? c->c10d->buffered() : c->parser.buffered();
+    if (buffered > size_t{kMaxFrameBytes} + 4) {
       self->Close(c);
       return;
     }
@@ -131,7 +161,7 @@ class TcpStoreServer::Impl {
   static void OnTimer(uv_timer_t* timer) {
     Client* c = static_cast<Client*>(timer->data);
     Impl* self = c->server;
-    self->Send(c, self->service_.Expire(c->id), false);
+    self->SendServiceReply(c, self->service_.Expire(c->id), false);
     self->Process(c);
     self->DeliverCompleted();
   }
@@ -146,8 +176,13 @@ class TcpStoreServer::Impl {
     if (--c->open_handles == 0) c->server->clients_.erase(c->id);
   }
 
-  // Handles the complete frames buffered for `c`, in order, until one parks.
+  // Handles the complete requests buffered for `c`, in order, until one
+  // parks.
   void Process(Client* c) {
+    if (c->c10d) {
+      ProcessC10d(c);
+      return;
+    }
     while (!c->closing && !c->draining && !service_.IsParked(c->id)) {
       absl::StatusOr<std::optional<absl::string_view>> frame =
           c->parser.Next();
@@ -156,14 +191,62 @@ class TcpStoreServer::Impl {
         return;
       }
       if (!frame->has_value()) break;
-      StoreService::Outcome out = service_.Handle(c->id, **frame);
-      if (out.reply) Send(c, std::move(*out.reply), out.close);
-      if (out.park_timeout_ms >= 0) {
-        uv_timer_start(&c->timer, &Impl::OnTimer,
-                       static_cast<uint64_t>(out.park_timeout_ms), 0);
-      }
+      HandleInService(c, **frame);
     }
     c->parser.ReleaseConsumed();
+  }
+
+  // Process for a c10d client: its session turns requests into service
+  // payloads (or answers PING / CANCEL_WAIT itself).
+  void ProcessC10d(Client* c) {
+    while (!c->closing && !c->draining) {
+      C10dSession::Step step = c->c10d->Next(service_.IsParked(c->id));
+      switch (step.kind) {
+        case C10dSession::Step::kNeedMore:
+          return;
+        case C10dSession::Step::kClose:
+          Close(c);
+          return;
+        case C10dSession::Step::kSendNow:
+          Send(c, std::move(step.bytes), false);
+          break;
+        case C10dSession::Step::kCancelWait:
+          uv_timer_stop(&c->timer);
+          if (!service_.Expire(c->id).empty()) c->c10d->DropParked();
+          Send(c, std::move(step.bytes), false);
+          break;
+        case C10dSession::Step::kForward:
+          HandleInService(c, step.bytes);
+          break;
+      }
+    }
+  }
+
+  void HandleInService(Client* c, absl::string_view payload) {
+    StoreService::Outcome out = service_.Handle(c->id, payload);
+    if (out.reply) SendServiceReply(c, std::move(*out.reply), out.close);
+    if (out.park_timeout_ms >= 0) {
+      uv_timer_start(&c->timer, &Impl::OnTimer,
+                     static_cast<uint64_t>(out.park_timeout_ms), 0);
+    }
+  }
+
+  // Sends a reply frame of the service, in the client's protocol.
+  void SendServiceReply(Client* c, std::string frame, bool close_after) {
+    if (frame.empty() || !c->c10d) {
+      Send(c, std::move(frame), close_after);
+      return;
+    }
+    absl::StatusOr<std::string> reply = c->c10d->TranslateReply(frame);
+    if (!reply.ok()) {  // c10d has no error replies: drop the client
+      Close(c);
+      return;
+    }
+    if (!reply->empty()) {
+      Send(c, *std::move(reply), close_after);
+    } else if (close_after) {
+      Close(c);
+    }
   }
 
   // Sends the replies of parked requests that the last request completed,
@@ -177,7 +260,7 @@ class TcpStoreServer::Impl {
         if (it == clients_.end()) continue;
         Client* c = it->second.get();
         uv_timer_stop(&c->timer);
-        Send(c, std::move(reply), false);
+        SendServiceReply(c, std::move(reply), false);
         Process(c);
       }
     }
@@ -210,6 +293,7 @@ class TcpStoreServer::Impl {
   }
 
   StoreService service_;
+  const std::string c10d_hello_token_;
   uv_loop_t loop_;
   bool loop_initialized_ = false;
   uv_tcp_t listener_;
@@ -238,7 +322,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::StartOnFd(
   Socket listener(listening_fd);
   absl::StatusOr<int> port = listener.LocalPort();
   if (!port.ok()) return port.status();
-  auto impl = std::make_unique<Impl>(options.token);
+  auto impl = std::make_unique<Impl>(options);
   if (absl::Status s = impl->Init(std::move(listener)); !s.ok()) return s;
   return std::unique_ptr<TcpStoreServer>(
       new TcpStoreServer(std::move(impl), *port));

@@ -7,10 +7,18 @@
 // parked in the server and answered when the keys arrive or when their
 // timeout passes (DeadlineExceeded), never polled.
 //
+// Protocols: each connection speaks devmesh's protocol (wire_format.h) or
+// PyTorch's c10d TCPStore protocol (c10d_wire_format.h, c10d_session.h), told
+// apart by its first five bytes, so torch.distributed.TCPStore(host, port,
+// is_master=False) in a Python process can use a store a devmesh rank hosts.
+// Both see one key space (a c10d key "/k" is the devmesh key "k").
+//
 // Robustness: a client that sends a malformed frame, a length over
 // kMaxFrameBytes, an unknown op, a bad handshake, or that vanishes mid-frame
 // is dropped (after an error reply where a reply makes sense); the other
-// clients and the data are untouched.
+// clients and the data are untouched. The same holds for c10d clients, which
+// are dropped without a reply (c10d has no error replies) on a malformed or
+// oversized request, an unknown or unsupported query, or a refused op.
 //
 // Thread-safety: Start, port and the destructor may be called from any
 // thread; the data lives on the loop thread only.
@@ -25,14 +33,22 @@
 namespace devmesh {
 
 struct TcpStoreServerOptions {
-  // Address to bind: "" or "0.0.0.0" = every IPv4 interface, "127.0.0.1" =
-  // loopback only, or a name / IPv6 literal.
-  std::string host = "0.0.0.0";
+  // Address to bind: "" or "::" = every interface of both families (an IPv6
+  // socket with IPV6_V6ONLY off, as PyTorch's libuv server; falls back to
+  // 0.0.0.0 where IPv6 is unavailable), "0.0.0.0" = every IPv4 interface,
+  // "127.0.0.1" = loopback only, or a name / IPv6 literal.
+  std::string host = "";
   // 0 = pick a free port (read it back with port()).
   int port = 0;
   // When not empty, a client must present this token in its handshake, else
   // it is answered PermissionDenied and dropped.
   std::string token;
+  // A c10d client's handshake has no token field. With a token set, c10d
+  // clients are refused (dropped after VALIDATE) unless this is true; then
+  // they are served without one (only turn it on where the network is
+  // trusted, e.g. for a torch rank in the same job). No effect without a
+  // token: c10d clients are served then.
+  bool c10d_clients_with_token = false;
 };
 
 class TcpStoreServer {
