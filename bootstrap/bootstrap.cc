@@ -41,8 +41,36 @@ int HandedListenFd(int port) {
   return fd;
 }
 
+absl::StatusOr<std::shared_ptr<Store>> ConnectDevmeshStore(
+    const RendezvousInfo& info, const BootstrapOptions& options,
+    const std::string& token) {
+  TcpStoreClientOptions client_options;
+  client_options.host = info.store_host;
+  client_options.port = info.store_port;
+  client_options.token = token;
+  client_options.connect_timeout = options.timeout;
+  client_options.default_timeout = options.timeout;
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect(client_options);
+  if (!client.ok()) return client.status();
+  return std::shared_ptr<Store>(*std::move(client));
+}
+
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<Store>> ConnectAgentStore(
+    const RendezvousInfo& info, const BootstrapOptions& options) {
+  C10dStoreClientOptions c10d;
+  c10d.host = info.store_host;
+  c10d.port = info.store_port;
+  c10d.connect_timeout = options.timeout;
+  c10d.default_timeout = options.timeout;
+  absl::StatusOr<std::unique_ptr<C10dStoreClient>> client =
+      C10dStoreClient::Connect(c10d);
+  if (!client.ok()) return client.status();
+  return std::make_shared<PrefixStore>(
+      std::shared_ptr<Store>(*std::move(client)), info.store_namespace);
+}
 
 absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnv(
     const BootstrapOptions& options) {
@@ -72,7 +100,8 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
     token = env;
   }
   std::unique_ptr<Bootstrap> boot(new Bootstrap(info, options));
-  if (info.rank == 0 && options.host_server) {
+  // With torchrun's agent store nobody binds: every rank joins it.
+  if (info.rank == 0 && options.host_server && !info.use_agent_store) {
     TcpStoreServerOptions server_options;
     server_options.host = options.server_bind_host;
     server_options.port = info.store_port;
@@ -84,16 +113,11 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
     if (!server.ok()) return server.status();
     boot->server_ = std::move(*server);
   }
-  TcpStoreClientOptions client_options;
-  client_options.host = info.store_host;
-  client_options.port = info.store_port;
-  client_options.token = token;
-  client_options.connect_timeout = options.timeout;
-  client_options.default_timeout = options.timeout;
-  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect(client_options);
-  if (!client.ok()) return client.status();
-  boot->store_ = std::move(*client);
+  absl::StatusOr<std::shared_ptr<Store>> store =
+      info.use_agent_store ? ConnectAgentStore(info, options)
+                           : ConnectDevmeshStore(info, options, token);
+  if (!store.ok()) return store.status();
+  boot->store_ = *std::move(store);
   // The start barrier is the peer info exchange: it also checks that every
   // rank agrees on the world size and the store, and tells each rank where
   // the others run.

@@ -9,6 +9,14 @@
 // address, or share a rank index, fail on every rank as soon as the last one
 // joins, and peers() tells every rank where every other rank runs.
 //
+// Under torchrun with TORCHELASTIC_USE_AGENT_STORE=True (info.use_agent_store)
+// the agent already hosts a c10d TCPStore on MASTER_ADDR:MASTER_PORT, as
+// PyTorch's own ranks assume: no rank binds anything, every rank (rank 0
+// included) joins it with a C10dStoreClient, and store() is a PrefixStore
+// over it at info.store_namespace ("devmesh/<run id>/attempt_<restart>"), so
+// devmesh's keys never meet PyTorch's or a previous attempt's. The token does
+// not apply then (c10d has none).
+//
 //   auto boot = devmesh::Bootstrap::FromEnv();   // under torchrun / srun / mpirun
 //   if (!boot.ok()) return boot.status();
 //   (*boot)->store()->Set("hello", "world");
@@ -37,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bootstrap/barrier.h"
+#include "bootstrap/c10d_store_client.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/memory_store.h"
 #include "bootstrap/peer_info.h"
@@ -61,9 +70,17 @@ struct BootstrapOptions {
   bool host_server = true;
   // How long rank 0's destructor waits for the other ranks to leave.
   absl::Duration shutdown_timeout = absl::Seconds(30);
-  // The address rank 0's server binds ("0.0.0.0" = every IPv4 interface).
-  std::string server_bind_host = "0.0.0.0";
+  // The address rank 0's server binds ("" = dual stack, every IPv4 and IPv6
+  // interface; "0.0.0.0" = every IPv4 interface only).
+  std::string server_bind_host = "";
 };
+
+// The store of a torchrun job whose agent hosts it (info.use_agent_store): a
+// C10dStoreClient to store_host:store_port (connect retries and default
+// timeout options.timeout) under a PrefixStore at info.store_namespace.
+// Errors: those of C10dStoreClient::Connect.
+absl::StatusOr<std::shared_ptr<Store>> ConnectAgentStore(
+    const RendezvousInfo& info, const BootstrapOptions& options);
 
 class Bootstrap {
  public:
@@ -97,7 +114,8 @@ class Bootstrap {
   // This rank's entry of peers().
   const PeerInfo& self() const { return peers_[info_.rank]; }
 
-  // The store shared by all ranks (a TcpStoreClient).
+  // The store shared by all ranks (a TcpStoreClient, or with the agent store
+  // a PrefixStore over a C10dStoreClient).
   std::shared_ptr<Store> store() const { return store_; }
 
   // Waits until every rank has called Barrier with the same `name` the same

@@ -141,6 +141,14 @@ bool IsC10dGreeting(absl::string_view first) {
          absl::little_endian::Load32(first.data() + 1) == kC10dMagic;
 }
 
+bool CouldBeC10dGreeting(absl::string_view first) {
+  std::string greeting;
+  AppendC10dU8(greeting, static_cast<uint8_t>(C10dQuery::kValidate));
+  AppendC10dU32(greeting, kC10dMagic);
+  return first.size() <= greeting.size() &&
+         absl::string_view(greeting).substr(0, first.size()) == first;
+}
+
 absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input) {
   C10dDecoded out;
   if (input.empty()) {

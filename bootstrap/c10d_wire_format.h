@@ -101,6 +101,9 @@ std::string EncodeC10dRequest(const C10dRequest& request);
 // begins with a c10d VALIDATE carrying kC10dMagic.
 bool IsC10dGreeting(absl::string_view first);
 
+// True when `first` (fewer bytes than that) may still grow into a greeting.
+bool CouldBeC10dGreeting(absl::string_view first);
+
 // The result of DecodeC10dRequest: a whole request and how many bytes of the
 // input it used, or nothing yet with the number of bytes the input must have
 // at least before another try can succeed.

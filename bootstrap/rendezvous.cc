@@ -1,5 +1,8 @@
 #include "bootstrap/rendezvous.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -78,6 +81,28 @@ absl::Status CheckConsistent(const RendezvousInfo& info,
     lhs = *std::move(_v);               \
   } while (0)
 
+// MASTER_ADDR, parsed by ParseStoreHost.
+absl::StatusOr<std::string> StoreHost(const EnvLookup& env) {
+  absl::StatusOr<std::string> raw = Str(env, "MASTER_ADDR");
+  if (!raw.ok()) return raw.status();
+  return ParseStoreHost("MASTER_ADDR", *raw);
+}
+
+// torchrun's agent store: TORCHELASTIC_USE_AGENT_STORE == "True".
+absl::Status ReadAgentStore(const EnvLookup& env, RendezvousInfo& info) {
+  std::optional<std::string> flag = env("TORCHELASTIC_USE_AGENT_STORE");
+  if (!flag || *flag != "True") return absl::OkStatus();
+  info.use_agent_store = true;
+  int attempt = 0;
+  DEVMESH_ASSIGN(attempt,
+                 Int(env, "TORCHELASTIC_RESTART_COUNT", 0, 0, kMaxInt));
+  std::optional<std::string> run_id = env("TORCHELASTIC_RUN_ID");
+  info.store_namespace =
+      absl::StrCat("devmesh/", run_id && !run_id->empty() ? *run_id : "none",
+                   "/attempt_", attempt);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
   RendezvousInfo info;
   info.source = "torchrun";
@@ -86,8 +111,9 @@ absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
   DEVMESH_ASSIGN(info.local_rank, Int(env, "LOCAL_RANK", info.rank, 0, kMaxInt));
   DEVMESH_ASSIGN(info.local_world_size,
                  Int(env, "LOCAL_WORLD_SIZE", info.world_size, 1, kMaxInt));
-  DEVMESH_ASSIGN(info.store_host, Str(env, "MASTER_ADDR"));
+  DEVMESH_ASSIGN(info.store_host, StoreHost(env));
   DEVMESH_ASSIGN(info.store_port, Int(env, "MASTER_PORT", {}, 1, 65535));
+  if (absl::Status s = ReadAgentStore(env, info); !s.ok()) return s;
   if (absl::Status s = CheckConsistent(info, "RANK", "WORLD_SIZE",
                                        "LOCAL_RANK", "LOCAL_WORLD_SIZE");
       !s.ok()) {
@@ -106,7 +132,7 @@ absl::StatusOr<RendezvousInfo> FromOpenMpi(const EnvLookup& env) {
                  Int(env, "OMPI_COMM_WORLD_LOCAL_RANK", {}, 0, kMaxInt));
   DEVMESH_ASSIGN(info.local_world_size,
                  Int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", {}, 1, kMaxInt));
-  DEVMESH_ASSIGN(info.store_host, Str(env, "MASTER_ADDR"));
+  DEVMESH_ASSIGN(info.store_host, StoreHost(env));
   DEVMESH_ASSIGN(info.store_port,
                  Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
   if (absl::Status s = CheckConsistent(
@@ -118,9 +144,13 @@ absl::StatusOr<RendezvousInfo> FromOpenMpi(const EnvLookup& env) {
   return info;
 }
 
-// SLURM_TASKS_PER_NODE "2(x3),1": the count for node `node`.
-absl::StatusOr<int> TasksOnNode(absl::string_view value, int node) {
+// SLURM_TASKS_PER_NODE "2(x3),1": the count for node `node`; `*total` gets
+// the sum over every node (8 here).
+absl::StatusOr<int> TasksOnNode(absl::string_view value, int node,
+                                int64_t* total) {
   int index = 0;
+  std::optional<int> found;
+  *total = 0;
   for (absl::string_view part : absl::StrSplit(value, ',')) {
     int count = 0, repeat = 1;
     absl::string_view count_text = part;
@@ -136,11 +166,18 @@ absl::StatusOr<int> TasksOnNode(absl::string_view value, int node) {
     if (!absl::SimpleAtoi(count_text, &count) || count < 1) {
       return Bad("SLURM_TASKS_PER_NODE", value, "is not in the 2(x3),1 form");
     }
-    if (node < index + repeat) return count;
+    if (!found && node < index + repeat) found = count;
     index += repeat;
+    *total += int64_t{count} * repeat;
+    if (*total > kMaxInt) {
+      return Bad("SLURM_TASKS_PER_NODE", value, "adds up to too many tasks");
+    }
   }
-  return Bad("SLURM_TASKS_PER_NODE", value,
-             absl::StrCat("has no entry for SLURM_NODEID=", node));
+  if (!found) {
+    return Bad("SLURM_TASKS_PER_NODE", value,
+               absl::StrCat("has no entry for SLURM_NODEID=", node));
+  }
+  return *found;
 }
 
 absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
@@ -159,14 +196,23 @@ absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
   } else if (std::optional<std::string> tpn = env("SLURM_TASKS_PER_NODE")) {
     int node = 0;
     DEVMESH_ASSIGN(node, Int(env, "SLURM_NODEID", 0, 0, kMaxInt));
-    DEVMESH_ASSIGN(info.local_world_size, TasksOnNode(*tpn, node));
+    int64_t total = 0;
+    DEVMESH_ASSIGN(info.local_world_size, TasksOnNode(*tpn, node, &total));
+    if (total != info.world_size) {
+      const char* world_var =
+          env("SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS";
+      return absl::InvalidArgumentError(absl::StrCat(
+          "environment variable SLURM_TASKS_PER_NODE='", *tpn,
+          "' adds up to ", total, " tasks, but ", world_var, "=",
+          info.world_size));
+    }
   } else {
     return absl::InvalidArgumentError(
         "environment variables SLURM_NTASKS_PER_NODE and SLURM_TASKS_PER_NODE "
         "are both unset");
   }
   if (std::optional<std::string> addr = env("MASTER_ADDR"); addr && !addr->empty()) {
-    info.store_host = *addr;
+    DEVMESH_ASSIGN(info.store_host, ParseStoreHost("MASTER_ADDR", *addr));
   } else {
     const char* var = "SLURM_JOB_NODELIST";
     std::optional<std::string> list = env(var);
@@ -220,6 +266,35 @@ bool HasRendezvousEnv(const EnvLookup& env) {
 }
 
 bool HasRendezvousEnv() { return HasRendezvousEnv(ProcessEnv()); }
+
+absl::StatusOr<std::string> ParseStoreHost(absl::string_view var,
+                                           absl::string_view value) {
+  absl::string_view host = value;
+  const bool bracketed = absl::ConsumePrefix(&host, "[");
+  if (bracketed && !absl::ConsumeSuffix(&host, "]")) {
+    return Bad(var, value,
+               "opens a bracket it does not close where it ends (an IPv6 "
+               "literal is \"::1\" or \"[::1]\"; the port goes in MASTER_PORT)");
+  }
+  if (host.empty()) return Bad(var, value, "names no host");
+  if (host.find_first_of("[] \t/") != absl::string_view::npos) {
+    return Bad(var, value, "is not a host name or IP address");
+  }
+  const size_t colons = std::count(host.begin(), host.end(), ':');
+  if (colons > 0) {
+    // An IPv6 literal, with an optional %zone ("fe80::1%eth0").
+    std::string addr(host.substr(0, host.find('%')));
+    unsigned char scratch[16];
+    if (colons == 1 || inet_pton(AF_INET6, addr.c_str(), scratch) != 1) {
+      return Bad(var, value,
+                 "is neither a host name nor an IP address (\"host:port\" is "
+                 "not accepted: the port goes in MASTER_PORT)");
+    }
+  } else if (bracketed) {
+    return Bad(var, value, "has brackets around something not IPv6");
+  }
+  return std::string(host);
+}
 
 absl::StatusOr<std::string> FirstHostOfNodeList(absl::string_view nodelist) {
   std::string host;

@@ -8,6 +8,13 @@
 //   "torchrun": RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (all required),
 //               LOCAL_RANK, LOCAL_WORLD_SIZE (optional; default RANK and
 //               WORLD_SIZE, i.e. one host). Also what LaunchLocal sets.
+//               TORCHELASTIC_USE_AGENT_STORE == "True" (the exact string, as
+//               PyTorch tests it): torchrun's agent already hosts a c10d
+//               TCPStore on MASTER_ADDR:MASTER_PORT (use_agent_store), and
+//               devmesh's keys go under "devmesh/<TORCHELASTIC_RUN_ID>/
+//               attempt_<TORCHELASTIC_RESTART_COUNT>" (run id "none" and
+//               attempt 0 when unset), because that store outlives restarts
+//               and holds PyTorch's keys too.
 //   "openmpi":  OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE and
 //               MASTER_ADDR (required), MASTER_PORT (default 29500).
 //   "slurm":    SLURM_PROCID, SLURM_NTASKS (or SLURM_NPROCS), SLURM_LOCALID
@@ -17,11 +24,17 @@
 //               SLURM_JOB_NODELIST / SLURM_NODELIST ("node[01-04],x" ->
 //               "node01"); port MASTER_PORT, else 29500.
 //
+// Store host (MASTER_ADDR in every family): a host name, an IPv4 literal, or
+// an IPv6 literal bare ("::1", "fe80::1%eth0") or in brackets ("[::1]"; the
+// brackets are removed). "host:port" and "[::1]:29500" are rejected (the
+// port goes in MASTER_PORT).
+//
 // Errors (InvalidArgument, naming the variable and its value): a required
 // variable missing, not an integer, out of range (port outside 1..65535,
-// sizes < 1), or contradictory (RANK >= WORLD_SIZE, LOCAL_RANK >=
-// LOCAL_WORLD_SIZE, LOCAL_WORLD_SIZE > WORLD_SIZE); NotFound when no family's
-// rank variable is set at all.
+// sizes < 1), malformed (a store host as above), or contradictory (RANK >=
+// WORLD_SIZE, LOCAL_RANK >= LOCAL_WORLD_SIZE, LOCAL_WORLD_SIZE > WORLD_SIZE;
+// Slurm's per-node task counts, expanded, not adding up to SLURM_NTASKS);
+// NotFound when no family's rank variable is set at all.
 //
 // Thread-safety: pure functions of the lookup; the getenv overloads read the
 // process environment (do not call them while another thread sets it).
@@ -47,6 +60,11 @@ struct RendezvousInfo {
   std::string store_host;  // where rank 0's TcpStoreServer listens
   int store_port = 0;
   std::string source;  // "torchrun", "slurm" or "openmpi"
+  // torchrun's agent hosts a c10d TCPStore at store_host:store_port: no rank
+  // hosts one; every rank joins it as a c10d client (C10dStoreClient).
+  bool use_agent_store = false;
+  // With use_agent_store: the prefix of every devmesh key in that store.
+  std::string store_namespace;
 };
 
 // Looks up an environment variable: its value, or nullopt when unset.
@@ -63,6 +81,11 @@ absl::StatusOr<RendezvousInfo> RendezvousInfoFromEnv();
 // join its job rather than launch itself.
 bool HasRendezvousEnv(const EnvLookup& env);
 bool HasRendezvousEnv();
+
+// The store host in `value` of variable `var` (see the banner): the host
+// itself, brackets removed. InvalidArgument naming `var` otherwise.
+absl::StatusOr<std::string> ParseStoreHost(absl::string_view var,
+                                           absl::string_view value);
 
 // The first host of a Slurm node list: "node[01-04,07],gpu9" -> "node01",
 // "a[1-2]b[3]" -> "a1b3", "x" -> "x". InvalidArgument on an empty list or

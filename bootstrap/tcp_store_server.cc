@@ -132,7 +132,11 @@ class TcpStoreServer::Impl {
     absl::string_view bytes(buf->base, static_cast<size_t>(nread));
     if (c->protocol == Client::Protocol::kUnknown) {
       c->sniffed.append(bytes.data(), bytes.size());
-      if (c->sniffed.size() < kC10dGreetingBytes) return;
+      // Wait for more only while the bytes could still be a c10d greeting.
+      if (c->sniffed.size() < kC10dGreetingBytes &&
+          CouldBeC10dGreeting(c->sniffed)) {
+        return;
+      }
       if (IsC10dGreeting(c->sniffed)) {
         c->protocol = Client::Protocol::kC10d;
         c->c10d = std::make_unique<C10dSession>(self->c10d_hello_token_);
