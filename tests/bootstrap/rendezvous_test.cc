@@ -2,6 +2,10 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "gtest/gtest.h"
 
@@ -105,6 +109,94 @@ TEST(RendezvousTest, SlurmMasterAddrWinsAndMissingVariablesAreNamed) {
                                             {"SLURM_LOCALID", "0"},
                                             {"SLURM_NTASKS_PER_NODE", "4"}}));
   EXPECT_EQ(no_host.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RendezvousTest, SlurmTaskCountsMustAddUpToNtasks) {
+  std::map<std::string, std::string> env = {
+      {"SLURM_PROCID", "0"},          {"SLURM_NTASKS", "8"},
+      {"SLURM_LOCALID", "0"},         {"SLURM_NODEID", "0"},
+      {"SLURM_TASKS_PER_NODE", "3(x2),1"}, {"MASTER_ADDR", "h"}};
+  auto info = RendezvousInfoFromEnv(Env(env));
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(info.status().message(),
+            "environment variable SLURM_TASKS_PER_NODE='3(x2),1' adds up to 7 "
+            "tasks, but SLURM_NTASKS=8");
+  env["SLURM_TASKS_PER_NODE"] = "4(x2)";
+  info = RendezvousInfoFromEnv(Env(env));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->local_world_size, 4);
+  env.erase("SLURM_NTASKS");
+  env["SLURM_NPROCS"] = "9";
+  EXPECT_EQ(RendezvousInfoFromEnv(Env(env)).status().message(),
+            "environment variable SLURM_TASKS_PER_NODE='4(x2)' adds up to 8 "
+            "tasks, but SLURM_NPROCS=9");
+}
+
+TEST(RendezvousTest, Ipv6StoreHostsBareOrBracketed) {
+  std::map<std::string, std::string> env = {
+      {"MASTER_PORT", "1234"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}};
+  for (const auto& [given, parsed] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"::1", "::1"},
+           {"[::1]", "::1"},
+           {"fe80::1%eth0", "fe80::1%eth0"},
+           {"[2001:db8::7]", "2001:db8::7"},
+           {"127.0.0.1", "127.0.0.1"},
+           {"node-7.cluster", "node-7.cluster"}}) {
+    env["MASTER_ADDR"] = given;
+    auto info = RendezvousInfoFromEnv(Env(env));
+    ASSERT_TRUE(info.ok()) << given << ": " << info.status();
+    EXPECT_EQ(info->store_host, parsed);
+  }
+  for (const char* bad : {"[::1]:29500", "host:29500", "[::1", "[]",
+                          "[node]", "a b", "::zz"}) {
+    env["MASTER_ADDR"] = bad;
+    auto info = RendezvousInfoFromEnv(Env(env));
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(info.status().message().rfind(
+                  absl::StrCat("environment variable MASTER_ADDR='", bad, "'"),
+                  0),
+              0u)
+        << info.status();
+  }
+  // The same rules in the other families.
+  auto ompi = RendezvousInfoFromEnv(Env({{"OMPI_COMM_WORLD_RANK", "0"},
+                                         {"OMPI_COMM_WORLD_SIZE", "1"},
+                                         {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                                         {"MASTER_ADDR", "[::1]"}}));
+  ASSERT_TRUE(ompi.ok()) << ompi.status();
+  EXPECT_EQ(ompi->store_host, "::1");
+}
+
+TEST(RendezvousTest, TorchrunAgentStoreOnlyForTheExactStringTrue) {
+  std::map<std::string, std::string> env = {
+      {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}, {"RANK", "1"},
+      {"WORLD_SIZE", "2"}};
+  auto info = RendezvousInfoFromEnv(Env(env));
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(info->use_agent_store);
+  for (const char* not_true : {"False", "true", "1", ""}) {
+    env["TORCHELASTIC_USE_AGENT_STORE"] = not_true;
+    info = RendezvousInfoFromEnv(Env(env));
+    ASSERT_TRUE(info.ok());
+    EXPECT_FALSE(info->use_agent_store) << not_true;
+    EXPECT_EQ(info->store_namespace, "");
+  }
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  info = RendezvousInfoFromEnv(Env(env));
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->use_agent_store);
+  EXPECT_EQ(info->store_namespace, "devmesh/none/attempt_0");
+  env["TORCHELASTIC_RUN_ID"] = "job42";
+  env["TORCHELASTIC_RESTART_COUNT"] = "3";
+  info = RendezvousInfoFromEnv(Env(env));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->store_namespace, "devmesh/job42/attempt_3");
+  env["TORCHELASTIC_RESTART_COUNT"] = "-1";
+  EXPECT_EQ(RendezvousInfoFromEnv(Env(env)).status().message(),
+            "environment variable TORCHELASTIC_RESTART_COUNT='-1' is outside "
+            "[0, 1073741824]");
 }
 
 TEST(RendezvousTest, OpenMpi) {
