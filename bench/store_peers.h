@@ -1,0 +1,46 @@
+// devmesh/bench/store_peers.h
+// -----------------------------------------------------------------------------
+// The store servers //bench:store_ops compares, and clients for each:
+//   server "devmesh", protocol "devmesh": TcpStoreServer + TcpStoreClient
+//   server "devmesh", protocol "c10d":    TcpStoreServer + C10dStoreClient
+//   server "torch",   protocol "c10d":    torch.distributed.TCPStore (libuv
+//       server, PyTorch's default) hosted by a Python process from the torch
+//       venv ($DEVMESH_TORCH_VENV, default /opt/devmesh/torch-venv) that this
+//       process starts and stops + C10dStoreClient
+// Both servers run on this machine, on loopback.
+//
+// Thread-safety: StartPeers / StopPeers from main only; NewStoreClient from
+// any thread after StartPeers.
+#ifndef DEVMESH_BENCH_STORE_PEERS_H_
+#define DEVMESH_BENCH_STORE_PEERS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "bootstrap/store.h"
+
+namespace devmesh::bench {
+
+enum class Peer { kDevmesh = 0, kDevmeshC10d = 1, kTorch = 2 };
+inline constexpr Peer kAllPeers[] = {Peer::kDevmesh, Peer::kDevmeshC10d,
+                                     Peer::kTorch};
+// "devmesh" / "torch", and "devmesh" / "c10d".
+const char* ServerName(Peer peer);
+const char* ProtocolName(Peer peer);
+
+// Starts devmesh's server, and torch's when the venv is there. Returns the
+// note to print when torch's cannot be started (empty when it runs). Errors:
+// those of TcpStoreServer::Start.
+absl::StatusOr<std::string> StartPeers();
+// Whether torch's server runs.
+bool HasTorchPeer();
+// Stops torch's server process.
+void StopPeers();
+
+// A client of `peer`'s server. Errors: those of the client's Connect.
+absl::StatusOr<std::unique_ptr<Store>> NewStoreClient(Peer peer);
+
+}  // namespace devmesh::bench
+
+#endif  // DEVMESH_BENCH_STORE_PEERS_H_
