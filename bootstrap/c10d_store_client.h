@@ -15,6 +15,12 @@
 // As in TcpStoreClient, a call borrows an idle connection of a small pool or
 // opens a new one, so a thread blocked in Get never holds up another thread.
 //
+// Set, MultiSet and Append (no reply in c10d) are each followed by a PING
+// whose echo the call waits for: a call returns once the server has handled
+// it, so calls from one thread reach the server in program order even over
+// different pooled connections (PyTorch's client, with one connection, does
+// not wait).
+//
 // Semantics follow store.h, with these c10d consequences:
 // - Get and MultiGet are a WAIT on the key(s) (bounded by `timeout`; on
 //   expiry CANCEL_WAIT, then DeadlineExceeded naming the first missing key,

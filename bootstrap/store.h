@@ -7,7 +7,8 @@
 //
 // Implementations: InMemoryStore (ranks as threads, tests), PrefixStore (a
 // namespace over another store), TcpStoreClient (the TCP store; rank 0 hosts
-// the TcpStoreServer).
+// the TcpStoreServer), C10dStoreClient (PyTorch's c10d TCPStore protocol:
+// torchrun's agent store, a torch TCPStore, or devmesh's server).
 //
 // Thread-safety: every implementation is safe to call from several threads at
 // once; calls from one thread are seen by the server in program order.
