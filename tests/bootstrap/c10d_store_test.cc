@@ -304,7 +304,8 @@ TEST(C10dWireFormatTest, DecodesWhatItEncodesAndAsksForTheRest) {
       {C10dQuery::kMultiSet, {"/a", "/bb"}, {"1", "22"}, 0});
   // 1 type + 8 count + (8+2 + 8+1) + (8+3 + 8+2) = 49
   ASSERT_EQ(bytes.size(), 49u);
-  auto whole = DecodeC10dRequest(bytes + "extra");
+  const std::string with_more = bytes + "extra";  // the views point in here
+  auto whole = DecodeC10dRequest(with_more);
   ASSERT_TRUE(whole.ok()) << whole.status();
   ASSERT_TRUE(whole->request.has_value());
   EXPECT_EQ(whole->consumed, 49u);
@@ -319,7 +320,9 @@ TEST(C10dWireFormatTest, DecodesWhatItEncodesAndAsksForTheRest) {
     EXPECT_GT(part->need_bytes, cut);
     EXPECT_LE(part->need_bytes, bytes.size());
   }
-  auto add = DecodeC10dRequest(EncodeC10dRequest({C10dQuery::kAdd, {"/n"}, {}, -3}));
+  const std::string add_bytes =
+      EncodeC10dRequest({C10dQuery::kAdd, {"/n"}, {}, -3});
+  auto add = DecodeC10dRequest(add_bytes);
   ASSERT_TRUE(add.ok() && add->request.has_value());
   EXPECT_EQ(add->request->number, -3);
   EXPECT_EQ(DecodeC10dRequest("\x11").status().code(),
