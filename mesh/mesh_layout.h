@@ -209,6 +209,23 @@ class MeshLayout {
       absl::Span<const int> dims,
       absl::Span<const int64_t> through_coordinate = {}) const;
 
+  // Slice by names that are dims of this layout or of `extra`: named 1-d
+  // layouts of the same root (the flattened dims device_mesh keeps on the
+  // root), mixed in any order, through the coordinate of `through_rank`
+  // (the origin when it is not a member). R8 as PyTorch slices
+  // mesh["dp_shard_cp", "tp"]; PyTorch resolves flattened names on the root
+  // only, devmesh on every layout that holds the flattened dim's ranks.
+  // Example: root (2,3,2) named (pp,dp,tp) with extra "pt" = flatten of
+  // (pp,tp): names (dp, pt) give [[0,1,6,7],[2,3,8,9],[4,5,10,11]].
+  // InvalidArgument: names empty or repeated; two names that overlap
+  // (share a root dim, e.g. "pt" with "pp"), naming both; an extra dim of
+  // another root, or one reaching ranks outside this layout. NotFound: a
+  // name that is neither (listing the valid names). FailedPrecondition: no
+  // names at all (unnamed mesh, no extras). O(ndim * names).
+  [[nodiscard]] absl::StatusOr<MeshLayout> SliceWithExtraDims(
+      absl::Span<const std::string> names, absl::Span<const MeshLayout> extra,
+      int64_t through_rank) const;
+
   // A 1-d mesh of the same ranks in the same (row-major) order (R9), named
   // `name` or by default the dim names joined by "_". Its modes are the
   // dims' modes, so a flatten of non-adjacent root dims stays strided; its
