@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "comm/options.h"
 
 namespace devmesh {
 
@@ -65,6 +67,21 @@ absl::string_view ReduceOpName(ReduceOp op);
 // The color passed to Split by a rank that joins no child (NCCL's
 // NCCL_SPLIT_NOCOLOR).
 inline constexpr int kNoColor = -1;
+
+// What a child of Split may set for itself instead of inheriting it from
+// its parent (devmesh's own; PyTorch's new_group takes a timeout and NCCL
+// options, and ncclCommSplit a config, but no Split of a Gloo group does).
+// Used so that a group with its own timeout costs one Split, never a new
+// world communicator.
+struct SplitOptions {
+  // Bound on the child's creation and on each of its collectives. Unset:
+  // the parent's. Must be positive (InvalidArgument).
+  std::optional<absl::Duration> timeout;
+  // NCCL only: the child's config (ncclCommSplit's ncclConfig_t argument:
+  // blocking, splitShare, CTAs, netName; its cuda_device and stream are the
+  // parent's). Unset: the parent's. Other backends ignore it.
+  std::optional<NcclOptions> nccl;
+};
 
 class Communicator {
  public:
@@ -103,10 +120,16 @@ class Communicator {
 
   // Collective over this group: ranks passing the same `color` (>= 0) form a
   // child group ordered by (key, parent rank), as ncclCommSplit. A rank
-  // passing kNoColor joins none and gets nullptr. Errors: InvalidArgument
-  // for color < -1.
-  virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
-                                                              int key) = 0;
+  // passing kNoColor joins none and gets nullptr. The child has the
+  // parent's options except those set in `options` (every rank of the
+  // parent passes the same). Errors: InvalidArgument for color < -1 or a
+  // timeout that is not positive; then the backend's.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(
+      int color, int key, const SplitOptions& options) = 0;
+  // Split with the parent's options.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) {
+    return Split(color, key, SplitOptions());
+  }
 
   // Stops the group: pending and later calls fail. Safe from any thread.
   virtual absl::Status Abort() = 0;

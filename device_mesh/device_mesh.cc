@@ -2,44 +2,17 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "device_mesh/mesh_serialization.h"
+#include "device_mesh/root_state.h"
 
 namespace devmesh {
-namespace device_mesh_internal {
 
-// What the root mesh and every mesh derived from it share.
-struct RootState {
-  RootState(MeshLayout layout, MeshOptions opts)
-      : root_layout(std::move(layout)), root_options(std::move(opts)) {}
-
-  const MeshLayout root_layout;
-  const MeshOptions root_options;
-
-  // std::mutex rather than absl::Mutex: see mesh_runtime.h.
-  // create_mu serializes group creation (a collective over the world, held
-  // for up to the group's timeout); mu guards the maps below and is only
-  // held briefly, so Abort and look-ups never wait for a creation.
-  std::mutex create_mu;
-  std::mutex mu;
-  // Group cache key (GroupKey) -> this rank's group along such dims, or the
-  // error its creation ended with (kept, so that a rank never splits again
-  // while the others do not).
-  std::map<std::string, absl::StatusOr<std::shared_ptr<Communicator>>> groups;
-  // R9: flatten name -> (layout, options) of the flattened mesh.
-  std::map<std::string, std::pair<MeshLayout, MeshOptions>> flattened;
-};
-
-}  // namespace device_mesh_internal
-
-namespace {
-
-constexpr absl::Duration kDefaultGroupTimeout = absl::Seconds(300);
-
-}  // namespace
+using device_mesh_internal::kDefaultGroupTimeout;
 
 absl::StatusOr<DeviceMesh> DeviceMesh::MakeRoot(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
@@ -80,15 +53,22 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Create(
     MeshOptions options) {
   auto layout = MeshLayout::FromRankTable(mesh, std::move(names));
   if (!layout.ok()) return layout.status();
-  return MakeRoot(std::move(runtime), device_type, *std::move(layout),
-                  std::move(options));
+  return FromLayout(std::move(runtime), device_type, *std::move(layout),
+                    std::move(options));
 }
 
 absl::StatusOr<DeviceMesh> DeviceMesh::FromLayout(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
     MeshLayout layout, MeshOptions options) {
+  std::vector<std::string> group_names;
+  for (int d = 0; d < layout.ndim(); ++d) {
+    group_names.push_back(layout.is_named() ? layout.dim_names()[d]
+                                            : absl::StrCat("dim_", d));
+  }
+  auto checked = ValidateMeshOptions(std::move(options), group_names);
+  if (!checked.ok()) return checked.status();
   return MakeRoot(std::move(runtime), device_type, std::move(layout),
-                  std::move(options));
+                  *std::move(checked));
 }
 
 DeviceMesh DeviceMesh::Derived(MeshLayout layout) const {
@@ -97,9 +77,9 @@ DeviceMesh DeviceMesh::Derived(MeshLayout layout) const {
 }
 
 absl::StatusOr<int64_t> DeviceMesh::size(MeshDim dim) const {
-  auto d = ResolveDim(dim);
-  if (!d.ok()) return d.status();
-  return layout_.size(*d);
+  auto ref = ResolveDimRef(dim);
+  if (!ref.ok()) return ref.status();
+  return ref->layout.size(ref->dim);
 }
 
 std::vector<std::string> DeviceMesh::dim_group_names() const {
@@ -139,16 +119,53 @@ absl::StatusOr<int> DeviceMesh::ResolveDim(std::optional<MeshDim> dim) const {
   return static_cast<int>(dim->index());
 }
 
+absl::StatusOr<DeviceMesh::DimRef> DeviceMesh::ResolveDimRef(
+    std::optional<MeshDim> dim) const {
+  absl::StatusOr<int> own = ResolveDim(dim);
+  if (own.ok()) {
+    return DimRef{layout_, *own, dim_group_names()[*own], options_};
+  }
+  if (!absl::IsNotFound(own.status())) return own.status();
+  // A flattened name of the root (R8, R9), through this rank.
+  std::pair<MeshLayout, MeshOptions> flat = [&] {
+    std::lock_guard<std::mutex> lock(root_->mu);
+    auto it = root_->flattened.find(dim->name());
+    return it == root_->flattened.end()
+               ? std::make_pair(layout_, MeshOptions())
+               : it->second;
+  }();
+  if (flat.first.ndim() != 1 || !flat.first.is_named() ||
+      flat.first.dim_names()[0] != dim->name()) {
+    return own.status();
+  }
+  auto selected = layout_.SliceWithExtraDims({dim->name()}, {flat.first},
+                                             runtime_->rank());
+  if (!selected.ok()) return selected.status();
+  return DimRef{*std::move(selected), 0, dim->name(), std::move(flat.second)};
+}
+
 absl::StatusOr<int64_t> DeviceMesh::GetLocalRank(
     std::optional<MeshDim> dim) const {
-  auto d = ResolveDim(dim);
-  if (!d.ok()) return d.status();
-  auto coord = GetCoordinate();
-  if (!coord.has_value()) {
+  auto ref = ResolveDimRef(dim);
+  if (!ref.ok()) return ref.status();
+  if (!layout_.ContainsRank(GetRank())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", GetRank(), " is not part of ", ToString()));
   }
-  return (*coord)[*d];
+  return (*ref->layout.CoordinateOf(GetRank()))[ref->dim];
+}
+
+absl::StatusOr<Neighbours> DeviceMesh::Shift(MeshDim dim,
+                                             int64_t displacement,
+                                             bool periodic) const {
+  auto ref = ResolveDimRef(dim);
+  if (!ref.ok()) return ref.status();
+  if (!layout_.ContainsRank(GetRank())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", GetRank(), " is not part of ", ToString(),
+        ": it has no neighbours"));
+  }
+  return CartShift(ref->layout, GetRank(), ref->dim, displacement, periodic);
 }
 
 DeviceMesh DeviceMesh::RootMesh() const {
@@ -156,21 +173,20 @@ DeviceMesh DeviceMesh::RootMesh() const {
                     root_->root_options);
 }
 
-GroupOptions DeviceMesh::EffectiveOptions(int d) const {
-  return options_.For(dim_group_names()[d]);
-}
-
-std::string DeviceMesh::GroupKey(int d, const GroupOptions& options) const {
-  return absl::StrCat(layout_.DimModesString(d), "|", options.backend, "|",
+std::string DeviceMesh::GroupKey(const MeshLayout& layout, int d,
+                                 const GroupOptions& options) {
+  return absl::StrCat(layout.DimModesString(d), "|", options.backend, "|",
                       absl::ToInt64Nanoseconds(
                           options.timeout.value_or(kDefaultGroupTimeout)));
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     std::optional<MeshDim> dim) const {
-  auto d = ResolveDim(dim);
-  if (!d.ok()) return d.status();
-  GroupOptions options = EffectiveOptions(*d);
+  auto ref = ResolveDimRef(dim);
+  if (!ref.ok()) return ref.status();
+  const MeshLayout& layout = ref->layout;
+  const int d = ref->dim;
+  GroupOptions options = ref->options.For(ref->name);
   if (options.backend.empty()) {
     options.backend = std::string(DefaultBackendFor(device_type_));
   }
@@ -180,7 +196,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
         "' has no default backend: set MeshOptions backend (\"gloo\" or "
         "\"nccl\")"));
   }
-  const std::string key = GroupKey(*d, options);
+  const absl::Duration timeout = options.timeout.value_or(kDefaultGroupTimeout);
+  const std::string key = GroupKey(layout, d, options);
   const int me = runtime_->rank();
   auto lookup = [&]() -> const absl::StatusOr<std::shared_ptr<Communicator>>* {
     std::lock_guard<std::mutex> lock(root_->mu);
@@ -192,15 +209,33 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     std::lock_guard<std::mutex> creating(root_->create_mu);
     group = lookup();  // another thread may have made it meanwhile
     if (group == nullptr) {
-      // Every rank of the root gets its own line along these modes, member
-      // of this mesh or not; a rank outside the root passes no color.
-      // Positions are below the world size, so color and key fit an int.
-      auto ck = layout_.SplitColorKey(me, *d);
-      if (!ck.ok()) return ck.status();
-      auto made = runtime_->SplitWorld(
-          options.backend, options.timeout.value_or(kDefaultGroupTimeout),
-          static_cast<int>(ck->color), static_cast<int>(ck->key));
+      // A line that is the whole world in world order is the world
+      // communicator: every rank of the world is on it, so every rank takes
+      // this branch (no Split anywhere).
+      bool world_line = false;
+      if (!runtime_->detached() &&
+          *layout.size(d) == runtime_->world_size()) {
+        auto line = layout.GroupOf(me, d);
+        world_line = line.ok();
+        for (int64_t i = 0; world_line && i < runtime_->world_size(); ++i) {
+          world_line = (*line)[i] == i;
+        }
+      }
+      absl::StatusOr<std::shared_ptr<Communicator>> made;
+      if (world_line) {
+        made = runtime_->World(options.backend, timeout);
+      } else {
+        // Every rank of the root gets its own line along these modes, member
+        // of this mesh or not; a rank outside the root passes no color.
+        // Positions are below the world size, so color and key fit an int.
+        auto ck = layout.SplitColorKey(me, d);
+        if (!ck.ok()) return ck.status();
+        made = runtime_->SplitWorld(options.backend, timeout,
+                                    static_cast<int>(ck->color),
+                                    static_cast<int>(ck->key));
+      }
       std::lock_guard<std::mutex> lock(root_->mu);
+      if (world_line) root_->world_keys.insert(key);
       group = &root_->groups.emplace(key, std::move(made)).first->second;
     }
   }
@@ -208,8 +243,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
   if (**group == nullptr || !layout_.ContainsRank(me)) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", me, " is not part of ", ToString(),
-                     ": it has no group along mesh dim ",
-                     dim_group_names()[*d]));
+                     ": it has no group along mesh dim ", ref->name));
   }
   return **group;
 }
@@ -230,7 +264,9 @@ absl::Status DeviceMesh::Abort() const {
   {
     std::lock_guard<std::mutex> lock(root_->mu);
     for (auto& [key, group] : root_->groups) {
-      if (group.ok() && *group != nullptr) groups.push_back(*group);
+      if (group.ok() && *group != nullptr && !root_->world_keys.count(key)) {
+        groups.push_back(*group);
+      }
     }
   }
   absl::Status first = absl::OkStatus();
@@ -247,17 +283,31 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Slice(
       std::equal(names.begin(), names.end(), layout_.dim_names().begin())) {
     return *this;  // R8: all names in order is the mesh itself.
   }
-  auto sliced = layout_.SliceThroughRank(names, runtime_->rank());
-  if (sliced.ok()) return Derived(*std::move(sliced));
-  if (absl::IsNotFound(sliced.status()) && names.size() == 1) {
+  // Flattened names of the root among `names`, with their options.
+  std::vector<MeshLayout> extra;
+  MeshOptions options = options_;
+  {
     std::lock_guard<std::mutex> lock(root_->mu);
-    auto it = root_->flattened.find(names[0]);
-    if (it != root_->flattened.end()) {
-      return DeviceMesh(runtime_, root_, it->second.first, device_type_,
-                        it->second.second);
+    for (const std::string& name : names) {
+      if (layout_.DimIndex(name).ok()) continue;
+      auto it = root_->flattened.find(name);
+      if (it == root_->flattened.end()) continue;
+      extra.push_back(it->second.first);
+      auto flat_options = it->second.second.per_dim.find(name);
+      if (flat_options != it->second.second.per_dim.end()) {
+        options.per_dim.emplace(name, flat_options->second);
+      }
     }
   }
-  return sliced.status();
+  if (extra.empty()) {
+    auto sliced = layout_.SliceThroughRank(names, runtime_->rank());
+    if (!sliced.ok()) return sliced.status();
+    return Derived(*std::move(sliced));
+  }
+  auto sliced = layout_.SliceWithExtraDims(names, extra, runtime_->rank());
+  if (!sliced.ok()) return sliced.status();
+  return DeviceMesh(runtime_, root_, *std::move(sliced), device_type_,
+                    std::move(options));
 }
 
 absl::StatusOr<DeviceMesh> DeviceMesh::Flatten(
@@ -280,6 +330,14 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Flatten(
           "flatten name '", flat_name,
           "' is already a dim of the root mesh ",
           root_->root_layout.ToString(device_type_)));
+    }
+  }
+  if (group_options.has_value()) {
+    if (absl::Status s = CheckGroupTimeout(
+            *group_options, absl::StrCat("Flatten('", flat_name,
+                                         "') group_options"));
+        !s.ok()) {
+      return s;
     }
   }
   auto flat = layout_.Flatten(flat_name);
@@ -359,85 +417,6 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Deserialize(
   if (!parts.ok()) return parts.status();
   return MakeRoot(std::move(runtime), parts->device_type,
                   std::move(parts->layout), std::move(parts->options));
-}
-
-absl::StatusOr<DeviceMesh> DeviceMesh::FromGroups(
-    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
-    std::vector<std::shared_ptr<Communicator>> groups,
-    std::optional<RankTable> mesh, std::vector<std::string> names) {
-  if (groups.empty()) {
-    return absl::InvalidArgumentError("FromGroups needs at least one group");
-  }
-  for (size_t i = 0; i < groups.size(); ++i) {
-    if (groups[i] == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("group ", i, " is null"));
-    }
-  }
-  if (!names.empty() && names.size() != groups.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mesh_dim_names has ", names.size(), " names for ", groups.size(),
-        " groups: give one name per group"));
-  }
-  const std::vector<int>& first_ranks = groups[0]->global_ranks();
-  std::vector<int64_t> ranks(first_ranks.begin(), first_ranks.end());
-  absl::StatusOr<MeshLayout> layout = absl::UnknownError("unset");
-  if (groups.size() == 1) {
-    layout = MeshLayout::FromRanks(ranks, {static_cast<int64_t>(ranks.size())},
-                                   names);
-    if (layout.ok() && mesh.has_value()) {
-      auto given = MeshLayout::FromRankTable(*mesh);
-      if (!given.ok()) return given.status();
-      if (given->RankTable() != ranks) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "mesh ", mesh->ToString(),
-            " must list the group's ranks in order: [",
-            absl::StrJoin(ranks, ", "), "]"));
-      }
-    }
-  } else {
-    if (!mesh.has_value()) {
-      return absl::InvalidArgumentError(
-          "a mesh is required when several groups are given");
-    }
-    if (names.empty()) {
-      return absl::InvalidArgumentError(
-          "mesh_dim_names are required when several groups are given");
-    }
-    layout = MeshLayout::FromRankTable(*mesh, names);
-  }
-  if (!layout.ok()) return layout.status();
-  if (layout->ndim() != static_cast<int>(groups.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mesh ", layout->ToString(device_type), " has ",
-                     layout->ndim(), " dims for ", groups.size(), " groups"));
-  }
-  const int me = groups[0]->global_ranks()[groups[0]->rank()];
-  if (runtime == nullptr) runtime = MeshRuntime::Detached(me);
-  // Each dim's options name its group's backend, so that GetGroup finds the
-  // group under the key it is stored with.
-  MeshOptions options;
-  for (size_t d = 0; d < groups.size(); ++d) {
-    std::string dim_name = layout->is_named() ? layout->dim_names()[d]
-                                              : absl::StrCat("dim_", d);
-    options.per_dim[dim_name].backend = std::string(groups[d]->backend());
-  }
-  auto made = MakeRoot(runtime, device_type, *layout, std::move(options));
-  if (!made.ok()) return made.status();
-  for (size_t d = 0; d < groups.size(); ++d) {
-    auto line = made->layout_.GroupOf(me, static_cast<int>(d));
-    if (!line.ok()) return line.status();
-    const std::vector<int>& g = groups[d]->global_ranks();
-    if (std::vector<int64_t>(g.begin(), g.end()) != *line) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "group ", d, " holds ranks [", absl::StrJoin(g, ", "),
-          "] but this rank's line along mesh dim ", d, " is [",
-          absl::StrJoin(*line, ", "), "]"));
-    }
-    made->root_->groups[made->GroupKey(
-        static_cast<int>(d), made->EffectiveOptions(static_cast<int>(d)))] =
-        groups[d];
-  }
-  return made;
 }
 
 }  // namespace devmesh

@@ -19,6 +19,17 @@
 // slice, flatten, unflatten, transpose or concatenation whose dim has the same
 // ranks in the same order reuses it (R11). A custom rank table keeps its
 // order inside the group (group rank i = i-th rank along the dim).
+// A dim whose line is the whole world in world order (any 1-d world mesh, a
+// flatten of all dims) is the world communicator of its backend and timeout
+// itself, with no Split; a dim with its own timeout is one Split with that
+// timeout, never a new world communicator (see mesh_runtime.h).
+//
+// Flattened names (R8, R9): a name made by Flatten anywhere under a root is
+// accepted wherever a dim name is (Slice, mixed with other dims in any
+// order; GetGroup; size; GetLocalRank; Shift; options), on the root and on
+// every mesh derived from it that holds the flattened dim's ranks. PyTorch
+// resolves them when slicing the root; devmesh also on derived meshes and in
+// GetGroup / size / GetLocalRank.
 //
 // Dims are named by index or by name (MeshDim). Values: a DeviceMesh is a
 // cheap copyable handle; copies, slices and flattens share the root's group
@@ -43,6 +54,7 @@
 #include "comm/communicator.h"
 #include "device_mesh/group_options.h"
 #include "device_mesh/mesh_runtime.h"
+#include "mesh/cart_shift.h"
 #include "mesh/mesh_layout.h"
 #include "mesh/rank_table.h"
 
@@ -96,22 +108,33 @@ class DeviceMesh {
   // with an index ("cuda:0") or empty (R18), a null runtime, or a rank >=
   // the world size. Groups are not made here (R3: lazily). The mesh is a new
   // root: its groups are cached on it and on everything derived from it.
+  // `options` is checked here, not later (devmesh's own): InvalidArgument
+  // naming the key for a per_dim key that is neither a dim name nor
+  // "dim_<i>" (unknown name; index out of range), two keys for one dim
+  // ("dp" and "dim_0"), or a timeout that is not positive. A "dim_<i>" key
+  // of a named mesh is kept under the dim's name (options().per_dim).
   static absl::StatusOr<DeviceMesh> Create(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       const RankTable& mesh, std::vector<std::string> names = {},
       MeshOptions options = {});
 
   // A mesh of an existing layout (its root becomes this mesh's root).
-  // Errors as Create.
+  // Errors as Create, options checked against the layout's dims.
   static absl::StatusOr<DeviceMesh> FromLayout(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       MeshLayout layout, MeshOptions options = {});
 
   // R17: a mesh over existing groups. One group: a 1-d mesh of its global
   // ranks; `mesh`, when given, must list exactly those ranks in group order
-  // (InvalidArgument otherwise). Several groups: `mesh` is required
-  // (InvalidArgument) and `names` must give one name per group
-  // (InvalidArgument); each group must hold this rank's line along its dim,
+  // (InvalidArgument otherwise). Several groups: `names` must give one name
+  // per group (InvalidArgument). Without `mesh` (devmesh's own; PyTorch's
+  // from_group requires it) the rank table is inferred by exchanging each
+  // group's members over the groups themselves (all-gathers, see
+  // groups_mesh.h): then this is collective over every group, every rank
+  // calls it with its groups in the same dim order, and groups that do not
+  // form a mesh are InvalidArgument naming the first inconsistency (or
+  // DeadlineExceeded on ranks whose peers stopped at it first). Each group
+  // must hold this rank's line along its dim,
   // in mesh order (InvalidArgument naming the dim otherwise); this rank
   // (the first group's global rank) must be in `mesh` (FailedPrecondition).
   // Each group's backend becomes its dim's backend option. `runtime` may be
@@ -134,7 +157,9 @@ class DeviceMesh {
   // Number of ranks in the mesh (numel).
   int64_t size() const { return layout_.numel(); }
   int64_t numel() const { return layout_.numel(); }
-  // Size along a dim. OutOfRange: index not in [0, ndim); NotFound: name.
+  // Size along a dim or a flattened name (banner). OutOfRange: index not in
+  // [0, ndim); NotFound: a name that is neither; InvalidArgument: a
+  // flattened dim reaching ranks outside this mesh.
   absl::StatusOr<int64_t> size(MeshDim dim) const;
   // The dim names; empty when unnamed (R5).
   const std::vector<std::string>& mesh_dim_names() const {
@@ -148,19 +173,21 @@ class DeviceMesh {
   int GetRank() const;
   // R7: this rank's coordinate; nullopt when it is not in the mesh.
   std::optional<std::vector<int64_t>> GetCoordinate() const;
-  // R6: this rank's coordinate along `dim`. No dim: 1-d mesh means dim 0,
-  // n-d is InvalidArgument. OutOfRange / NotFound for a bad dim;
-  // FailedPrecondition when this rank is not in the mesh.
+  // R6: this rank's coordinate along `dim` (a dim or a flattened name). No
+  // dim: 1-d mesh means dim 0, n-d is InvalidArgument. Errors of a dim as
+  // size(dim); FailedPrecondition when this rank is not in the mesh.
   absl::StatusOr<int64_t> GetLocalRank(std::optional<MeshDim> dim = {}) const;
   // R12: the root mesh of any slice (itself for a root).
   DeviceMesh RootMesh() const;
 
   // ---- Groups (R3, R4, R5, R19) -------------------------------------------
 
-  // The group of this rank along `dim`, made on first use (collective over
-  // the world, see the banner). No dim: 1-d mesh means dim 0, n-d is
-  // InvalidArgument (R4). OutOfRange: index not in [0, ndim); NotFound:
-  // unknown name or a name on an unnamed mesh; FailedPrecondition: this rank
+  // The group of this rank along `dim` (a dim or a flattened name), made on
+  // first use (collective over the world, see the banner). No dim: 1-d mesh
+  // means dim 0, n-d is InvalidArgument (R4). OutOfRange: index not in
+  // [0, ndim); NotFound: unknown name or a name on an unnamed mesh;
+  // InvalidArgument: a flattened dim reaching ranks outside this mesh;
+  // FailedPrecondition: this rank
   // is not in the mesh, or the runtime is detached (FromGroups without a
   // runtime) and the group was not given; InvalidArgument: no backend for
   // the device type; NotFound: an unknown backend name; otherwise the
@@ -174,19 +201,37 @@ class DeviceMesh {
   absl::StatusOr<std::vector<std::shared_ptr<Communicator>>> GetAllGroups()
       const;
   // Aborts every group made so far by this mesh's root (and its slices and
-  // flattens), not the world communicators. Later collectives on them return
+  // flattens), not the world communicators (nor a dim that is one). Later collectives on them return
   // FailedPrecondition; GetGroup returns the aborted groups. Returns the
   // first error a group's Abort gave, else OK. Never waits for a group
   // creation in progress.
   absl::Status Abort() const;
 
+  // ---- Neighbours (devmesh's own; MPI_Cart_shift, mesh/cart_shift.h) -------
+
+  // The source and destination of this rank at `displacement` steps along
+  // `dim` (a dim or a flattened name), as global ranks and as ranks in
+  // GetGroup(dim) (the peer of its Send / Recv): a Send to `destination`
+  // with a Recv from `source` moves data `displacement` stages on. Not
+  // periodic: none past the edge. Example: (2, 4) named (dp, pp), rank 7,
+  // pp, +1: source 6 and no destination, or destination 4 when periodic.
+  // Errors of a dim as size(dim); FailedPrecondition when this rank is not
+  // in the mesh. Pure: makes no group.
+  absl::StatusOr<Neighbours> Shift(MeshDim dim, int64_t displacement,
+                                   bool periodic = false) const;
+
   // ---- Transforms (R8-R11; each a new mesh sharing the root's groups) -------
 
   // R8: the sub-mesh of the named dims, in the order asked, through this
   // rank's coordinate (coordinate 0 when not a member). All names in order
-  // gives the mesh itself; a single name made by Flatten on the root gives
-  // that flattened mesh. InvalidArgument: empty or repeated names;
-  // NotFound: unknown name; FailedPrecondition: unnamed mesh.
+  // gives the mesh itself. Names made by Flatten under this root mix with
+  // this mesh's dims in any order (PyTorch's mesh["dp_shard_cp", "tp"]):
+  // root (2,3,2) named (pp,dp,tp) with "pt" a flatten of (pp,tp):
+  // Slice({"dp","pt"}) is [[0,1,6,7],[2,3,8,9],[4,5,10,11]] on every rank.
+  // InvalidArgument: empty or repeated names; two dims that overlap (share
+  // a root dim: Slice({"pt","pp"})), naming both; a flattened dim reaching
+  // ranks outside this mesh. NotFound: unknown name (listing the valid
+  // ones); FailedPrecondition: unnamed mesh.
   absl::StatusOr<DeviceMesh> Slice(absl::Span<const std::string> names) const;
   absl::StatusOr<DeviceMesh> Slice(std::initializer_list<std::string> names) const {
     return Slice(absl::MakeConstSpan(names.begin(), names.size()));
@@ -195,7 +240,8 @@ class DeviceMesh {
   // by "_"), remembered on the root so that root.Slice({name}) finds it.
   // `group_options` (optional) overrides the backend / timeout of the new
   // dim's group (ignored when the name already exists). InvalidArgument: an
-  // empty name, `name` is a root dim name, or an earlier flatten with that
+  // empty name, a group_options timeout that is not positive (naming the
+  // name), `name` is a root dim name, or an earlier flatten with that
   // name has another layout; the same name and layout give the same mesh
   // back. FailedPrecondition: unnamed mesh.
   absl::StatusOr<DeviceMesh> Flatten(
@@ -264,9 +310,20 @@ class DeviceMesh {
   // A mesh of `layout` sharing this mesh's runtime, root and options.
   DeviceMesh Derived(MeshLayout layout) const;
   absl::StatusOr<int> ResolveDim(std::optional<MeshDim> dim) const;
-  // The group cache key of dim `d`.
-  std::string GroupKey(int d, const GroupOptions& options) const;
-  GroupOptions EffectiveOptions(int d) const;
+  // A dim resolved from an index, a name of this mesh, or a flattened name
+  // of the root: the layout it is a dim of (this mesh's, or the flattened
+  // dim selected through this rank), its index there, its group name and
+  // the options that apply to it.
+  struct DimRef {
+    MeshLayout layout;
+    int dim;
+    std::string name;
+    MeshOptions options;
+  };
+  absl::StatusOr<DimRef> ResolveDimRef(std::optional<MeshDim> dim) const;
+  // The group cache key of dim `d` of `layout` (a layout of this root).
+  static std::string GroupKey(const MeshLayout& layout, int d,
+                              const GroupOptions& options);
 
   std::shared_ptr<MeshRuntime> runtime_;
   std::shared_ptr<device_mesh_internal::RootState> root_;

@@ -1,7 +1,13 @@
 #include "device_mesh/group_options.h"
 
 #include "absl/strings/ascii.h"
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace devmesh {
 
@@ -11,6 +17,68 @@ GroupOptions MeshOptions::For(absl::string_view dim_group_name) const {
   if (it == per_dim.end()) return out;
   if (!it->second.backend.empty()) out.backend = it->second.backend;
   if (it->second.timeout.has_value()) out.timeout = it->second.timeout;
+  return out;
+}
+
+absl::Status CheckGroupTimeout(const GroupOptions& g, absl::string_view where) {
+  if (g.timeout.has_value() && *g.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " timeout (", absl::FormatDuration(*g.timeout),
+                     ") must be positive"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MeshOptions> ValidateMeshOptions(
+    MeshOptions options, const std::vector<std::string>& dim_group_names,
+    const std::vector<std::string>& extra_names) {
+  if (absl::Status s = CheckGroupTimeout(options.all, "MeshOptions.all");
+      !s.ok()) {
+    return s;
+  }
+  const std::string valid = absl::StrCat(
+      "(", absl::StrJoin(dim_group_names, ", "), ")");
+  // Sorted keys: the error names the same key whatever the hash order.
+  std::vector<std::string> keys;
+  for (const auto& [key, unused] : options.per_dim) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  MeshOptions out;
+  out.all = options.all;
+  std::map<std::string, std::string> key_of;  // group name -> key given
+  for (const std::string& key : keys) {
+    const GroupOptions& g = options.per_dim.at(key);
+    const std::string where = absl::StrCat("MeshOptions.per_dim['", key, "']");
+    if (absl::Status s = CheckGroupTimeout(g, where); !s.ok()) return s;
+    std::string dim_name;
+    auto own = std::find(dim_group_names.begin(), dim_group_names.end(), key);
+    int64_t index = 0;
+    if (own != dim_group_names.end()) {
+      dim_name = key;
+    } else if (std::find(extra_names.begin(), extra_names.end(), key) !=
+               extra_names.end()) {
+      dim_name = key;
+    } else if (absl::StartsWith(key, "dim_") &&
+               absl::SimpleAtoi(absl::string_view(key).substr(4), &index) &&
+               absl::StrCat("dim_", index) == key) {
+      if (index < 0 || index >= static_cast<int64_t>(dim_group_names.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": dim index ", index, " is out of range for a ",
+            dim_group_names.size(), "-d mesh ", valid));
+      }
+      dim_name = dim_group_names[index];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": '", key, "' is not a dim of the mesh ", valid,
+          " (nor \"dim_<i>\"): the override would never apply"));
+    }
+    auto [it, fresh] = key_of.emplace(dim_name, key);
+    if (!fresh) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": dim '", dim_name, "' already has options under key '",
+          it->second, "': give one key per dim"));
+    }
+    out.per_dim[dim_name] = g;
+  }
   return out;
 }
 

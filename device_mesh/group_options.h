@@ -10,9 +10,11 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -38,6 +40,23 @@ struct MeshOptions {
   // The effective options of the dim whose group name is `dim_group_name`.
   GroupOptions For(absl::string_view dim_group_name) const;
 };
+
+// Checks `options` against a mesh whose dims have the group names
+// `dim_group_names` (R3: the dim names, else "dim_<i>") and returns them
+// with every per_dim key given as its dim's group name (a "dim_<i>" key of a
+// named mesh becomes the dim's name). Keys of `extra_names` (flattened
+// names of the root) are accepted as they are. InvalidArgument naming the
+// key (devmesh's own: PyTorch's backend_override raises for an unknown
+// name, devmesh also for the rest): a key that is neither a dim name,
+// "dim_<i>" with i in [0, ndim), nor an extra name; "dim_<i>" with i out of
+// range; two keys for one dim ("dp" and "dim_0"); a timeout (of `all` or of
+// a key) that is not positive. O(keys * ndim).
+absl::StatusOr<MeshOptions> ValidateMeshOptions(
+    MeshOptions options, const std::vector<std::string>& dim_group_names,
+    const std::vector<std::string>& extra_names = {});
+
+// InvalidArgument when `g.timeout` is set and not positive, naming `where`.
+absl::Status CheckGroupTimeout(const GroupOptions& g, absl::string_view where);
 
 // The backend a device type means when no override is given: "cpu" ->
 // "gloo", "cuda" -> "nccl", anything else -> "" (the caller must override).

@@ -1,5 +1,6 @@
 #include "device_mesh/init_device_mesh.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -8,26 +9,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/nccl/nccl_communicator.h"
+#include "mesh/auto_shape.h"
 #include "mesh/mesh_layout.h"
 
 namespace devmesh {
 namespace {
 
-absl::Status CheckTimeout(const GroupOptions& g, absl::string_view where) {
-  if (g.timeout.has_value() && *g.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, " timeout (", absl::FormatDuration(*g.timeout),
-                     ") must be positive"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckTimeouts(const MeshOptions& options) {
-  if (absl::Status s = CheckTimeout(options.all, "MeshOptions.all"); !s.ok()) {
+  if (absl::Status s = CheckGroupTimeout(options.all, "MeshOptions.all"); !s.ok()) {
     return s;
   }
   for (const auto& [name, g] : options.per_dim) {
-    if (absl::Status s = CheckTimeout(g, absl::StrCat("MeshOptions.per_dim['",
+    if (absl::Status s = CheckGroupTimeout(g, absl::StrCat("MeshOptions.per_dim['",
                                                        name, "']"));
         !s.ok()) {
       return s;
@@ -68,6 +61,14 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
   if (mesh_shape.empty()) {
     return absl::InvalidArgumentError("mesh_shape must not be empty");
   }
+  // Auto dim: one -1 is inferred from the world size (devmesh's own).
+  std::vector<int64_t> inferred(mesh_shape.begin(), mesh_shape.end());
+  if (std::count(inferred.begin(), inferred.end(), kAutoDim) > 0) {
+    auto shape = InferMeshShape(mesh_shape, runtime->world_size());
+    if (!shape.ok()) return shape.status();
+    inferred = *std::move(shape);
+  }
+  mesh_shape = inferred;
   int64_t product = 1;
   for (int64_t size : mesh_shape) {
     if (size <= 0) {

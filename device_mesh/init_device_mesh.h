@@ -33,9 +33,14 @@ namespace devmesh {
 // Over an existing runtime. Checks, in the seed's order (R18), each an
 // InvalidArgument naming the value: names unique; one name per dim; device
 // type a plain word ("cuda", not "cuda:0"); mesh_shape non-empty with
-// positive sizes; product of mesh_shape == world size ("mesh_shape product
+// positive sizes, except at most one -1 that is inferred from the world
+// size (devmesh's own, as MPI_Dims_create: world 12 with (-1, 4) gives
+// (3, 4); (-1, 5) is InvalidArgument naming 12 and 5; two -1 are
+// InvalidArgument); product of mesh_shape == world size ("mesh_shape product
 // (6) must equal world size (8)"); a timeout in `options` that is not
-// positive. FailedPrecondition: a null or detached
+// positive; a per_dim key of `options` that names no dim, an index out of
+// range, or a second key for one dim (DeviceMesh::Create's check, naming
+// the key). FailedPrecondition: a null or detached
 // runtime (no bootstrap). When the mesh's backend is NCCL ("cuda" without
 // an override), sets this thread's CUDA device to local rank % visible
 // devices first; Unavailable when no CUDA device is visible.

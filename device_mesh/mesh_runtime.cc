@@ -35,18 +35,10 @@ std::shared_ptr<MeshRuntime> MeshRuntime::Detached(int rank) {
       new MeshRuntime(nullptr, rank, 0, 0, nullptr));
 }
 
-absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
+absl::StatusOr<MeshRuntime::BaseWorld> MeshRuntime::BaseWorldLocked(
     absl::string_view backend, absl::Duration timeout) {
-  if (detached()) {
-    return absl::FailedPreconditionError(
-        "this mesh was made from existing groups (no bootstrap store): it "
-        "cannot create new groups");
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto key = std::make_pair(std::string(backend),
-                            absl::ToInt64Nanoseconds(timeout));
-  auto it = worlds_.find(key);
-  if (it != worlds_.end()) return it->second;
+  auto it = bases_.find(std::string(backend));
+  if (it != bases_.end()) return it->second;
   CommOptions options;
   options.timeout = timeout;
   if (backend == "nccl") {
@@ -56,23 +48,70 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
     options.nccl.cuda_device = local_rank_ % *count;
   }
   auto ns = std::make_shared<PrefixStore>(
-      store_, absl::StrCat("devmesh/world/", worlds_.size(), "/", backend));
+      store_, absl::StrCat("devmesh/world/", bases_.size(), "/", backend));
+  worlds_made_.fetch_add(1);
   auto comm = CreateCommunicator(backend, ns, rank_, world_size_, options);
   if (!comm.ok()) return comm.status();
-  std::shared_ptr<Communicator> shared = std::move(*comm);
+  BaseWorld base{std::shared_ptr<Communicator>(std::move(*comm)), timeout};
+  bases_.emplace(std::string(backend), base);
+  worlds_.emplace(std::make_pair(std::string(backend),
+                                 absl::ToInt64Nanoseconds(timeout)),
+                  base.comm);
+  return base;
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
+    absl::string_view backend, absl::Duration timeout) {
+  if (detached()) {
+    return absl::FailedPreconditionError(
+        "this mesh was made from existing groups (no bootstrap store): it "
+        "cannot create new groups");
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world communicator timeout (", absl::FormatDuration(timeout),
+        ") must be positive"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto key = std::make_pair(std::string(backend),
+                            absl::ToInt64Nanoseconds(timeout));
+  auto it = worlds_.find(key);
+  if (it != worlds_.end()) return it->second;
+  auto base = BaseWorldLocked(backend, timeout);
+  if (!base.ok()) return base.status();
+  if (base->timeout == timeout) return base->comm;
+  // The world again, in world order, with its own timeout: one Split.
+  SplitOptions split_options;
+  split_options.timeout = timeout;
+  splits_.fetch_add(1);
+  auto child = base->comm->Split(0, rank_, split_options);
+  if (!child.ok()) return child.status();
+  std::shared_ptr<Communicator> shared(std::move(*child));
   worlds_.emplace(key, shared);
   return shared;
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitWorld(
-    absl::string_view backend, absl::Duration timeout, int color, int key) {
-  // One collective at a time on the world communicators: they are not safe
-  // for concurrent calls (comm/communicator.h).
-  std::lock_guard<std::mutex> lock(split_mu_);
-  auto world = World(backend, timeout);
-  if (!world.ok()) return world.status();
+    absl::string_view backend, absl::Duration timeout, int color, int key,
+    std::optional<NcclOptions> nccl) {
+  if (detached()) {
+    return absl::FailedPreconditionError(
+        "this mesh was made from existing groups (no bootstrap store): it "
+        "cannot create new groups");
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group timeout (", absl::FormatDuration(timeout),
+        ") must be positive"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto base = BaseWorldLocked(backend, timeout);
+  if (!base.ok()) return base.status();
+  SplitOptions split_options;
+  split_options.timeout = timeout;
+  split_options.nccl = std::move(nccl);
   splits_.fetch_add(1);
-  auto child = (*world)->Split(color, key);
+  auto child = base->comm->Split(color, key, split_options);
   if (!child.ok()) return child.status();
   return std::shared_ptr<Communicator>(std::move(*child));
 }

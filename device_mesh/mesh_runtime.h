@@ -1,10 +1,12 @@
 // devmesh/device_mesh/mesh_runtime.h
 // -----------------------------------------------------------------------------
 // MeshRuntime: what every DeviceMesh of one process shares: this process's
-// world rank and size, the bootstrap store, and one world communicator per
-// (backend, timeout), created on first use. Per-dim groups are Splits of a
-// world communicator (as ncclCommSplit does), so a runtime is the "default
-// process group" of PyTorch's DeviceMesh.
+// world rank and size, the bootstrap store, and ONE world communicator per
+// backend, created on first use. Per-dim groups are Splits of it (as
+// ncclCommSplit does), each with its own timeout (and NCCL config) through
+// SplitOptions, so a group with another timeout never costs another world
+// communicator (on NCCL each costs GPU memory and start-up time). A runtime
+// is the "default process group" of PyTorch's DeviceMesh.
 //
 // The world communicator of a backend is created collectively: every rank of
 // the world asks for it in the same order (SPMD, as PyTorch's
@@ -12,8 +14,8 @@
 // must create groups in the same order, and a rank must not create groups
 // from several threads at once (the ranks' orders would then differ and
 // the split would pair up the wrong dims). Counters for
-// //bench:group_creation: Split calls and store round trips made through
-// this runtime.
+// //bench:group_creation: Split calls, world communicators and store round
+// trips made through this runtime.
 //
 // One runtime per store namespace: two runtimes over the same store would
 // read each other's rendezvous keys. InitDeviceMesh reuses one runtime per
@@ -29,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -64,20 +67,32 @@ class MeshRuntime {
   int local_rank() const { return local_rank_; }
   bool detached() const { return store_ == nullptr; }
 
-  // The world communicator of `backend` with `timeout`, created on first use
-  // (collective over the world). Errors: FailedPrecondition on a detached
-  // runtime; otherwise CreateCommunicator's (NotFound for an unknown
-  // backend, Unavailable for "nccl" without NCCL, DeadlineExceeded).
+  // The world communicator of `backend` with `timeout`, made on first use
+  // (collective over the world). Only ONE world communicator per backend is
+  // ever created (the first call's timeout); asking for another timeout
+  // gives a Split of it with that timeout (color 0, key rank: the world in
+  // world order), counted in split_calls(), cached. Errors:
+  // FailedPrecondition on a detached runtime; InvalidArgument for a timeout
+  // that is not positive; otherwise CreateCommunicator's (NotFound for an
+  // unknown backend, Unavailable for "nccl" without NCCL,
+  // DeadlineExceeded) or Split's.
   absl::StatusOr<std::shared_ptr<Communicator>> World(absl::string_view backend,
                                                       absl::Duration timeout);
 
-  // Splits the world communicator of (backend, timeout): collective over the
-  // world; see Communicator::Split. Counts one Split call.
+  // One Split of the world communicator of `backend` (collective over the
+  // world; see Communicator::Split): the child has `timeout` and, when set,
+  // the NCCL config `nccl`, whatever the world communicator's own are (one
+  // Split with options, never a new world communicator). Counts one Split.
   absl::StatusOr<std::shared_ptr<Communicator>> SplitWorld(
-      absl::string_view backend, absl::Duration timeout, int color, int key);
+      absl::string_view backend, absl::Duration timeout, int color, int key,
+      std::optional<NcclOptions> nccl = std::nullopt);
 
-  // Split calls made through SplitWorld so far.
+  // Split calls made through this runtime so far (SplitWorld, and World for
+  // a second timeout).
   int64_t split_calls() const { return splits_.load(); }
+  // World communicators created so far (CreateCommunicator calls; at most
+  // one per backend).
+  int64_t world_communicators() const { return worlds_made_.load(); }
   // Calls made on the store through this runtime so far (each one round trip
   // on a TCP store).
   int64_t store_round_trips() const {
@@ -99,15 +114,28 @@ class MeshRuntime {
   int local_rank_;
   std::shared_ptr<void> keepalive_;
   std::atomic<int64_t> splits_{0};
+  std::atomic<int64_t> worlds_made_{0};
+
+  // The world communicator of a backend and the timeout it was made with.
+  struct BaseWorld {
+    std::shared_ptr<Communicator> comm;
+    absl::Duration timeout;
+  };
+  // Requires mu_ held.
+  absl::StatusOr<BaseWorld> BaseWorldLocked(absl::string_view backend,
+                                            absl::Duration timeout);
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built with
   // TSan, and a mutex TSan cannot see makes every test under
-  // --config=tsan report races that are not there.
-  std::mutex mu_;        // guards worlds_
-  std::mutex split_mu_;  // serializes SplitWorld
-  // (backend, timeout in ns) -> world communicator. Ordered map: the world
-  // communicator's store namespace is its creation index, the same on every
-  // rank.
+  // --config=tsan report races that are not there. mu_ guards the maps
+  // below and serializes every collective on the world communicators
+  // (creation and Splits: they are not safe for concurrent calls).
+  std::mutex mu_;
+  // backend -> its one world communicator. Ordered map; the store namespace
+  // of a world communicator is its creation index, the same on every rank.
+  std::map<std::string, BaseWorld> bases_;
+  // (backend, timeout in ns) -> the world communicator with that timeout:
+  // the base itself, or a Split of it.
   std::map<std::pair<std::string, int64_t>, std::shared_ptr<Communicator>>
       worlds_;
 };

@@ -72,11 +72,20 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
-    int color, int key) {
+    int color, int key, const SplitOptions& split_options) {
   if (auto s = CheckOpen("split"); !s.ok()) return s;
   if (color < kNoColor) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo split: color ", color, " must be >= 0 or kNoColor (-1)"));
+  }
+  CommOptions child_options = options_;
+  if (split_options.timeout.has_value()) {
+    if (*split_options.timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gloo split: timeout (",
+          absl::FormatDuration(*split_options.timeout), ") must be positive"));
+    }
+    child_options.timeout = *split_options.timeout;
   }
   const int64_t seq = split_count_++;
   // One all-gather of (color, key) over this group, through Gloo.
@@ -111,7 +120,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
   auto child = Connect(
       store_, absl::StrCat(prefix_, "split/", seq, "/", color, "/"),
       child_rank, static_cast<int>(members.size()), std::move(child_globals),
-      options_, device_);
+      child_options, device_);
   if (!child.ok()) return child.status();
   return std::unique_ptr<Communicator>(*std::move(child));
 }

@@ -60,8 +60,9 @@ class NcclCommunicator final : public Communicator {
   absl::Status Recv(void* buf, size_t count, DataType dtype,
                     int peer) override;
   absl::Status Barrier() override;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
-                                                      int key) override;
+  using Communicator::Split;
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+      int color, int key, const SplitOptions& options) override;
   absl::Status Abort() override;
 
  private:

@@ -211,10 +211,27 @@ absl::Status NcclCommunicator::Abort() {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
-    int color, int key) {
+    int color, int key, const SplitOptions& split_options) {
   if (color < kNoColor) {
     return absl::InvalidArgumentError(absl::StrCat(
         "nccl split: color ", color, " must be >= 0 or kNoColor (-1)"));
+  }
+  // The child's options: the parent's, with the timeout and NCCL config the
+  // caller set (the device and stream stay the parent's).
+  CommOptions child_options = options_;
+  if (split_options.timeout.has_value()) {
+    if (*split_options.timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "nccl split: timeout (",
+          absl::FormatDuration(*split_options.timeout), ") must be positive"));
+    }
+    child_options.timeout = *split_options.timeout;
+  }
+  if (split_options.nccl.has_value()) {
+    const NcclOptions parent = options_.nccl;
+    child_options.nccl = *split_options.nccl;
+    child_options.nccl.cuda_device = parent.cuda_device;
+    child_options.nccl.stream = parent.stream;
   }
   // The child's global ranks: all-gather (color, key) through NCCL.
   std::vector<int32_t> all(2 * static_cast<size_t>(size_));
@@ -234,14 +251,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
                           "cudaMemcpy");
       !s.ok())
     return s;
-  ncclConfig_t config = MakeConfig(options_.nccl);
+  ncclConfig_t config = MakeConfig(child_options.nccl);
   ncclComm_t child = nullptr;
   ncclResult_t r = ncclCommSplit(comm_, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color,
                                  key, &child, &config);
   if (r != ncclSuccess && r != ncclInProgress) {
     return NcclStatus(r, "ncclCommSplit", comm_);
   }
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = absl::Now() + child_options.timeout;
   if (auto s = WaitForComm(comm_, deadline, "ncclCommSplit (parent)"); !s.ok()) {
     return s;
   }
@@ -254,7 +271,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
   std::sort(members.begin(), members.end());
   std::vector<int> globals;
   for (const auto& m : members) globals.push_back(global_ranks_[m.second]);
-  CommOptions child_options = options_;
   auto wrapped = Wrap(child, device_, std::move(globals), child_options);
   if (!wrapped.ok()) return wrapped.status();
   return std::unique_ptr<Communicator>(*std::move(wrapped));

@@ -325,7 +325,8 @@ class FakeGroup : public Communicator {
   }
   absl::Status Recv(void*, size_t, DataType, int) override { return Unused(); }
   absl::Status Barrier() override { return Unused(); }
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(int, int) override {
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+      int, int, const SplitOptions&) override {
     return Unused();
   }
   absl::Status Abort() override { return absl::OkStatus(); }
@@ -357,8 +358,14 @@ TEST(DeviceMesh, R17FromGroups) {
   ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {tp}, RankTable{1, 0})
                   .status(),
               absl::StatusCode::kInvalidArgument, "in order: [0, 1]");
+  // No table: inferred over the groups themselves (their AllGather fails
+  // here, and the error comes back as it is).
+  ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp}, std::nullopt,
+                                     {"dp", "tp"})
+                  .status(),
+              absl::StatusCode::kInternal, "FakeGroup runs no collective");
   ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp}).status(),
-              absl::StatusCode::kInvalidArgument, "a mesh is required");
+              absl::StatusCode::kInvalidArgument, "mesh_dim_names are required");
   ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp},
                                      RankTable{{0, 1}, {2, 3}})
                   .status(),

@@ -53,10 +53,14 @@ TEST(MultiprocessMesh, TwoByTwoEveryDimAndTransform) {
     ASSIGN_OR_RETURN(g_cat, cat.GetGroup(0));
     RETURN_IF_ERROR(Expect(g_tp == g_tp2 && g_tp == g_cat,
                            "tp group not reused by slice / concatenation"));
-    // dp, tp, dp_tp: one Split each.
-    return Expect(runtime->split_calls() == 3,
+    // dp and tp: one Split each; dp_tp is the world in world order, so it
+    // is the world communicator itself (no Split).
+    ASSIGN_OR_RETURN(g_flat, flat.GetGroup());
+    ASSIGN_OR_RETURN(world, runtime->World("gloo", absl::Seconds(300)));
+    RETURN_IF_ERROR(Expect(g_flat == world, "dp_tp is not the world"));
+    return Expect(runtime->split_calls() == 2,
                   absl::StrCat("split calls ", runtime->split_calls(),
-                               ", want 3"));
+                               ", want 2"));
   });
   EXPECT_TRUE(s.ok()) << s;
 }
