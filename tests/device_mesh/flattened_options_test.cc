@@ -1,0 +1,197 @@
+// DeviceMesh as one rank of a larger world (InMemoryStore runtime, no group
+// made): flattened names wherever a dim name goes (Slice mixed with dims,
+// size, GetLocalRank, Shift) on the root, slices, transposes and through
+// Serialize/Deserialize with the issue's literal values; MeshOptions key
+// validation at Create / InitDeviceMesh / Flatten; the auto dim (-1).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "bootstrap/memory_store.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/init_device_mesh.h"
+#include "gtest/gtest.h"
+
+namespace devmesh {
+namespace {
+
+std::shared_ptr<MeshRuntime> Runtime(int rank, int world) {
+  return *MeshRuntime::Create(std::make_shared<InMemoryStore>(), rank, world,
+                              rank);
+}
+
+void ExpectError(const absl::Status& s, absl::StatusCode code,
+                 const std::string& needle) {
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_NE(std::string(s.message()).find(needle), std::string::npos)
+      << "message '" << s.message() << "' lacks '" << needle << "'";
+}
+
+template <typename T>
+T Ok(absl::StatusOr<T> v) {
+  EXPECT_TRUE(v.ok()) << v.status();
+  return *std::move(v);
+}
+
+const RankTable kDpPt = {{0, 1, 6, 7}, {2, 3, 8, 9}, {4, 5, 10, 11}};
+
+// (2, 3, 2) named (pp, dp, tp) over 12 ranks; "pt" = flatten of (pp, tp).
+DeviceMesh RootWithPt(int rank) {
+  DeviceMesh root =
+      Ok(InitDeviceMesh(Runtime(rank, 12), "cpu", {2, 3, 2}, {"pp", "dp", "tp"}));
+  DeviceMesh pt = Ok(Ok(root.Slice({"pp", "tp"})).Flatten("pt"));
+  EXPECT_EQ(pt.mesh_dim_names(), std::vector<std::string>{"pt"});
+  return root;
+}
+
+TEST(FlattenedNames, IssueExampleOnEveryRank) {
+  for (int rank = 0; rank < 12; ++rank) {
+    DeviceMesh root = RootWithPt(rank);
+    DeviceMesh dp_pt = Ok(root.Slice({"dp", "pt"}));
+    EXPECT_EQ(dp_pt.mesh(), kDpPt) << "rank " << rank;
+    EXPECT_EQ(dp_pt.ToString(), "DeviceMesh(dp=3, pt=4, 'cpu')");
+    EXPECT_EQ(Ok(root.size("pt")), 4);
+    // Through Serialize / Deserialize: the same table and names.
+    DeviceMesh back =
+        Ok(DeviceMesh::Deserialize(dp_pt.Serialize(), root.runtime()));
+    EXPECT_EQ(back.mesh(), kDpPt);
+    EXPECT_EQ(back, dp_pt);
+    // Transposed order.
+    EXPECT_EQ(Ok(root.Slice({"pt", "dp"})), Ok(dp_pt.Transpose({1, 0})));
+  }
+  DeviceMesh root = RootWithPt(7);
+  EXPECT_EQ(Ok(root.GetLocalRank("pt")), 3);
+  EXPECT_EQ(Ok(root.GetLocalRank("dp")), 0);
+  EXPECT_EQ(Ok(root.Slice({"pt"})).mesh(), RankTable({0, 1, 6, 7}));
+  EXPECT_EQ(Ok(root.Slice({"pt"})).layout().GroupOf(7, 0).value(),
+            (std::vector<int64_t>{0, 1, 6, 7}));
+  DeviceMesh root9 = RootWithPt(9);  // pt line of rank 9: [2, 3, 8, 9]
+  EXPECT_EQ(Ok(root9.GetLocalRank("pt")), 3);
+  EXPECT_EQ(Ok(root9.Slice({"pt"})).mesh(), RankTable({2, 3, 8, 9}));
+  EXPECT_EQ(Ok(root9.Shift("pt", 1, true)).destination, 2);
+  // pp with pt overlaps (pt holds pp): both named.
+  ExpectError(root.Slice({"pt", "pp"}).status(),
+              absl::StatusCode::kInvalidArgument, "'pt' and 'pp' overlap");
+  ExpectError(root.Slice({"dp", "tp", "pt"}).status(),
+              absl::StatusCode::kInvalidArgument, "'tp' and 'pt' overlap");
+  ExpectError(root.size("qq").status(), absl::StatusCode::kNotFound, "'qq'");
+}
+
+TEST(FlattenedNames, OnSlicesAndTransposes) {
+  DeviceMesh root = RootWithPt(7);
+  // A transpose of the root, and a slice holding pp and tp, resolve pt.
+  DeviceMesh t = Ok(root.Transpose({2, 0, 1}));  // (tp, pp, dp)
+  EXPECT_EQ(Ok(t.Slice({"dp", "pt"})).mesh(), kDpPt);
+  EXPECT_EQ(Ok(t.size("pt")), 4);
+  EXPECT_EQ(Ok(t.GetLocalRank("pt")), 3);
+  DeviceMesh tp_pp = Ok(root.Slice({"tp", "pp"}));
+  EXPECT_EQ(Ok(tp_pp.Slice({"pt"})).mesh(), RankTable({0, 1, 6, 7}));
+  EXPECT_EQ(Ok(tp_pp.GetLocalRank("pt")), 3);
+  // A slice without tp does not hold pt's ranks.
+  DeviceMesh dp = Ok(root.Slice({"dp"}));
+  ExpectError(dp.size("pt").status(), absl::StatusCode::kInvalidArgument,
+              "outside the mesh");
+  // Size-1 dims next to a flattened name (PyTorch's
+  // mesh["dp_shard_cp", "tp"]).
+  DeviceMesh m = Ok(InitDeviceMesh(Runtime(5, 8), "cpu", {1, 2, 1, 4},
+                                   {"pp", "dp_shard", "cp", "tp"}));
+  Ok(Ok(m.Slice({"dp_shard", "cp"})).Flatten("dp_shard_cp"));
+  DeviceMesh sel = Ok(m.Slice({"dp_shard_cp", "tp"}));
+  EXPECT_EQ(sel.mesh(), RankTable({{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(Ok(m.GetLocalRank("dp_shard_cp")), 1);
+}
+
+TEST(Neighbours, IssueExamples) {
+  auto shift = [](int rank, int64_t k, bool periodic) {
+    DeviceMesh m =
+        Ok(InitDeviceMesh(Runtime(rank, 8), "cpu", {2, 4}, {"dp", "pp"}));
+    return Ok(m.Shift("pp", k, periodic));
+  };
+  Neighbours n = shift(5, 1, false);
+  EXPECT_EQ(n.source, 4);
+  EXPECT_EQ(n.destination, 6);
+  EXPECT_EQ(n.source_in_group, 0);
+  EXPECT_EQ(n.destination_in_group, 2);
+  n = shift(7, 1, false);
+  EXPECT_EQ(n.source, 6);
+  EXPECT_EQ(n.destination, std::nullopt);
+  n = shift(7, 1, true);
+  EXPECT_EQ(n.destination, 4);
+  EXPECT_EQ(n.destination_in_group, 0);
+  n = shift(4, -1, true);
+  EXPECT_EQ(n.source, 5);
+  EXPECT_EQ(n.destination, 7);
+  // On a transpose and a slice.
+  DeviceMesh m = Ok(InitDeviceMesh(Runtime(7, 8), "cpu", {2, 4}, {"dp", "pp"}));
+  EXPECT_EQ(Ok(Ok(m.Transpose({1, 0})).Shift("pp", 1, true)).destination, 4);
+  EXPECT_EQ(Ok(Ok(m.Slice({"pp"})).Shift(0, -1)).destination, 6);
+  DeviceMesh back = Ok(DeviceMesh::Deserialize(m.Serialize(), m.runtime()));
+  EXPECT_EQ(Ok(back.Shift("dp", 1, true)).destination, 3);
+  ExpectError(m.Shift("xx", 1).status(), absl::StatusCode::kNotFound, "'xx'");
+  DeviceMesh other = Ok(DeviceMesh::Create(m.runtime(), "cpu", {0, 1}));
+  ExpectError(other.Shift(0, 1).status(),
+              absl::StatusCode::kFailedPrecondition, "not part of");
+}
+
+TEST(AutoDim, InitDeviceMesh) {
+  auto rt = Runtime(0, 12);
+  EXPECT_EQ(Ok(InitDeviceMesh(rt, "cpu", {-1, 4})).shape(),
+            (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(Ok(InitDeviceMesh(rt, "cpu", {2, -1, 2}, {"pp", "dp", "tp"}))
+                .ToString(),
+            "DeviceMesh(pp=2, dp=3, tp=2, 'cpu')");
+  absl::Status s = InitDeviceMesh(rt, "cpu", {-1, 5}).status();
+  ExpectError(s, absl::StatusCode::kInvalidArgument, "world size 12");
+  ExpectError(s, absl::StatusCode::kInvalidArgument, "divisible by 5");
+  ExpectError(InitDeviceMesh(rt, "cpu", {-1, -1}).status(),
+              absl::StatusCode::kInvalidArgument, "more than one -1");
+}
+
+TEST(MeshOptionsKeys, CheckedWhereTheMeshIsMade) {
+  auto rt = Runtime(0, 8);
+  MeshOptions typo;
+  typo.per_dim["tpp"].backend = "gloo";
+  ExpectError(InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"}, typo).status(),
+              absl::StatusCode::kInvalidArgument,
+              "MeshOptions.per_dim['tpp']: 'tpp' is not a dim of the mesh "
+              "(dp, tp)");
+  ExpectError(DeviceMesh::Create(rt, "cpu", {{0, 1}, {2, 3}}, {"dp", "tp"},
+                                 typo)
+                  .status(),
+              absl::StatusCode::kInvalidArgument, "'tpp'");
+  MeshOptions twice;
+  twice.per_dim["dp"].timeout = absl::Seconds(5);
+  twice.per_dim["dim_0"].timeout = absl::Seconds(6);
+  ExpectError(InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"}, twice).status(),
+              absl::StatusCode::kInvalidArgument,
+              "MeshOptions.per_dim['dp']: dim 'dp' already has options under "
+              "key 'dim_0'");
+  MeshOptions far;
+  far.per_dim["dim_2"].backend = "gloo";
+  ExpectError(InitDeviceMesh(rt, "cpu", {2, 4}, {}, far).status(),
+              absl::StatusCode::kInvalidArgument,
+              "MeshOptions.per_dim['dim_2']: dim index 2 is out of range for "
+              "a 2-d mesh (dim_0, dim_1)");
+  MeshOptions negative;
+  negative.per_dim["tp"].timeout = absl::Seconds(-1);
+  ExpectError(
+      InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"}, negative).status(),
+      absl::StatusCode::kInvalidArgument, "per_dim['tp'] timeout (-1s)");
+  // "dim_<i>" on a named mesh is kept under the dim's name, and applies.
+  MeshOptions by_index;
+  by_index.per_dim["dim_1"].timeout = absl::Seconds(9);
+  DeviceMesh m = Ok(InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"}, by_index));
+  ASSERT_EQ(m.options().per_dim.size(), 1u);
+  EXPECT_EQ(m.options().per_dim.at("tp").timeout, absl::Seconds(9));
+  // Flatten's group options are checked when flattening.
+  GroupOptions bad;
+  bad.timeout = absl::ZeroDuration();
+  ExpectError(m.Flatten("all", bad).status(),
+              absl::StatusCode::kInvalidArgument,
+              "Flatten('all') group_options timeout (0) must be positive");
+}
+
+}  // namespace
+}  // namespace devmesh
