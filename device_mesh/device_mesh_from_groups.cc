@@ -53,6 +53,11 @@ absl::StatusOr<DeviceMesh> DeviceMesh::FromGroups(
       auto inferred = device_mesh_internal::InferMeshFromGroups(groups);
       if (!inferred.ok()) return inferred.status();
       layout = MeshLayout::FromRanks(inferred->ranks, inferred->shape, names);
+      if (absl::IsInvalidArgument(layout.status())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the groups do not form a mesh: ",
+                         layout.status().message()));
+      }
     }
   }
   if (!layout.ok()) return layout.status();
