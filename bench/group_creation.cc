@@ -2,9 +2,12 @@
 //
 // For each mesh shape: the time to create one world group (the baseline),
 // then the time to create every per-dim group of the mesh (GetAllGroups:
-// one Split of the world group per dim), and per rank the number of Split
-// calls and of store round trips that the groups cost. Times are the max over
-// ranks. Starts --nproc local ranks with the //bootstrap launcher unless it
+// one Split of the world group per dim, none for a dim that is the whole
+// world in world order), and per rank the number of Split calls, of world
+// communicators and of store round trips that the groups cost. Each shape is
+// measured twice: as is, and with the last dim given its own timeout
+// ("+t": one Split with options, still one world communicator). Times are
+// the max over ranks. Starts --nproc local ranks with the //bootstrap launcher unless it
 // runs under torchrun, Slurm or mpirun variables.
 #include <algorithm>
 #include <chrono>
@@ -43,19 +46,25 @@ struct Sample {
   double groups_s = 0;
   int64_t splits = 0;
   int64_t round_trips = 0;
+  int64_t worlds = 0;
 };
 
 // One measurement: a fresh runtime (its own store namespace, so the world
 // group is really created), the world group, then every dim's group.
 absl::StatusOr<Sample> Measure(Bootstrap& boot, std::shared_ptr<Store> store,
                                const std::vector<int64_t>& shape,
-                               const std::string& backend, int index) {
+                               const std::string& backend, int index,
+                               bool own_timeout) {
   auto ns = std::make_shared<PrefixStore>(store, absl::StrCat("gc/", index));
   auto runtime = MeshRuntime::Create(ns, boot.rank(), boot.world_size(),
                                      boot.local_rank());
   if (!runtime.ok()) return runtime.status();
   MeshOptions options;
   options.all.backend = backend;
+  if (own_timeout) {
+    options.per_dim[absl::StrCat("d", shape.size() - 1)].timeout =
+        absl::Seconds(200);
+  }
   const std::string device = backend == "nccl" ? "cuda" : "cpu";
   std::vector<std::string> names;
   for (size_t d = 0; d < shape.size(); ++d) names.push_back(absl::StrCat("d", d));
@@ -77,6 +86,7 @@ absl::StatusOr<Sample> Measure(Bootstrap& boot, std::shared_ptr<Store> store,
   out.groups_s = Seconds(t2, t3);
   out.splits = (*runtime)->split_calls();
   out.round_trips = (*runtime)->store_round_trips() - trips_before;
+  out.worlds = (*runtime)->world_communicators();
   // Max over ranks, through a Gloo world group (host memory, whatever the
   // backend measured).
   auto metrics = (*runtime)->World("gloo", absl::Seconds(300));
@@ -86,12 +96,13 @@ absl::StatusOr<Sample> Measure(Bootstrap& boot, std::shared_ptr<Store> store,
   absl::Status s = (*metrics)->AllReduce(times, max_times, 2,
                                          DataType::kFloat64, ReduceOp::kMax);
   if (!s.ok()) return s;
-  int64_t counts[2] = {out.splits, out.round_trips};
-  int64_t max_counts[2];
-  s = (*metrics)->AllReduce(counts, max_counts, 2, DataType::kInt64,
+  int64_t counts[3] = {out.splits, out.round_trips, out.worlds};
+  int64_t max_counts[3];
+  s = (*metrics)->AllReduce(counts, max_counts, 3, DataType::kInt64,
                             ReduceOp::kMax);
   if (!s.ok()) return s;
-  return Sample{max_times[0], max_times[1], max_counts[0], max_counts[1]};
+  return Sample{max_times[0], max_times[1], max_counts[0], max_counts[1],
+                max_counts[2]};
 }
 
 double Median(std::vector<double> v) {
@@ -109,9 +120,10 @@ int RunRank() {
   const int repeats = absl::GetFlag(FLAGS_repeats);
   std::string table = absl::StrFormat(
       "# group creation, backend %s, %d ranks, median of %d\n"
-      "#%-9s %12s %12s %8s %12s %16s\n",
+      "#%-9s %12s %12s %8s %12s %12s %16s\n",
       backend, (*boot)->world_size(), repeats, "shape", "world (ms)",
-      "groups (ms)", "ratio", "splits/rank", "store trips/rank");
+      "groups (ms)", "ratio", "splits/rank", "worlds/rank",
+      "store trips/rank");
   int index = 0;
   for (absl::string_view text :
        absl::StrSplit(absl::GetFlag(FLAGS_shapes), ',')) {
@@ -120,10 +132,12 @@ int RunRank() {
       std::fprintf(stderr, "group_creation: %s\n", shape.status().ToString().c_str());
       return 2;
     }
+    for (bool own_timeout : {false, true}) {
     std::vector<double> world, groups;
     Sample last;
     for (int r = 0; r < repeats; ++r) {
-      auto sample = Measure(**boot, (*boot)->store(), *shape, backend, index++);
+      auto sample = Measure(**boot, (*boot)->store(), *shape, backend, index++,
+                            own_timeout);
       if (!sample.ok()) {
         std::fprintf(stderr, "group_creation: shape %s: %s\n",
                      std::string(text).c_str(),
@@ -135,9 +149,11 @@ int RunRank() {
       last = *sample;
     }
     const double w = Median(world), g = Median(groups);
-    absl::StrAppendFormat(&table, " %-9s %12.2f %12.2f %8.2f %12d %16d\n",
-                          absl::StrJoin(*shape, "x"), w * 1e3, g * 1e3, g / w,
-                          last.splits, last.round_trips);
+    absl::StrAppendFormat(
+        &table, " %-9s %12.2f %12.2f %8.2f %12d %12d %16d\n",
+        absl::StrCat(absl::StrJoin(*shape, "x"), own_timeout ? "+t" : ""),
+        w * 1e3, g * 1e3, g / w, last.splits, last.worlds, last.round_trips);
+    }
   }
   if ((*boot)->rank() == 0) std::fputs(table.c_str(), stdout);
   return (*boot)->Barrier("gc/done").ok() ? 0 : 1;
