@@ -7,6 +7,7 @@
 #define DEVMESH_TESTS_MESH_REFERENCE_MESH_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,35 @@ struct RefMesh {
   }
   // Ranks on the line through coordinate `coord` along `dim`.
   std::vector<int64_t> Line(const std::vector<int64_t>& coord, int dim) const;
+};
+
+// A second naive model, for flattened names mixed with dims: a root made by
+// FromShape whose sizes are 1, 2 or 3 (so every transform cuts at whole root
+// dims), and a mesh given as, per dim, the root dims it walks (outer first;
+// size-1 root dims are walked by none) plus the root coordinate it passes
+// through. Every query is a plain loop over root coordinates.
+struct AtomMesh {
+  std::vector<int64_t> root_shape;
+  std::vector<std::vector<int>> dims;  // root dims per dim, outer first
+  std::vector<int64_t> base;           // root coordinate passed through
+  std::vector<std::string> names;
+
+  // A whole root.
+  static AtomMesh Root(std::vector<int64_t> root_shape,
+                       std::vector<std::string> names);
+  std::vector<int64_t> Shape() const;
+  // Flat row-major ranks (rank = row-major root position).
+  std::vector<int64_t> Ranks() const;
+  // The root coordinate of a rank.
+  std::vector<int64_t> RootCoord(int64_t rank) const;
+  // Root dims walked by any dim.
+  std::vector<int> Walked() const;
+  // The dims `dims` (indices into `pool`, a list of (dim atoms, name)) in
+  // order, through the root coordinate of `rank`.
+  static AtomMesh Select(
+      const std::vector<int64_t>& root_shape,
+      const std::vector<std::pair<std::vector<int>, std::string>>& chosen,
+      int64_t rank);
 };
 
 }  // namespace testing
