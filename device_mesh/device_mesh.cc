@@ -175,9 +175,16 @@ DeviceMesh DeviceMesh::RootMesh() const {
 
 std::string DeviceMesh::GroupKey(const MeshLayout& layout, int d,
                                  const GroupOptions& options) {
-  return absl::StrCat(layout.DimModesString(d), "|", options.backend, "|",
-                      absl::ToInt64Nanoseconds(
-                          options.timeout.value_or(kDefaultGroupTimeout)));
+  std::string key = absl::StrCat(
+      layout.DimModesString(d), "|", options.backend, "|",
+      absl::ToInt64Nanoseconds(options.timeout.value_or(kDefaultGroupTimeout)));
+  if (options.nccl.has_value()) {
+    const NcclOptions& n = *options.nccl;
+    absl::StrAppend(&key, "|nccl:", n.blocking, ",", n.split_share, ",",
+                    n.cga_cluster_size, ",", n.min_ctas, ",", n.max_ctas, ",",
+                    n.net_name);
+  }
+  return key;
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
@@ -213,7 +220,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       // communicator: every rank of the world is on it, so every rank takes
       // this branch (no Split anywhere).
       bool world_line = false;
-      if (!runtime_->detached() &&
+      if (!runtime_->detached() && !options.nccl.has_value() &&
           *layout.size(d) == runtime_->world_size()) {
         auto line = layout.GroupOf(me, d);
         world_line = line.ok();
@@ -232,7 +239,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
         if (!ck.ok()) return ck.status();
         made = runtime_->SplitWorld(options.backend, timeout,
                                     static_cast<int>(ck->color),
-                                    static_cast<int>(ck->key));
+                                    static_cast<int>(ck->key), options.nccl);
       }
       std::lock_guard<std::mutex> lock(root_->mu);
       if (world_line) root_->world_keys.insert(key);

@@ -17,6 +17,7 @@ GroupOptions MeshOptions::For(absl::string_view dim_group_name) const {
   if (it == per_dim.end()) return out;
   if (!it->second.backend.empty()) out.backend = it->second.backend;
   if (it->second.timeout.has_value()) out.timeout = it->second.timeout;
+  if (it->second.nccl.has_value()) out.nccl = it->second.nccl;
   return out;
 }
 

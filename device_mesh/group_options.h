@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "comm/options.h"
 
 namespace devmesh {
 
@@ -28,13 +29,20 @@ struct GroupOptions {
   // the mesh-wide value, else 300 s (PyTorch's default process-group
   // timeout is 30 min for NCCL; devmesh errs shorter).
   std::optional<absl::Duration> timeout;
+  // The dim's NCCL config (ncclCommSplit's ncclConfig_t: blocking,
+  // split_share, CTAs, cga_cluster_size, net_name; cuda_device, stream and
+  // synchronize stay the world communicator's). Unset: the world's. A dim
+  // that sets it is always one Split with that config (SplitOptions::nccl),
+  // never the world communicator itself; backends other than NCCL ignore
+  // it. devmesh's own: PyTorch passes pg_options to split_group.
+  std::optional<NcclOptions> nccl;
 };
 
 struct MeshOptions {
   // Applies to every dim.
   GroupOptions all;
-  // Per dim name (or "dim_<i>" for an unnamed mesh, R3); a field set here
-  // wins over `all`.
+  // Per dim name (or "dim_<i>", R3); a field set here wins over `all`.
+  // Checked when the mesh is made (ValidateMeshOptions).
   absl::flat_hash_map<std::string, GroupOptions> per_dim;
 
   // The effective options of the dim whose group name is `dim_group_name`.

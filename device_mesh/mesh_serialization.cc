@@ -12,7 +12,9 @@ namespace devmesh {
 namespace {
 
 constexpr absl::string_view kMagic = "DMESH";
-constexpr uint8_t kVersion = 1;
+// Version 2 adds each GroupOptions' NCCL config; version 1 bytes (no NCCL
+// config) are still read.
+constexpr uint8_t kVersion = 2;
 
 void PutU64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
@@ -74,9 +76,37 @@ class Reader {
 void PutGroupOptions(std::string* out, const GroupOptions& g) {
   PutBytes(out, g.backend);
   PutTimeout(out, g.timeout);
+  out->push_back(g.nccl.has_value() ? 1 : 0);
+  if (!g.nccl.has_value()) return;
+  const NcclOptions& n = *g.nccl;
+  for (int v : {n.blocking, n.split_share, n.cga_cluster_size, n.min_ctas,
+                n.max_ctas}) {
+    PutU64(out, static_cast<uint64_t>(static_cast<int64_t>(v)));
+  }
+  PutBytes(out, n.net_name);
 }
-bool ReadGroupOptions(Reader* r, GroupOptions* g) {
-  return r->Bytes(&g->backend) && r->Timeout(&g->timeout);
+bool ReadInt(Reader* r, int* v) {
+  uint64_t u;
+  if (!r->U64(&u)) return false;
+  const int64_t s = static_cast<int64_t>(u);
+  if (s < INT32_MIN || s > INT32_MAX) return false;
+  *v = static_cast<int>(s);
+  return true;
+}
+bool ReadGroupOptions(Reader* r, uint8_t version, GroupOptions* g) {
+  if (!r->Bytes(&g->backend) || !r->Timeout(&g->timeout)) return false;
+  if (version < 2) return true;
+  uint8_t has;
+  if (!r->U8(&has) || has > 1) return false;
+  if (!has) return true;
+  NcclOptions n;
+  if (!ReadInt(r, &n.blocking) || !ReadInt(r, &n.split_share) ||
+      !ReadInt(r, &n.cga_cluster_size) || !ReadInt(r, &n.min_ctas) ||
+      !ReadInt(r, &n.max_ctas) || !r->Bytes(&n.net_name)) {
+    return false;
+  }
+  g->nccl = std::move(n);
+  return true;
 }
 
 }  // namespace
@@ -107,10 +137,10 @@ absl::StatusOr<MeshParts> DeserializeMesh(absl::string_view bytes) {
         "not a serialized DeviceMesh: the bytes do not start with \"DMESH\"");
   }
   const uint8_t version = static_cast<uint8_t>(bytes[kMagic.size()]);
-  if (version != kVersion) {
+  if (version < 1 || version > kVersion) {
     return absl::InvalidArgumentError(
         absl::StrCat("serialized DeviceMesh version ", version,
-                     " is not supported (this build reads version ",
+                     " is not supported (this build reads versions 1 to ",
                      kVersion, ")"));
   }
   Reader r(bytes.substr(kMagic.size() + 1));
@@ -118,11 +148,11 @@ absl::StatusOr<MeshParts> DeserializeMesh(absl::string_view bytes) {
   MeshOptions options;
   uint64_t count = 0;
   bool ok = r.Bytes(&device_type) && r.Bytes(&layout_bytes) &&
-            ReadGroupOptions(&r, &options.all) && r.U64(&count);
+            ReadGroupOptions(&r, version, &options.all) && r.U64(&count);
   for (uint64_t i = 0; ok && i < count; ++i) {
     std::string name;
     GroupOptions g;
-    ok = r.Bytes(&name) && ReadGroupOptions(&r, &g);
+    ok = r.Bytes(&name) && ReadGroupOptions(&r, version, &g);
     if (ok) options.per_dim[name] = std::move(g);
   }
   if (!ok || !r.done()) {

@@ -1,0 +1,156 @@
+// What DeviceMesh asks of its backend, seen through a recording backend
+// registered under "recording" (one rank, no processes): a world-sized dim
+// is the world communicator (no Split), another timeout or an NCCL config is
+// one Split carrying them in SplitOptions, and only one world communicator
+// is ever created; NCCL configs survive Serialize / Deserialize.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "bootstrap/memory_store.h"
+#include "comm/registry.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/init_device_mesh.h"
+#include "gtest/gtest.h"
+
+namespace devmesh {
+namespace {
+
+// Every Split's options, in call order.
+std::vector<SplitOptions>& Splits() {
+  static auto* splits = new std::vector<SplitOptions>();
+  return *splits;
+}
+
+class RecordingComm : public Communicator {
+ public:
+  absl::string_view backend() const override { return "recording"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const std::vector<int>& global_ranks() const override { return ranks_; }
+  absl::Status AllReduce(const void*, void*, size_t, DataType,
+                         ReduceOp) override { return None(); }
+  absl::Status AllGather(const void*, void*, size_t, DataType) override {
+    return None();
+  }
+  absl::Status ReduceScatter(const void*, void*, size_t, DataType,
+                             ReduceOp) override { return None(); }
+  absl::Status Broadcast(const void*, void*, size_t, DataType, int) override {
+    return None();
+  }
+  absl::Status AllToAll(const void*, void*, size_t, DataType) override {
+    return None();
+  }
+  absl::Status Send(const void*, size_t, DataType, int) override {
+    return None();
+  }
+  absl::Status Recv(void*, size_t, DataType, int) override { return None(); }
+  absl::Status Barrier() override { return None(); }
+  using Communicator::Split;
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+      int color, int, const SplitOptions& options) override {
+    Splits().push_back(options);
+    if (color == kNoColor) return std::unique_ptr<Communicator>();
+    return std::unique_ptr<Communicator>(new RecordingComm());
+  }
+  absl::Status Abort() override { return absl::OkStatus(); }
+
+ private:
+  static absl::Status None() {
+    return absl::InternalError("the recording backend runs no collective");
+  }
+  std::vector<int> ranks_ = {0};
+};
+
+class SplitOptionsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_TRUE(RegisterBackend("recording",
+                                [](std::shared_ptr<Store>, int, int,
+                                   const CommOptions&) {
+                                  return absl::StatusOr<
+                                      std::unique_ptr<Communicator>>(
+                                      std::make_unique<RecordingComm>());
+                                })
+                    .ok());
+  }
+  void SetUp() override { Splits().clear(); }
+
+  std::shared_ptr<MeshRuntime> runtime_ = *MeshRuntime::Create(
+      std::make_shared<InMemoryStore>(), 0, 1, 0);
+};
+
+TEST_F(SplitOptionsTest, WorldDimIsTheWorldOtherTimeoutIsOneSplit) {
+  MeshOptions options;
+  options.all.backend = "recording";
+  options.all.timeout = absl::Seconds(30);
+  DeviceMesh m = *InitDeviceMesh(runtime_, "cpu", {1}, {"w"}, options);
+  auto g = m.GetGroup("w");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(*g, *runtime_->World("recording", absl::Seconds(30)));
+  EXPECT_EQ(runtime_->split_calls(), 0);
+  EXPECT_TRUE(Splits().empty());
+  // The same dim with its own timeout: one Split carrying it.
+  GroupOptions own;
+  own.timeout = absl::Seconds(7);
+  DeviceMesh f = *m.Flatten("w2", own);
+  EXPECT_EQ(f.mesh(), RankTable({0}));
+  auto g2 = f.GetGroup();
+  ASSERT_TRUE(g2.ok()) << g2.status();
+  EXPECT_NE(*g2, *g);
+  ASSERT_EQ(Splits().size(), 1u);
+  EXPECT_EQ(Splits()[0].timeout, absl::Seconds(7));
+  EXPECT_FALSE(Splits()[0].nccl.has_value());
+  EXPECT_EQ(runtime_->world_communicators(), 1);
+  EXPECT_EQ(runtime_->split_calls(), 1);
+}
+
+TEST_F(SplitOptionsTest, NcclConfigIsOneSplitAndSurvivesBytes) {
+  MeshOptions options;
+  options.all.backend = "recording";
+  NcclOptions config;
+  config.split_share = 1;
+  config.min_ctas = 4;
+  config.max_ctas = 16;
+  config.net_name = "Socket";
+  options.per_dim["w"].nccl = config;
+  DeviceMesh m = *InitDeviceMesh(runtime_, "cpu", {1}, {"w"}, options);
+  auto g = m.GetGroup("w");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(Splits().size(), 1u);  // its own config: not the world itself
+  ASSERT_TRUE(Splits()[0].nccl.has_value());
+  EXPECT_EQ(Splits()[0].nccl->split_share, 1);
+  EXPECT_EQ(Splits()[0].nccl->min_ctas, 4);
+  EXPECT_EQ(Splits()[0].nccl->max_ctas, 16);
+  EXPECT_EQ(Splits()[0].nccl->net_name, "Socket");
+  EXPECT_EQ(Splits()[0].timeout, absl::Seconds(300));
+  EXPECT_EQ(runtime_->world_communicators(), 1);
+  // Cached: a second GetGroup splits nothing.
+  EXPECT_EQ(*m.GetGroup("w"), *g);
+  EXPECT_EQ(Splits().size(), 1u);
+  // Bytes keep the config.
+  auto back = DeviceMesh::Deserialize(m.Serialize(), runtime_);
+  ASSERT_TRUE(back.ok()) << back.status();
+  const GroupOptions w = back->options().per_dim.at("w");
+  ASSERT_TRUE(w.nccl.has_value());
+  EXPECT_EQ(w.nccl->split_share, 1);
+  EXPECT_EQ(w.nccl->min_ctas, 4);
+  EXPECT_EQ(w.nccl->max_ctas, 16);
+  EXPECT_EQ(w.nccl->cga_cluster_size, -1);
+  EXPECT_EQ(w.nccl->net_name, "Socket");
+  EXPECT_EQ(back->options().all.backend, "recording");
+  // Truncated bytes are an error, never a crash.
+  const std::string bytes = m.Serialize();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_EQ(DeviceMesh::Deserialize(bytes.substr(0, n), runtime_)
+                  .status()
+                  .code(),
+              absl::StatusCode::kInvalidArgument)
+        << n;
+  }
+}
+
+}  // namespace
+}  // namespace devmesh
