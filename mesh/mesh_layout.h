@@ -194,7 +194,7 @@ class MeshLayout {
   // order gives this layout back. InvalidArgument: names empty, a repeated
   // name, coordinate of the wrong length; NotFound: unknown name;
   // OutOfRange: coordinate outside the mesh; FailedPrecondition: unnamed
-  // mesh. (Names made by flatten on the root are resolved by device_mesh.)
+  // mesh. (Names made by flatten elsewhere: SliceWithExtraDims.)
   [[nodiscard]] absl::StatusOr<MeshLayout> Slice(
       absl::Span<const std::string> names,
       absl::Span<const int64_t> through_coordinate = {}) const;

@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/comm/fork_ranks.h"
@@ -150,6 +152,44 @@ TEST(GlooSplitTest, NestedSplitKeepsWorldRanks) {
     if (!pair.ok()) return pair.status();
     const int base = rank / 2 * 2;
     return CheckGroup("pair", **pair, {base, base + 1}, rank);
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(GlooSplitTest, SplitOptionsGiveTheChildItsOwnTimeout) {
+  absl::Status status = ForkRanks(2, [](int rank, int size,
+                                        std::shared_ptr<Store> store) {
+    auto world = World(rank, size, store);  // 60 s
+    if (!world.ok()) return world.status();
+    SplitOptions bad;
+    bad.timeout = absl::ZeroDuration();
+    auto refused = (*world)->Split(0, rank, bad);
+    if (refused.status().code() != absl::StatusCode::kInvalidArgument) {
+      return absl::InternalError(
+          absl::StrCat("zero timeout gave ", refused.status().ToString()));
+    }
+    SplitOptions own;
+    own.timeout = absl::Milliseconds(300);
+    auto child = (*world)->Split(0, rank, own);
+    if (!child.ok()) return child.status();
+    if (absl::Status s = CheckGroup("child", **child, {0, 1}, rank); !s.ok()) {
+      return s;
+    }
+    if (rank == 1) {
+      // Never sends; stays up well past the child's timeout.
+      absl::SleepFor(absl::Seconds(3));
+      return absl::OkStatus();
+    }
+    // A Recv nobody answers ends at the child's 300 ms, not the world's 60 s.
+    const absl::Time start = absl::Now();
+    int32_t v = 0;
+    absl::Status s = (*child)->Recv(&v, 1, DataType::kInt32, 1);
+    const absl::Duration took = absl::Now() - start;
+    if (s.ok() || took > absl::Seconds(2)) {
+      return absl::InternalError(absl::StrCat(
+          "recv gave ", s.ToString(), " after ", absl::FormatDuration(took)));
+    }
+    return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;
 }
