@@ -267,6 +267,15 @@ DeviceMesh::GetAllGroups() const {
 }
 
 absl::Status DeviceMesh::Abort() const {
+  // PyTorch's DeviceMesh.abort refuses a submesh: its groups are shared with
+  // the root and its other submeshes, so the scope would be ambiguous.
+  if (layout_ != root_->root_layout) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Abort is not supported on a sub-mesh (", ToString(),
+        "): its groups are shared with the root mesh ",
+        root_->root_layout.ToString(device_type_),
+        "; call RootMesh().Abort() to abort them all"));
+  }
   std::vector<std::shared_ptr<Communicator>> groups;
   {
     std::lock_guard<std::mutex> lock(root_->mu);

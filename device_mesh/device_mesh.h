@@ -200,11 +200,18 @@ class DeviceMesh {
   // R5: the group of every dim, in dim order.
   absl::StatusOr<std::vector<std::shared_ptr<Communicator>>> GetAllGroups()
       const;
-  // Aborts every group made so far by this mesh's root (and its slices and
-  // flattens), not the world communicators (nor a dim that is one). Later collectives on them return
-  // FailedPrecondition; GetGroup returns the aborted groups. Returns the
-  // first error a group's Abort gave, else OK. Never waits for a group
-  // creation in progress.
+  // On a root mesh (one whose layout is its root's: InitDeviceMesh, Create,
+  // FromGroups, RootMesh(), Slice of all dims in order; FromLayout and
+  // Deserialize of a root layout): aborts every group made so far by this
+  // root and its slices, flattens, unflattens, transposes and
+  // concatenations, not the world communicators (nor a dim that is one).
+  // Later collectives on them return FailedPrecondition; GetGroup returns
+  // the aborted groups. Returns the first error a group's Abort gave, else
+  // OK. Never waits for a group creation in progress, nor for peers.
+  // FailedPrecondition, aborting nothing, on a sub-mesh (any mesh whose
+  // layout is not its root's: a slice, flatten, unflatten, transpose or
+  // concatenation), as PyTorch's DeviceMesh.abort() refuses a submesh
+  // ("the scope of a submesh abort is ambiguous": its groups are shared).
   absl::Status Abort() const;
 
   // ---- Neighbours (devmesh's own; MPI_Cart_shift, mesh/cart_shift.h) -------

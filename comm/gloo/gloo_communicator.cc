@@ -6,7 +6,9 @@
 #include <limits>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "comm/dtype.h"
 #include "comm/gloo/gloo_reduce_scatter.h"
 #include "comm/gloo/gloo_status.h"
@@ -64,6 +66,25 @@ std::string Describe(absl::string_view op, DataType dtype, size_t count) {
 
 std::chrono::milliseconds GlooCommunicator::timeout() const {
   return absl::ToChronoMilliseconds(options_.timeout);
+}
+
+absl::Status GlooCommunicator::Call(absl::string_view what,
+                                    absl::FunctionRef<void()> fn) const {
+  absl::Status status = GlooCall(what, fn);
+  if (status.ok()) return status;
+  // Gloo names a peer by the "[ip]:port" of its end of the connection;
+  // say which global rank that is (endpoints exchanged at creation).
+  for (const auto& [endpoint, global_rank] : peer_endpoints_) {
+    if (absl::StrContains(status.message(), endpoint)) {
+      return absl::Status(status.code(),
+                          absl::StrCat(status.message(), " (peer: global rank ",
+                                       global_rank, ")"));
+    }
+  }
+  return absl::Status(
+      status.code(),
+      absl::StrCat(status.message(), " (no single peer identified; group of "
+                   "global ranks [", absl::StrJoin(global_ranks_, ", "), "])"));
 }
 
 absl::Status GlooCommunicator::CheckOpen(absl::string_view op) const {
@@ -132,7 +153,7 @@ absl::Status GlooCommunicator::AllReduce(const void* send, void* recv,
   if (send != recv) std::memmove(recv, send, count * elem);
   if (size_ == 1) return absl::OkStatus();
   auto fn = gloo_internal::GetReduceFunction(dtype, op);
-  absl::Status status = GlooCall(
+  absl::Status status = Call(
       absl::StrCat(Describe("allreduce", dtype, count), " ", ReduceOpName(op)),
       [&] { AllreduceBySize(context_, recv, count, elem, fn, timeout()); });
   if (!status.ok()) return status;
@@ -166,7 +187,7 @@ absl::Status GlooCommunicator::AllGather(const void* send, void* recv,
     std::memmove(out, in, bytes);
     return absl::OkStatus();
   }
-  return GlooCall(Describe("allgather", dtype, count), [&] {
+  return Call(Describe("allgather", dtype, count), [&] {
     ::gloo::AllgatherOptions opts(context_);
     opts.setInput<char>(const_cast<char*>(in), bytes);
     opts.setOutput<char>(out, bytes * size_);
@@ -192,7 +213,7 @@ absl::Status GlooCommunicator::ReduceScatter(const void* send, void* recv,
   const char* in = static_cast<const char*>(send);
   std::vector<char> work(in, in + bytes * size_);
   auto fn = gloo_internal::GetReduceFunction(dtype, op);
-  absl::Status status = GlooCall(
+  absl::Status status = Call(
       absl::StrCat(Describe("reduce_scatter", dtype, count), " ",
                    ReduceOpName(op)),
       [&] {
@@ -225,7 +246,7 @@ absl::Status GlooCommunicator::Broadcast(const void* send, void* recv,
   const size_t bytes = count * DataTypeSize(dtype);
   if (rank_ == root && send != recv) std::memmove(recv, send, bytes);
   if (size_ == 1) return absl::OkStatus();
-  return GlooCall(Describe("broadcast", dtype, count), [&] {
+  return Call(Describe("broadcast", dtype, count), [&] {
     ::gloo::BroadcastOptions opts(context_);
     opts.setOutput<char>(static_cast<char*>(recv), bytes);
     opts.setRoot(root);
@@ -255,7 +276,7 @@ absl::Status GlooCommunicator::AllToAll(const void* send, void* recv,
     std::memmove(recv, in, total);
     return absl::OkStatus();
   }
-  return GlooCall(Describe("alltoall", dtype, count), [&] {
+  return Call(Describe("alltoall", dtype, count), [&] {
     ::gloo::AlltoallOptions opts(context_);
     opts.setInput<char>(const_cast<char*>(in), total);
     opts.setOutput<char>(static_cast<char*>(recv), total);
@@ -276,7 +297,7 @@ absl::Status GlooCommunicator::Send(const void* buf, size_t count,
     return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
-  return GlooCall(absl::StrCat(Describe("send", dtype, count), " to ", peer),
+  return Call(absl::StrCat(Describe("send", dtype, count), " to ", peer),
                   [&] {
                     auto ub = context_->createUnboundBuffer(
                         const_cast<void*>(buf), bytes);
@@ -299,7 +320,7 @@ absl::Status GlooCommunicator::Recv(void* buf, size_t count, DataType dtype,
     return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
-  return GlooCall(absl::StrCat(Describe("recv", dtype, count), " from ", peer),
+  return Call(absl::StrCat(Describe("recv", dtype, count), " from ", peer),
                   [&] {
                     auto ub = context_->createUnboundBuffer(buf, bytes);
                     ub->recv(peer, kSendRecvSlot);
@@ -312,7 +333,7 @@ absl::Status GlooCommunicator::Recv(void* buf, size_t count, DataType dtype,
 absl::Status GlooCommunicator::Barrier() {
   if (auto s = CheckOpen("barrier"); !s.ok()) return s;
   if (size_ == 1) return absl::OkStatus();
-  return GlooCall("gloo barrier", [&] {
+  return Call("gloo barrier", [&] {
     ::gloo::BarrierOptions opts(context_);
     opts.setTimeout(timeout());
     ::gloo::barrier(opts);
@@ -321,6 +342,7 @@ absl::Status GlooCommunicator::Barrier() {
 
 absl::Status GlooCommunicator::Abort() {
   if (aborted_.exchange(true)) return absl::OkStatus();
+  if (context_ == nullptr) return absl::OkStatus();
   return GlooCall("gloo abort", [&] { context_->closeConnections(); });
 }
 

@@ -1,22 +1,47 @@
 // devmesh/comm/gloo/gloo_communicator.h
 // -----------------------------------------------------------------------------
 // The Gloo backend of Communicator: host buffers, TCP transport, blocking
-// calls. Rendezvous goes through the devmesh Store (GlooStore adapter); every
-// rank's context connects a full mesh to the other ranks of its group.
+// calls. Rendezvous goes through the devmesh Store; every rank's context
+// connects a full mesh to the other ranks of its group (gloo_full_mesh.h).
 //
 // Creation: CreateGlooCommunicator connects the group under the store key
 // prefix "gloo/". Split(color, key) all-gathers (color, key) over this group
 // through Gloo (no store traffic), then connects the child over the prefix
 // "<parent prefix>split/<n>/<color>/", n = how many Splits this
-// communicator has done, so store keys and connections grow with the child
-// group, not the world. Children share the parent's TCP device (one listener
-// and one event-loop thread per process).
+// communicator has done. Children share the parent's TCP device (one event
+// loop thread per process). Creation completes everywhere before it returns
+// anywhere: it ends with a store barrier among the new group's members (as
+// PyTorch's new_group), so a member that returns and at once exits, aborts or
+// destroys the group cannot break a peer still connecting. Store round trips
+// per rank and creation: 4, whatever the group size (see gloo_full_mesh.h).
 //
 // Semantics: see comm/communicator.h. Every dtype and op is supported:
 // float16/bfloat16 reduce in float32 and round back; integer sum/prod wrap;
 // avg = sum then divide by size() (integers truncate toward zero).
-// Timeouts: CommOptions::timeout bounds the store waits, connection set-up
-// and each collective (gloo::Context::setTimeout).
+//
+// Bounds (CommOptions::timeout = T). Creation: one deadline T for the whole
+// call (Split: the (color, key) exchange, the connections and the barrier
+// together); Gloo's own pair connect would wait 5 x T per pair, so a watchdog
+// closes the pairs still unconnected at the deadline. Margin: 10 ms (one Gloo
+// event-loop tick) per pair still open, plus one store round trip per member
+// on the DeadlineExceeded path (to name the missing ranks). Collectives,
+// Send, Recv, Barrier: Gloo's timeout T on each of its blocking waits (the
+// operation's option, else the context's, which devmesh sets to T), so a
+// call ends at most T after its peers stop making progress. Abort: closes the connections without
+// waiting for peers (one event-loop tick per pair); a collective running in
+// another thread then fails at the latest when its timeout T passes (Gloo
+// cannot wake its waits early). Destruction: closes the connections, one
+// event-loop tick per pair, never waits for peers. These bounds assume the
+// store answers (its own timeouts bound it otherwise).
+//
+// Errors never escape as exceptions: every call into Gloo goes through
+// GlooCall (gloo_status.h). Messages name the peer: the global rank whose
+// connection failed, or whose address / connection was missing at the
+// deadline. What devmesh cannot catch: an exception thrown on Gloo's own
+// event-loop thread (getpeername() on a connection reset during its
+// set-up); the barrier above keeps cooperating ranks from ever causing it,
+// but a peer SIGKILLed in the microseconds between Gloo's accept and
+// getpeername still can.
 //
 // Thread-safety: one collective at a time per communicator (NCCL's rule);
 // Abort may be called from any thread and makes the running call fail.
@@ -24,12 +49,15 @@
 #define DEVMESH_COMM_GLOO_GLOO_COMMUNICATOR_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "bootstrap/store.h"
 #include "comm/communicator.h"
 #include "comm/options.h"
@@ -39,23 +67,27 @@
 namespace devmesh {
 
 // Connects rank `rank` of a `size`-rank Gloo group through `store`.
-// Called by every rank of the group with the same size and options.
+// Called by every rank of the group with the same size and options; returns
+// on no rank before every rank is connected (store barrier).
 // Errors: InvalidArgument (store null, size < 1, rank outside [0, size),
 // timeout not positive, global_ranks of the wrong length or with a negative
-// or repeated rank); DeadlineExceeded (a peer did not arrive within the
-// timeout); Unavailable (device or connection failure).
+// or repeated rank); DeadlineExceeded (a peer did not arrive, connect or
+// reach the barrier within options.timeout; names the global ranks);
+// Unavailable (device failure, or a connection refused / reset, naming the
+// peer's global rank).
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     std::shared_ptr<Store> store, int rank, int size,
     const CommOptions& options);
 
 class GlooCommunicator final : public Communicator {
  public:
-  // Connects a group over `store` under `prefix` on an existing `device`.
-  // Arguments are assumed checked (CreateGlooCommunicator, Split).
+  // Connects a group over `store` under `prefix` on an existing `device`,
+  // ending by `deadline` (+ the margin above). Arguments are assumed
+  // checked (CreateGlooCommunicator, Split).
   static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Connect(
       std::shared_ptr<Store> store, std::string prefix, int rank, int size,
       std::vector<int> global_ranks, const CommOptions& options,
-      std::shared_ptr<::gloo::transport::Device> device);
+      std::shared_ptr<::gloo::transport::Device> device, absl::Time deadline);
 
   absl::string_view backend() const override { return "gloo"; }
   int rank() const override { return rank_; }
@@ -86,12 +118,16 @@ class GlooCommunicator final : public Communicator {
 
   // The Gloo context, for benchmarks that call Gloo directly.
   const std::shared_ptr<::gloo::Context>& context() const { return context_; }
-  // Store calls made while connecting this group (adapter round trips).
+  // Store calls made while connecting this group (4 when size > 1).
   int64_t store_round_trips() const { return store_round_trips_; }
 
  private:
   GlooCommunicator() = default;
 
+  // GlooCall, plus the global rank of the peer Gloo's message names (by its
+  // connection endpoint), else the group's global ranks.
+  absl::Status Call(absl::string_view what,
+                    absl::FunctionRef<void()> fn) const;
   // FailedPrecondition after Abort.
   absl::Status CheckOpen(absl::string_view op) const;
   // InvalidArgument for a bad dtype, a null buffer with count > 0, or a
@@ -115,6 +151,9 @@ class GlooCommunicator final : public Communicator {
   std::atomic<bool> aborted_{false};
   int64_t split_count_ = 0;
   int64_t store_round_trips_ = 0;
+  // Each peer's "[ip]:port" end of its connection with this rank -> its
+  // global rank (gloo_full_mesh.h).
+  std::map<std::string, int> peer_endpoints_;
 };
 
 }  // namespace devmesh

@@ -10,10 +10,9 @@
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/gloo/gloo_device.h"
 #include "comm/gloo/gloo_status.h"
-#include "comm/gloo/gloo_store.h"
+#include "comm/gloo/gloo_full_mesh.h"
 #include "gloo/allgather.h"
 #include "comm/group_args.h"
-#include "gloo/rendezvous/context.h"
 
 namespace devmesh {
 
@@ -37,9 +36,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   }
   auto device = gloo_internal::MakeGlooDevice(options.gloo);
   if (!device.ok()) return device.status();
+  const absl::Time deadline = absl::Now() + options.timeout;
   auto comm = GlooCommunicator::Connect(std::move(store), "gloo/", rank, size,
                                         std::move(global_ranks), options,
-                                        *std::move(device));
+                                        *std::move(device), deadline);
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(*std::move(comm));
 }
@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
 absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
     std::shared_ptr<Store> store, std::string prefix, int rank, int size,
     std::vector<int> global_ranks, const CommOptions& options,
-    std::shared_ptr<::gloo::transport::Device> device) {
+    std::shared_ptr<::gloo::transport::Device> device, absl::Time deadline) {
   std::unique_ptr<GlooCommunicator> comm(new GlooCommunicator());
   comm->store_ = std::move(store);
   comm->prefix_ = std::move(prefix);
@@ -57,17 +57,13 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   comm->options_ = options;
   comm->options_.global_ranks.clear();  // Held in global_ranks_.
   comm->device_ = std::move(device);
-  auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-  context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
-  gloo_internal::GlooStore gloo_store(comm->store_, comm->prefix_,
-                                      options.timeout);
-  absl::Status status = GlooCall(
-      absl::StrCat("gloo connect (rank ", rank, " of ", size, ", prefix \"",
-                   comm->prefix_, "\")"),
-      [&] { context->connectFullMesh(gloo_store, comm->device_); });
-  comm->store_round_trips_ = gloo_store.round_trips();
-  if (!status.ok()) return status;
-  comm->context_ = std::move(context);
+  auto mesh = gloo_internal::ConnectFullMesh(
+      *comm->store_, comm->prefix_, rank, size, comm->global_ranks_,
+      comm->device_, options.timeout, deadline);
+  if (!mesh.ok()) return mesh.status();
+  comm->store_round_trips_ = mesh->store_round_trips;
+  comm->peer_endpoints_ = std::move(mesh->peer_endpoints);
+  comm->context_ = std::move(mesh->context);
   return comm;
 }
 
@@ -87,6 +83,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
     }
     child_options.timeout = *split_options.timeout;
   }
+  // One deadline for the whole Split (the child's timeout, SplitOptions'
+  // contract): the (color, key) exchange and the child's connection and
+  // barrier.
+  const absl::Time deadline = absl::Now() + child_options.timeout;
   const int64_t seq = split_count_++;
   // One all-gather of (color, key) over this group, through Gloo.
   std::vector<int32_t> mine = {color, key};
@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
   if (size_ == 1) {
     all = mine;
   } else {
-    absl::Status status = GlooCall("gloo split: all-gather of (color, key)", [&] {
+    absl::Status status = Call("gloo split: all-gather of (color, key)", [&] {
       ::gloo::AllgatherOptions opts(context_);
       opts.setInput<int32_t>(mine.data(), 2);
       opts.setOutput<int32_t>(all.data(), all.size());
@@ -120,7 +120,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
   auto child = Connect(
       store_, absl::StrCat(prefix_, "split/", seq, "/", color, "/"),
       child_rank, static_cast<int>(members.size()), std::move(child_globals),
-      child_options, device_);
+      child_options, device_, deadline);
   if (!child.ok()) return child.status();
   return std::unique_ptr<Communicator>(*std::move(child));
 }

@@ -14,19 +14,15 @@
 namespace devmesh {
 namespace gloo_internal {
 
-StoreStatusError::StoreStatusError(absl::Status status)
-    : std::runtime_error(status.ToString()), status_(std::move(status)) {}
-
 absl::Status GlooCall(absl::string_view what, absl::FunctionRef<void()> fn) {
   try {
     fn();
     return absl::OkStatus();
-  } catch (const StoreStatusError& e) {
-    return absl::Status(e.status().code(),
-                        absl::StrCat(what, ": store: ", e.status().message()));
   } catch (const ::gloo::IoException& e) {
     std::string text = e.what();
-    if (absl::StrContains(absl::AsciiStrToLower(text), "timed out")) {
+    const std::string lower = absl::AsciiStrToLower(text);
+    if (absl::StrContains(lower, "timed out") ||
+        absl::StrContains(lower, "timeout")) {
       return absl::DeadlineExceededError(absl::StrCat(what, ": ", text));
     }
     return absl::UnavailableError(
@@ -36,6 +32,9 @@ absl::Status GlooCall(absl::string_view what, absl::FunctionRef<void()> fn) {
         absl::StrCat(what, ": gloo precondition failed: ", e.what()));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  } catch (...) {
+    return absl::InternalError(
+        absl::StrCat(what, ": an exception that is not a std::exception"));
   }
 }
 

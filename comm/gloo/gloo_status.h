@@ -3,18 +3,16 @@
 // The one place where Gloo's exceptions become absl::Status (STYLE.md: one
 // conversion point per backend). Gloo reports errors by throwing
 // gloo::IoException (socket errors, peer gone, timeouts), gloo::EnforceNotMet
-// (violated preconditions) and gloo::Exception; the store adapter throws
-// StoreStatusError to carry a devmesh Store status through Gloo unchanged.
+// (violated preconditions) and gloo::Exception.
 //
-// Mapping: StoreStatusError -> its status; IoException whose text says
-// "Timed out" -> DeadlineExceeded; other IoException -> Unavailable (peer
-// closed the connection or is unreachable); EnforceNotMet, Exception and any
-// other std::exception -> Internal. Every message starts with `what`.
+// Mapping: IoException whose text says "timed out" or "timeout" (Gloo's
+// "Timed out waiting ...", "Connect timeout", "Read timeout") ->
+// DeadlineExceeded; other IoException -> Unavailable (peer closed the
+// connection or is unreachable); EnforceNotMet, Exception, any other
+// exception -> Internal. Every message starts with `what`. Nothing escapes.
 // Thread-safety: GlooCall is reentrant.
 #ifndef DEVMESH_COMM_GLOO_GLOO_STATUS_H_
 #define DEVMESH_COMM_GLOO_GLOO_STATUS_H_
-
-#include <stdexcept>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -22,16 +20,6 @@
 
 namespace devmesh {
 namespace gloo_internal {
-
-// Thrown by the Gloo store adapter when a devmesh Store call fails.
-class StoreStatusError : public std::runtime_error {
- public:
-  explicit StoreStatusError(absl::Status status);
-  const absl::Status& status() const { return status_; }
-
- private:
-  absl::Status status_;
-};
 
 // Runs `fn` and returns OK, or the Status for the exception it threw,
 // prefixed with `what` (e.g. "gloo allreduce").

@@ -329,7 +329,11 @@ class FakeGroup : public Communicator {
       int, int, const SplitOptions&) override {
     return Unused();
   }
-  absl::Status Abort() override { return absl::OkStatus(); }
+  absl::Status Abort() override {
+    ++aborts;
+    return absl::OkStatus();
+  }
+  int aborts = 0;
 
  private:
   static absl::Status Unused() {
@@ -338,6 +342,41 @@ class FakeGroup : public Communicator {
   std::vector<int> ranks_;
   int rank_;
 };
+
+// Issue 11: Abort on a sub-mesh is refused (PyTorch's rule) and aborts
+// nothing; on the root it aborts every group once.
+TEST(DeviceMesh, AbortIsRefusedOnASubMeshAndAbortsAllOnTheRoot) {
+  auto dp = std::make_shared<FakeGroup>(std::vector<int>{1, 3}, 0);
+  auto tp = std::make_shared<FakeGroup>(std::vector<int>{0, 1}, 1);
+  auto mesh = DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp},
+                                     RankTable{{0, 1}, {2, 3}}, {"dp", "tp"});
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  auto slice = mesh->Slice({"tp"});
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  ExpectError(slice->Abort(), absl::StatusCode::kFailedPrecondition,
+              "Abort is not supported on a sub-mesh (DeviceMesh(tp=2, 'cpu'))"
+              ": its groups are shared with the root mesh "
+              "DeviceMesh(dp=2, tp=2, 'cpu'); call RootMesh().Abort()");
+  auto flat = mesh->Flatten();
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  ExpectError(flat->Abort(), absl::StatusCode::kFailedPrecondition,
+              "sub-mesh");
+  auto transposed = mesh->Transpose({1, 0});
+  ASSERT_TRUE(transposed.ok()) << transposed.status();
+  ExpectError(transposed->Abort(), absl::StatusCode::kFailedPrecondition,
+              "sub-mesh");
+  EXPECT_EQ(dp->aborts, 0);
+  EXPECT_EQ(tp->aborts, 0);
+  // All names in order is the mesh itself: a root.
+  auto all = mesh->Slice({"dp", "tp"});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE(all->Abort().ok());
+  EXPECT_EQ(dp->aborts, 1);
+  EXPECT_EQ(tp->aborts, 1);
+  EXPECT_TRUE(slice->RootMesh().Abort().ok());
+  EXPECT_EQ(dp->aborts, 2);
+  EXPECT_EQ(tp->aborts, 2);
+}
 
 TEST(DeviceMesh, R17FromGroups) {
   // Rank 1 of a 2x2 mesh [[0, 1], [2, 3]]: dp line [1, 3], tp line [0, 1].

@@ -1,0 +1,74 @@
+// devmesh/comm/gloo/gloo_full_mesh.h
+// -----------------------------------------------------------------------------
+// ConnectFullMesh: devmesh's own replacement for Gloo's
+// gloo::rendezvous::Context::connectFullMesh, built from Gloo's public
+// transport API, so that creating a group
+//   1. is bounded by one deadline as a whole (Gloo's own waits a pair connect
+//      for 5 x the context timeout, one pair after another, and makes one store
+//      wait per peer, each with the full timeout), and
+//   2. completes everywhere before it returns anywhere: after every pair is
+//      connected, the members pass a store barrier (as PyTorch's new_group
+//      ends with a store-based barrier). A member that returns and then exits,
+//      aborts or destroys the group can no longer reset a connection that a
+//      peer is still setting up (issue 11: "Connection reset by peer" in
+//      GetGroup, and an uncaught gloo::EnforceNotMet on Gloo's event-loop
+//      thread when getpeername() met a reset socket).
+//
+// Protocol, under `prefix` in the store, for a group of n ranks; 4 store
+// round trips per rank whatever n is:
+//   Set      "addr/<rank>"       this rank's n-1 listening addresses
+//   MultiGet "addr/<r>" for all  (waits; the peers' addresses)
+//   -- connect every pair; a watchdog thread closes the pairs still
+//      unconnected when the deadline passes (Gloo has no per-call bound) --
+//   Set      "up/<rank>"         the local endpoint of each connection
+//   MultiGet "up/<r>" for all    (waits: the barrier; the endpoints name the
+//                                 peer in later error messages)
+//
+// Bound: the call returns by deadline + margin, margin = the watchdog's
+// close of the pairs (one Gloo event-loop tick, 10 ms, per pair still open)
+// plus one store round trip. Errors: DeadlineExceeded naming the global
+// ranks that had not published their addresses / not connected in time;
+// Unavailable naming the peer whose connection failed (refused, reset);
+// the store's errors (prefixed). Never throws.
+//
+// Thread-safety: one call per (store, prefix); it starts and joins one
+// watchdog thread.
+#ifndef DEVMESH_COMM_GLOO_GLOO_FULL_MESH_H_
+#define DEVMESH_COMM_GLOO_GLOO_FULL_MESH_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "bootstrap/store.h"
+#include "gloo/context.h"
+#include "gloo/transport/device.h"
+
+namespace devmesh {
+namespace gloo_internal {
+
+struct FullMesh {
+  std::shared_ptr<::gloo::Context> context;
+  // "[ip]:port" of each peer's end of its connection with this rank (as
+  // Gloo prints it in its errors) -> that peer's global rank.
+  std::map<std::string, int> peer_endpoints;
+  int64_t store_round_trips = 0;
+};
+
+// Connects rank `rank` of `size` (global ranks `global_ranks`, for messages)
+// over `device`; pairs get `timeout` as Gloo's context timeout (the default
+// of later collectives). See the banner for the rest.
+absl::StatusOr<FullMesh> ConnectFullMesh(
+    Store& store, const std::string& prefix, int rank, int size,
+    const std::vector<int>& global_ranks,
+    const std::shared_ptr<::gloo::transport::Device>& device,
+    absl::Duration timeout, absl::Time deadline);
+
+}  // namespace gloo_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_GLOO_GLOO_FULL_MESH_H_
