@@ -153,7 +153,18 @@ std::vector<RankOutcome> RunRanksDetailed(
   }
   for (int r = 0; r < nproc; ++r) {
     Child& c = children[r];
-    if (c.report_fd >= 0) close(c.report_fd);
+    // A child may have written its report and exited between the last poll
+    // and its waitpid: drain the pipe (the writer is gone, so EOF comes).
+    while (c.report_fd >= 0) {
+      char buf[4096];
+      ssize_t got = read(c.report_fd, buf, sizeof(buf));
+      if (got > 0) {
+        c.report.append(buf, static_cast<size_t>(got));
+      } else if (got == 0 || errno != EINTR) {
+        close(c.report_fd);
+        c.report_fd = -1;
+      }
+    }
     absl::Status status;
     if (!server.ok()) {
       status = server.status();

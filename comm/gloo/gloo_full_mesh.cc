@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -169,13 +170,11 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       if (p != nullptr) live.push_back(p);
     }
     Watchdog watchdog(live, deadline);
-    int failed_peer = -1;
+    int failed_peer = -1;  // the pair being connected when it went wrong
     for (int i = 0; i < size && status.ok(); ++i) {
       if (i == rank) continue;
-      if (watchdog.fired()) {
-        failed_peer = i;
-        break;
-      }
+      failed_peer = i;
+      if (watchdog.fired()) break;
       const std::string& all = (*addresses)[i];
       if (all.size() % (size - 1) != 0 || all.empty()) {
         status = absl::InternalError(absl::StrCat(
@@ -190,12 +189,12 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       status = GlooCall(
           absl::StrCat(what, ": connecting to global rank ", global_ranks[i]),
           [&] { pairs[i]->connect(addr); });
-      if (!status.ok()) failed_peer = i;
     }
     watchdog.Stop();
     if (watchdog.fired()) {
       std::vector<int> unconfirmed;
       for (int i = std::max(failed_peer, 0); i < size; ++i) {
+        // Pairs before failed_peer connected; the rest were not confirmed.
         if (i != rank) unconfirmed.push_back(global_ranks[i]);
       }
       return absl::DeadlineExceededError(absl::StrCat(
@@ -204,6 +203,11 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
           absl::FormatDuration(timeout), " (pairs closed by the watchdog)"));
     }
     if (!status.ok()) {
+      // Tell the peers waiting in the barrier below, so that they fail now
+      // (naming this rank) rather than at the deadline.
+      ++out.store_round_trips;
+      (void)store.Set(absl::StrCat(prefix, "up/", rank),
+                      absl::StrCat("!", status.message()));
       return absl::Status(
           absl::IsInternal(status) ? status.code()
                                    : absl::StatusCode::kUnavailable,
@@ -231,6 +235,14 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
                             "did not finish connecting their pairs",
                             &out.store_round_trips);
     if (!ups.ok()) return ups.status();
+    for (int i = 0; i < size; ++i) {
+      if (i != rank && absl::StartsWith((*ups)[i], "!")) {
+        return absl::UnavailableError(absl::StrCat(
+            what, ": global rank ", global_ranks[i],
+            " failed to connect its pairs: ",
+            absl::string_view((*ups)[i]).substr(1)));
+      }
+    }
     for (int i = 0; i < size; ++i) {
       if (i == rank) continue;
       for (absl::string_view line :

@@ -23,12 +23,16 @@
 //   Set      "up/<rank>"         the local endpoint of each connection
 //   MultiGet "up/<r>" for all    (waits: the barrier; the endpoints name the
 //                                 peer in later error messages)
+// A rank whose pairs fail sets "up/<rank>" to "!<its error>" (one more round
+// trip), so that its peers leave the barrier at once with Unavailable naming
+// it, instead of waiting for the deadline.
 //
 // Bound: the call returns by deadline + margin, margin = the watchdog's
 // close of the pairs (one Gloo event-loop tick, 10 ms, per pair still open)
 // plus one store round trip. Errors: DeadlineExceeded naming the global
 // ranks that had not published their addresses / not connected in time;
-// Unavailable naming the peer whose connection failed (refused, reset);
+// Unavailable naming the peer whose connection failed (refused, reset), or
+// the member that reported a failure at the barrier;
 // the store's errors (prefixed). Never throws.
 //
 // Thread-safety: one call per (store, prefix); it starts and joins one
