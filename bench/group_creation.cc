@@ -4,7 +4,10 @@
 // then the time to create every per-dim group of the mesh (GetAllGroups:
 // one Split of the world group per dim, none for a dim that is the whole
 // world in world order), and per rank the number of Split calls, of world
-// communicators and of store round trips that the groups cost. Each shape is
+// communicators and of store round trips that the groups cost, and how many
+// of those round trips are the creation barrier that makes a group complete
+// on every member before it returns anywhere (Gloo: 2 of the 6 per Split
+// child; issue 11). Each shape is
 // measured twice: as is, and with the last dim given its own timeout
 // ("+t": one Split with options, still one world communicator). Times are
 // the max over ranks. Starts --nproc local ranks with the //bootstrap launcher unless it
@@ -23,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_flags.h"
 #include "bootstrap/bootstrap.h"
+#include "comm/gloo/gloo_communicator.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
 
@@ -47,6 +51,7 @@ struct Sample {
   int64_t splits = 0;
   int64_t round_trips = 0;
   int64_t worlds = 0;
+  int64_t barrier_trips = 0;
 };
 
 // One measurement: a fresh runtime (its own store namespace, so the world
@@ -87,6 +92,14 @@ absl::StatusOr<Sample> Measure(Bootstrap& boot, std::shared_ptr<Store> store,
   out.splits = (*runtime)->split_calls();
   out.round_trips = (*runtime)->store_round_trips() - trips_before;
   out.worlds = (*runtime)->world_communicators();
+  // Barrier round trips of the groups made in this window (a dim that is
+  // the world communicator was made before it).
+  for (const auto& group : *groups) {
+    auto* g = dynamic_cast<GlooCommunicator*>(group.get());
+    if (g != nullptr && group != *world) {
+      out.barrier_trips += g->barrier_round_trips();
+    }
+  }
   // Max over ranks, through a Gloo world group (host memory, whatever the
   // backend measured).
   auto metrics = (*runtime)->World("gloo", absl::Seconds(300));
@@ -96,13 +109,14 @@ absl::StatusOr<Sample> Measure(Bootstrap& boot, std::shared_ptr<Store> store,
   absl::Status s = (*metrics)->AllReduce(times, max_times, 2,
                                          DataType::kFloat64, ReduceOp::kMax);
   if (!s.ok()) return s;
-  int64_t counts[3] = {out.splits, out.round_trips, out.worlds};
-  int64_t max_counts[3];
-  s = (*metrics)->AllReduce(counts, max_counts, 3, DataType::kInt64,
+  int64_t counts[4] = {out.splits, out.round_trips, out.worlds,
+                       out.barrier_trips};
+  int64_t max_counts[4];
+  s = (*metrics)->AllReduce(counts, max_counts, 4, DataType::kInt64,
                             ReduceOp::kMax);
   if (!s.ok()) return s;
   return Sample{max_times[0], max_times[1], max_counts[0], max_counts[1],
-                max_counts[2]};
+                max_counts[2], max_counts[3]};
 }
 
 double Median(std::vector<double> v) {
@@ -120,10 +134,10 @@ int RunRank() {
   const int repeats = absl::GetFlag(FLAGS_repeats);
   std::string table = absl::StrFormat(
       "# group creation, backend %s, %d ranks, median of %d\n"
-      "#%-9s %12s %12s %8s %12s %12s %16s\n",
+      "#%-9s %12s %12s %8s %12s %12s %16s %18s\n",
       backend, (*boot)->world_size(), repeats, "shape", "world (ms)",
       "groups (ms)", "ratio", "splits/rank", "worlds/rank",
-      "store trips/rank");
+      "store trips/rank", "of which barrier");
   int index = 0;
   for (absl::string_view text :
        absl::StrSplit(absl::GetFlag(FLAGS_shapes), ',')) {
@@ -150,9 +164,10 @@ int RunRank() {
     }
     const double w = Median(world), g = Median(groups);
     absl::StrAppendFormat(
-        &table, " %-9s %12.2f %12.2f %8.2f %12d %12d %16d\n",
+        &table, " %-9s %12.2f %12.2f %8.2f %12d %12d %16d %18d\n",
         absl::StrCat(absl::StrJoin(*shape, "x"), own_timeout ? "+t" : ""),
-        w * 1e3, g * 1e3, g / w, last.splits, last.worlds, last.round_trips);
+        w * 1e3, g * 1e3, g / w, last.splits, last.worlds, last.round_trips,
+        last.barrier_trips);
     }
   }
   if ((*boot)->rank() == 0) std::fputs(table.c_str(), stdout);

@@ -120,6 +120,8 @@ class GlooCommunicator final : public Communicator {
   const std::shared_ptr<::gloo::Context>& context() const { return context_; }
   // Store calls made while connecting this group (4 when size > 1).
   int64_t store_round_trips() const { return store_round_trips_; }
+  // Of those, the creation barrier's (2 when size > 1).
+  int64_t barrier_round_trips() const { return barrier_round_trips_; }
 
  private:
   GlooCommunicator() = default;
@@ -151,6 +153,7 @@ class GlooCommunicator final : public Communicator {
   std::atomic<bool> aborted_{false};
   int64_t split_count_ = 0;
   int64_t store_round_trips_ = 0;
+  int64_t barrier_round_trips_ = 0;
   // Each peer's "[ip]:port" end of its connection with this rank -> its
   // global rank (gloo_full_mesh.h).
   std::map<std::string, int> peer_endpoints_;

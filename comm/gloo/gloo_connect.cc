@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
       comm->device_, options.timeout, deadline);
   if (!mesh.ok()) return mesh.status();
   comm->store_round_trips_ = mesh->store_round_trips;
+  comm->barrier_round_trips_ = mesh->barrier_round_trips;
   comm->peer_endpoints_ = std::move(mesh->peer_endpoints);
   comm->context_ = std::move(mesh->context);
   return comm;

@@ -224,6 +224,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       }
     });
     if (!status.ok()) return status;
+    const int64_t before_barrier = out.store_round_trips;
     ++out.store_round_trips;
     status = store.Set(absl::StrCat(prefix, "up/", rank), endpoints);
     if (!status.ok()) {
@@ -235,6 +236,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
                             "did not finish connecting their pairs",
                             &out.store_round_trips);
     if (!ups.ok()) return ups.status();
+    out.barrier_round_trips = out.store_round_trips - before_barrier;
     for (int i = 0; i < size; ++i) {
       if (i != rank && absl::StartsWith((*ups)[i], "!")) {
         return absl::UnavailableError(absl::StrCat(

@@ -61,6 +61,8 @@ struct FullMesh {
   // Gloo prints it in its errors) -> that peer's global rank.
   std::map<std::string, int> peer_endpoints;
   int64_t store_round_trips = 0;
+  // Of those, the barrier's (Set "up/<rank>" + MultiGet): 2 when size > 1.
+  int64_t barrier_round_trips = 0;
 };
 
 // Connects rank `rank` of `size` (global ranks `global_ranks`, for messages)
