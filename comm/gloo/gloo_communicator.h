@@ -6,14 +6,20 @@
 //
 // Creation: CreateGlooCommunicator connects the group under the store key
 // prefix "gloo/". Split(color, key) all-gathers (color, key) over this group
-// through Gloo (no store traffic), then connects the child over the prefix
-// "<parent prefix>split/<n>/<color>/", n = how many Splits this
-// communicator has done. Children share the parent's TCP device (one event
+// through the store (Set "<parent prefix>split/<n>/ck/<rank>", MultiGet of
+// all: 2 round trips; a rank passing kNoColor only Sets and returns), then
+// connects the child over the prefix "<parent prefix>split/<n>/<color>/",
+// n = how many Splits this communicator has done. Through the store rather
+// than a Gloo all-gather so that a rank that never calls Split is named on
+// every peer, and every peer gets DeadlineExceeded (a Gloo timeout closes
+// the pair, and a slower peer would see "connection closed"). Children share the parent's TCP device (one event
 // loop thread per process). Creation completes everywhere before it returns
 // anywhere: it ends with a store barrier among the new group's members (as
 // PyTorch's new_group), so a member that returns and at once exits, aborts or
 // destroys the group cannot break a peer still connecting. Store round trips
-// per rank and creation: 4, whatever the group size (see gloo_full_mesh.h).
+// per rank, whatever the group size: 4 per connection (see
+// gloo_full_mesh.h; 2 of them the barrier), so 4 for the world group and
+// 6 per Split child.
 //
 // Semantics: see comm/communicator.h. Every dtype and op is supported:
 // float16/bfloat16 reduce in float32 and round back; integer sum/prod wrap;
@@ -118,7 +124,8 @@ class GlooCommunicator final : public Communicator {
 
   // The Gloo context, for benchmarks that call Gloo directly.
   const std::shared_ptr<::gloo::Context>& context() const { return context_; }
-  // Store calls made while connecting this group (4 when size > 1).
+  // Store calls made while creating this group (4 for a world group of
+  // size > 1, 6 for a Split child of size > 1).
   int64_t store_round_trips() const { return store_round_trips_; }
   // Of those, the creation barrier's (2 when size > 1).
   int64_t barrier_round_trips() const { return barrier_round_trips_; }

@@ -98,9 +98,9 @@ std::vector<std::string> Keys(const std::string& prefix, absl::string_view kind,
   return keys;
 }
 
-// Waits for every key and returns the values; on a timeout, names the
-// global ranks whose key is missing (one Check per key, error path only).
-absl::StatusOr<std::vector<std::string>> GatherOrName(
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> StoreAllGather(
     Store& store, const std::vector<std::string>& keys,
     const std::vector<int>& global_ranks, absl::Time deadline,
     absl::string_view what, absl::string_view missing_means,
@@ -125,8 +125,6 @@ absl::StatusOr<std::vector<std::string>> GatherOrName(
       what, ": global rank(s) [", absl::StrJoin(missing, ", "), "] ",
       missing_means, " before the group's deadline"));
 }
-
-}  // namespace
 
 absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,
@@ -159,7 +157,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       return absl::Status(status.code(),
                           absl::StrCat(what, ": store: ", status.message()));
     }
-    auto addresses = GatherOrName(
+    auto addresses = StoreAllGather(
         store, Keys(prefix, "addr", size), global_ranks, deadline, what,
         "did not join the group (no address published)",
         &out.store_round_trips);
@@ -231,7 +229,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       return absl::Status(status.code(),
                           absl::StrCat(what, ": store: ", status.message()));
     }
-    auto ups = GatherOrName(store, Keys(prefix, "up", size), global_ranks,
+    auto ups = StoreAllGather(store, Keys(prefix, "up", size), global_ranks,
                             deadline, what,
                             "did not finish connecting their pairs",
                             &out.store_round_trips);

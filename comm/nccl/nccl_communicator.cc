@@ -64,7 +64,8 @@ absl::Status NcclCommunicator::Check(absl::string_view op, const void* a,
 }
 
 absl::Status NcclCommunicator::Finish(ncclResult_t result,
-                                      absl::string_view what) {
+                                      absl::string_view what,
+                                      bool wait_stream) {
   if (result != ncclSuccess && result != ncclInProgress) {
     return NcclStatus(result, what, comm_);
   }
@@ -73,7 +74,7 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result,
     aborted_.store(true);  // WaitForComm aborted the communicator.
     return s;
   }
-  if (!options_.nccl.synchronize) return absl::OkStatus();
+  if (!options_.nccl.synchronize && !wait_stream) return absl::OkStatus();
   while (true) {
     cudaError_t e = cudaStreamQuery(stream_);
     if (e == cudaSuccess) return absl::OkStatus();
@@ -211,16 +212,15 @@ absl::Status NcclCommunicator::Recv(void* buf, size_t count, DataType dtype,
 
 absl::Status NcclCommunicator::Barrier() {
   // NCCL has no barrier: an all-reduce of one int on the scratch buffer, then
-  // a stream wait (whatever NcclOptions::synchronize says).
+  // a stream wait (whatever NcclOptions::synchronize says), bounded.
   if (auto s = Check("barrier", scratch_, scratch_, 1, DataType::kInt32);
       !s.ok())
     return s;
-  if (auto s = Finish(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum,
-                                    comm_, stream_),
-                      "ncclAllReduce (barrier)");
-      !s.ok())
-    return s;
-  return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  // Wait for the stream whatever synchronize says, but bounded: a plain
+  // cudaStreamSynchronize would wait forever for a vanished peer.
+  return Finish(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum,
+                              comm_, stream_),
+                "ncclAllReduce (barrier)", /*wait_stream=*/true);
 }
 
 }  // namespace nccl_internal

@@ -18,6 +18,20 @@
 // config (splitShare from NcclOptions); the child's global ranks come from
 // one all-gather of (color, key) through NCCL.
 //
+// Bounds (T = CommOptions::timeout; read from the code, no GPU here to run
+// multi-rank chaos tests): every wait on NCCL is a poll of
+// ncclCommGetAsyncError / cudaStreamQuery against a deadline that ends in
+// ncclCommAbort: init (store Get + init, one deadline T), Split (the
+// (color, key) all-gather, itself a parent collective bounded by the
+// parent's T, and the child's init, by one deadline: the child's T from the
+// start of Split), each
+// collective and Barrier (T; Barrier waits for its stream, bounded, even
+// when synchronize is false), destruction (ncclCommFinalize polled for T,
+// else ncclCommAbort). Margin: one poll period (200 us) plus
+// ncclCommAbort's own time. Abort is ncclCommAbort (NCCL documents it as
+// safe while a peer is gone). Not bounded by devmesh: the caller's own
+// waits on a stream when synchronize is false.
+//
 // Thread-safety: as Communicator (one collective at a time per communicator;
 // Abort from any thread).
 #ifndef DEVMESH_COMM_NCCL_NCCL_COMMUNICATOR_H_

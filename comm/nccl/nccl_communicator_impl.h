@@ -70,8 +70,10 @@ class NcclCommunicator final : public Communicator {
   absl::Status Check(absl::string_view op, const void* a, const void* b,
                      size_t count, DataType dtype) const;
   // After enqueueing: waits for NCCL (non-blocking mode) and, when
-  // synchronize, for the stream; both bounded by the timeout.
-  absl::Status Finish(ncclResult_t result, absl::string_view what);
+  // synchronize or `wait_stream`, for the stream; both bounded by the
+  // timeout (past it: ncclCommAbort, DeadlineExceeded).
+  absl::Status Finish(ncclResult_t result, absl::string_view what,
+                      bool wait_stream = false);
 
   ncclComm_t comm_ = nullptr;
   int device_ = 0;

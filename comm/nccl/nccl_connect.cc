@@ -233,6 +233,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
     child_options.nccl.cuda_device = parent.cuda_device;
     child_options.nccl.stream = parent.stream;
   }
+  // One deadline (the child's timeout) from here: the (color, key)
+  // exchange, then the child's init.
+  const absl::Time deadline = absl::Now() + child_options.timeout;
   // The child's global ranks: all-gather (color, key) through NCCL.
   std::vector<int32_t> all(2 * static_cast<size_t>(size_));
   int32_t mine[2] = {color, key};
@@ -258,7 +261,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
   if (r != ncclSuccess && r != ncclInProgress) {
     return NcclStatus(r, "ncclCommSplit", comm_);
   }
-  const absl::Time deadline = absl::Now() + child_options.timeout;
   if (auto s = WaitForComm(comm_, deadline, "ncclCommSplit (parent)"); !s.ok()) {
     return s;
   }

@@ -179,6 +179,13 @@ TEST(GlooChaos, NeverJoinsSplit) {
           // "connection closed" (Unavailable).
           (void)b.store()->Add("others_done", 1);
           (void)WaitForOthers(b);
+          const std::string want =
+              absl::StrCat("global rank(s) [", idle, "] did not call Split");
+          if (absl::IsDeadlineExceeded(s) &&
+              !absl::StrContains(s.message(), want)) {
+            return absl::InternalError(
+                absl::StrCat("message lacks '", want, "': ", s.ToString()));
+          }
           return s;
         };
         return std::make_pair(-1, std::function<absl::Status(Bootstrap&)>(body));
