@@ -7,8 +7,10 @@
 // --chaos_runs launches (default 3, CI) and prints launches, failures and the
 // slowest launch; run by hand with more, e.g.
 //   bazel test //tests/device_mesh:mesh_chaos_test --test_arg=--chaos_runs=30
-// The Abort-scope test checks that a sub-mesh refuses Abort and leaves the
-// root's groups working.
+// WorldSizeOffByOne: a rank started with WORLD_SIZE=9 of 8 is reported on
+// every rank within 10 s.
+#include <stdlib.h>
+
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -16,8 +18,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bootstrap/socket.h"
 #include "bootstrap/testing/multiprocess.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
@@ -136,6 +140,68 @@ TEST(MeshChaos, ExitAfterFirstCollective) {
     }
     return absl::OkStatus();
   }, &text);
+  EXPECT_EQ(failed, 0) << text;
+}
+
+// A start-up mistake (issue 11): rank 5 of 8 is started with WORLD_SIZE=9.
+// Every rank runs InitDeviceMesh from the environment, as under torchrun,
+// with rank 0 hosting the store and a 120 s timeout; every rank must report
+// InvalidArgument naming the disagreement within 10 s (the rendezvous
+// compares what each rank believes: bootstrap/peer_info.h).
+TEST(MeshChaos, WorldSizeOffByOne) {
+  const int runs = absl::GetFlag(FLAGS_chaos_runs);
+  int failed = 0;
+  absl::Duration slowest;
+  std::string text;
+  for (int run = 0; run < runs; ++run) {
+    absl::StatusOr<Socket> probe = Socket::Listen("127.0.0.1", 0);
+    ASSERT_TRUE(probe.ok()) << probe.status();
+    const int port = *probe->LocalPort();
+    probe->Close();
+    RunRanksOptions options;
+    options.timeout = absl::Seconds(60);
+    const absl::Time start = absl::Now();
+    std::vector<RankOutcome> outcomes = RunRanksDetailed(
+        kRanks,
+        [port](Bootstrap& outer) -> absl::Status {
+          const int rank = outer.rank();
+          setenv("MASTER_ADDR", "127.0.0.1", 1);
+          setenv("MASTER_PORT", absl::StrCat(port).c_str(), 1);
+          setenv("RANK", absl::StrCat(rank).c_str(), 1);
+          setenv("LOCAL_RANK", absl::StrCat(rank).c_str(), 1);
+          const int world = rank == 5 ? kRanks + 1 : kRanks;
+          setenv("WORLD_SIZE", absl::StrCat(world).c_str(), 1);
+          setenv("LOCAL_WORLD_SIZE", absl::StrCat(world).c_str(), 1);
+          MeshOptions mesh_options;
+          mesh_options.all.timeout = absl::Seconds(120);
+          const absl::Time begin = absl::Now();
+          auto mesh = InitDeviceMesh("cpu", {4, 2}, {"dp", "tp"}, mesh_options);
+          const absl::Duration took = absl::Now() - begin;
+          if (mesh.ok()) return absl::InternalError("InitDeviceMesh succeeded");
+          if (took > absl::Seconds(10)) {
+            return absl::InternalError(
+                absl::StrCat("reported after ", absl::FormatDuration(took),
+                             ": ", mesh.status().ToString()));
+          }
+          return mesh.status();
+        },
+        options);
+    slowest = std::max(slowest, absl::Now() - start);
+    bool ok = true;
+    for (const RankOutcome& o : outcomes) {
+      if (absl::IsInvalidArgument(o.status) &&
+          absl::StrContains(o.status.message(), "has world size 9")) {
+        continue;
+      }
+      ok = false;
+      absl::StrAppend(&text, "launch ", run, " rank ", o.rank, ": ",
+                      o.status.ToString(), "\n");
+    }
+    if (!ok) ++failed;
+  }
+  std::printf("chaos %-34s launches %3d failures %3d slowest %s\n",
+              "world_size_off_by_one", runs, failed,
+              absl::FormatDuration(slowest).c_str());
   EXPECT_EQ(failed, 0) << text;
 }
 
