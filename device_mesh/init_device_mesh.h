@@ -65,7 +65,11 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
 // Slurm or Open MPI variables; rank 0 hosts the store), then as above. The
 // rendezvous happens on the first call only (its timeout is
 // options.all.timeout when set, else 300 s); later calls in the process
-// reuse it, like PyTorch's default process group.
+// reuse it, like PyTorch's default process group. On a normal exit
+// (return from main, exit()) the process leaves the job: rank 0, which hosts
+// the store, keeps it up until every other rank has left or the bootstrap's
+// shutdown timeout (30 s) passes, so a rank 0 that returns first never
+// closes the store under a peer still finishing a group.
 // Errors: InvalidArgument for a timeout that is not positive; then
 // Bootstrap::FromEnv's (NotFound when no launcher variables are set at all,
 // InvalidArgument naming a missing or contradictory variable, Unavailable /
