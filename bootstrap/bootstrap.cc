@@ -151,7 +151,13 @@ constexpr char kLeftKey[] = "devmesh/bootstrap/left";
 constexpr char kAllLeftKey[] = "devmesh/bootstrap/all_left";
 }  // namespace
 
-Bootstrap::~Bootstrap() {
+Bootstrap::~Bootstrap() { Leave(); }
+
+void Bootstrap::Leave() {
+  std::call_once(left_, [this] { LeaveOnce(); });
+}
+
+void Bootstrap::LeaveOnce() {
   if (!joined_ || store_ == nullptr || world_size() == 1) return;
   if (rank() != 0) {
     absl::StatusOr<int64_t> left = store_->Add(kLeftKey, 1);

@@ -102,6 +102,13 @@ class Bootstrap {
   // Leaves the job (see Lifetime above).
   ~Bootstrap();
 
+  // Leaves the job now, as the destructor does (rank 0 hosting the server:
+  // waits until every other rank has left, at most options.shutdown_timeout).
+  // For exit paths where the Bootstrap is not destroyed (exit() while meshes
+  // still hold it). Idempotent and thread-safe; the destructor then does
+  // nothing more. Use store() no more after it on rank 0.
+  void Leave();
+
   int rank() const { return info_.rank; }
   int world_size() const { return info_.world_size; }
   int local_rank() const { return info_.local_rank; }
@@ -132,7 +139,10 @@ class Bootstrap {
   const RendezvousInfo info_;
   const absl::Duration timeout_;
   const absl::Duration shutdown_timeout_;
+  void LeaveOnce();
+
   bool joined_ = false;  // passed the start barrier
+  std::once_flag left_;  // Leave ran
   std::vector<PeerInfo> peers_;  // set once, before Create returns
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 with host_server only
   std::shared_ptr<Store> store_;            // destroyed before server_

@@ -159,12 +159,14 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
       auto made = Bootstrap::FromEnv(bootstrap_options);
       if (!made.ok()) return made.status();
       *process_bootstrap = *std::move(made);
-      // Leave the job on a normal exit (return from main, exit()): rank 0's
-      // Bootstrap then keeps the store up until every other rank has left
-      // (issue 11: a rank 0 returning right after GetGroup closed the store
-      // under a peer still in the group's barrier). Meshes still alive then
-      // keep it alive too, and nothing waits.
-      std::atexit([] { process_bootstrap->reset(); });
+      // Leave the job on a normal exit (return from main, exit()), even
+      // while meshes still hold the Bootstrap: rank 0 then keeps the store
+      // up until every other rank has left (issue 11: a rank 0 returning
+      // right after GetGroup closed the store under a peer still in the
+      // group's barrier).
+      std::atexit([] {
+        if (*process_bootstrap != nullptr) (*process_bootstrap)->Leave();
+      });
     }
     bootstrap = *process_bootstrap;
   }

@@ -7,11 +7,14 @@
 // --chaos_runs launches (default 3, CI) and prints launches, failures and the
 // slowest launch; run by hand with more, e.g.
 //   bazel test //tests/device_mesh:mesh_chaos_test --test_arg=--chaos_runs=30
+// ExitAfterGetGroupRankZeroHostsStore: the same exit, set up as under
+// //bootstrap:launch (environment, rank 0 hosting the store).
 // WorldSizeOffByOne: a rank started with WORLD_SIZE=9 of 8 is reported on
 // every rank within 10 s.
 #include <stdlib.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -143,6 +146,69 @@ TEST(MeshChaos, ExitAfterFirstCollective) {
   EXPECT_EQ(failed, 0) << text;
 }
 
+// Sets torchrun's variables for rank `rank` of `world` with the store at
+// 127.0.0.1:`port` (rank 0 hosts it, as under //bootstrap:launch).
+void SetLauncherEnv(int rank, int world, int port) {
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", absl::StrCat(port).c_str(), 1);
+  setenv("RANK", absl::StrCat(rank).c_str(), 1);
+  setenv("LOCAL_RANK", absl::StrCat(rank).c_str(), 1);
+  setenv("WORLD_SIZE", absl::StrCat(world).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", absl::StrCat(world).c_str(), 1);
+}
+
+absl::StatusOr<int> FreePort() {
+  absl::StatusOr<Socket> probe = Socket::Listen("127.0.0.1", 0);
+  if (!probe.ok()) return probe.status();
+  absl::StatusOr<int> port = probe->LocalPort();
+  probe->Close();
+  return port;
+}
+
+// The issue's own set-up: every rank runs InitDeviceMesh from the
+// environment (rank 0 hosts the store), makes the "tp" group and calls
+// exit(0) at once (static destructors and atexit handlers run, as when main
+// returns). Every rank must exit with code 0.
+TEST(MeshChaos, ExitAfterGetGroupRankZeroHostsStore) {
+  const int runs = absl::GetFlag(FLAGS_chaos_runs);
+  int failed = 0;
+  absl::Duration slowest;
+  std::string text;
+  for (int run = 0; run < runs; ++run) {
+    absl::StatusOr<int> port = FreePort();
+    ASSERT_TRUE(port.ok()) << port.status();
+    RunRanksOptions options;
+    options.timeout = absl::Seconds(60);
+    const absl::Time start = absl::Now();
+    std::vector<RankOutcome> outcomes = RunRanksDetailed(
+        kRanks,
+        [port = *port](Bootstrap& outer) -> absl::Status {
+          SetLauncherEnv(outer.rank(), kRanks, port);
+          MeshOptions mesh_options;
+          mesh_options.all.timeout = absl::Seconds(20);
+          auto mesh = InitDeviceMesh("cpu", {4, 2}, {"dp", "tp"}, mesh_options);
+          if (!mesh.ok()) return mesh.status();
+          auto tp = mesh->GetGroup("tp");
+          if (!tp.ok()) return tp.status();
+          std::exit(0);
+        },
+        options);
+    slowest = std::max(slowest, absl::Now() - start);
+    bool ok = true;
+    for (const RankOutcome& o : outcomes) {
+      if (!o.reported && o.exit_code == 0) continue;
+      ok = false;
+      absl::StrAppend(&text, "launch ", run, " rank ", o.rank, ": exit code ",
+                      o.exit_code, ", ", o.status.ToString(), "\n");
+    }
+    if (!ok) ++failed;
+  }
+  std::printf("chaos %-34s launches %3d failures %3d slowest %s\n",
+              "exit_after_get_group_rank0_store", runs, failed,
+              absl::FormatDuration(slowest).c_str());
+  EXPECT_EQ(failed, 0) << text;
+}
+
 // A start-up mistake (issue 11): rank 5 of 8 is started with WORLD_SIZE=9.
 // Every rank runs InitDeviceMesh from the environment, as under torchrun,
 // with rank 0 hosting the store and a 120 s timeout; every rank must report
@@ -154,24 +220,16 @@ TEST(MeshChaos, WorldSizeOffByOne) {
   absl::Duration slowest;
   std::string text;
   for (int run = 0; run < runs; ++run) {
-    absl::StatusOr<Socket> probe = Socket::Listen("127.0.0.1", 0);
-    ASSERT_TRUE(probe.ok()) << probe.status();
-    const int port = *probe->LocalPort();
-    probe->Close();
+    absl::StatusOr<int> port = FreePort();
+    ASSERT_TRUE(port.ok()) << port.status();
     RunRanksOptions options;
     options.timeout = absl::Seconds(60);
     const absl::Time start = absl::Now();
     std::vector<RankOutcome> outcomes = RunRanksDetailed(
         kRanks,
-        [port](Bootstrap& outer) -> absl::Status {
+        [port = *port](Bootstrap& outer) -> absl::Status {
           const int rank = outer.rank();
-          setenv("MASTER_ADDR", "127.0.0.1", 1);
-          setenv("MASTER_PORT", absl::StrCat(port).c_str(), 1);
-          setenv("RANK", absl::StrCat(rank).c_str(), 1);
-          setenv("LOCAL_RANK", absl::StrCat(rank).c_str(), 1);
-          const int world = rank == 5 ? kRanks + 1 : kRanks;
-          setenv("WORLD_SIZE", absl::StrCat(world).c_str(), 1);
-          setenv("LOCAL_WORLD_SIZE", absl::StrCat(world).c_str(), 1);
+          SetLauncherEnv(rank, rank == 5 ? kRanks + 1 : kRanks, port);
           MeshOptions mesh_options;
           mesh_options.all.timeout = absl::Seconds(120);
           const absl::Time begin = absl::Now();
