@@ -16,6 +16,7 @@ absl::StatusOr<std::vector<int64_t>> InferMeshShape(
   }
   int auto_dim = -1;
   int64_t product = 1;
+  bool overflow = false;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == kAutoDim) {
       if (auto_dim >= 0) {
@@ -31,16 +32,21 @@ absl::StatusOr<std::vector<int64_t>> InferMeshShape(
           "mesh_shape ", text, " holds ", shape[d], " at dim ", d,
           ": sizes must be positive, or -1 for one inferred size"));
     }
-    // Past world_size the division below fails anyway; stop before overflow.
-    product = product > world_size ? product : product * shape[d];
+    // Past world_size the division below fails anyway; a product that
+    // would overflow int64 (4 * 2^62 wraps to 0, then % 0 traps) stops
+    // growing and the message says so.
+    if (!overflow && __builtin_mul_overflow(product, shape[d], &product)) {
+      overflow = true;
+    }
   }
   std::vector<int64_t> out(shape.begin(), shape.end());
   if (auto_dim < 0) return out;
-  if (product > world_size || world_size % product != 0) {
+  if (overflow || product > world_size || world_size % product != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot infer the -1 in mesh_shape ", text, ": world size ",
-        world_size, " is not divisible by ", product,
-        ", the product of the other sizes"));
+        world_size, " is not divisible by ",
+        overflow ? "the product of the other sizes (over 2^63)"
+                 : absl::StrCat(product, ", the product of the other sizes")));
   }
   out[auto_dim] = world_size / product;
   return out;
