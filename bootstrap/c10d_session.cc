@@ -44,7 +44,7 @@ C10dSession::Step C10dSession::Next(bool parked) {
   if (buffered() < need_) return step;
   absl::string_view rest(buffer_);
   rest.remove_prefix(consumed_);
-  absl::StatusOr<C10dDecoded> decoded = DecodeC10dRequest(rest);
+  absl::StatusOr<C10dDecoded> decoded = DecodeC10dRequest(rest, &scan_);
   if (!decoded.ok()) {
     step.kind = Step::kClose;
     step.error = std::string(decoded.status().message());
@@ -59,6 +59,7 @@ C10dSession::Step C10dSession::Next(bool parked) {
   step = Forward(r);  // copies what it needs out of the buffer
   consumed_ += decoded->consumed;
   need_ = 1;
+  scan_ = C10dScan();
   if (consumed_ == buffer_.size()) {
     if (buffer_.capacity() > (size_t{64} << 10)) {
       std::string().swap(buffer_);

@@ -80,6 +80,7 @@ class C10dSession {
   std::string buffer_;
   size_t consumed_ = 0;
   size_t need_ = 1;          // decode again once buffered() reaches this
+  C10dScan scan_;            // progress through the request at consumed_
   bool validated_ = false;   // VALIDATE seen
   std::deque<C10dQuery> pending_;  // forwarded, reply not yet translated
 };

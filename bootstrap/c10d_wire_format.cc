@@ -149,7 +149,8 @@ bool CouldBeC10dGreeting(absl::string_view first) {
          absl::string_view(greeting).substr(0, first.size()) == first;
 }
 
-absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input) {
+absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input,
+                                              C10dScan* scan) {
   C10dDecoded out;
   if (input.empty()) {
     out.need_bytes = 1;
@@ -207,6 +208,36 @@ absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input) {
                        " keys; the limit is ", kMaxKeysPerCall));
     }
     const bool pairs = r.query == C10dQuery::kMultiSet;
+    if (scan != nullptr) {
+      // Walk the string lengths from where the last try stopped; build the
+      // views below only once every string is present.
+      const uint64_t total = pairs ? 2 * n : n;
+      size_t pos = scan->pos > 0 ? scan->pos : 1 + 8;
+      uint64_t done = scan->pos > 0 ? scan->strings : 0;
+      while (done < total) {
+        const bool is_value = pairs && done % 2 == 1;
+        const size_t limit = is_value ? kMaxValueBytes : key_limit;
+        size_t need = pos + 8;
+        if (input.size() >= need) {
+          const uint64_t len = absl::little_endian::Load64(input.data() + pos);
+          if (len > limit) {
+            return TooLong(r.query, is_value ? "a value" : "a key", limit);
+          }
+          need += static_cast<size_t>(len);
+        }
+        if (input.size() < need) {
+          scan->pos = pos;
+          scan->strings = done;
+          out.need_bytes = need;
+          if (out.need_bytes > size_t{kMaxFrameBytes}) {
+            return TooLong(r.query, "the request", kMaxFrameBytes);
+          }
+          return out;
+        }
+        pos = need;
+        ++done;
+      }
+    }
     // Reserve only what the bytes present can hold (8 bytes per string).
     const size_t room = (input.size() - 1) / (pairs ? 16 : 8);
     r.keys.reserve(std::min<size_t>(n, room));

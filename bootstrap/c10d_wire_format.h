@@ -113,11 +113,25 @@ struct C10dDecoded {
   size_t need_bytes = 0;  // without one: retry when the input has this many
 };
 
+// How far DecodeC10dRequest got through the strings of a CHECK / WAIT /
+// MULTI_GET / MULTI_SET that is not whole yet, so that the next try on more
+// bytes of the same request resumes there instead of re-reading every
+// string (which made a 1M-key MULTI_SET arriving in pieces quadratic and
+// stalled the server's loop for seconds). Reset it (= {}) whenever a
+// request was consumed; it is only valid for the request it was made on.
+struct C10dScan {
+  size_t pos = 0;        // offset in the request of the next string's length
+  uint64_t strings = 0;  // strings known whole before `pos`
+};
+
 // Decodes the request at the start of `input` (the server side).
 // InvalidArgument (naming the query and the field) on an unknown or
 // unsupported query type or on a field over the limits above; the stream
 // cannot be resynchronised then, so the caller drops the connection.
-absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input);
+// `scan` (optional): kept by the caller between tries on one request, so
+// that the work over all tries is linear in the request's size.
+absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input,
+                                              C10dScan* scan = nullptr);
 
 // Appends c10d reply fields to `out` (the server side).
 void AppendC10dU8(std::string& out, uint8_t v);
