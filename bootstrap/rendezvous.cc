@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -277,13 +278,22 @@ absl::StatusOr<std::string> ParseStoreHost(absl::string_view var,
                "literal is \"::1\" or \"[::1]\"; the port goes in MASTER_PORT)");
   }
   if (host.empty()) return Bad(var, value, "names no host");
-  if (host.find_first_of("[] \t/") != absl::string_view::npos) {
+  const bool unprintable = std::any_of(host.begin(), host.end(), [](char c) {
+    return !absl::ascii_isgraph(static_cast<unsigned char>(c));
+  });
+  if (unprintable || host.find_first_of("[]/") != absl::string_view::npos) {
     return Bad(var, value, "is not a host name or IP address");
   }
   const size_t colons = std::count(host.begin(), host.end(), ':');
+  const size_t percent = host.find('%');
+  if (percent != absl::string_view::npos &&
+      (colons == 0 || percent + 1 == host.size())) {
+    return Bad(var, value,
+               "has a '%' that is not an IPv6 zone (\"fe80::1%eth0\")");
+  }
   if (colons > 0) {
     // An IPv6 literal, with an optional %zone ("fe80::1%eth0").
-    std::string addr(host.substr(0, host.find('%')));
+    std::string addr(host.substr(0, percent));
     unsigned char scratch[16];
     if (colons == 1 || inet_pton(AF_INET6, addr.c_str(), scratch) != 1) {
       return Bad(var, value,

@@ -83,7 +83,10 @@ bool HasRendezvousEnv(const EnvLookup& env);
 bool HasRendezvousEnv();
 
 // The store host in `value` of variable `var` (see the banner): the host
-// itself, brackets removed. InvalidArgument naming `var` otherwise.
+// itself, brackets removed. InvalidArgument naming `var` otherwise: empty,
+// whitespace or control characters, "host:port" forms, brackets around
+// something not IPv6, an IPv6 literal inet_pton refuses, a '%' that is not
+// a non-empty zone of an IPv6 literal ("::1%", "node%eth0").
 absl::StatusOr<std::string> ParseStoreHost(absl::string_view var,
                                            absl::string_view value);
 

@@ -149,7 +149,10 @@ TEST(RendezvousTest, Ipv6StoreHostsBareOrBracketed) {
     EXPECT_EQ(info->store_host, parsed);
   }
   for (const char* bad : {"[::1]:29500", "host:29500", "[::1", "[]",
-                          "[node]", "a b", "::zz"}) {
+                          "[node]", "a b", "::zz",
+                          // An empty or misplaced zone, control characters.
+                          "::1%", "[fe80::1%]", "%", "node%eth0", "node\n",
+                          "no\x01de"}) {
     env["MASTER_ADDR"] = bad;
     auto info = RendezvousInfoFromEnv(Env(env));
     EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument) << bad;
