@@ -5,7 +5,8 @@
 // The input is cut into chunks (sizes from the input itself) that start with
 // a valid VALIDATE greeting, and fed to a C10dSession as a byte stream would
 // arrive. Every request the decoder returns must re-encode to exactly the
-// bytes it came from. Each step goes to a StoreService as the server's loop
+// bytes it came from, and the resumable scan must agree with a decode from
+// scratch at every prefix. Each step goes to a StoreService as the server's loop
 // would (forward, translate the reply, park, cancel), and parked requests
 // are expired now and then. Any crash, hang, sanitizer report or round-trip
 // mismatch is a bug.
@@ -26,6 +27,27 @@ void CheckRoundTrip(absl::string_view bytes) {
   if (!d.ok() || !d->request) return;
   const std::string again = devmesh::EncodeC10dRequest(*d->request);
   if (again != bytes.substr(0, d->consumed)) std::abort();
+}
+
+// The resumable scan the server's session uses (C10dScan) must agree with a
+// decode from scratch at every prefix of the bytes, fed in growing order.
+void CheckScanAgrees(absl::string_view bytes) {
+  if (bytes.size() > 512) bytes = bytes.substr(0, 512);  // quadratic check
+  devmesh::C10dScan scan;
+  for (size_t cut = 0; cut <= bytes.size(); ++cut) {
+    absl::StatusOr<devmesh::C10dDecoded> plain =
+        devmesh::DecodeC10dRequest(bytes.substr(0, cut));
+    absl::StatusOr<devmesh::C10dDecoded> scanned =
+        devmesh::DecodeC10dRequest(bytes.substr(0, cut), &scan);
+    if (plain.ok() != scanned.ok()) std::abort();
+    if (!plain.ok()) return;
+    if (plain->request.has_value() != scanned->request.has_value() ||
+        plain->need_bytes != scanned->need_bytes ||
+        plain->consumed != scanned->consumed) {
+      std::abort();
+    }
+    if (plain->request) return;
+  }
 }
 
 }  // namespace
@@ -76,5 +98,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   CheckRoundTrip(stream.substr(5));
+  CheckScanAgrees(stream.substr(5));
   return 0;
 }
