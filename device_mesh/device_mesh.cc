@@ -217,8 +217,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     group = lookup();  // another thread may have made it meanwhile
     if (group == nullptr) {
       // A line that is the whole world in world order is the world
-      // communicator: every rank of the world is on it, so every rank takes
-      // this branch (no Split anywhere).
+      // communicator (or, with another timeout, one Split of it that this
+      // root owns): every rank of the world is on it, so every rank takes
+      // this branch.
       bool world_line = false;
       if (!runtime_->detached() && !options.nccl.has_value() &&
           *layout.size(d) == runtime_->world_size()) {
@@ -230,7 +231,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       }
       absl::StatusOr<std::shared_ptr<Communicator>> made;
       if (world_line) {
-        made = runtime_->World(options.backend, timeout);
+        made = runtime_->WorldInOrder(options.backend, timeout);
       } else {
         // Every rank of the root gets its own line along these modes, member
         // of this mesh or not; a rank outside the root passes no color.
@@ -242,7 +243,6 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
                                     static_cast<int>(ck->key), options.nccl);
       }
       std::lock_guard<std::mutex> lock(root_->mu);
-      if (world_line) root_->world_keys.insert(key);
       group = &root_->groups.emplace(key, std::move(made)).first->second;
     }
   }
@@ -280,13 +280,15 @@ absl::Status DeviceMesh::Abort() const {
   {
     std::lock_guard<std::mutex> lock(root_->mu);
     for (auto& [key, group] : root_->groups) {
-      if (group.ok() && *group != nullptr && !root_->world_keys.count(key)) {
-        groups.push_back(*group);
-      }
+      if (group.ok() && *group != nullptr) groups.push_back(*group);
     }
   }
   absl::Status first = absl::OkStatus();
   for (const auto& group : groups) {
+    // The runtime's world communicators are shared with every other mesh
+    // (by identity: a world-sized dim with its own timeout is this root's
+    // own Split and is aborted).
+    if (runtime_->IsWorldCommunicator(group.get())) continue;
     absl::Status s = group->Abort();
     if (first.ok() && !s.ok()) first = s;
   }
@@ -367,6 +369,22 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Flatten(
       return absl::InvalidArgumentError(absl::StrCat(
           "flattened mesh dim '", flat_name, "' already has another layout: ",
           it->second.first.LayoutString(), " vs ", flat->LayoutString()));
+    }
+    if (group_options.has_value()) {
+      // The options the first Flatten gave this name (none: all unset).
+      const auto& kept = it->second.second.per_dim;
+      auto first = kept.find(flat_name);
+      const GroupOptions earlier =
+          first == kept.end() ? GroupOptions() : first->second;
+      if (!SameGroupOptions(earlier, *group_options)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "flattened mesh dim '", flat_name,
+            "' already exists with group options ",
+            GroupOptionsString(earlier), ", not ",
+            GroupOptionsString(*group_options),
+            ": give the same options, or none, to get that mesh back, or "
+            "another name for a group with other options"));
+      }
     }
     return DeviceMesh(runtime_, root_, it->second.first, device_type_,
                       it->second.second);

@@ -204,7 +204,10 @@ class DeviceMesh {
   // FromGroups, RootMesh(), Slice of all dims in order; FromLayout and
   // Deserialize of a root layout): aborts every group made so far by this
   // root and its slices, flattens, unflattens, transposes and
-  // concatenations, not the world communicators (nor a dim that is one).
+  // concatenations, except the runtime's world communicators (by identity,
+  // MeshRuntime::IsWorldCommunicator: a world-sized dim in world order with
+  // the world's timeout IS the world communicator and is left working; one
+  // with its own timeout is this root's Split and is aborted).
   // Later collectives on them return FailedPrecondition; GetGroup returns
   // the aborted groups. Returns the first error a group's Abort gave, else
   // OK. Never waits for a group creation in progress, nor for peers.
@@ -245,12 +248,17 @@ class DeviceMesh {
   }
   // R9: a 1-d mesh of the same ranks named `name` (default: the names joined
   // by "_"), remembered on the root so that root.Slice({name}) finds it.
-  // `group_options` (optional) overrides the backend / timeout of the new
-  // dim's group (ignored when the name already exists). InvalidArgument: an
-  // empty name, a group_options timeout that is not positive (naming the
-  // name), `name` is a root dim name, or an earlier flatten with that
-  // name has another layout; the same name and layout give the same mesh
-  // back. FailedPrecondition: unnamed mesh.
+  // `group_options` (optional) overrides the backend / timeout / NCCL
+  // config of the new dim's group. InvalidArgument: an empty name, a
+  // group_options timeout that is not positive (naming the name), `name` is
+  // a root dim name, an earlier flatten with that name has another layout,
+  // or it has the same layout but other group options (naming the name and
+  // both options in GroupOptionsString's form; an earlier flatten without
+  // options counts as all unset). The same name and layout with the same
+  // options, or with none given, give the earlier mesh back with the
+  // earlier options (R9; devmesh's own: PyTorch's _flatten keeps the first
+  // group and ignores the repeat's backend_override silently).
+  // FailedPrecondition: unnamed mesh.
   absl::StatusOr<DeviceMesh> Flatten(
       std::optional<std::string> name = std::nullopt,
       std::optional<GroupOptions> group_options = std::nullopt) const;

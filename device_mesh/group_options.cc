@@ -21,6 +21,28 @@ GroupOptions MeshOptions::For(absl::string_view dim_group_name) const {
   return out;
 }
 
+std::string GroupOptionsString(const GroupOptions& g) {
+  std::string out = absl::StrCat(
+      "{backend=", g.backend.empty() ? "unset" : g.backend, ", timeout=",
+      g.timeout.has_value() ? absl::FormatDuration(*g.timeout) : "unset",
+      ", nccl=");
+  if (!g.nccl.has_value()) {
+    absl::StrAppend(&out, "unset}");
+  } else {
+    const NcclOptions& n = *g.nccl;
+    absl::StrAppend(&out, "{blocking=", n.blocking,
+                    ", split_share=", n.split_share,
+                    ", cga_cluster_size=", n.cga_cluster_size,
+                    ", min_ctas=", n.min_ctas, ", max_ctas=", n.max_ctas,
+                    ", net_name='", n.net_name, "'}}");
+  }
+  return out;
+}
+
+bool SameGroupOptions(const GroupOptions& a, const GroupOptions& b) {
+  return GroupOptionsString(a) == GroupOptionsString(b);
+}
+
 absl::Status CheckGroupTimeout(const GroupOptions& g, absl::string_view where) {
   if (g.timeout.has_value() && *g.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

@@ -63,6 +63,17 @@ absl::StatusOr<MeshOptions> ValidateMeshOptions(
     MeshOptions options, const std::vector<std::string>& dim_group_names,
     const std::vector<std::string>& extra_names = {});
 
+// The text form of `g`, for error messages and for comparing two options:
+// "{backend=gloo, timeout=25s, nccl=unset}"; an unset backend or timeout
+// reads "unset"; a set nccl lists the ncclConfig_t fields a dim's Split
+// uses ("nccl={blocking=1, split_share=0, cga_cluster_size=-1, min_ctas=-1,
+// max_ctas=-1, net_name=''}"); cuda_device, stream and synchronize are left
+// out (they stay the world communicator's, see GroupOptions::nccl).
+std::string GroupOptionsString(const GroupOptions& g);
+
+// Whether `a` and `b` make the same group: equal GroupOptionsString.
+bool SameGroupOptions(const GroupOptions& a, const GroupOptions& b);
+
 // InvalidArgument when `g.timeout` is set and not positive, naming `where`.
 absl::Status CheckGroupTimeout(const GroupOptions& g, absl::string_view where);
 

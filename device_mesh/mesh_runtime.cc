@@ -57,6 +57,7 @@ absl::StatusOr<MeshRuntime::BaseWorld> MeshRuntime::BaseWorldLocked(
   worlds_.emplace(std::make_pair(std::string(backend),
                                  absl::ToInt64Nanoseconds(timeout)),
                   base.comm);
+  RememberWorld(base.comm.get());
   return base;
 }
 
@@ -88,7 +89,43 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
   if (!child.ok()) return child.status();
   std::shared_ptr<Communicator> shared(std::move(*child));
   worlds_.emplace(key, shared);
+  RememberWorld(shared.get());
   return shared;
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldInOrder(
+    absl::string_view backend, absl::Duration timeout) {
+  if (detached()) {
+    return absl::FailedPreconditionError(
+        "this mesh was made from existing groups (no bootstrap store): it "
+        "cannot create new groups");
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world communicator timeout (", absl::FormatDuration(timeout),
+        ") must be positive"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto base = BaseWorldLocked(backend, timeout);
+  if (!base.ok()) return base.status();
+  if (base->timeout == timeout) return base->comm;
+  SplitOptions split_options;
+  split_options.timeout = timeout;
+  splits_.fetch_add(1);
+  auto child = base->comm->Split(0, rank_, split_options);
+  if (!child.ok()) return child.status();
+  return std::shared_ptr<Communicator>(std::move(*child));
+}
+
+void MeshRuntime::RememberWorld(const Communicator* comm) {
+  std::lock_guard<std::mutex> lock(ids_mu_);
+  world_ids_.insert(comm);
+}
+
+bool MeshRuntime::IsWorldCommunicator(const Communicator* comm) const {
+  if (comm == nullptr) return false;
+  std::lock_guard<std::mutex> lock(ids_mu_);
+  return world_ids_.count(comm) > 0;
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitWorld(

@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -79,6 +80,21 @@ class MeshRuntime {
   absl::StatusOr<std::shared_ptr<Communicator>> World(absl::string_view backend,
                                                       absl::Duration timeout);
 
+  // A group of the whole world in world order with `timeout`, for a mesh
+  // dim that is such a line (collective over the world). The world
+  // communicator of `backend` itself when its timeout is `timeout` (made now
+  // with `timeout` when it does not exist yet, as World); otherwise a NEW
+  // Split of it (color 0, key rank) with `timeout`, counted in
+  // split_calls() and owned by the caller alone (not cached, not returned
+  // by World: the mesh that made it may Abort it). Errors as World.
+  absl::StatusOr<std::shared_ptr<Communicator>> WorldInOrder(
+      absl::string_view backend, absl::Duration timeout);
+
+  // Whether `comm` is one of the runtime's world communicators: a base
+  // world communicator or one World returned (identity, not size). Never
+  // waits for a creation or Split in progress. False for nullptr.
+  bool IsWorldCommunicator(const Communicator* comm) const;
+
   // One Split of the world communicator of `backend` (collective over the
   // world; see Communicator::Split): the child has `timeout` and, when set,
   // the NCCL config `nccl`, whatever the world communicator's own are (one
@@ -121,6 +137,8 @@ class MeshRuntime {
     std::shared_ptr<Communicator> comm;
     absl::Duration timeout;
   };
+  // Adds `comm` to world_ids_.
+  void RememberWorld(const Communicator* comm);
   // Requires mu_ held.
   absl::StatusOr<BaseWorld> BaseWorldLocked(absl::string_view backend,
                                             absl::Duration timeout);
@@ -138,6 +156,11 @@ class MeshRuntime {
   // the base itself, or a Split of it.
   std::map<std::pair<std::string, int64_t>, std::shared_ptr<Communicator>>
       worlds_;
+  // The communicators in bases_ and worlds_ (held there for the runtime's
+  // lifetime, so an address is never reused), under a mutex of its own so
+  // that IsWorldCommunicator never waits behind mu_.
+  mutable std::mutex ids_mu_;
+  std::set<const Communicator*> world_ids_;
 };
 
 }  // namespace devmesh

@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -44,9 +43,6 @@ struct RootState {
   // error its creation ended with (kept, so that a rank never splits again
   // while the others do not).
   std::map<std::string, absl::StatusOr<std::shared_ptr<Communicator>>> groups;
-  // Keys of `groups` whose group is a world communicator (a world-sized
-  // dim in world order): shared with other meshes, so Abort leaves them.
-  std::set<std::string> world_keys;
   // R9: flatten name -> (layout, options) of the flattened mesh.
   std::map<std::string, std::pair<MeshLayout, MeshOptions>> flattened;
 };
