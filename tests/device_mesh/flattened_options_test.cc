@@ -1,9 +1,12 @@
 // DeviceMesh as one rank of a larger world (InMemoryStore runtime, no group
 // made): flattened names wherever a dim name goes (Slice mixed with dims,
 // size, GetLocalRank, Shift) on the root, slices, transposes and through
-// Serialize/Deserialize with the issue's literal values; MeshOptions key
-// validation at Create / InitDeviceMesh / Flatten; the auto dim (-1).
+// Serialize/Deserialize with the issue's literal values, on meshes made by
+// Unflatten and with size-1 dims; MeshOptions key validation at Create /
+// InitDeviceMesh / Flatten; a repeat Flatten with other group options; the
+// auto dim (-1).
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +106,48 @@ TEST(FlattenedNames, OnSlicesAndTransposes) {
   EXPECT_EQ(Ok(m.GetLocalRank("dp_shard_cp")), 1);
 }
 
+// (4, 3) named (dp, tp) over 12; dp unflattened into (a, b); "atp" is the
+// flatten of (a, tp): through rank 0 it is [0, 1, 2, 6, 7, 8].
+TEST(FlattenedNames, OfAnUnflattenedMesh) {
+  for (int rank : {0, 4, 11}) {
+    DeviceMesh root =
+        Ok(InitDeviceMesh(Runtime(rank, 12), "cpu", {4, 3}, {"dp", "tp"}));
+    DeviceMesh u = Ok(root.Unflatten("dp", {2, 2}, {"a", "b"}));
+    DeviceMesh atp = Ok(Ok(u.Slice({"a", "tp"})).Flatten("atp"));
+    const int64_t b = (rank / 3) % 2;
+    std::vector<RankTable> line;
+    for (int64_t a : {0, 1}) {
+      for (int64_t t : {0, 1, 2}) line.push_back(RankTable(a * 6 + b * 3 + t));
+    }
+    EXPECT_EQ(atp.mesh(), RankTable(line)) << rank;
+    EXPECT_EQ(Ok(root.size("atp")), 6);
+    EXPECT_EQ(Ok(u.size("atp")), 6);
+    const int64_t local = (rank / 6) * 3 + rank % 3;
+    EXPECT_EQ(Ok(root.GetLocalRank("atp")), local) << rank;
+    EXPECT_EQ(Ok(u.GetLocalRank("atp")), local) << rank;
+    EXPECT_EQ(Ok(u.Slice({"b", "atp"})).mesh(),
+              RankTable({{0, 1, 2, 6, 7, 8}, {3, 4, 5, 9, 10, 11}}));
+    EXPECT_EQ(Ok(u.Slice({"atp", "b"})).mesh(),
+              RankTable({{0, 3}, {1, 4}, {2, 5}, {6, 9}, {7, 10}, {8, 11}}));
+    // dp holds a: overlap, both named.
+    ExpectError(root.Slice({"dp", "atp"}).status(),
+                absl::StatusCode::kInvalidArgument, "'dp' and 'atp'");
+  }
+}
+
+// Size-1 dims: (2, 1, 2) named (pp, dp, tp), "pt" = flatten of (pp, tp).
+TEST(FlattenedNames, WithSizeOneDims) {
+  DeviceMesh root = Ok(
+      InitDeviceMesh(Runtime(3, 4), "cpu", {2, 1, 2}, {"pp", "dp", "tp"}));
+  ASSERT_TRUE(Ok(root.Slice({"pp", "tp"})).Flatten("pt").ok());
+  EXPECT_EQ(Ok(root.Slice({"dp", "pt"})).mesh(), RankTable({{0, 1, 2, 3}}));
+  EXPECT_EQ(Ok(root.Slice({"pt", "dp"})).mesh(),
+            RankTable({{0}, {1}, {2}, {3}}));
+  EXPECT_EQ(Ok(root.GetLocalRank("pt")), 3);
+  ExpectError(root.Slice({"pt", "tp"}).status(),
+              absl::StatusCode::kInvalidArgument, "'pt' and 'tp' overlap");
+}
+
 TEST(Neighbours, IssueExamples) {
   auto shift = [](int rank, int64_t k, bool periodic) {
     DeviceMesh m =
@@ -147,6 +192,8 @@ TEST(AutoDim, InitDeviceMesh) {
   ExpectError(s, absl::StatusCode::kInvalidArgument, "divisible by 5");
   ExpectError(InitDeviceMesh(rt, "cpu", {-1, -1}).status(),
               absl::StatusCode::kInvalidArgument, "more than one -1");
+  EXPECT_EQ(Ok(InitDeviceMesh(rt, "cpu", {2, -1, 3}, {"a", "b", "c"})).shape(),
+            (std::vector<int64_t>{2, 2, 3}));
 }
 
 TEST(MeshOptionsKeys, CheckedWhereTheMeshIsMade) {
@@ -179,6 +226,10 @@ TEST(MeshOptionsKeys, CheckedWhereTheMeshIsMade) {
   ExpectError(
       InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"}, negative).status(),
       absl::StatusCode::kInvalidArgument, "per_dim['tp'] timeout (-1s)");
+  MeshOptions leading_zero;
+  leading_zero.per_dim["dim_01"].backend = "gloo";
+  ExpectError(InitDeviceMesh(rt, "cpu", {2, 4}, {}, leading_zero).status(),
+              absl::StatusCode::kInvalidArgument, "'dim_01'");
   // "dim_<i>" on a named mesh is kept under the dim's name, and applies.
   MeshOptions by_index;
   by_index.per_dim["dim_1"].timeout = absl::Seconds(9);
@@ -191,6 +242,62 @@ TEST(MeshOptionsKeys, CheckedWhereTheMeshIsMade) {
   ExpectError(m.Flatten("all", bad).status(),
               absl::StatusCode::kInvalidArgument,
               "Flatten('all') group_options timeout (0) must be positive");
+}
+
+// R9 with options: a repeat Flatten with the same name and layout gives the
+// earlier mesh back with the same options or none, and is InvalidArgument
+// naming the name and both options when they differ.
+TEST(FlattenOptions, RepeatWithOtherOptionsIsInvalidArgument) {
+  DeviceMesh root =
+      Ok(InitDeviceMesh(Runtime(0, 4), "cpu", {2, 2}, {"dp", "tp"}));
+  GroupOptions a;
+  a.timeout = absl::Seconds(25);
+  GroupOptions b;
+  b.timeout = absl::Seconds(30);
+  DeviceMesh first = Ok(root.Flatten("pt", a));
+  ExpectError(root.Flatten("pt", b).status(),
+              absl::StatusCode::kInvalidArgument,
+              "flattened mesh dim 'pt' already exists with group options "
+              "{backend=unset, timeout=25s, nccl=unset}, not {backend=unset, "
+              "timeout=30s, nccl=unset}: give the same options, or none, to "
+              "get that mesh back, or another name for a group with other "
+              "options");
+  for (const std::optional<GroupOptions>& again :
+       {std::optional<GroupOptions>(a), std::optional<GroupOptions>()}) {
+    DeviceMesh m = Ok(root.Flatten("pt", again));
+    EXPECT_EQ(m, first);
+    EXPECT_EQ(m.options().per_dim.at("pt").timeout, absl::Seconds(25));
+    EXPECT_EQ(Ok(root.Slice({"pt"})).options().per_dim.at("pt").timeout,
+              absl::Seconds(25));
+  }
+  // A first Flatten without options counts as all unset.
+  Ok(root.Flatten());
+  Ok(root.Flatten(std::nullopt, GroupOptions()));
+  GroupOptions gloo;
+  gloo.backend = "gloo";
+  ExpectError(root.Flatten(std::nullopt, gloo).status(),
+              absl::StatusCode::kInvalidArgument,
+              "flattened mesh dim 'dp_tp' already exists with group options "
+              "{backend=unset, timeout=unset, nccl=unset}, not {backend=gloo, "
+              "timeout=unset, nccl=unset}");
+  // NCCL configs differ in one field.
+  GroupOptions nccl;
+  nccl.nccl = NcclOptions();
+  Ok(Ok(root.Slice({"tp"})).Flatten("t", nccl));
+  GroupOptions ctas = nccl;
+  ctas.nccl->min_ctas = 4;
+  ctas.nccl->net_name = "IB";
+  ExpectError(Ok(root.Slice({"tp"})).Flatten("t", ctas).status(),
+              absl::StatusCode::kInvalidArgument,
+              "with group options {backend=unset, timeout=unset, "
+              "nccl={blocking=1, split_share=0, cga_cluster_size=-1, "
+              "min_ctas=-1, max_ctas=-1, net_name=''}}, not {backend=unset, "
+              "timeout=unset, nccl={blocking=1, split_share=0, "
+              "cga_cluster_size=-1, min_ctas=4, max_ctas=-1, net_name='IB'}}");
+  // Another layout under the name is still refused as before.
+  ExpectError(Ok(root.Slice({"dp"})).Flatten("t").status(),
+              absl::StatusCode::kInvalidArgument,
+              "flattened mesh dim 't' already has another layout");
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // InferMeshShape (one -1 dim, MPI_Dims_create-like) and CartShift
 // (MPI_Cart_shift) on the issue's literal examples, on the root, a
-// transpose, a slice and a deserialized copy, plus every error.
+// transpose, a slice and a deserialized copy, plus every error (sizes
+// whose product overflows int64 included).
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +65,22 @@ void ExpectShift(const MeshLayout& m, int64_t rank, int dim, int64_t k,
   EXPECT_EQ(n.destination, want.dst) << "rank " << rank << " k " << k;
   EXPECT_EQ(n.source_in_group, want.src_in_group) << "rank " << rank;
   EXPECT_EQ(n.destination_in_group, want.dst_in_group) << "rank " << rank;
+}
+
+// Sizes whose product overflows int64 once wrapped to 0 (signed overflow,
+// then a division by zero): InvalidArgument naming the world size.
+TEST(InferMeshShape, HugeSizesAreInvalidArgumentNotOverflow) {
+  // 4 * 2^62 wraps to 0 in int64.
+  ExpectError(InferMeshShape({-1, 4, int64_t{1} << 62}, 12).status(),
+              absl::StatusCode::kInvalidArgument, "world size 12");
+  ExpectError(InferMeshShape({3, INT64_MAX, -1}, 12).status(),
+              absl::StatusCode::kInvalidArgument, "world size 12");
+  ExpectError(
+      InferMeshShape({-1, int64_t{1} << 32, int64_t{1} << 32}, 12).status(),
+      absl::StatusCode::kInvalidArgument, "world size 12");
+  // Sizes whose product is exactly the world still infer.
+  EXPECT_EQ(Ok(InferMeshShape({-1, 3, 4}, 12)), (Shape{1, 3, 4}));
+  EXPECT_EQ(Ok(InferMeshShape({2, -1, 3}, 12)), (Shape{2, 2, 3}));
 }
 
 TEST(CartShift, IssueExamplesOnRootTransposeSliceAndBytes) {
