@@ -22,7 +22,8 @@
 // A dim whose line is the whole world in world order (any 1-d world mesh, a
 // flatten of all dims) is the world communicator of its backend and timeout
 // itself, with no Split; a dim with its own timeout is one Split with that
-// timeout, never a new world communicator (see mesh_runtime.h).
+// timeout that this root owns (MeshRuntime::WorldInOrder; Abort aborts it),
+// never a new world communicator (see mesh_runtime.h).
 //
 // Flattened names (R8, R9): a name made by Flatten anywhere under a root is
 // accepted wherever a dim name is (Slice, mixed with other dims in any
