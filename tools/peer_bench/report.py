@@ -101,6 +101,10 @@ def layout_rows(layout):
 
 
 def memory_rows(memory):
+    """The larger of heap growth (glibc mallinfo2; exact, but PyTorch's
+    Python objects live in pymalloc arenas that it does not see) and RSS
+    growth (sees everything, page-grained) from building one mesh, with the
+    default allocators on both sides: an upper bound for each side."""
     def figure(m):
         return max(m["heap_bytes"], m["rss_bytes"]) if m else None
     dm, tv = memory.get("devmesh"), memory.get("torch")
@@ -156,7 +160,7 @@ def _fmt(x):
         return str(x)
     if x == 0:
         return "0"
-    if abs(x) >= 1e5 or abs(x) < 1e-3:
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
         return "%.3e" % x
     return "%.4g" % x
 
