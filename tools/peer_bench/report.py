@@ -223,10 +223,11 @@ def write_plot(rows, png, title):
         bar_plot = ("'%s/bars.dat' using 1:3:xtic(2) with boxes notitle"
                     % data) if bars else "1 notitle"
         script = """
-set terminal pngcairo size 1100,1500 font ',9'
+set terminal pngcairo size 1100,1500 font ',9' noenhanced
 set output '%(png)s'
 set multiplot layout 3,1 title '%(title)s'
 set grid
+set format y '%%g'
 set logscale y 10
 set title 'per-dim all-reduce: devmesh busbw / PyTorch busbw (above 1: devmesh faster; bars: 95%% interval)'
 set xlabel 'message size (bytes)'
@@ -236,7 +237,7 @@ set key top left
 plot %(ar)s, 1 with lines dashtype 2 lc 'black' notitle
 set title 'layout operations, first call: devmesh time / PyTorch time (below 1: devmesh faster)'
 set xlabel 'world size (ranks)'
-set format x '2^{%%L}'
+set format x '2^%%L'
 plot %(lay)s, 1 with lines dashtype 2 lc 'black' notitle
 unset logscale x
 set format x '%%g'
