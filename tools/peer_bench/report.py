@@ -247,6 +247,7 @@ set xtics rotate by -35 left
 set style fill solid 0.5
 set boxwidth 0.7
 set bmargin 14
+set rmargin 14
 plot %(bar)s, 1 with lines dashtype 2 lc 'black' notitle
 unset multiplot
 """ % {"png": png, "title": title.replace("'", ""), "ar": ar_plot,
