@@ -179,7 +179,7 @@ def run_store(a):
         return {"unavailable": "n/a (skipped in --short)"}
     path = os.path.join(a.out_dir, "store_ops.json")
     subprocess.run([a.store_ops, "--json_out=" + path], check=True,
-                   timeout=a.step_timeout, stdout=subprocess.DEVNULL)
+                   timeout=a.store_timeout, stdout=subprocess.DEVNULL)
     with open(path) as f:
         return json.load(f)
 
@@ -200,6 +200,10 @@ def main():
     p.add_argument("--build_note", default="")
     p.add_argument("--step_timeout", type=int, default=600,
                    help="seconds allowed to any one launch")
+    p.add_argument("--store_timeout", type=int, default=1800,
+                   help="seconds allowed to store_ops (about 540 s on a "
+                   "2-core machine: PyTorch's TCPStore takes tens of seconds "
+                   "per rendezvous burst)")
     a = p.parse_args()
     full = dict(shapes="8,4x2,2x4,2x2x2", startup_repeats=3, rounds=3,
                 iters=20, warmup=5, min_bytes=1 << 10, max_bytes=64 << 20,
