@@ -187,7 +187,7 @@ def write_plot(rows, png, title):
     """Three panels of devmesh/PyTorch: all-reduce busbw against size (per
     dim, with the 95% interval; above 1 is devmesh faster), layout
     operations' first-call time against world size (per operation; below 1
-    is devmesh faster), and start-up / memory / store rows as bars (log
+    is devmesh faster), start-up / memory rows and store rows as bars (log
     scale; "better" says which way)."""
     data = tempfile.mkdtemp()
     try:
@@ -207,12 +207,16 @@ def write_plot(rows, png, title):
                 for r in lay:
                     if r["op"] == op:
                         f.write("%d %g\n" % (r["world"], r["ratio"]))
-        bars = [r for r in rows if r["section"] in ("startup", "memory", "store")
-                and r["ratio"]]
-        with open(os.path.join(data, "bars.dat"), "w") as f:
-            for i, r in enumerate(bars):
-                f.write('%d "%s (%s)" %g\n' % (
-                    i, r["name"].replace('"', "'"), r["better"], r["ratio"]))
+        def write_bars(name, sections):
+            bars = [r for r in rows if r["section"] in sections and r["ratio"]]
+            with open(os.path.join(data, name), "w") as f:
+                for i, r in enumerate(bars):
+                    f.write('%d "%s (%s)" %g\n' % (
+                        i, r["name"].replace('"', "'"), r["better"],
+                        r["ratio"]))
+            return bars
+        bars = write_bars("bars.dat", ("startup", "memory"))
+        store_bars = write_bars("store.dat", ("store",))
         plots = []
         ar_plot = ", ".join(
             "'%s/ar_%s.dat' using 1:2:3 with yerrorlines title 'dim %s'"
@@ -222,10 +226,12 @@ def write_plot(rows, png, title):
             % (data, op, op) for op in ops) or "1 notitle"
         bar_plot = ("'%s/bars.dat' using 1:3:xtic(2) with boxes notitle"
                     % data) if bars else "1 notitle"
+        store_plot = ("'%s/store.dat' using 1:3:xtic(2) with boxes notitle"
+                      % data) if store_bars else "1 notitle"
         script = """
-set terminal pngcairo size 1100,1500 font ',9' noenhanced
+set terminal pngcairo size 1100,2100 font ',9' noenhanced
 set output '%(png)s'
-set multiplot layout 3,1 title '%(title)s'
+set multiplot layout 4,1 title '%(title)s'
 set grid
 set format y '%%g'
 set logscale y 10
@@ -241,7 +247,7 @@ set format x '2^%%L'
 plot %(lay)s, 1 with lines dashtype 2 lc 'black' notitle
 unset logscale x
 set format x '%%g'
-set title 'start-up, memory, store: devmesh / PyTorch (which way is better is in each label)'
+set title 'start-up and memory: devmesh / PyTorch (which way is better is in each label)'
 set xlabel ''
 set xtics rotate by -35 left
 set style fill solid 0.5
@@ -249,9 +255,12 @@ set boxwidth 0.7
 set bmargin 14
 set rmargin 14
 plot %(bar)s, 1 with lines dashtype 2 lc 'black' notitle
+set title 'store (//bench:store_ops against PyTorch TCPStore): devmesh / PyTorch'
+set xtics rotate by -60 left font ',7'
+plot %(store)s, 1 with lines dashtype 2 lc 'black' notitle
 unset multiplot
 """ % {"png": png, "title": title.replace("'", ""), "ar": ar_plot,
-       "lay": lay_plot, "bar": bar_plot}
+       "lay": lay_plot, "bar": bar_plot, "store": store_plot}
         subprocess.run(["gnuplot"], input=script, text=True, check=True,
                        timeout=60)
     finally:
