@@ -1,0 +1,126 @@
+// bazel run //bench:startup [-- --mesh_shape=4x2 --nproc=8]
+//
+// Start-up of one rank: the time from the launch of the job to "every
+// per-dim group usable" (InitDeviceMesh, GetGroup on every dim, then one
+// all-reduce of one float on every dim's group), the side that
+// tools/peer_bench.sh sets against PyTorch's init_process_group +
+// init_device_mesh + one collective per dim (tools/peer_bench/torch_startup.py,
+// which reports the same fields).
+//
+// Run under a launcher (torchrun / srun / mpirun variables, or the Python
+// spawner of tools/peer_bench), each rank prints one line
+//   PEER_BENCH_STARTUP {"rank":R,"t0_ns":..,"main_ns":..,"ready_ns":..,
+//                       "communicators":C,"store_round_trips":S}
+// with wall-clock (CLOCK_REALTIME) nanoseconds: t0_ns is the launch time the
+// spawner put in PEER_BENCH_T0_NS (this process's main() entry when unset),
+// main_ns the entry of main(), ready_ns the end of the last all-reduce.
+// "communicators" is what this rank created: the world communicator of the
+// mesh's backend plus one per Split (MeshRuntime::split_calls);
+// "store_round_trips" the store calls made through the mesh's runtime
+// (MeshRuntime::store_round_trips: the group rendezvous, not the bootstrap's
+// own join). With no launcher variables it starts --nproc ranks itself with
+// //bootstrap's launcher (as group_creation does).
+//
+// Exit codes: 0 success, 1 a runtime error (printed), 2 bad flags.
+#include <time.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "bench/bench_flags.h"
+#include "bootstrap/launcher.h"
+#include "bootstrap/rendezvous.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/init_device_mesh.h"
+
+ABSL_FLAG(std::string, mesh_shape, "4x2", "mesh shape: 8, 4x2, 2x4, 2x2x2");
+ABSL_FLAG(int, nproc, 0,
+          "local ranks to launch when not under a launcher (0: the mesh's "
+          "size)");
+
+namespace devmesh {
+namespace {
+
+int64_t WallNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+int Fail(const absl::Status& s, int code) {
+  std::fprintf(stderr, "startup: %s\n", s.ToString().c_str());
+  return code;
+}
+
+int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
+  int64_t t0_ns = main_ns;
+  if (const char* t0 = std::getenv("PEER_BENCH_T0_NS");
+      t0 != nullptr && !absl::SimpleAtoi(t0, &t0_ns)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+                    "PEER_BENCH_T0_NS='", t0, "' is not an integer")),
+                2);
+  }
+  std::vector<std::string> names;
+  for (size_t d = 0; d < shape.size(); ++d) names.push_back(absl::StrCat("d", d));
+  MeshOptions options;
+  options.all.backend = "gloo";
+  auto mesh = InitDeviceMesh("cpu", shape, names, options);
+  if (!mesh.ok()) return Fail(mesh.status(), 1);
+  for (int d = 0; d < mesh->ndim(); ++d) {
+    auto group = mesh->GetGroup(d);
+    if (!group.ok()) return Fail(group.status(), 1);
+    float one = 1, sum = 0;
+    if (absl::Status s = (*group)->AllReduce(&one, &sum, 1, DataType::kFloat32,
+                                             ReduceOp::kSum);
+        !s.ok()) {
+      return Fail(s, 1);
+    }
+    if (sum != static_cast<float>((*group)->size())) {
+      return Fail(absl::InternalError(absl::StrCat(
+                      "dim ", d, ": all-reduce of 1 gave ", sum, ", not ",
+                      (*group)->size())),
+                  1);
+    }
+  }
+  const int64_t ready_ns = WallNs();
+  const auto& runtime = mesh->runtime();
+  std::printf(
+      "PEER_BENCH_STARTUP {\"rank\":%d,\"t0_ns\":%lld,\"main_ns\":%lld,"
+      "\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld}\n",
+      mesh->GetRank(), static_cast<long long>(t0_ns),
+      static_cast<long long>(main_ns), static_cast<long long>(ready_ns),
+      static_cast<long long>(1 + runtime->split_calls()),
+      static_cast<long long>(runtime->store_round_trips()));
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace devmesh
+
+int main(int argc, char** argv) {
+  const int64_t main_ns = devmesh::WallNs();
+  std::vector<std::string> original(argv, argv + argc);
+  absl::ParseCommandLine(argc, argv);
+  auto shape = devmesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh_shape));
+  if (!shape.ok()) return devmesh::Fail(shape.status(), 2);
+  if (devmesh::HasRendezvousEnv()) return devmesh::RunRank(*shape, main_ns);
+  int64_t size = 1;
+  for (int64_t s : *shape) size = s > 4096 / size ? 4097 : size * s;
+  devmesh::LaunchOptions launch;
+  launch.nproc = absl::GetFlag(FLAGS_nproc) > 0 ? absl::GetFlag(FLAGS_nproc)
+                                                : static_cast<int>(size);
+  launch.argv = original;
+  launch.argv[0] = "/proc/self/exe";
+  launch.env.emplace_back("PEER_BENCH_T0_NS", absl::StrCat(main_ns));
+  auto code = devmesh::LaunchLocal(launch);
+  if (!code.ok()) return devmesh::Fail(code.status(), 1);
+  return *code;
+}

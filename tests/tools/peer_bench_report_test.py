@@ -1,0 +1,188 @@
+"""tools/peer_bench's statistics (the definitions of bench/run_stats.h, the
+same expected values as tests/bench/run_stats_test.cc) and its rows, table
+and plot, from fixed raw results."""
+import os
+import shutil
+import tempfile
+import unittest
+
+import report
+import stats
+
+
+class StatsTest(unittest.TestCase):
+
+    def test_median(self):
+        self.assertEqual(stats.median([]), 0.0)
+        self.assertEqual(stats.median([7.0]), 7.0)
+        self.assertEqual(stats.median([3.0, 1.0, 2.0]), 2.0)
+        self.assertEqual(stats.median([4.0, 1.0, 3.0, 2.0]), 2.5)
+
+    def test_interquartile_mean(self):
+        self.assertEqual(stats.interquartile_mean(
+            [100.0, 7.0, 1.0, 2.0, 6.0, 5.0, 4.0, 3.0]), 4.5)
+        # 9 values: indices 2..6 of the sorted values, 0.2 2 3 4 5.
+        self.assertAlmostEqual(stats.interquartile_mean(
+            [0.1, 50, 2, 3, 4, 5, 6, -40, 0.2]), (0.2 + 2 + 3 + 4 + 5) / 5)
+        self.assertEqual(stats.interquartile_mean([5.0, 1.0, 9.0]), 5.0)
+        self.assertEqual(stats.interquartile_mean([]), 0.0)
+
+    def test_bootstrap(self):
+        self.assertEqual(stats.bootstrap_half_width95([]), 0.0)
+        self.assertEqual(stats.bootstrap_half_width95([1.0]), 0.0)
+        self.assertEqual(stats.bootstrap_half_width95([1.0] * 40), 0.0)
+        v = [1.0 + 0.001 * i for i in range(40)]
+        w = stats.bootstrap_half_width95(v)
+        self.assertEqual(stats.bootstrap_half_width95(v), w)  # fixed seed
+        self.assertGreater(w, 0.0)
+        self.assertLess(w, 0.02)
+        # Scaling the spread by 10 scales the width by 10 (same resamples).
+        wide = [1.0 + 0.01 * i for i in range(40)]
+        self.assertAlmostEqual(stats.bootstrap_half_width95(wide), 10 * w)
+
+    def test_bandwidth_and_batch(self):
+        self.assertEqual(stats.alg_bandwidth_gbps(2_000_000_000, 2.0), 1.0)
+        self.assertEqual(stats.alg_bandwidth_gbps(100, 0.0), 0.0)
+        # busbw = algbw * 2 (n - 1) / n: 4 ranks, 1.5 x.
+        self.assertEqual(
+            stats.allreduce_bus_bandwidth_gbps(2_000_000_000, 4, 2.0), 1.5)
+        self.assertEqual(stats.batch_size(1024), 1)
+        self.assertEqual(stats.batch_size((1 << 20) - 1), 1)
+        self.assertEqual(stats.batch_size(1 << 20), 8)
+        self.assertEqual(stats.batch_size(3 << 20), 3)
+        self.assertEqual(stats.batch_size(64 << 20), 1)
+
+    def test_paired_ratio(self):
+        ratio, ci = stats.paired_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
+        self.assertEqual(ratio, 2.0)
+        self.assertEqual(ci, 0.0)
+        self.assertEqual(stats.paired_ratio([1.0], [0.0]), (None, None))
+
+
+def fixture():
+    return {
+        "startup": {"4x2": {
+            "devmesh": [{"launch_ms": 200.0, "init_ms": 150.0,
+                         "communicators": 3, "store_round_trips": 39},
+                        {"launch_ms": 300.0, "init_ms": 160.0,
+                         "communicators": 3, "store_round_trips": 39}],
+            "torch": [{"launch_ms": 8000.0, "init_ms": 750.0,
+                       "communicators": 3, "store_round_trips": None},
+                      {"launch_ms": 6000.0, "init_ms": 800.0,
+                       "communicators": 3, "store_round_trips": None}]}},
+        "allreduce": {
+            "devmesh": [{"dp/1024": {"busbw": 0.5, "wrong": 0},
+                         "dp/1048576": {"busbw": 1.0, "wrong": 0}},
+                        {"dp/1024": {"busbw": 0.25, "wrong": 0},
+                         "dp/1048576": {"busbw": 2.0, "wrong": 0}}],
+            "torch": [{"dp/1024": {"busbw": 1.0, "wrong": 0},
+                       "dp/1048576": {"busbw": 1.0, "wrong": 3}},
+                      {"dp/1024": {"busbw": 1.0, "wrong": 0},
+                       "dp/1048576": {"busbw": 1.0, "wrong": 0}}]},
+        "layout": {
+            "devmesh": [{"op": "slice", "world": 8, "first_ns": 200.0,
+                         "repeat_ns": 100.0}],
+            "torch": [{"op": "slice", "world": 8, "first_ns": 100000.0,
+                       "repeat_ns": 50000.0}]},
+        "memory": {"devmesh": {"world": 1048576, "heap_bytes": 1200,
+                               "rss_bytes": 4096},
+                   "torch": {"world": 1048576, "heap_bytes": 12000000,
+                             "rss_bytes": 44000000}},
+        "store": {"rows": [
+            {"op": "set", "clients": 4, "value_bytes": 64, "server": "devmesh",
+             "protocol": "devmesh", "ops_per_s": 30000.0, "seconds": None},
+            {"op": "set", "clients": 4, "value_bytes": 64, "server": "torch",
+             "protocol": "c10d", "ops_per_s": 20000.0, "seconds": None},
+            {"op": "rendezvous", "clients": 256, "value_bytes": 0,
+             "server": "devmesh", "protocol": "devmesh", "ops_per_s": None,
+             "seconds": 0.5},
+            {"op": "rendezvous", "clients": 256, "value_bytes": 0,
+             "server": "torch", "protocol": "c10d", "ops_per_s": None,
+             "seconds": 2.0}]},
+    }
+
+
+def by_name(rows):
+    return {r["name"]: r for r in rows}
+
+
+class ReportTest(unittest.TestCase):
+
+    def test_startup_rows(self):
+        rows = by_name(report.build_rows(fixture()))
+        launch = rows["4x2 launch to usable"]
+        self.assertEqual(launch["devmesh"], 250.0)   # median of 200, 300
+        self.assertEqual(launch["torch"], 7000.0)
+        # Paired: 200/8000 = 0.025 and 300/6000 = 0.05; mean of two.
+        self.assertAlmostEqual(launch["ratio"], 0.0375)
+        self.assertEqual(launch["better"], "lower")
+        self.assertEqual(rows["4x2 communicators/rank"]["ratio"], 1.0)
+        trips = rows["4x2 store round trips/rank"]
+        self.assertEqual((trips["devmesh"], trips["torch"], trips["ratio"]),
+                         (39, None, None))
+
+    def test_allreduce_rows_pair_by_round(self):
+        rows = [r for r in report.build_rows(fixture())
+                if r["section"] == "allreduce"]
+        self.assertEqual([r["name"] for r in rows],
+                         ["dp 1 KiB busbw", "dp 1 MiB busbw"])
+        small, large = rows
+        self.assertEqual(small["devmesh"], 0.375)
+        self.assertEqual(small["torch"], 1.0)
+        self.assertEqual(small["ratio"], 0.375)  # mean of 0.5, 0.25
+        self.assertEqual(large["ratio"], 1.5)    # mean of 1.0, 2.0
+        self.assertEqual(large["note"], "2 rounds; 3 WRONG elements")
+        self.assertEqual(small["note"], "2 rounds")
+
+    def test_layout_memory_store_rows(self):
+        rows = by_name(report.build_rows(fixture()))
+        self.assertEqual(rows["slice @8 first"]["ratio"], 0.002)
+        self.assertEqual(rows["slice @8 repeat"]["ratio"], 0.002)
+        mem = rows["one mesh @1048576"]
+        self.assertEqual((mem["devmesh"], mem["torch"]), (4096, 44000000))
+        s = rows["set 4 clients 64 B"]
+        self.assertEqual((s["unit"], s["better"], s["ratio"]),
+                         ("ops/s", "higher", 1.5))
+        r = rows["rendezvous 256 clients 0 B"]
+        self.assertEqual((r["unit"], r["better"], r["ratio"]),
+                         ("s", "lower", 0.25))
+
+    def test_store_unavailable(self):
+        rows = report.build_rows(
+            {"store": {"unavailable": "n/a (store_ops --json_out not available)"}})
+        self.assertEqual(len(rows), 1)
+        self.assertEqual(rows[0]["devmesh"], None)
+        self.assertEqual(rows[0]["note"],
+                         "n/a (store_ops --json_out not available)")
+
+    def test_table(self):
+        results = fixture()
+        del results["startup"], results["allreduce"], results["memory"]
+        results["store"] = {"unavailable": "n/a"}
+        self.assertEqual(
+            report.format_table("t", report.build_rows(results)),
+            "# t\n"
+            "section  row              unit  devmesh    PyTorch  dm/PT  +-95%"
+            "  better  note\n"
+            "layout   slice @8 first   ns        200  1.000e+05  0.002"
+            "         lower\n"
+            "layout   slice @8 repeat  ns        100  5.000e+04  0.002"
+            "         lower\n"
+            "store    store_ops                  n/a        n/a    n/a"
+            "         higher  n/a\n")
+
+    @unittest.skipUnless(shutil.which("gnuplot"), "gnuplot not installed "
+                         "(tools/install.sh installs it)")
+    def test_plot_is_a_png(self):
+        d = tempfile.mkdtemp()
+        try:
+            png = os.path.join(d, "p.png")
+            report.write_plot(report.build_rows(fixture()), png, "test")
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        finally:
+            shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,285 @@
+"""devmesh side by side with PyTorch's DeviceMesh, in one run: the driver
+behind tools/peer_bench.sh (which builds the devmesh binaries and finds the
+venv; run that, not this).
+
+  python peer_bench.py --bin_dir BAZEL_BIN/bench --out_dir DIR [--short]
+
+Sections, each running devmesh's side and PyTorch's back to back on this
+machine (PyTorch with the python running this script):
+  startup    bench/startup vs torch_startup.py, 8 local ranks started the same
+             way (spawn.py), per shape, --startup_repeats launches each,
+             alternating devmesh and PyTorch.
+  allreduce  bench/allreduce_2d (2x2 dp,tp float32, --target_ci=0 so every
+             size runs exactly --iters iterations) vs torch_allreduce.py (the
+             same measurement on 4 ranks, each bound to one CPU as
+             allreduce_2d binds), --rounds rounds, alternating; the ratio is
+             paired by round (stats.paired_ratio).
+  layout     bench/mesh_ops_peer vs torch_layout.py; memory of one mesh.
+  store      bazel-bin/bench/store_ops --json_out (issue 10's peer columns
+             against torch's TCPStore) when it has that flag.
+Writes DIR/peer_bench.json (meta, rows, raw results), DIR/peer_bench.png,
+prints the table. Exit status 1 when any section failed or any all-reduce
+gave a wrong element (the output is still written), 2 for bad arguments.
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import report  # noqa: E402
+import spawn  # noqa: E402
+
+# Loopback for PyTorch's Gloo, as devmesh's Gloo uses on one host.
+TORCH_ENV = {"GLOO_SOCKET_IFNAME": "lo"}
+
+
+def log(msg):
+    print("peer_bench: " + msg, file=sys.stderr, flush=True)
+
+
+def startup_figures(ranks, side):
+    """launch_ms: launch to the last rank's groups usable; init_ms: from the
+    moment the last rank entered main() (devmesh) or finished its imports
+    (PyTorch) to the last rank's groups usable, so import and exec skew
+    between ranks is not counted as init."""
+    per_rank = [r[0] for r in ranks]
+    ready = max(r["ready_ns"] for r in per_rank)
+    t0 = per_rank[0]["t0_ns"]
+    began = max(r.get("import_ns", r["main_ns"]) for r in per_rank)
+    return {"side": side, "launch_ms": (ready - t0) / 1e6,
+            "init_ms": (ready - began) / 1e6,
+            "communicators": max(r["communicators"] for r in per_rank),
+            "store_round_trips": None if per_rank[0]["store_round_trips"] is None
+            else max(r["store_round_trips"] for r in per_rank)}
+
+
+def run_startup(a):
+    out = {}
+    for shape in a.shapes.split(","):
+        size = 1
+        for s in shape.split("x"):
+            size *= int(s)
+        sides = {"devmesh": [], "torch": []}
+        for rep in range(a.startup_repeats):
+            for side in ("devmesh", "torch"):
+                argv = ([os.path.join(a.bin_dir, "startup"),
+                         "--mesh_shape=" + shape] if side == "devmesh" else
+                        [sys.executable, os.path.join(HERE, "torch_startup.py"),
+                         shape])
+                ranks = spawn.run_ranks(argv, size, "PEER_BENCH_STARTUP",
+                                        a.step_timeout, extra_env=TORCH_ENV)
+                sides[side].append(startup_figures(ranks, side))
+            log("startup %s %d/%d: devmesh %.0f ms, PyTorch %.0f ms" % (
+                shape, rep + 1, a.startup_repeats,
+                sides["devmesh"][-1]["launch_ms"],
+                sides["torch"][-1]["launch_ms"]))
+        out[shape] = sides
+    return out
+
+
+def sweep(a):
+    sizes, b = [], a.min_bytes
+    while b <= a.max_bytes:
+        sizes.append(b)
+        b *= 2
+    if a.sizes:
+        keep = {int(s) for s in a.sizes.split(",")}
+        sizes = [s for s in sizes if s in keep]
+    return sizes
+
+
+def devmesh_allreduce_round(a, sizes, path):
+    argv = [os.path.join(a.bin_dir, "allreduce_2d"), "--mesh_shape=2x2",
+            "--mesh_dim_names=dp,tp", "--dtype=float32", "--backend=gloo",
+            "--min_bytes=%d" % a.min_bytes, "--max_bytes=%d" % a.max_bytes,
+            "--iters=%d" % a.iters, "--warmup=%d" % a.warmup,
+            "--target_ci=0", "--benchmark_out=" + path,
+            "--benchmark_out_format=json"]
+    if a.sizes:
+        argv.append("--benchmark_filter=^allreduce_2d/[^/]+/(%s)/"
+                    % "|".join(str(s) for s in sizes))
+    subprocess.run(argv, check=True, timeout=a.step_timeout,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(path) as f:
+        doc = json.load(f)
+    cells = {}
+    for bm in doc["benchmarks"]:
+        parts = bm["name"].split("/")
+        if parts[0] != "allreduce_2d" or "busbw_GBps" not in bm:
+            continue
+        cells["%s/%s" % (parts[1], parts[2])] = {
+            "busbw": bm["busbw_GBps"], "wrong": int(bm["wrong"]),
+            "iters": int(bm["iters"]), "batch": int(bm["batch"])}
+    return cells
+
+
+def torch_allreduce_round(a, sizes):
+    argv = [sys.executable, os.path.join(HERE, "torch_allreduce.py"),
+            "--shape", "2x2", "--names", "dp,tp",
+            "--sizes", ",".join(str(s) for s in sizes),
+            "--iters", str(a.iters), "--warmup", str(a.warmup)]
+    ranks = spawn.run_ranks(argv, 4, "PEER_BENCH_ALLREDUCE", a.step_timeout,
+                            cpu_bind="core", extra_env=TORCH_ENV)
+    cells = {}
+    for c in ranks[0]:
+        cells["%s/%d" % (c["dim"], c["bytes"])] = {
+            "busbw": report.stats.allreduce_bus_bandwidth_gbps(
+                c["bytes"], c["group_size"], c["seconds"]),
+            "wrong": c["wrong"], "iters": c["iters"], "batch": c["batch"]}
+    return cells
+
+
+def run_allreduce(a):
+    sizes = sweep(a)
+    out = {"devmesh": [], "torch": [], "sizes": sizes}
+    for r in range(a.rounds):
+        path = os.path.join(a.out_dir, "allreduce_2d_round%d.json" % r)
+        out["devmesh"].append(devmesh_allreduce_round(a, sizes, path))
+        out["torch"].append(torch_allreduce_round(a, sizes))
+        log("allreduce round %d/%d done" % (r + 1, a.rounds))
+    return out
+
+
+def tagged(text, tag):
+    return [json.loads(line[line.find(tag) + len(tag) + 1:])
+            for line in text.splitlines() if tag + " " in line]
+
+
+def run_layout(a):
+    dm = subprocess.run(
+        [os.path.join(a.bin_dir, "mesh_ops_peer"), "--worlds=" + a.worlds,
+         "--samples=%d" % a.samples, "--calls=%d" % a.calls],
+        check=True, timeout=a.step_timeout, capture_output=True, text=True)
+    tv = subprocess.run(
+        [sys.executable, os.path.join(HERE, "torch_layout.py"),
+         "--worlds", a.worlds, "--samples", str(a.samples),
+         "--calls", str(a.calls)],
+        check=True, timeout=a.step_timeout, capture_output=True, text=True)
+    largest = max(int(w) for w in a.worlds.split(","))
+    tm = subprocess.run(
+        [sys.executable, os.path.join(HERE, "torch_layout.py"),
+         "--memory", str(largest)],
+        check=True, timeout=a.step_timeout, capture_output=True, text=True)
+    layout = {"devmesh": tagged(dm.stdout, "PEER_BENCH_LAYOUT"),
+              "torch": tagged(tv.stdout, "PEER_BENCH_LAYOUT")}
+    memory = {"devmesh": tagged(dm.stdout, "PEER_BENCH_MEMORY")[0],
+              "torch": tagged(tm.stdout, "PEER_BENCH_MEMORY")[0]}
+    return layout, memory
+
+
+def run_store(a):
+    if not a.store_ops:
+        return {"unavailable": "n/a (store_ops --json_out not available)"}
+    if a.short:
+        return {"unavailable": "n/a (skipped in --short)"}
+    path = os.path.join(a.out_dir, "store_ops.json")
+    subprocess.run([a.store_ops, "--json_out=" + path], check=True,
+                   timeout=a.store_timeout, stdout=subprocess.DEVNULL)
+    with open(path) as f:
+        return json.load(f)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--bin_dir", required=True,
+                   help="directory of the built startup, mesh_ops_peer and "
+                   "allreduce_2d binaries")
+    p.add_argument("--out_dir", required=True)
+    p.add_argument("--short", action="store_true",
+                   help="CI: one shape, three sizes, one round, two worlds")
+    p.add_argument("--store_ops", default="",
+                   help="store_ops binary that accepts --json_out (empty: "
+                   "the store rows are n/a)")
+    p.add_argument("--sections", default="startup,allreduce,layout,store")
+    p.add_argument("--build_note", default="")
+    p.add_argument("--step_timeout", type=int, default=600,
+                   help="seconds allowed to any one launch")
+    p.add_argument("--store_timeout", type=int, default=1800,
+                   help="seconds allowed to store_ops (about 540 s on a "
+                   "2-core machine: PyTorch's TCPStore takes tens of seconds "
+                   "per rendezvous burst)")
+    a = p.parse_args()
+    full = dict(shapes="8,4x2,2x4,2x2x2", startup_repeats=3, rounds=3,
+                iters=20, warmup=5, min_bytes=1 << 10, max_bytes=64 << 20,
+                sizes="", worlds="8,1024,32768,1048576", samples=7, calls=200)
+    short = dict(shapes="4x2", startup_repeats=1, rounds=1, iters=5, warmup=2,
+                 min_bytes=1 << 10, max_bytes=1 << 20,
+                 sizes="1024,65536,1048576", worlds="8,1048576", samples=3,
+                 calls=20)
+    for k, v in (short if a.short else full).items():
+        setattr(a, k, v)
+    sections = a.sections.split(",")
+    for s in sections:
+        if s not in ("startup", "allreduce", "layout", "store"):
+            p.error("unknown section '%s'" % s)
+    if not os.path.isdir(a.bin_dir):
+        p.error("--bin_dir %s is not a directory" % a.bin_dir)
+    os.makedirs(a.out_dir, exist_ok=True)
+    import torch  # the venv check: fail here, clearly, not in 8 ranks
+    meta = {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M:%S"),
+            "mode": "short" if a.short else "full", "torch": torch.__version__,
+            "cpus": len(os.sched_getaffinity(0)),
+            "loadavg_start": os.getloadavg(), "build": a.build_note,
+            "settings": {k: getattr(a, k) for k in full}, "errors": []}
+    results = {}
+    started = time.monotonic()
+    steps = (("startup", run_startup), ("allreduce", run_allreduce))
+    for name, fn in steps:
+        if name in sections:
+            try:
+                results[name] = fn(a)
+            except (spawn.SpawnError, subprocess.SubprocessError, OSError,
+                    ValueError, KeyError, IndexError) as e:
+                meta["errors"].append("%s: %s" % (name, e))
+                log("%s FAILED: %s" % (name, e))
+    if "layout" in sections:
+        try:
+            results["layout"], results["memory"] = run_layout(a)
+        except (subprocess.SubprocessError, OSError, ValueError,
+                IndexError) as e:
+            meta["errors"].append("layout: %s" % e)
+            log("layout FAILED: %s" % e)
+    if "store" in sections:
+        try:
+            results["store"] = run_store(a)
+        except (subprocess.SubprocessError, OSError, ValueError) as e:
+            results["store"] = {"unavailable": "failed: %s" % e}
+            meta["errors"].append("store: %s" % e)
+    meta["loadavg_end"] = os.getloadavg()
+    meta["seconds"] = round(time.monotonic() - started, 1)
+    rows = report.build_rows(results)
+    wrong = [r["name"] for r in rows if "WRONG" in r["note"]]
+    if wrong:
+        meta["errors"].append("wrong all-reduce results: " + ", ".join(wrong))
+    title = ("devmesh vs PyTorch %s DeviceMesh (%s mode), %d CPUs, load %.2f "
+             "at start / %.2f at end, %s, %.0f s%s" % (
+                 torch.__version__, meta["mode"], meta["cpus"],
+                 meta["loadavg_start"][0], meta["loadavg_end"][0],
+                 meta["date_utc"], meta["seconds"],
+                 ", " + a.build_note if a.build_note else ""))
+    table = report.format_table(title, rows)
+    sys.stdout.write(table)
+    with open(os.path.join(a.out_dir, "peer_bench.txt"), "w") as f:
+        f.write(table)
+    report.write_json(os.path.join(a.out_dir, "peer_bench.json"), meta,
+                      results, rows)
+    png = os.path.join(a.out_dir, "peer_bench.png")
+    try:
+        report.write_plot(rows, png, "devmesh / PyTorch %s, %s mode, %s" % (
+            torch.__version__, meta["mode"], meta["date_utc"]))
+    except (subprocess.SubprocessError, OSError) as e:
+        meta["errors"].append("plot: %s" % e)
+    for e in meta["errors"]:
+        log("ERROR " + e)
+    log("wrote %s/peer_bench.{json,txt,png}" % a.out_dir)
+    return 1 if meta["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
