@@ -140,9 +140,9 @@ C10dSession::Step C10dSession::Forward(const C10dRequest& r) {
       d.values = r.values;
       break;
     case C10dQuery::kAppend:
-      step.kind = Step::kClose;
-      step.error = "c10d APPEND is not served by devmesh's store";
-      return step;
+      d.op = Op::kAppend;
+      d.values.push_back(r.values[0]);
+      break;
   }
   for (absl::string_view k : r.keys) d.keys.push_back(DevmeshKey(k));
   step.bytes = Payload(d);
@@ -213,7 +213,7 @@ absl::StatusOr<std::string> C10dSession::TranslateReply(
       }
       break;
     }
-    default:  // VALIDATE, SET, MULTI_SET: no reply
+    default:  // VALIDATE, SET, MULTI_SET, APPEND: no reply
       break;
   }
   return out;

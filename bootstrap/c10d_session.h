@@ -17,12 +17,22 @@
 //   CANCEL_WAIT -> (the server expires the parked WAIT) -> WAIT_CANCELED
 //   MULTI_GET -> kMultiGet, timeout 0          -> values; a missing key
 //                                                drops the client
-//   APPEND, queues, LIST_KEYS, BARRIER -> drop the client (no devmesh op)
+//   APPEND    -> kAppend                       -> none (concatenate or
+//                                                create; wakes waiters)
+//   QUEUE_PUSH/POP/LEN, LIST_KEYS, BARRIER (14..18) -> drop the client: the
+//                decoder does not know them (as a torch 2.6 server). With
+//                torch's client, queue_push returns as if it worked (it
+//                reads no reply) and is lost; queue_pop, queue_len,
+//                list_keys and barrier raise (connection closed).
 // Keys: the leading "/" PyTorch's client adds is removed, so the c10d key
 // "/k" is devmesh's key "k" (a devmesh-protocol client and a torch client of
 // one server share keys); keys without it ("init/") are kept as they are.
+// torch's set("") sends "/", which becomes the empty key: the service
+// stores it (as torch's servers do), though devmesh's own Store methods
+// cannot name it.
 // Errors: c10d has no error reply, so any service error (bad key, a value
-// over the limits, Add on a non-number or overflow, a refused handshake)
+// over the limits, an Append past kMaxValueBytes, Add on a non-number or
+// overflow, a refused handshake)
 // drops the client, as torch's servers do.
 //
 // Thread-safety: none; owned by the server's loop thread.

@@ -4,6 +4,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bootstrap/store_limits.h"
 
 namespace devmesh {
 
@@ -51,6 +52,24 @@ std::string KvTable::CompareSet(absl::string_view key,
   }
   if (it->second == expected) it->second.assign(desired.data(), desired.size());
   return it->second;
+}
+
+absl::StatusOr<bool> KvTable::Append(absl::string_view key,
+                                     absl::string_view value) {
+  auto it = map_.find(key);
+  const size_t before = it == map_.end() ? 0 : it->second.size();
+  if (value.size() > kMaxValueBytes - before) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Append on key '", absl::CHexEscape(key), "': ", before, " + ",
+        value.size(), " bytes is over the value limit of ", kMaxValueBytes,
+        " bytes"));
+  }
+  if (it == map_.end()) {
+    map_.try_emplace(key, value);
+    return true;
+  }
+  it->second.append(value.data(), value.size());
+  return false;
 }
 
 bool KvTable::Delete(absl::string_view key) {

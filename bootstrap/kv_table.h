@@ -33,6 +33,11 @@ class KvTable {
   // set to true when the key was missing and is now set.
   std::string CompareSet(absl::string_view key, absl::string_view expected,
                          absl::string_view desired, bool* created);
+  // c10d's APPEND: appends `value` to the value at `key`, or creates the key
+  // with `value`; returns true when the key was missing before.
+  // InvalidArgument (table unchanged) when the result would be longer than
+  // kMaxValueBytes (store_limits.h; torch's servers have no such limit).
+  absl::StatusOr<bool> Append(absl::string_view key, absl::string_view value);
   // Deletes `key`; returns whether it existed.
   bool Delete(absl::string_view key);
   int64_t size() const { return static_cast<int64_t>(map_.size()); }

@@ -94,6 +94,12 @@ StoreService::Outcome StoreService::HandleOp(ClientId client,
       ok.Bytes(now);
       break;
     }
+    case Op::kAppend: {
+      absl::StatusOr<bool> created = table_.Append(r.keys[0], r.values[0]);
+      if (!created.ok()) return {EncodeErrorReply(created.status()), false, -1};
+      if (*created) KeyAdded(r.keys[0]);
+      break;
+    }
     case Op::kCheck: {
       bool all = true;
       for (absl::string_view k : r.keys) all = all && table_.Contains(k);

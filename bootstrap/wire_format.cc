@@ -11,7 +11,7 @@ namespace {
 
 bool HasKeyField(Op op) {
   return op == Op::kSet || op == Op::kGet || op == Op::kAdd ||
-         op == Op::kCompareSet || op == Op::kDeleteKey;
+         op == Op::kCompareSet || op == Op::kDeleteKey || op == Op::kAppend;
 }
 bool HasKeyList(Op op) {
   return op == Op::kWait || op == Op::kCheck || op == Op::kMultiGet ||
@@ -27,7 +27,12 @@ absl::Status Truncated(Op op, absl::string_view field) {
                    "' is truncated"));
 }
 
-absl::Status CheckKey(absl::string_view key) { return ValidateKey(key); }
+// The server takes the empty key too (c10d's set("") arrives as "/", which
+// the c10d session strips to ""; torch's servers store it). devmesh's Store
+// methods refuse "" before sending, so only the c10d side produces it.
+absl::Status CheckKey(absl::string_view key) {
+  return key.empty() ? absl::OkStatus() : ValidateKey(key);
+}
 
 }  // namespace
 
@@ -102,7 +107,8 @@ std::string EncodeRequest(const Request& r) {
     w.U32(static_cast<uint32_t>(r.keys.size()));
     for (absl::string_view k : r.keys) w.Bytes(k);
   }
-  if (r.op == Op::kSet || r.op == Op::kCompareSet || r.op == Op::kMultiSet) {
+  if (r.op == Op::kSet || r.op == Op::kCompareSet || r.op == Op::kMultiSet ||
+      r.op == Op::kAppend) {
     for (absl::string_view v : r.values) w.Bytes(v);
   }
   if (HasTimeout(r.op) || r.op == Op::kAdd) w.I64(r.number);
@@ -115,7 +121,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
   uint8_t op = 0;
   if (!in.U8(&op)) return absl::InvalidArgumentError("empty request frame");
   if (op < static_cast<uint8_t>(Op::kHello) ||
-      op > static_cast<uint8_t>(Op::kMultiSet)) {
+      op > static_cast<uint8_t>(Op::kAppend)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown request op ", static_cast<int>(op)));
   }
@@ -147,9 +153,9 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
         return absl::InvalidArgumentError(absl::StrCat(
             "request has ", n, " keys; the limit is ", kMaxKeysPerCall));
       }
-      // Each key takes at least 5 bytes; refuse counts the payload cannot
-      // hold before reserving memory for them.
-      if (n > payload.size() / 5) return Truncated(r.op, "keys");
+      // Each key takes at least 4 bytes (its length); refuse counts the
+      // payload cannot hold before reserving memory for them.
+      if (n > payload.size() / 4) return Truncated(r.op, "keys");
       r.keys.reserve(n);
       for (uint32_t i = 0; i < n; ++i) {
         absl::string_view key;
@@ -159,7 +165,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
       }
     }
     size_t num_values = 0;
-    if (r.op == Op::kSet) num_values = 1;
+    if (r.op == Op::kSet || r.op == Op::kAppend) num_values = 1;
     if (r.op == Op::kCompareSet) num_values = 2;
     if (r.op == Op::kMultiSet) num_values = r.keys.size();
     r.values.reserve(num_values);

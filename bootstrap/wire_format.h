@@ -16,6 +16,14 @@
 //   kWait n keys timeout_ms -> -   kCheck n keys -> u8 bool
 //   kDeleteKey key -> u8 bool      kNumKeys -> i64
 //   kMultiGet n keys timeout_ms -> n values   kMultiSet n keys n values -> -
+//   kAppend key value -> -   (c10d's APPEND: concatenate, or create the key)
+// kAppend (12) came after kWireVersion 1 without a version bump: only the
+// server's own c10d sessions send it (devmesh's Store has no Append), and a
+// server without it answers InvalidArgument "unknown request op 12" and
+// closes, so an old server refuses it clearly instead of misreading it.
+// Keys are 0 to kMaxKeyBytes bytes on the server side: the empty key is
+// accepted (c10d's set("") stores it, as torch's servers do); devmesh's
+// Store methods refuse "" before sending (store_limits.h).
 // As in NCCL's socket layer, lengths are checked against the bytes present,
 // so a truncated or oversized frame is an error, never an over-read.
 //
@@ -54,11 +62,13 @@ enum class Op : uint8_t {
   kNumKeys = 9,
   kMultiGet = 10,
   kMultiSet = 11,
+  kAppend = 12,  // added after version 1 without a bump (see the banner)
 };
 
 // A decoded request. Views point into the payload it was decoded from.
-//   keys:   the key(s) of the op (one for Set/Get/Add/CompareSet/DeleteKey)
-//   values: Set: {value}; CompareSet: {expected, desired}; MultiSet: values;
+//   keys:   the key(s) of the op (one for Set/Get/Add/CompareSet/DeleteKey/
+//           Append)
+//   values: Set/Append: {value}; CompareSet: {expected, desired}; MultiSet: values;
 //           Hello: {token}
 //   number: Add: delta; Get/Wait/MultiGet: timeout in ms (>= 0);
 //           Hello: version (magic is checked by the decoder)
