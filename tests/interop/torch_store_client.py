@@ -1,7 +1,10 @@
 """torch.distributed.TCPStore as a client of devmesh's store server (argv:
 host port). Exercises set, get, add, compare_set, wait (with a timeout),
-check, delete_key, num_keys, multi_get, multi_set against exact values, and
-leaves "py/done" = "yes" for the C++ side. Exit 0 when every check held."""
+check, delete_key, num_keys, multi_get, multi_set, append (then set, seen
+by a second client) and the empty key against exact values; checks that the
+calls devmesh does not serve (queues, list_keys, barrier) raise or lose data
+exactly as the README says; leaves "py/done" = "yes" for the C++ side. Exit
+0 when every check held."""
 import datetime
 import sys
 import time
@@ -45,5 +48,45 @@ store.multi_set(["py/m1", "py/m2"], ["a", "bb"])
 check(store.multi_get(["py/m2", "py/m1"]) == [b"bb", b"a"], "multi_get")
 # cpp/hello, py/n, py/cas, py/after_timeout, py/m1, py/m2
 check(store.num_keys() == 6, "num_keys is %d" % store.num_keys())
+
+# append and set read no reply: both must land (a second client sees them).
+store.append("py/ap", "x")  # creates
+store.append("py/ap", "yz")  # concatenates
+store.set("py/after_append", "1")
+other = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                      timeout=datetime.timedelta(seconds=30))
+check(other.check(["py/after_append"]), "set after append seen by another")
+check(other.get("py/ap") == b"xyz", "append seen by another client")
+check(store.get("py/after_append") == b"1", "the appending client lives")
+# The empty key, as torch's own server stores it.
+store.set("", "e")
+store.append("", "f")
+check(other.get("") == b"ef" and other.check([""]), "empty key")
+check(store.delete_key(""), "delete of the empty key")
+check(store.num_keys() == 8, "num_keys is %d" % store.num_keys())
+
+
+def unserved(call):
+    """A call devmesh's server does not serve, on a store object of its own:
+    "raises" when torch reports it, "lost" when it returns and a following
+    set on the same object never lands."""
+    s = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                      timeout=datetime.timedelta(seconds=5))
+    try:
+        call(s)
+        s.set("py/probe", "1")
+    except Exception:
+        return "raises"
+    time.sleep(0.2)
+    return "lost" if not other.check(["py/probe"]) else "served"
+
+
+# What the README says about the calls devmesh does not serve.
+check(unserved(lambda s: s.queue_push("py/q", "v")) == "lost", "queue_push")
+check(unserved(lambda s: s.queue_pop("py/q", False)) == "raises", "queue_pop")
+check(unserved(lambda s: s.queue_len("py/q")) == "raises", "queue_len")
+check(unserved(lambda s: s.list_keys()) == "raises", "list_keys")
+check(unserved(lambda s: s.barrier("py/b", 1)) == "raises", "barrier")
+check(store.num_keys() == 8, "num_keys is %d" % store.num_keys())
 store.set("py/done", "yes")
 print("all torch client checks passed", flush=True)

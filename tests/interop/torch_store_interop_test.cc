@@ -166,6 +166,9 @@ TEST(TorchClientTest, TorchsClientAgainstDevmeshServer) {
     EXPECT_EQ(out, "all torch client checks passed\n");
     EXPECT_EQ(*(*cpp)->Get("py/done", absl::Seconds(5)), "yes");
     EXPECT_EQ(*(*cpp)->Get("py/n"), "3");
+    EXPECT_EQ(*(*cpp)->Get("py/ap"), "xyz");
+    EXPECT_EQ(*(*cpp)->Get("py/after_append"), "1");
+    EXPECT_FALSE(*(*cpp)->Check({"py/probe"}));  // lost after queue_push
     EXPECT_FALSE(*(*cpp)->Check({"py/k"}));
   }
 }
