@@ -139,6 +139,9 @@ C10dSession::Step C10dSession::Forward(const C10dRequest& r) {
       d.op = Op::kMultiSet;
       d.values = r.values;
       break;
+    case C10dQuery::kListKeys:
+      d.op = Op::kListKeys;
+      break;
     case C10dQuery::kAppend:
       d.op = Op::kAppend;
       d.values.push_back(r.values[0]);
@@ -210,6 +213,19 @@ absl::StatusOr<std::string> C10dSession::TranslateReply(
         absl::string_view v;
         if (!in.Bytes(&v)) return Malformed(q);
         AppendC10dString(out, v);
+      }
+      break;
+    }
+    case C10dQuery::kListKeys: {
+      // c10d's keys are raw: give each the "/" torch's client strips again,
+      // so every listed key is one its get() finds.
+      uint32_t n = 0;
+      if (!in.U32(&n)) return Malformed(q);
+      AppendC10dI64(out, n);
+      for (uint32_t i = 0; i < n; ++i) {
+        absl::string_view k;
+        if (!in.Bytes(&k)) return Malformed(q);
+        AppendC10dString(out, absl::StrCat(kC10dKeyPrefix, k));
       }
       break;
     }

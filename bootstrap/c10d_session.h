@@ -19,11 +19,14 @@
 //                                                drops the client
 //   APPEND    -> kAppend                       -> none (concatenate or
 //                                                create; wakes waiters)
-//   QUEUE_PUSH/POP/LEN, LIST_KEYS, BARRIER (14..18) -> drop the client: the
+//   LIST_KEYS -> kListKeys                     -> every key, sorted, each
+//                with the "/" torch's client strips (so get() finds it)
+//   QUEUE_PUSH/POP/LEN (14..16), BARRIER (18) -> drop the client: the
 //                decoder does not know them (as a torch 2.6 server). With
 //                torch's client, queue_push returns as if it worked (it
-//                reads no reply) and is lost; queue_pop, queue_len,
-//                list_keys and barrier raise (connection closed).
+//                reads no reply) and is lost, and so are later sets on that
+//                TCPStore object; queue_pop, queue_len and barrier raise
+//                (connection closed).
 // Keys: the leading "/" PyTorch's client adds is removed, so the c10d key
 // "/k" is devmesh's key "k" (a devmesh-protocol client and a torch client of
 // one server share keys); keys without it ("init/") are kept as they are.

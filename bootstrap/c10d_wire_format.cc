@@ -157,11 +157,12 @@ absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input,
     return out;
   }
   const uint8_t type = static_cast<uint8_t>(input[0]);
-  if (type > static_cast<uint8_t>(C10dQuery::kPing)) {
+  if (type > static_cast<uint8_t>(C10dQuery::kPing) &&
+      type != static_cast<uint8_t>(C10dQuery::kListKeys)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "c10d query type ", static_cast<int>(type),
-        " is unknown or not served by devmesh (queues, LIST_KEYS and BARRIER "
-        "are not)"));
+        " is unknown or not served by devmesh (the queue ops and BARRIER are "
+        "not)"));
   }
   C10dRequest r;
   r.query = static_cast<C10dQuery>(type);
@@ -258,7 +259,7 @@ absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input,
       r.values.push_back(v);
     }
   }
-  // CANCEL_WAIT and GETNUMKEYS have no fields.
+  // CANCEL_WAIT, GETNUMKEYS and LIST_KEYS have no fields.
   out.consumed = 1 + in.pos();
   if (out.consumed > size_t{kMaxFrameBytes}) {
     return TooLong(r.query, "the request", kMaxFrameBytes);

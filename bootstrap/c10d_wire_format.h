@@ -21,11 +21,13 @@
 //   APPEND      str key, str bytes           -> (no reply)
 //   MULTI_GET   u64 n, n x str key           -> n x str value
 //   MULTI_SET   u64 n, n x (str key, str value) -> (no reply)
+//   LIST_KEYS   (nothing)                    -> i64 n, n x str key (raw keys)
 //
-// PyTorch's client puts "/" before every user key (kC10dKeyPrefix).
-// The queue ops, LIST_KEYS and BARRIER (14..18) exist only on newer servers;
-// this codec knows their numbers but does not decode them (an unknown query:
-// the server drops the client, as a torch 2.6 server does).
+// PyTorch's client puts "/" before every user key (kC10dKeyPrefix), and
+// strips it from what LIST_KEYS returns (dropping keys without it).
+// The queue ops (14..16) and BARRIER (18) exist only on newer servers, as
+// does LIST_KEYS; this codec does not decode them (an unknown query: the
+// server drops the client, as a torch 2.6 server does).
 //
 // A devmesh connection starts with a u32 frame length and op kHello (1); a
 // c10d connection with the five bytes of VALIDATE. IsC10dGreeting tells them
@@ -71,8 +73,9 @@ enum class C10dQuery : uint8_t {
   kMultiSet = 11,
   kCancelWait = 12,
   kPing = 13,
-  // 14..18: QUEUE_PUSH, QUEUE_POP, QUEUE_LEN, LIST_KEYS, BARRIER (not
-  // decoded; see the banner).
+  // 14..16: QUEUE_PUSH, QUEUE_POP, QUEUE_LEN (not decoded; see the banner)
+  kListKeys = 17,
+  // 18: BARRIER (not decoded)
 };
 
 inline constexpr uint8_t kC10dReady = 0;         // CheckResponseType::READY

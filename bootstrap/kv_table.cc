@@ -1,5 +1,7 @@
 #include "bootstrap/kv_table.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -70,6 +72,14 @@ absl::StatusOr<bool> KvTable::Append(absl::string_view key,
   }
   it->second.append(value.data(), value.size());
   return false;
+}
+
+std::vector<absl::string_view> KvTable::Keys() const {
+  std::vector<absl::string_view> keys;
+  keys.reserve(map_.size());
+  for (const auto& [key, value] : map_) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  return keys;
 }
 
 bool KvTable::Delete(absl::string_view key) {

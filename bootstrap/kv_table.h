@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -40,6 +41,8 @@ class KvTable {
   absl::StatusOr<bool> Append(absl::string_view key, absl::string_view value);
   // Deletes `key`; returns whether it existed.
   bool Delete(absl::string_view key);
+  // Every key, sorted bytewise. Views valid until the next change.
+  std::vector<absl::string_view> Keys() const;
   int64_t size() const { return static_cast<int64_t>(map_.size()); }
 
  private:

@@ -100,6 +100,21 @@ StoreService::Outcome StoreService::HandleOp(ClientId client,
       if (*created) KeyAdded(r.keys[0]);
       break;
     }
+    case Op::kListKeys: {
+      const std::vector<absl::string_view> keys = table_.Keys();
+      size_t bytes = 1 + 4;
+      for (absl::string_view k : keys) bytes += 4 + k.size();
+      if (bytes > kMaxFrameBytes) {
+        return {EncodeErrorReply(absl::OutOfRangeError(absl::StrCat(
+                    "the ", keys.size(), " keys take ", bytes,
+                    " bytes, over the reply limit of ", kMaxFrameBytes))),
+                false, -1};
+      }
+      WireWriter list(4 + bytes);
+      list.U8(0).U32(static_cast<uint32_t>(keys.size()));
+      for (absl::string_view k : keys) list.Bytes(k);
+      return {std::move(list).Finish(), false, -1};
+    }
     case Op::kCheck: {
       bool all = true;
       for (absl::string_view k : r.keys) all = all && table_.Contains(k);

@@ -18,10 +18,10 @@
 // is dropped (after an error reply where a reply makes sense); the other
 // clients and the data are untouched. The same holds for c10d clients, which
 // are dropped without a reply (c10d has no error replies) on a malformed or
-// oversized request, an unknown or unsupported query (the queue ops,
-// LIST_KEYS, BARRIER: see c10d_session.h for which torch calls then lose
-// data silently), or a refused op. c10d's APPEND and the empty key are
-// served.
+// oversized request, an unknown or unsupported query (the queue ops and
+// BARRIER: see c10d_session.h for which torch calls then lose data
+// silently), or a refused op. c10d's APPEND, LIST_KEYS and the empty key
+// are served.
 //
 // Thread-safety: Start, port and the destructor may be called from any
 // thread; the data lives on the loop thread only.

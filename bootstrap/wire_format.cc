@@ -121,7 +121,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
   uint8_t op = 0;
   if (!in.U8(&op)) return absl::InvalidArgumentError("empty request frame");
   if (op < static_cast<uint8_t>(Op::kHello) ||
-      op > static_cast<uint8_t>(Op::kAppend)) {
+      op > static_cast<uint8_t>(Op::kListKeys)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown request op ", static_cast<int>(op)));
   }

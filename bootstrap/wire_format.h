@@ -17,10 +17,12 @@
 //   kDeleteKey key -> u8 bool      kNumKeys -> i64
 //   kMultiGet n keys timeout_ms -> n values   kMultiSet n keys n values -> -
 //   kAppend key value -> -   (c10d's APPEND: concatenate, or create the key)
-// kAppend (12) came after kWireVersion 1 without a version bump: only the
-// server's own c10d sessions send it (devmesh's Store has no Append), and a
-// server without it answers InvalidArgument "unknown request op 12" and
-// closes, so an old server refuses it clearly instead of misreading it.
+//   kListKeys -> n keys      (c10d's LIST_KEYS; sorted bytewise)
+// kAppend (12) and kListKeys (13) came after kWireVersion 1 without a
+// version bump: only the server's own c10d sessions send them (devmesh's
+// Store has neither), and a server without them answers InvalidArgument
+// "unknown request op 12" (13) and closes, so an old server refuses them
+// clearly instead of misreading them.
 // Keys are 0 to kMaxKeyBytes bytes on the server side: the empty key is
 // accepted (c10d's set("") stores it, as torch's servers do); devmesh's
 // Store methods refuse "" before sending (store_limits.h).
@@ -62,7 +64,8 @@ enum class Op : uint8_t {
   kNumKeys = 9,
   kMultiGet = 10,
   kMultiSet = 11,
-  kAppend = 12,  // added after version 1 without a bump (see the banner)
+  kAppend = 12,    // added after version 1 without a bump (see the banner)
+  kListKeys = 13,  // likewise
 };
 
 // A decoded request. Views point into the payload it was decoded from.

@@ -1,8 +1,9 @@
 // Part of //tests/bootstrap:c10d_store_test: what devmesh's store server
-// does with c10d's APPEND and with the empty key (torch's set("") sends the
-// key "/"), byte for byte on raw sockets, as torch's client sends them (no
-// reply is read after APPEND or SET, so a dropped client would lose both);
-// the kAppend op of devmesh's own wire format behind it, and KvTable::Append.
+// does with c10d's APPEND, LIST_KEYS and the empty key (torch's set("")
+// sends the key "/"), byte for byte on raw sockets, as torch's client sends
+// them (no reply is read after APPEND or SET, so a dropped client would lose
+// both); the kAppend / kListKeys ops of devmesh's own wire format behind
+// them, and KvTable::Append / Keys.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -148,7 +149,29 @@ TEST_F(C10dAppendTest, AppendPastTheValueLimitDropsTheClientOnly) {
   EXPECT_EQ(*after, full);
 }
 
-TEST(StoreWireAppendTest, OpTwelveRoundTripsAndOpThirteenIsUnknown) {
+TEST_F(C10dAppendTest, ListKeysGivesEveryKeySortedWithTheSlash) {
+  auto d = Devmesh();
+  ASSERT_NE(d, nullptr);
+  ASSERT_TRUE(d->Set("b/devmesh", "1").ok());
+  Socket s = Raw();
+  std::string req;
+  req += Encode({C10dQuery::kListKeys, {}, {}, 0});  // one key so far
+  req += Encode({C10dQuery::kSet, {"/a"}, {"2"}, 0});
+  req += Encode({C10dQuery::kSet, {"init/"}, {"3"}, 0});  // no "/" (raw)
+  req += Encode({C10dQuery::kSet, {"/"}, {"4"}, 0});      // the empty key
+  req += Encode({C10dQuery::kListKeys, {}, {}, 0});
+  ASSERT_TRUE(s.SendAll(req, Deadline()).ok());
+  std::string want;
+  AppendC10dI64(want, 1);
+  AppendC10dString(want, "/b/devmesh");
+  AppendC10dI64(want, 4);
+  for (const char* k : {"/", "/a", "/b/devmesh", "/init/"}) {
+    AppendC10dString(want, k);
+  }
+  EXPECT_EQ(Recv(s, want.size()), want);
+}
+
+TEST(StoreWireAppendTest, NewOpsRoundTripAndOpFourteenIsUnknown) {
   const std::string frame = EncodeRequest({Op::kAppend, {"k"}, {"v"}, 0});
   // u32 length, op, u32 4+1 key, u32 4+1 value
   ASSERT_EQ(frame.size(), 4u + 1 + 5 + 5);
@@ -158,10 +181,17 @@ TEST(StoreWireAppendTest, OpTwelveRoundTripsAndOpThirteenIsUnknown) {
   EXPECT_EQ(r->op, Op::kAppend);
   EXPECT_EQ(r->keys, (std::vector<absl::string_view>{"k"}));
   EXPECT_EQ(r->values, (std::vector<absl::string_view>{"v"}));
-  // What a server before kAppend answered for 12, a server now for 13.
-  absl::StatusOr<Request> unknown = DecodeRequest(std::string("\x0d", 1));
+  const std::string list = EncodeRequest({Op::kListKeys, {}, {}, 0});
+  ASSERT_EQ(list.size(), 5u);
+  EXPECT_EQ(list[4], '\x0d');
+  auto l = DecodeRequest(absl::string_view(list).substr(4));
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->op, Op::kListKeys);
+  EXPECT_TRUE(l->keys.empty());
+  // What a server before them answered for 12 and 13, a server now for 14.
+  absl::StatusOr<Request> unknown = DecodeRequest(std::string("\x0e", 1));
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(unknown.status().message(), "unknown request op 13");
+  EXPECT_EQ(unknown.status().message(), "unknown request op 14");
   // The server side takes the empty key; the client side refuses it.
   const std::string empty = EncodeRequest({Op::kSet, {""}, {"v"}, 0});
   EXPECT_TRUE(DecodeRequest(absl::string_view(empty).substr(4)).ok());
@@ -192,6 +222,7 @@ TEST(KvTableAppendTest, CreatesConcatenatesAndKeepsTheLimit) {
                          kMaxValueBytes, " bytes"));
   EXPECT_EQ(t.Find("full")->size(), kMaxValueBytes);
   EXPECT_EQ(t.size(), 3);
+  EXPECT_EQ(t.Keys(), (std::vector<absl::string_view>{"e", "full", "k"}));
 }
 
 }  // namespace

@@ -230,8 +230,8 @@ TEST_F(C10dStoreTest, BadC10dClientsAreDroppedAndOthersKeepWorking) {
         s.SendAll(Greeting() + "\x06" + U64(uint64_t{1} << 62), deadline).ok());
     EXPECT_TRUE(ServerCloses(s));
   }
-  for (const char* query : {"\x0f", "\x10", "\x11", "\x12"}) {
-    // QUEUE_POP, QUEUE_LEN, LIST_KEYS, BARRIER are not served either.
+  for (const char* query : {"\x0f", "\x10", "\x12", "\x13"}) {
+    // QUEUE_POP, QUEUE_LEN, BARRIER and the unknown 19 are not served.
     Socket s = Raw();
     ASSERT_TRUE(s.SendAll(Greeting() + query, deadline).ok());
     EXPECT_TRUE(ServerCloses(s)) << static_cast<int>(query[0]);
@@ -327,8 +327,16 @@ TEST(C10dWireFormatTest, DecodesWhatItEncodesAndAsksForTheRest) {
   auto add = DecodeC10dRequest(add_bytes);
   ASSERT_TRUE(add.ok() && add->request.has_value());
   EXPECT_EQ(add->request->number, -3);
-  EXPECT_EQ(DecodeC10dRequest("\x11").status().code(),
-            absl::StatusCode::kInvalidArgument);  // LIST_KEYS
+  auto list = DecodeC10dRequest("\x11");  // LIST_KEYS: no fields
+  ASSERT_TRUE(list.ok() && list->request.has_value());
+  EXPECT_EQ(list->request->query, C10dQuery::kListKeys);
+  EXPECT_EQ(list->consumed, 1u);
+  for (const char* query : {"\x0e", "\x0f", "\x10", "\x12"}) {
+    EXPECT_EQ(DecodeC10dRequest(query).status().message(),
+              absl::StrCat("c10d query type ", static_cast<int>(query[0]),
+                           " is unknown or not served by devmesh (the queue "
+                           "ops and BARRIER are not)"));
+  }
   EXPECT_TRUE(IsC10dGreeting(Greeting()));
   EXPECT_TRUE(CouldBeC10dGreeting(Greeting().substr(0, 3)));
   EXPECT_FALSE(CouldBeC10dGreeting("\x05"));
