@@ -1,10 +1,10 @@
 """torch.distributed.TCPStore as a client of devmesh's store server (argv:
 host port). Exercises set, get, add, compare_set, wait (with a timeout),
 check, delete_key, num_keys, multi_get, multi_set, append (then set, seen
-by a second client), list_keys and the empty key against exact values; checks that the
-calls devmesh does not serve (queues, barrier) raise or lose data
-exactly as the README says; leaves "py/done" = "yes" for the C++ side. Exit
-0 when every check held."""
+by a second client), list_keys and the empty key against exact values;
+checks that the calls devmesh does not serve (queues, barrier) raise or
+lose data exactly as the README says; leaves "py/done" = "yes" for the C++
+side. Exit 0 when every check held."""
 import datetime
 import sys
 import time
@@ -66,7 +66,8 @@ check(store.delete_key(""), "delete of the empty key")
 check(store.num_keys() == 8, "num_keys is %d" % store.num_keys())
 keys = ["cpp/hello", "py/after_append", "py/after_timeout", "py/ap", "py/cas",
         "py/m1", "py/m2", "py/n"]
-check(sorted(other.list_keys()) == keys, "list_keys: %s" % other.list_keys())
+listed = sorted(other.list_keys())
+check(listed == keys, "list_keys: %s" % listed)
 
 
 def unserved(call):
