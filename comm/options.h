@@ -44,6 +44,15 @@ struct GlooOptions {
   // by GLOO_SOCKET_IFNAME when set, else this host's name when it resolves,
   // else 127.0.0.1 (PyTorch's ProcessGroupGloo rule).
   std::string hostname;
+  // The local address through which this rank reaches the store (an IP
+  // literal, e.g. from Bootstrap::self().address). When set, and neither
+  // `hostname` nor GLOO_SOCKET_IFNAME is, the device listens on and
+  // advertises this address instead of what the host name resolves to: a
+  // host name that resolves to loopback (Debian's "127.0.1.1 host" line)
+  // would otherwise be advertised to peers on other hosts, who cannot
+  // connect to it. The interface that reaches the store is the one that
+  // reaches the peers, as NCCL picks its socket interface.
+  std::string store_route_address;
 };
 
 struct CommOptions {

@@ -44,6 +44,13 @@ struct MeshOptions {
   // Per dim name (or "dim_<i>", R3); a field set here wins over `all`.
   // Checked when the mesh is made (ValidateMeshOptions).
   absl::flat_hash_map<std::string, GroupOptions> per_dim;
+  // Dims (by name) that InitDeviceMesh must keep inside one host: every line
+  // of ranks along each of them on a single host (device_mesh/host_layout.h).
+  // Checked once by InitDeviceMesh, which returns FailedPrecondition naming
+  // the dim and the two hosts of a crossing line, NotFound for a name that
+  // is not a dim. Not carried to slices and not serialized (a check, not a
+  // property of groups).
+  std::vector<std::string> require_inside_host;
 
   // The effective options of the dim whose group name is `dim_group_name`.
   GroupOptions For(absl::string_view dim_group_name) const;

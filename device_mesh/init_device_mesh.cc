@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/nccl/nccl_communicator.h"
+#include "device_mesh/host_layout.h"
 #include "mesh/auto_shape.h"
 #include "mesh/mesh_layout.h"
 
@@ -103,6 +104,19 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
   }
   auto layout = MeshLayout::FromShape(mesh_shape, std::move(mesh_dim_names));
   if (!layout.ok()) return layout.status();
+  if (!options.require_inside_host.empty()) {
+    if (runtime->hostnames().empty()) {
+      return absl::FailedPreconditionError(
+          "MeshOptions.require_inside_host needs the ranks' hosts, which "
+          "this runtime does not know (make it with MeshRuntimeFromBootstrap "
+          "or InitDeviceMesh over a Bootstrap)");
+    }
+    if (absl::Status s = CheckDimsInsideHost(
+            *layout, runtime->hostnames(), options.require_inside_host);
+        !s.ok()) {
+      return s;
+    }
+  }
   return DeviceMesh::FromLayout(std::move(runtime), device_type,
                                 *std::move(layout), std::move(options));
 }

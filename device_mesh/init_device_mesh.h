@@ -43,7 +43,12 @@ namespace devmesh {
 // the key). FailedPrecondition: a null or detached
 // runtime (no bootstrap). When the mesh's backend is NCCL ("cuda" without
 // an override), sets this thread's CUDA device to local rank % visible
-// devices first; Unavailable when no CUDA device is visible.
+// devices first; Unavailable when no CUDA device is visible. With
+// options.require_inside_host (device_mesh/host_layout.h): NotFound for a
+// name that is not a dim; FailedPrecondition when the runtime does not know
+// the ranks' hosts, or when a line of a named dim crosses hosts ("dim 'tp'
+// must stay inside one host (MeshOptions.require_inside_host) but its line
+// 0,2 crosses hosts 'h0' (rank 0) and 'h1' (rank 2)").
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
     absl::Span<const int64_t> mesh_shape,

@@ -47,6 +47,7 @@ absl::StatusOr<MeshRuntime::BaseWorld> MeshRuntime::BaseWorldLocked(
     if (!count.ok()) return count.status();
     options.nccl.cuda_device = local_rank_ % *count;
   }
+  options.gloo.store_route_address = store_route_address_;
   auto ns = std::make_shared<PrefixStore>(
       store_, absl::StrCat("devmesh/world/", bases_.size(), "/", backend));
   worlds_made_.fetch_add(1);

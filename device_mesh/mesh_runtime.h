@@ -35,6 +35,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -115,6 +116,26 @@ class MeshRuntime {
     return store_ ? store_->round_trips() : 0;
   }
 
+  // What the rendezvous learnt about the ranks' hosts (Bootstrap::peers()):
+  // hostnames()[r] is world rank r's host name (gethostname); empty when
+  // unknown (a runtime not made by MeshRuntimeFromBootstrap). Used by
+  // device_mesh/host_layout.h.
+  const std::vector<std::string>& hostnames() const { return hostnames_; }
+  // The local address through which this rank reaches the store (an IP
+  // literal; empty when unknown). Gloo devices of this runtime advertise it
+  // when neither GLOO_SOCKET_IFNAME nor GlooOptions::hostname is set (see
+  // GlooOptions::store_route_address).
+  const std::string& store_route_address() const {
+    return store_route_address_;
+  }
+  // Sets both; call before the runtime is shared with other threads
+  // (MeshRuntimeFromBootstrap does, right after Create). Not thread-safe.
+  void SetHostInfo(std::vector<std::string> hostnames,
+                   std::string store_route_address) {
+    hostnames_ = std::move(hostnames);
+    store_route_address_ = std::move(store_route_address);
+  }
+
  private:
   MeshRuntime(std::shared_ptr<CountingStore> store, int rank, int world_size,
               int local_rank, std::shared_ptr<void> keepalive)
@@ -142,6 +163,8 @@ class MeshRuntime {
   // Requires mu_ held.
   absl::StatusOr<BaseWorld> BaseWorldLocked(absl::string_view backend,
                                             absl::Duration timeout);
+  std::vector<std::string> hostnames_;  // per world rank; set once
+  std::string store_route_address_;     // set once
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built with
   // TSan, and a mutex TSan cannot see makes every test under

@@ -59,6 +59,14 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
     return TryCreate(attr, absl::StrCat("gloo device on GLOO_SOCKET_IFNAME=\"",
                                         iface, "\""));
   }
+  if (!options.store_route_address.empty()) {
+    attr.hostname = options.store_route_address;
+    return TryCreate(attr, absl::StrCat("gloo device on ",
+                                        options.store_route_address,
+                                        " (this rank's address toward the "
+                                        "store; set GLOO_SOCKET_IFNAME to "
+                                        "choose another interface)"));
+  }
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') {
     attr.hostname = host;

@@ -17,9 +17,10 @@ namespace devmesh {
 namespace gloo_internal {
 
 // Address choice: options.hostname when set; else the interface named by the
-// GLOO_SOCKET_IFNAME environment variable; else this host's name when a
-// device can be made on it; else 127.0.0.1 (PyTorch's ProcessGroupGloo
-// rule). Side effect, once per process: SIGPIPE is ignored unless the
+// GLOO_SOCKET_IFNAME environment variable; else
+// options.store_route_address when set (the address this rank reaches the
+// store through); else this host's name when a device can be made on it;
+// else 127.0.0.1 (PyTorch's ProcessGroupGloo rule). Side effect, once per process: SIGPIPE is ignored unless the
 // program has its own handler, so that a peer dying mid-write is an error
 // Status rather than a killed process. Errors: Unavailable when no device
 // can be made (message from Gloo).
