@@ -50,6 +50,7 @@
 #include "bootstrap/launcher.h"
 #include "comm/registry.h"
 #include "device_mesh/device_mesh.h"
+#include "device_mesh/host_layout.h"
 #include "device_mesh/init_device_mesh.h"
 
 ABSL_FLAG(std::string, mesh_shape, "2x2", "mesh shape, e.g. 2x2 or 2x2x2");
@@ -593,6 +594,17 @@ int RunRank(const Config& config) {
                            " s)")
             : "");
     std::fputs(FormatAllReduceTable(title, rows).c_str(), stdout);
+    // Per dim, whether its groups stayed inside one host (device_mesh/
+    // host_layout.h): a dim that crosses hosts runs over the network.
+    auto spans = DimHostSpans(*mesh);
+    for (int d = 0; d < mesh->ndim(); ++d) {
+      std::printf("# dim %s: %s\n", dims[d].c_str(),
+                  !spans.ok() ? "hosts unknown"
+                  : (*spans)[d].inside_host
+                      ? "inside one host"
+                      : absl::StrCat("crosses hosts: ", (*spans)[d].ToString())
+                            .c_str());
+    }
     std::fflush(stdout);
   }
   return boot->Barrier("allreduce_2d/done").ok() ? 0 : 1;

@@ -92,8 +92,13 @@ absl::Status Run(const devmesh::RendezvousInfo& info) {
   auto mesh = devmesh::InitDeviceMesh("cpu", {2, 2}, names, options);
   if (!mesh.ok()) return mesh.status();
   const int rank = mesh->GetRank();
+  // Unknown hosts are reported ("inside_host=unknown"), not an error here:
+  // tools/launcher_check.sh compares the column with what it expects.
   auto spans = devmesh::DimHostSpans(*mesh);
-  if (!spans.ok()) return spans.status();
+  if (!spans.ok()) {
+    std::printf("%s hosts unknown: %s\n", Prefix(rank).c_str(),
+                spans.status().ToString().c_str());
+  }
 
   auto groups = mesh->GetAllGroups();
   if (!groups.ok()) return groups.status();
@@ -115,13 +120,18 @@ absl::Status Run(const devmesh::RendezvousInfo& info) {
       return absl::Status(s.code(), absl::StrCat("all-reduce along '",
                                                  names[d], "': ", s.message()));
     }
-    const devmesh::DimHostSpan& span = (*spans)[d];
-    std::printf("%s dim=%s group=%s sum=%lld want=%lld inside_host=%s%s\n",
+    std::string inside = "unknown";
+    if (spans.ok()) {
+      const devmesh::DimHostSpan& span = (*spans)[d];
+      inside = span.inside_host
+                   ? "yes"
+                   : absl::StrCat("no (", span.ToString(), ")");
+    }
+    std::printf("%s dim=%s group=%s sum=%lld want=%lld inside_host=%s\n",
                 Prefix(rank).c_str(), names[d].c_str(),
                 absl::StrJoin(*members, ",").c_str(),
                 static_cast<long long>(value), static_cast<long long>(want),
-                span.inside_host ? "yes" : "no",
-                span.inside_host ? "" : absl::StrCat(" (", span.ToString(), ")").c_str());
+                inside.c_str());
     if (value != want) {
       return absl::InternalError(absl::StrCat("wrong sum along '", names[d],
                                               "': ", value, " != ", want));

@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# tools/launcher_check.sh: the launcher table, tested end to end with the real
+# launchers: Open MPI's mpirun, Slurm's srun (a cluster this script starts and
+# stops), torchrun, on one host and on two "hosts" (network namespaces joined
+# by a veth pair, each with its own address and host name; see
+# tools/launcher_check/hosts.sh). Each check starts
+# //tools/launcher_check:mesh_check (a 2 x 2 mesh, rank ids all-reduced along
+# each dim, exact sums checked) or //bench:allreduce_2d in a short mode, and
+# reads back what every rank printed. Prints one table and exits non-zero
+# when any check fails. Namespaces, daemons and processes it started are
+# removed by a trap, also when a step fails or the script is interrupted;
+# every step is bounded by `timeout`.
+#
+#   sudo tools/launcher_check.sh          (root: namespaces, slurmd, munged)
+#
+# Needs: openmpi-bin, slurm-wlm, munge, iproute2 (tools/install.sh) and the
+# torch venv (tools/install_torch.sh; $DEVMESH_TORCH_VENV, default
+# /opt/devmesh/torch-venv) for the torchrun rows, which are reported as
+# skipped without it, or failed when DEVMESH_REQUIRE_TORCH=1.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+HERE="$ROOT/tools/launcher_check"
+source "$HERE/hosts.sh"
+source "$HERE/slurm.sh"
+ON_HOST="$HERE/on_host.sh"
+
+STEP_TIMEOUT="${LC_STEP_TIMEOUT:-150}"  # seconds, any one launch
+MESH_TIMEOUT=30                         # the mesh's own timeout (mesh_check)
+TORCH_VENV="${DEVMESH_TORCH_VENV:-/opt/devmesh/torch-venv}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_plm_rsh_agent="$HERE/rsh_agent.sh"
+# Open MPI's own traffic stays on the namespaces' addresses or loopback.
+export OMPI_MCA_btl=self,tcp OMPI_MCA_oob_tcp_if_include=lo,dmlc0 \
+  OMPI_MCA_btl_tcp_if_include=lo,dmlc0
+
+WORK="$(mktemp -d /tmp/launcher_check.XXXXXX)"
+chmod 755 "$WORK"  # munged wants its socket's directories searchable
+ROWS=()
+FAILURES=0
+
+cleanup() {
+  lc_slurm_down
+  lc_hosts_down
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s.%N; }
+
+# ---- What every rank printed ----------------------------------------------
+
+# dims_inside LOG: the dims rank 0 reported inside one host, comma-joined.
+dims_inside() {
+  grep -E '^mesh_check rank=0 dim=' "$1" | grep 'inside_host=yes' |
+    sed -E 's/.* dim=([^ ]+) .*/\1/' | paste -sd, -
+}
+
+# sums_right LOG: "yes" when every rank printed both dims with sum == want
+# and result=ok.
+sums_right() {
+  local log="$1"
+  local lines good oks
+  lines=$(grep -cE '^mesh_check rank=[0-9]+ dim=' "$log")
+  good=$(grep -E '^mesh_check rank=[0-9]+ dim=' "$log" |
+    awk '{ s=""; w=""; for (i=1;i<=NF;i++) { if ($i ~ /^sum=/) s=substr($i,5); if ($i ~ /^want=/) w=substr($i,6) } if (s!="" && s==w) n++ } END { print n+0 }')
+  oks=$(grep -cE '^mesh_check rank=[0-9]+ result=ok' "$log")
+  if [ "$lines" -eq 8 ] && [ "$good" -eq 8 ] && [ "$oks" -eq 4 ]; then echo yes; else echo "no ($good/8 sums, $oks/4 ok)"; fi
+}
+
+add_row() {  # launcher hosts mesh inside sums seconds result
+  ROWS+=("$(printf '| %s | %s | %s | %s | %s | %s | %s |' "$@")")
+  case "$7" in
+    pass*|skipped*) ;;
+    *) FAILURES=$((FAILURES + 1)) ;;
+  esac
+}
+
+# run LOG COMMAND...: runs COMMAND bounded by STEP_TIMEOUT; sets RC, SECS.
+run() {
+  local log="$1"; shift
+  local t0; t0=$(now)
+  timeout --kill-after=10 "$STEP_TIMEOUT" "$@" > "$log" 2>&1
+  RC=$?
+  SECS=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+}
+
+show_log() { echo "---- $1 (last 25 lines)"; tail -n 25 "$1"; echo "----"; }
+
+# check_mesh NAME LAUNCHER HOSTS MESH WANT_INSIDE LOG: a 2 x 2 run that must
+# pass with the dims WANT_INSIDE reported inside a host.
+check_mesh() {
+  local name="$1" launcher="$2" hosts="$3" mesh="$4" want="$5" log="$6"
+  local inside sums result=pass
+  inside=$(dims_inside "$log"); sums=$(sums_right "$log")
+  if [ "$RC" -ne 0 ]; then result="FAIL (exit $RC)"
+  elif [ "$sums" != yes ]; then result="FAIL (sums)"
+  elif [ "$inside" != "$want" ]; then result="FAIL (inside '$inside', want '$want')"
+  fi
+  [ -n "${EXTRA_FAIL:-}" ] && result="FAIL ($EXTRA_FAIL)"
+  add_row "$launcher" "$hosts" "$mesh" "${inside:--}" "$sums" "$SECS" "$result"
+  [ "$result" = pass ] || show_log "$log"
+  EXTRA_FAIL=""
+}
+
+# check_killed LAUNCHER HOSTS LOG: rank 3 SIGKILLed itself; the launcher must
+# exit non-zero, within the mesh timeout (plus start-up), and at least one
+# other rank must have ended with an error that names a peer (Gloo names the
+# peer's address).
+check_killed() {
+  local launcher="$1" hosts="$2" log="$3" result=pass
+  local errors named
+  errors=$(grep -cE '^mesh_check rank=[0-2] result=error' "$log")
+  named=$(grep -E '^mesh_check rank=[0-2] result=error' "$log" |
+    grep -cE 'peer|\[[0-9.]+\]:[0-9]+')
+  if [ "$RC" -eq 0 ]; then result="FAIL (launcher exit 0)"
+  elif [ "$named" -lt 1 ]; then result="FAIL (no rank named a peer)"
+  elif awk -v s="$SECS" -v t="$MESH_TIMEOUT" 'BEGIN { exit !(s > t + 20) }'; then
+    result="FAIL (took ${SECS} s, mesh timeout ${MESH_TIMEOUT} s)"
+  fi
+  add_row "$launcher, rank 3 killed" "$hosts" "2x2 dp,tp" "-" \
+    "exit $RC; $errors other rank(s) failed, $named naming a peer" "$SECS" "$result"
+  [ "$result" = pass ] || show_log "$log"
+}
+
+# slurm_agrees LOG: every rank's reading of Slurm's variables against Slurm's
+# own answers: the store host is the first of `scontrol show hostnames
+# $SLURM_JOB_NODELIST`, the local world size is this node's entry of
+# SLURM_TASKS_PER_NODE ("2(x2)" -> 2 2) and the world size their sum.
+# Prints nothing when all agree, else what differs.
+slurm_agrees() {
+  local log="$1" line
+  while read -r line; do
+    local rank store host nodelist tpn nodeid lw world first i entry count
+    rank=$(sed -E 's/^mesh_check rank=([0-9]+) .*/\1/' <<<"$line")
+    store=$(grep -oE ' store=[^ ]+' <<<"$line" | cut -d= -f2)
+    host=${store%:*}
+    nodelist=$(grep -oE ' SLURM_JOB_NODELIST=[^ ]+' <<<"$line" | cut -d= -f2)
+    tpn=$(grep -oE ' SLURM_TASKS_PER_NODE=[^ ]+' <<<"$line" | cut -d= -f2)
+    nodeid=$(grep -oE ' SLURM_NODEID=[^ ]+' <<<"$line" | cut -d= -f2)
+    lw=$(grep -oE ' local_world=[^ ]+' <<<"$line" | cut -d= -f2)
+    world=$(grep -oE ' world=[^ ]+' <<<"$line" | cut -d= -f2)
+    first=$(lc_on_host 1 scontrol show hostnames "$nodelist" | head -n 1)
+    local -a per_node=()
+    IFS=, read -ra entries <<<"$tpn"
+    for entry in "${entries[@]}"; do
+      if [[ "$entry" =~ ^([0-9]+)\(x([0-9]+)\)$ ]]; then
+        for ((i = 0; i < BASH_REMATCH[2]; i++)); do per_node+=("${BASH_REMATCH[1]}"); done
+      else
+        per_node+=("$entry")
+      fi
+    done
+    count=0; for entry in "${per_node[@]}"; do count=$((count + entry)); done
+    [ "$host" = "$first" ] || echo "rank $rank store host $host, scontrol says $first"
+    [ "$lw" = "${per_node[$nodeid]:-?}" ] ||
+      echo "rank $rank local world $lw, SLURM_TASKS_PER_NODE=$tpn node $nodeid says ${per_node[$nodeid]:-?}"
+    [ "$world" = "$count" ] || echo "rank $rank world $world, SLURM_TASKS_PER_NODE sums to $count"
+  done < <(grep -E '^mesh_check rank=[0-9]+ env ' "$log")
+}
+
+# ---- The checks -----------------------------------------------------------
+
+echo "launcher_check: building //tools/launcher_check:mesh_check //bench:allreduce_2d"
+timeout 1200 bazel build //tools/launcher_check:mesh_check //bench:allreduce_2d ||
+  { echo "launcher_check: build failed" >&2; exit 1; }
+mkdir -p "$WORK/bin"
+cp bazel-bin/tools/launcher_check/mesh_check bazel-bin/bench/allreduce_2d "$WORK/bin/"
+CHECK="$WORK/bin/mesh_check --timeout_s=$MESH_TIMEOUT"
+H1="$(lc_host_addr 1)"
+
+echo "launcher_check: hosts $(lc_host_name 1) ($H1) and $(lc_host_name 2) ($(lc_host_addr 2))"
+lc_hosts_up || { echo "launcher_check: could not make the namespace hosts" >&2; exit 1; }
+
+# Open MPI, one host.
+run "$WORK/mpi1.log" "$ON_HOST" 1 mpirun -np 4 --oversubscribe \
+  -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 $CHECK
+check_mesh mpi1 "mpirun -np 4" 1 "2x2 dp,tp" "dp,tp" "$WORK/mpi1.log"
+
+# The main benchmark under mpirun, short mode: every row's #wrong must be 0.
+run "$WORK/bench.log" "$ON_HOST" 1 mpirun -np 4 --oversubscribe \
+  -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 "$WORK/bin/allreduce_2d" \
+  --min_bytes=1K --max_bytes=64K --iters=5 --warmup=1 --target_ci=0
+rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(dp|tp) ' "$WORK/bench.log")
+wrong=$(grep -E '^ +[0-9]+ +[0-9]+ +(dp|tp) ' "$WORK/bench.log" | awk '{ s += $10 } END { print s + 0 }')
+inside=$(grep -E '^# dim [a-z]+: inside one host' "$WORK/bench.log" | awk '{ print $3 }' | tr -d : | paste -sd, -)
+result=pass
+if [ "$RC" -ne 0 ] || [ "$rows" -ne 14 ] || [ "$wrong" -ne 0 ]; then result="FAIL (exit $RC, $rows rows, $wrong wrong)"; fi
+[ "$inside" = "dp,tp" ] || result="FAIL (inside '$inside')"
+add_row "mpirun -np 4 allreduce_2d (1K-64K)" 1 "2x2 dp,tp" "${inside:--}" \
+  "$rows rows, #wrong $wrong" "$SECS" "$result"
+[ "$result" = pass ] || show_log "$WORK/bench.log"
+
+# Slurm: the cluster of both hosts; one node, then both.
+if lc_slurm_up "$WORK/slurm"; then
+  run "$WORK/srun1.log" "$ON_HOST" 1 srun -N1 -n4 -w "$(lc_host_name 1)" --time=2 $CHECK
+  EXTRA_FAIL=$(slurm_agrees "$WORK/srun1.log" | head -n 1)
+  check_mesh srun1 "srun -N1 -n4" 1 "2x2 dp,tp" "dp,tp" "$WORK/srun1.log"
+  run "$WORK/srun2.log" "$ON_HOST" 1 srun -N2 --ntasks-per-node=2 --time=2 $CHECK
+  EXTRA_FAIL=$(slurm_agrees "$WORK/srun2.log" | head -n 1)
+  check_mesh srun2 "srun -N2 --ntasks-per-node=2" 2 "2x2 dp,tp" "tp" "$WORK/srun2.log"
+  run "$WORK/srun_kill.log" "$ON_HOST" 1 srun -N2 --ntasks-per-node=2 --time=2 $CHECK --kill_rank=3
+  check_killed "srun -N2 --ntasks-per-node=2" 2 "$WORK/srun_kill.log"
+else
+  add_row "srun (cluster start)" 2 - - - - "FAIL (Slurm did not start)"
+fi
+lc_slurm_down
+
+# Open MPI across the two hosts (a host list; the launch agent enters the
+# other namespace where mpirun would ssh).
+MPI2=("$ON_HOST" 1 mpirun -np 4 --host "$(lc_host_name 1):2,$(lc_host_name 2):2"
+  -x MASTER_ADDR="$H1" -x MASTER_PORT=29500)
+run "$WORK/mpi2.log" "${MPI2[@]}" $CHECK
+check_mesh mpi2 "mpirun -np 4 --host dmh1:2,dmh2:2" 2 "2x2 dp,tp" "tp" "$WORK/mpi2.log"
+run "$WORK/mpi2_ifname.log" "${MPI2[@]}" -x GLOO_SOCKET_IFNAME=dmlc0 $CHECK
+check_mesh mpi2i "same, GLOO_SOCKET_IFNAME=dmlc0" 2 "2x2 dp,tp" "tp" "$WORK/mpi2_ifname.log"
+
+# tp would cross hosts: the host-major ranks named the other way round.
+run "$WORK/cross.log" "${MPI2[@]}" $CHECK --mesh_dim_names=tp,dp
+check_mesh cross "mpirun, dims named tp,dp" 2 "2x2 tp,dp" "dp" "$WORK/cross.log"
+run "$WORK/cross_req.log" "${MPI2[@]}" $CHECK --mesh_dim_names=tp,dp --require_inside_host=tp
+want_msg="FAILED_PRECONDITION: dim 'tp' must stay inside one host (MeshOptions.require_inside_host) but its line 0,2 crosses hosts 'dmh1' (rank 0) and 'dmh2' (rank 2)"
+got=$(grep -cF "result=error $want_msg" "$WORK/cross_req.log")
+result=pass
+if [ "$RC" -eq 0 ] || [ "$got" -ne 4 ]; then result="FAIL (exit $RC, $got/4 ranks with the message)"; fi
+add_row "mpirun, tp,dp, require_inside_host=tp" 2 "2x2 tp,dp" "-" \
+  "$got/4 ranks: FailedPrecondition naming tp, dmh1, dmh2" "$SECS" "$result"
+[ "$result" = pass ] || show_log "$WORK/cross_req.log"
+
+run "$WORK/mpi_kill.log" "${MPI2[@]}" $CHECK --kill_rank=3
+check_killed "mpirun --host dmh1:2,dmh2:2" 2 "$WORK/mpi_kill.log"
+
+# By hand, as a new user would: torchrun's variables and nothing else
+# (MASTER_ADDR = host 1's veth address; no GLOO_SOCKET_IFNAME).
+run "$WORK/hand.log" "$HERE/by_hand.sh" "$H1" $CHECK
+check_mesh hand "by hand (torchrun variables)" 2 "2x2 dp,tp" "tp" "$WORK/hand.log"
+
+# torchrun, one agent per host.
+TORCHRUN="$TORCH_VENV/bin/torchrun"
+if [ -x "$TORCHRUN" ]; then
+  run "$WORK/torchrun.log" "$HERE/torchrun2.sh" "$TORCHRUN" $CHECK
+  check_mesh torchrun "torchrun --nnodes=2 (c10d rdzv, own store)" 2 "2x2 dp,tp" "tp" "$WORK/torchrun.log"
+  run "$WORK/torchrun_kill.log" "$HERE/torchrun2.sh" "$TORCHRUN" $CHECK --kill_rank=3
+  check_killed "torchrun --nnodes=2" 2 "$WORK/torchrun_kill.log"
+elif [ "${DEVMESH_REQUIRE_TORCH:-0}" = 1 ]; then
+  add_row "torchrun --nnodes=2" 2 - - - - "FAIL (no $TORCHRUN; DEVMESH_REQUIRE_TORCH=1)"
+else
+  add_row "torchrun --nnodes=2" 2 - - - - "skipped (no $TORCHRUN: run tools/install_torch.sh)"
+fi
+
+# ---- The table ------------------------------------------------------------
+
+echo
+echo "| launcher | hosts | mesh | dims inside a host | sums right | seconds | result |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+printf '%s\n' "${ROWS[@]}"
+echo
+if [ "$FAILURES" -ne 0 ]; then
+  echo "launcher_check: $FAILURES of ${#ROWS[@]} checks FAILED"
+  exit 1
+fi
+echo "launcher_check: all ${#ROWS[@]} checks passed"
+exit 0
