@@ -19,6 +19,10 @@ PACKAGES=(
   libclang-rt-14-dev   # clang's sanitizer and fuzzer runtimes
   gnuplot-nox          # tools/plot_busbw.sh: busbw plot as PNG
   python3              # tools/plot_busbw.sh reads the benchmark JSON
+  openmpi-bin          # tools/launcher_check.sh: a real mpirun
+  slurm-wlm            # tools/launcher_check.sh: slurmctld, slurmd, srun, scontrol
+  munge                # Slurm's authentication daemon
+  iproute2             # tools/launcher_check.sh: network namespaces and veth pairs
 )
 
 SUDO=""
