@@ -468,9 +468,14 @@ int RunRank(const Config& config) {
   // The barriers and figures go through a Gloo world of their own (its own
   // transport device and threads), so that neither the mesh's groups nor
   // the raw ones are warmed up by the barrier before each run.
+  // Both side worlds advertise the address the mesh's groups do (this
+  // rank's address toward its peers, see device_mesh/peer_address.h).
+  CommOptions side_options;
+  side_options.gloo.store_route_address =
+      mesh->runtime()->store_route_address();
   auto metrics = CreateCommunicator(
       "gloo", std::make_shared<PrefixStore>(store, "bench/sync_world"),
-      info->rank, info->world_size);
+      info->rank, info->world_size, side_options);
   if (!metrics.ok()) return Fail(metrics.status(), 1);
   Setup setup{mesh->runtime(),
               iters,
@@ -486,7 +491,7 @@ int RunRank(const Config& config) {
   // timed runs never include creation.
   auto raw_world = CreateCommunicator(
       backend, std::make_shared<PrefixStore>(store, "bench/raw_world"),
-      info->rank, info->world_size);
+      info->rank, info->world_size, side_options);
   if (!raw_world.ok()) return Fail(raw_world.status(), 1);
   std::vector<std::string> dims = mesh->dim_group_names();
   std::vector<Cell> cells;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "device_mesh/host_layout.h"
+#include "device_mesh/peer_address.h"
 #include "mesh/auto_shape.h"
 #include "mesh/mesh_layout.h"
 
@@ -138,9 +139,22 @@ absl::StatusOr<std::shared_ptr<MeshRuntime>> MeshRuntimeFromBootstrap(
   const int rank = bootstrap->rank();
   const int world_size = bootstrap->world_size();
   const int local_rank = bootstrap->local_rank();
+  // What the rendezvous learnt: every rank's host (host_layout.h) and the
+  // address this rank's Gloo devices advertise (peer_address.h).
+  std::vector<std::string> hosts;
+  for (const PeerInfo& peer : bootstrap->peers()) {
+    hosts.push_back(peer.hostname);
+  }
+  std::string address =
+      bootstrap->peers().empty()
+          ? std::string()
+          : PeerFacingAddress(bootstrap->self(), bootstrap->peers());
   auto runtime = MeshRuntime::Create(std::move(store), rank, world_size,
                                      local_rank, std::move(bootstrap));
-  if (runtime.ok()) slot = *runtime;
+  if (runtime.ok()) {
+    (*runtime)->SetHostInfo(std::move(hosts), std::move(address));
+    slot = *runtime;
+  }
   return runtime;
 }
 
