@@ -37,6 +37,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/rendezvous.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/host_layout.h"
@@ -89,7 +90,17 @@ absl::Status Run(const devmesh::RendezvousInfo& info) {
                       absl::SkipEmpty())) {
     options.require_inside_host.emplace_back(dim);
   }
-  auto mesh = devmesh::InitDeviceMesh("cpu", {2, 2}, names, options);
+  // A Bootstrap of our own (not InitDeviceMesh's process-wide one), so that
+  // rank 0 keeps the store up until the others have left even when the
+  // mesh fails: a rank that is still reading the start-up verdict then gets
+  // the mesh's error, not a lost store connection.
+  devmesh::BootstrapOptions boot_options;
+  boot_options.timeout = *options.all.timeout;
+  boot_options.shutdown_timeout = absl::Seconds(10);
+  auto boot = devmesh::Bootstrap::Create(info, boot_options);
+  if (!boot.ok()) return boot.status();
+  std::shared_ptr<devmesh::Bootstrap> bootstrap = *std::move(boot);
+  auto mesh = devmesh::InitDeviceMesh(bootstrap, "cpu", {2, 2}, names, options);
   if (!mesh.ok()) return mesh.status();
   const int rank = mesh->GetRank();
   // Unknown hosts are reported ("inside_host=unknown"), not an error here:
