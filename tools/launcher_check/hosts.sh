@@ -26,9 +26,27 @@ lc_host_ns() { echo "${LC_NS_PREFIX}$1"; }
 # launch agents can run it too).
 lc_on_host() { "$LC_DIR/on_host.sh" "$@"; }
 
+# Every process still running on host N (daemonized ones too, such as a
+# slurmstepd, which ignores SIGTERM while its step winds down): TERM, up to
+# 3 s, then KILL.
+lc_host_kill_all() {
+  local ns pids i
+  ns="$(lc_host_ns "$1")"
+  pids=$(ip netns pids "$ns" 2>/dev/null) || return 0
+  [ -z "$pids" ] && return 0
+  kill $pids 2>/dev/null || true
+  for i in $(seq 30); do
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    [ -z "$pids" ] && return 0
+    sleep 0.1
+  done
+  kill -9 $pids 2>/dev/null || true
+}
+
 lc_hosts_down() {
   local n
   for n in 1 2; do
+    lc_host_kill_all "$n"
     ip netns del "$(lc_host_ns "$n")" 2>/dev/null || true
     rm -rf "/etc/netns/$(lc_host_ns "$n")"
   done
