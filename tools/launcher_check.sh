@@ -217,6 +217,23 @@ check_mesh mpi2 "mpirun -np 4 --host dmh1:2,dmh2:2" 2 "2x2 dp,tp" "tp" "$WORK/mp
 run "$WORK/mpi2_ifname.log" "${MPI2[@]}" -x GLOO_SOCKET_IFNAME=dmlc0 $CHECK
 check_mesh mpi2i "same, GLOO_SOCKET_IFNAME=dmlc0" 2 "2x2 dp,tp" "tp" "$WORK/mpi2_ifname.log"
 
+# An interface the peers cannot reach (loopback, forced by
+# GLOO_SOCKET_IFNAME=lo on every rank): a rank's error must name the address
+# its peer advertised, and the job must end non-zero well before the mesh
+# timeout (mpirun stops the others once one rank fails).
+run "$WORK/mpi2_lo.log" "${MPI2[@]}" -x GLOO_SOCKET_IFNAME=lo $CHECK
+named=$(grep -cE '^mesh_check rank=[0-9]+ result=error .*\[127\.0\.0\.1\]:[0-9]+' "$WORK/mpi2_lo.log")
+result=pass
+if [ "$RC" -eq 0 ] || [ "$named" -lt 1 ]; then
+  result="FAIL (exit $RC, $named errors naming 127.0.0.1)"
+elif awk -v s="$SECS" -v t="$MESH_TIMEOUT" 'BEGIN { exit !(s >= t) }'; then
+  result="FAIL (took ${SECS} s, mesh timeout ${MESH_TIMEOUT} s)"
+fi
+NOTES+=("GLOO_SOCKET_IFNAME=lo: $(grep -m1 -E '^mesh_check rank=[0-9]+ result=error' "$WORK/mpi2_lo.log")")
+add_row "same, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" \
+  "exit $RC; $named rank(s) named [127.0.0.1]:port" "$SECS" "$result"
+[ "$result" = pass ] || show_log "$WORK/mpi2_lo.log"
+
 # tp would cross hosts: the host-major ranks named the other way round.
 run "$WORK/cross.log" "${MPI2[@]}" $CHECK --mesh_dim_names=tp,dp
 check_mesh cross "mpirun, dims named tp,dp" 2 "2x2 tp,dp" "dp" "$WORK/cross.log"
