@@ -41,6 +41,7 @@ NOTES=()   # printed under the table
 FAILURES=0
 
 cleanup() {
+  if [ -n "$STEP_PID" ]; then kill "$STEP_PID" 2>/dev/null || true; fi
   lc_slurm_down
   lc_hosts_down
   rm -rf "$WORK"
@@ -79,11 +80,18 @@ add_row() {  # launcher hosts mesh inside sums seconds result
 }
 
 # run LOG COMMAND...: runs COMMAND bounded by STEP_TIMEOUT; sets RC, SECS.
+# The step runs in the background and is waited for, so that a signal to
+# this script runs its trap at once (bash defers traps until a foreground
+# command ends); cleanup() stops the step.
+STEP_PID=""
 run() {
   local log="$1"; shift
   local t0; t0=$(now)
-  timeout --kill-after=10 "$STEP_TIMEOUT" "$@" > "$log" 2>&1
+  timeout --kill-after=10 "$STEP_TIMEOUT" "$@" > "$log" 2>&1 &
+  STEP_PID=$!
+  wait "$STEP_PID"
   RC=$?
+  STEP_PID=""
   SECS=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
 }
 
