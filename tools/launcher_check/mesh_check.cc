@@ -17,9 +17,9 @@
 //                            layout the other way round)
 //   --require_inside_host=   dims InitDeviceMesh must keep inside one host
 //   --timeout_s=60           the mesh's timeout (rendezvous, groups, collectives)
-//   --kill_rank=-1           this rank SIGKILLs itself after the groups are
-//                            made and one barrier passed (the others then fail
-//                            in their next all-reduce)
+//   --kill_rank=-1           this rank SIGKILLs itself once its groups are
+//                            made (the others then fail in their first
+//                            all-reduce, naming the peer's address)
 // Exit status: 0 when every sum is right, 1 otherwise (the error is printed).
 #include <signal.h>
 #include <unistd.h>
