@@ -188,18 +188,27 @@ run "$WORK/mpi1.log" "$ON_HOST" 1 mpirun -np 4 --oversubscribe \
 check_mesh mpi1 "mpirun -np 4" 1 "2x2 dp,tp" "dp,tp" "$WORK/mpi1.log"
 
 # The main benchmark under mpirun, short mode: every row's #wrong must be 0.
+BENCH=("$WORK/bin/allreduce_2d" --min_bytes=1K --max_bytes=64K --iters=5
+  --warmup=1 --target_ci=0)
+# check_bench LAUNCHER HOSTS WANT_INSIDE LOG: 14 rows (7 sizes x 2 dims),
+# #wrong 0 in each, and the dims it reports inside a host.
+check_bench() {
+  local launcher="$1" hosts="$2" want="$3" log="$4" rows wrong inside result=pass
+  rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(dp|tp) ' "$log")
+  wrong=$(grep -E '^ +[0-9]+ +[0-9]+ +(dp|tp) ' "$log" | awk '{ s += $10 } END { print s + 0 }')
+  inside=$(grep -E '^# dim [a-z]+: inside one host' "$log" | awk '{ print $3 }' | tr -d : | paste -sd, -)
+  if [ "$RC" -ne 0 ] || [ "$rows" -ne 14 ] || [ "$wrong" -ne 0 ]; then
+    result="FAIL (exit $RC, $rows rows, $wrong wrong)"
+  elif [ "$inside" != "$want" ]; then
+    result="FAIL (inside '$inside', want '$want')"
+  fi
+  add_row "$launcher allreduce_2d (1K-64K)" "$hosts" "2x2 dp,tp" "${inside:--}" \
+    "$rows rows, #wrong $wrong" "$SECS" "$result"
+  [ "$result" = pass ] || show_log "$log"
+}
 run "$WORK/bench.log" "$ON_HOST" 1 mpirun -np 4 --oversubscribe \
-  -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 "$WORK/bin/allreduce_2d" \
-  --min_bytes=1K --max_bytes=64K --iters=5 --warmup=1 --target_ci=0
-rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(dp|tp) ' "$WORK/bench.log")
-wrong=$(grep -E '^ +[0-9]+ +[0-9]+ +(dp|tp) ' "$WORK/bench.log" | awk '{ s += $10 } END { print s + 0 }')
-inside=$(grep -E '^# dim [a-z]+: inside one host' "$WORK/bench.log" | awk '{ print $3 }' | tr -d : | paste -sd, -)
-result=pass
-if [ "$RC" -ne 0 ] || [ "$rows" -ne 14 ] || [ "$wrong" -ne 0 ]; then result="FAIL (exit $RC, $rows rows, $wrong wrong)"; fi
-[ "$inside" = "dp,tp" ] || result="FAIL (inside '$inside')"
-add_row "mpirun -np 4 allreduce_2d (1K-64K)" 1 "2x2 dp,tp" "${inside:--}" \
-  "$rows rows, #wrong $wrong" "$SECS" "$result"
-[ "$result" = pass ] || show_log "$WORK/bench.log"
+  -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 "${BENCH[@]}"
+check_bench "mpirun -np 4" 1 "dp,tp" "$WORK/bench.log"
 
 # Slurm: the cluster of both hosts; one node, then both.
 if lc_slurm_up "$WORK/slurm"; then
@@ -222,6 +231,9 @@ MPI2=("$ON_HOST" 1 mpirun -np 4 --host "$(lc_host_name 1):2,$(lc_host_name 2):2"
   -x MASTER_ADDR="$H1" -x MASTER_PORT=29500)
 run "$WORK/mpi2.log" "${MPI2[@]}" $CHECK
 check_mesh mpi2 "mpirun -np 4 --host dmh1:2,dmh2:2" 2 "2x2 dp,tp" "tp" "$WORK/mpi2.log"
+run "$WORK/bench2.log" "${MPI2[@]}" "${BENCH[@]}"
+check_bench "mpirun --host dmh1:2,dmh2:2" 2 "tp" "$WORK/bench2.log"
+NOTES+=("allreduce_2d on 2 hosts: $(grep -E '^# dim ' "$WORK/bench2.log" | paste -sd';' -)")
 run "$WORK/mpi2_ifname.log" "${MPI2[@]}" -x GLOO_SOCKET_IFNAME=dmlc0 $CHECK
 check_mesh mpi2i "same, GLOO_SOCKET_IFNAME=dmlc0" 2 "2x2 dp,tp" "tp" "$WORK/mpi2_ifname.log"
 
