@@ -254,6 +254,24 @@ add_row "same, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" \
   "exit $RC; $named rank(s) named [127.0.0.1]:port" "$SECS" "$result"
 [ "$result" = pass ] || show_log "$WORK/mpi2_lo.log"
 
+# The same by hand, with no launcher to stop the others: every rank must end
+# with an error that names the address it advertised itself. Not quickly:
+# the ranks whose connects are refused fail at once, the others only after
+# Gloo's connect retries and store waits (each up to the 10 s mesh timeout)
+# and rank 0's wait for the others to leave; about 50 s here, bounded at 90.
+run "$WORK/hand_lo.log" "$HERE/by_hand.sh" "$H1" env GLOO_SOCKET_IFNAME=lo $CHECK --timeout_s=10
+named=$(grep -cE '^mesh_check rank=[0-9]+ result=error .*addr=\[127\.0\.0\.1\]' "$WORK/hand_lo.log")
+result=pass
+if [ "$RC" -eq 0 ] || [ "$named" -ne 4 ]; then
+  result="FAIL (exit $RC, $named of 4 ranks named their own address)"
+elif awk -v s="$SECS" 'BEGIN { exit !(s > 90) }'; then
+  result="FAIL (took ${SECS} s, more than 90 s)"
+fi
+NOTES+=("by hand, GLOO_SOCKET_IFNAME=lo: $(grep -m1 -E '^mesh_check rank=[0-9]+ result=error' "$WORK/hand_lo.log")")
+add_row "by hand, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" \
+  "exit $RC; $named of 4 ranks named their own addr=[127.0.0.1]" "$SECS" "$result"
+[ "$result" = pass ] || show_log "$WORK/hand_lo.log"
+
 # tp would cross hosts: the host-major ranks named the other way round.
 run "$WORK/cross.log" "${MPI2[@]}" $CHECK --mesh_dim_names=tp,dp
 check_mesh cross "mpirun, dims named tp,dp" 2 "2x2 tp,dp" "dp" "$WORK/cross.log"
