@@ -302,10 +302,16 @@ check_mesh hand "by hand (torchrun variables)" 2 "2x2 dp,tp" "tp" "$WORK/hand.lo
 # torchrun, one agent per host.
 TORCHRUN="$TORCH_VENV/bin/torchrun"
 if [ -x "$TORCHRUN" ]; then
-  run "$WORK/torchrun.log" "$HERE/torchrun2.sh" c10d "$TORCHRUN" $CHECK
-  check_mesh torchrun "torchrun --nnodes=2 (c10d rdzv, own store)" 2 "2x2 dp,tp" "tp" "$WORK/torchrun.log"
-  run "$WORK/torchrun_kill.log" "$HERE/torchrun2.sh" c10d "$TORCHRUN" $CHECK --kill_rank=3
-  check_killed "torchrun --nnodes=2" 2 "$WORK/torchrun_kill.log"
+  run "$WORK/torchrun.log" "$HERE/torchrun2.sh" static "$TORCHRUN" $CHECK
+  EXTRA_FAIL=""
+  if [ "$(grep -c 'TORCHELASTIC_USE_AGENT_STORE=True' "$WORK/torchrun.log")" -ne 4 ]; then
+    EXTRA_FAIL="not every rank was told to use the agent's store"
+  fi
+  check_mesh torchrun "torchrun --nnodes=2 (static, agent store)" 2 "2x2 dp,tp" "tp" "$WORK/torchrun.log"
+  run "$WORK/torchrun_c10d.log" "$HERE/torchrun2.sh" c10d "$TORCHRUN" $CHECK
+  check_mesh torchrun_c10d "torchrun --nnodes=2 (c10d rdzv)" 2 "2x2 dp,tp" "tp" "$WORK/torchrun_c10d.log"
+  run "$WORK/torchrun_kill.log" "$HERE/torchrun2.sh" static "$TORCHRUN" $CHECK --kill_rank=3
+  check_killed "torchrun --nnodes=2 (static)" 2 "$WORK/torchrun_kill.log"
 elif [ "${DEVMESH_REQUIRE_TORCH:-0}" = 1 ]; then
   add_row "torchrun --nnodes=2" 2 - - - - "FAIL (no $TORCHRUN; DEVMESH_REQUIRE_TORCH=1)"
 else
