@@ -45,7 +45,9 @@ struct GlooOptions {
   // else 127.0.0.1 (PyTorch's ProcessGroupGloo rule).
   std::string hostname;
   // The local address through which this rank reaches the store (an IP
-  // literal, e.g. from Bootstrap::self().address). When set, and neither
+  // literal, e.g. from Bootstrap::self().address; device_mesh passes
+  // PeerFacingAddress, which swaps a loopback route for the address toward
+  // peers on other hosts, see device_mesh/peer_address.h). When set, and neither
   // `hostname` nor GLOO_SOCKET_IFNAME is, the device listens on and
   // advertises this address instead of what the host name resolves to: a
   // host name that resolves to loopback (Debian's "127.0.1.1 host" line)

@@ -121,8 +121,10 @@ class MeshRuntime {
   // unknown (a runtime not made by MeshRuntimeFromBootstrap). Used by
   // device_mesh/host_layout.h.
   const std::vector<std::string>& hostnames() const { return hostnames_; }
-  // The local address through which this rank reaches the store (an IP
-  // literal; empty when unknown). Gloo devices of this runtime advertise it
+  // The address this rank's peers reach it at (an IP literal; empty when
+  // unknown): PeerFacingAddress of Bootstrap::self() (the route toward the
+  // store, or toward a peer on another host when that route is loopback;
+  // device_mesh/peer_address.h). Gloo devices of this runtime advertise it
   // when neither GLOO_SOCKET_IFNAME nor GlooOptions::hostname is set (see
   // GlooOptions::store_route_address).
   const std::string& store_route_address() const {
