@@ -57,7 +57,11 @@ struct RendezvousInfo {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
-  std::string store_host;  // where rank 0's TcpStoreServer listens
+  // Where every rank reaches the store (MASTER_ADDR; Slurm: else the first
+  // node): rank 0's TcpStoreServer, which itself listens on every interface
+  // (BootstrapOptions::server_bind_host), or torchrun's agent store
+  // (use_agent_store).
+  std::string store_host;
   int store_port = 0;
   std::string source;  // "torchrun", "slurm" or "openmpi"
   // torchrun's agent hosts a c10d TCPStore at store_host:store_port: no rank
