@@ -35,6 +35,21 @@ std::shared_ptr<MeshRuntime> MeshRuntime::Detached(int rank) {
       new MeshRuntime(nullptr, rank, 0, 0, nullptr));
 }
 
+absl::Status MeshRuntime::CheckCanCreate(absl::string_view what,
+                                         absl::Duration timeout) const {
+  if (detached()) {
+    return absl::FailedPreconditionError(
+        "this mesh was made from existing groups (no bootstrap store): it "
+        "cannot create new groups");
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " timeout (", absl::FormatDuration(timeout),
+        ") must be positive"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<MeshRuntime::BaseWorld> MeshRuntime::BaseWorldLocked(
     absl::string_view backend, absl::Duration timeout) {
   auto it = bases_.find(std::string(backend));
@@ -64,15 +79,9 @@ absl::StatusOr<MeshRuntime::BaseWorld> MeshRuntime::BaseWorldLocked(
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
     absl::string_view backend, absl::Duration timeout) {
-  if (detached()) {
-    return absl::FailedPreconditionError(
-        "this mesh was made from existing groups (no bootstrap store): it "
-        "cannot create new groups");
-  }
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "world communicator timeout (", absl::FormatDuration(timeout),
-        ") must be positive"));
+  if (absl::Status s = CheckCanCreate("world communicator", timeout);
+      !s.ok()) {
+    return s;
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto key = std::make_pair(std::string(backend),
@@ -96,15 +105,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldInOrder(
     absl::string_view backend, absl::Duration timeout) {
-  if (detached()) {
-    return absl::FailedPreconditionError(
-        "this mesh was made from existing groups (no bootstrap store): it "
-        "cannot create new groups");
-  }
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "world communicator timeout (", absl::FormatDuration(timeout),
-        ") must be positive"));
+  if (absl::Status s = CheckCanCreate("world communicator", timeout);
+      !s.ok()) {
+    return s;
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto base = BaseWorldLocked(backend, timeout);
@@ -132,16 +135,7 @@ bool MeshRuntime::IsWorldCommunicator(const Communicator* comm) const {
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitWorld(
     absl::string_view backend, absl::Duration timeout, int color, int key,
     std::optional<NcclOptions> nccl) {
-  if (detached()) {
-    return absl::FailedPreconditionError(
-        "this mesh was made from existing groups (no bootstrap store): it "
-        "cannot create new groups");
-  }
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "group timeout (", absl::FormatDuration(timeout),
-        ") must be positive"));
-  }
+  if (absl::Status s = CheckCanCreate("group", timeout); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   auto base = BaseWorldLocked(backend, timeout);
   if (!base.ok()) return base.status();

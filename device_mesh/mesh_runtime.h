@@ -162,6 +162,10 @@ class MeshRuntime {
   };
   // Adds `comm` to world_ids_.
   void RememberWorld(const Communicator* comm);
+  // FailedPrecondition when detached (no store to create groups with);
+  // InvalidArgument naming `what` when `timeout` is not positive.
+  absl::Status CheckCanCreate(absl::string_view what,
+                              absl::Duration timeout) const;
   // Requires mu_ held.
   absl::StatusOr<BaseWorld> BaseWorldLocked(absl::string_view backend,
                                             absl::Duration timeout);

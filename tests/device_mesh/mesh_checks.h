@@ -7,6 +7,8 @@
 #define DEVMESH_TESTS_DEVICE_MESH_MESH_CHECKS_H_
 
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +29,23 @@ absl::Status CheckDimGroup(const DeviceMesh& mesh, int dim);
 
 // CheckDimGroup for every dim.
 absl::Status CheckAllDims(const DeviceMesh& mesh);
+
+// Internal error `what` unless `ok`: a check inside a rank's body.
+inline absl::Status Expect(bool ok, const std::string& what) {
+  return ok ? absl::OkStatus() : absl::InternalError(what);
+}
+
+// Early returns for a rank's body, which returns absl::Status (test code
+// only; Abseil 20220623 has no public status macros).
+#define RETURN_IF_ERROR(expr)    \
+  do {                           \
+    absl::Status _s = (expr);    \
+    if (!_s.ok()) return _s;     \
+  } while (0)
+#define ASSIGN_OR_RETURN(lhs, expr)                \
+  auto lhs##_or = (expr);                          \
+  if (!lhs##_or.ok()) return lhs##_or.status();    \
+  auto lhs = *std::move(lhs##_or)
 
 }  // namespace testing
 }  // namespace devmesh

@@ -20,23 +20,9 @@ namespace devmesh {
 namespace {
 
 using ::devmesh::testing::CheckAllDims;
+using ::devmesh::testing::Expect;
 using ::devmesh::testing::RunRanks;
 using ::devmesh::testing::RuntimeOf;
-
-#define RETURN_IF_ERROR(expr) \
-  do {                        \
-    absl::Status _s = (expr); \
-    if (!_s.ok()) return _s;  \
-  } while (0)
-
-#define ASSIGN_OR_RETURN(lhs, expr)             \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *std::move(lhs##_or)
-
-absl::Status Expect(bool ok, const std::string& what) {
-  return ok ? absl::OkStatus() : absl::InternalError(what);
-}
 
 // All-reduce (sum) of the world ranks of `comm`'s members: 0+1+2+3 = 6 on
 // the world; the status of the call otherwise.
