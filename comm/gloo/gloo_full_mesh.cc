@@ -131,7 +131,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     const std::vector<int>& global_ranks,
     const std::shared_ptr<::gloo::transport::Device>& device,
     absl::Duration timeout, absl::Time deadline) {
-  const std::string what = absl::StrCat(
+  std::string what = absl::StrCat(
       "gloo connect (rank ", rank, " of ", size, ", global rank ",
       global_ranks[rank], ", prefix \"", prefix, "\")");
   FullMesh out;
@@ -151,6 +151,20 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
   });
   if (!status.ok()) return status;
   if (size > 1) {
+    // Name the address this rank advertises in every error below, so that a
+    // rank its peers cannot reach says where they were told to connect.
+    std::string advertised;
+    for (auto* p : pairs) {
+      if (p == nullptr) continue;
+      (void)GlooCall(what, [&] { advertised = p->address().str(); });
+      break;
+    }
+    if (size_t seq = advertised.find('$'); seq != std::string::npos) {
+      advertised.resize(seq);  // the pair's sequence number
+    }
+    if (!advertised.empty()) {
+      what.insert(what.size() - 1, absl::StrCat(", advertising ", advertised));
+    }
     ++out.store_round_trips;
     status = store.Set(absl::StrCat(prefix, "addr/", rank), my_addresses);
     if (!status.ok()) {
