@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,10 @@ ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message, bytes");
 ABSL_FLAG(int64_t, bytes_per_size, 256 << 20,
           "iterations per size = this / message bytes, clamped to [3, 200]");
 ABSL_FLAG(int, warmup, 3, "untimed iterations per size");
+ABSL_FLAG(bool, via_communicator, false,
+          "call devmesh's Communicator::AllReduce (out-of-place, float32 "
+          "sum) instead of gloo::allreduce directly: the cost of //comm's "
+          "Gloo path over the same connections");
 
 namespace devmesh {
 namespace {
@@ -68,7 +73,8 @@ int RunRank(int rank, int size, int port) {
   std::vector<float> out(max_elems, 0.0f);
   const float expected = static_cast<float>(size * (size + 1) / 2);
   if (rank == 0) {
-    std::printf("# gloo all-reduce, float32 sum, %d ranks (processes) on one host\n", size);
+    std::printf("# %s all-reduce, float32 sum, %d ranks (processes) on one host\n",
+                absl::GetFlag(FLAGS_via_communicator) ? "devmesh Communicator (gloo)" : "gloo", size);
     std::printf("%12s %8s %12s %12s %12s %8s\n", "bytes", "iters", "time(us)",
                 "algbw(GB/s)", "busbw(GB/s)", "wrong");
   }
@@ -77,7 +83,17 @@ int RunRank(int rank, int size, int port) {
     const size_t elems = bytes / sizeof(float);
     const int iters = static_cast<int>(std::clamp<int64_t>(
         absl::GetFlag(FLAGS_bytes_per_size) / bytes, 3, 200));
+    const bool via_comm = absl::GetFlag(FLAGS_via_communicator);
     auto run_once = [&] {
+      if (via_comm) {
+        absl::Status s = (*comm)->AllReduce(in.data(), out.data(), elems,
+                                            DataType::kFloat32, ReduceOp::kSum);
+        if (!s.ok()) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+          std::exit(1);
+        }
+        return;
+      }
       ::gloo::AllreduceOptions opts(context);
       opts.setInput<float>(in.data(), elems);
       opts.setOutput<float>(out.data(), elems);

@@ -2,6 +2,7 @@
 // Collectives of the Gloo backend. Creation and Split: gloo_connect.cc.
 #include "comm/gloo/gloo_communicator.h"
 
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -30,11 +31,18 @@ using gloo_internal::GlooCall;
 constexpr uint64_t kSendRecvSlot = uint64_t{0x7e} << 56;
 constexpr uint64_t kReduceScatterSlot = uint64_t{0x7d} << 56;
 
+// `in` null: in place in `buf`. Otherwise Gloo copies `in` into `buf` a
+// segment at a time as its ring reaches it (one pass fewer than copying the
+// whole buffer first); `in` and `buf` must then not overlap.
 template <typename T>
-void GlooAllreduce(const std::shared_ptr<::gloo::Context>& context, void* buf,
-                   size_t count, const gloo_internal::ReduceFunc& fn,
+void GlooAllreduce(const std::shared_ptr<::gloo::Context>& context,
+                   const void* in, void* buf, size_t count,
+                   const gloo_internal::ReduceFunc& fn,
                    std::chrono::milliseconds timeout) {
   ::gloo::AllreduceOptions opts(context);
+  if (in != nullptr) {
+    opts.setInput<T>(static_cast<T*>(const_cast<void*>(in)), count);
+  }
   opts.setOutput<T>(static_cast<T*>(buf), count);
   opts.setReduceFunction(fn);
   opts.setTimeout(timeout);
@@ -42,19 +50,26 @@ void GlooAllreduce(const std::shared_ptr<::gloo::Context>& context, void* buf,
 }
 
 void AllreduceBySize(const std::shared_ptr<::gloo::Context>& context,
-                     void* buf, size_t count, size_t elem_size,
-                     const gloo_internal::ReduceFunc& fn,
+                     const void* in, void* buf, size_t count,
+                     size_t elem_size, const gloo_internal::ReduceFunc& fn,
                      std::chrono::milliseconds timeout) {
   switch (elem_size) {
     case 1:
-      return GlooAllreduce<uint8_t>(context, buf, count, fn, timeout);
+      return GlooAllreduce<uint8_t>(context, in, buf, count, fn, timeout);
     case 2:
-      return GlooAllreduce<uint16_t>(context, buf, count, fn, timeout);
+      return GlooAllreduce<uint16_t>(context, in, buf, count, fn, timeout);
     case 4:
-      return GlooAllreduce<uint32_t>(context, buf, count, fn, timeout);
+      return GlooAllreduce<uint32_t>(context, in, buf, count, fn, timeout);
     default:
-      return GlooAllreduce<uint64_t>(context, buf, count, fn, timeout);
+      return GlooAllreduce<uint64_t>(context, in, buf, count, fn, timeout);
   }
+}
+
+// True when [a, a + bytes) and [b, b + bytes) share a byte.
+bool Overlap(const void* a, const void* b, size_t bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bytes && y < x + bytes;
 }
 
 std::string Describe(absl::string_view op, DataType dtype, size_t count) {
@@ -150,12 +165,23 @@ absl::Status GlooCommunicator::AllReduce(const void* send, void* recv,
   if (auto s = CheckOp("allreduce", op); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   const size_t elem = DataTypeSize(dtype);
-  if (send != recv) std::memmove(recv, send, count * elem);
+  const size_t bytes = count * elem;
+  // Separate buffers go to Gloo as input and output (it copies as it goes);
+  // identical ones reduce in place; partly overlapping ones are moved first
+  // (Gloo's copy is a memcpy).
+  const void* in = nullptr;
+  if (send != recv) {
+    if (size_ == 1 || Overlap(send, recv, bytes)) {
+      std::memmove(recv, send, bytes);
+    } else {
+      in = send;
+    }
+  }
   if (size_ == 1) return absl::OkStatus();
   auto fn = gloo_internal::GetReduceFunction(dtype, op);
   absl::Status status = Call(
       absl::StrCat(Describe("allreduce", dtype, count), " ", ReduceOpName(op)),
-      [&] { AllreduceBySize(context_, recv, count, elem, fn, timeout()); });
+      [&] { AllreduceBySize(context_, in, recv, count, elem, fn, timeout()); });
   if (!status.ok()) return status;
   if (op == ReduceOp::kAvg) {
     gloo_internal::DivideInPlace(recv, count, dtype, size_);

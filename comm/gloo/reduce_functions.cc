@@ -13,64 +13,110 @@ namespace gloo_internal {
 namespace {
 
 // Native element types. Integer sum/prod go through the unsigned type so that
-// overflow wraps instead of being undefined.
-template <typename T>
-T Combine(T a, T b, ReduceOp op) {
+// overflow wraps instead of being undefined. The op is a template argument:
+// the per-element loop then has no branch on it, and the compiler can
+// vectorize it (a runtime switch per element was the cost before).
+template <typename T, ReduceOp kOp>
+inline T Combine(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
     // Promote to at least unsigned int so that uint8/uint16 multiply cannot
     // overflow a signed int.
     using W = std::common_type_t<U, unsigned int>;
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) +
-                                              static_cast<W>(static_cast<U>(b))));
-      case ReduceOp::kProd:
-        return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) *
-                                              static_cast<W>(static_cast<U>(b))));
-      case ReduceOp::kMin:
-        return std::min(a, b);
-      case ReduceOp::kMax:
-        return std::max(a, b);
+    if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
+      return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) +
+                                            static_cast<W>(static_cast<U>(b))));
+    } else if constexpr (kOp == ReduceOp::kProd) {
+      return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) *
+                                            static_cast<W>(static_cast<U>(b))));
+    } else if constexpr (kOp == ReduceOp::kMin) {
+      return std::min(a, b);
+    } else {
+      return std::max(a, b);
     }
   } else {
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        return a + b;
-      case ReduceOp::kProd:
-        return a * b;
-      case ReduceOp::kMin:
-        return std::isnan(a) ? a : (b < a ? b : a);  // NaN propagates.
-      case ReduceOp::kMax:
-        return std::isnan(a) ? a : (b > a ? b : a);
+    if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
+      return a + b;
+    } else if constexpr (kOp == ReduceOp::kProd) {
+      return a * b;
+    } else if constexpr (kOp == ReduceOp::kMin) {
+      return std::isnan(a) ? a : (b < a ? b : a);  // NaN propagates.
+    } else {
+      return std::isnan(a) ? a : (b > a ? b : a);
     }
   }
-  return a;
 }
 
-template <typename T>
-ReduceFunc Native(ReduceOp op) {
-  return [op](void* out, const void* a, const void* b, size_t n) {
-    T* o = static_cast<T*>(out);
-    const T* x = static_cast<const T*>(a);
-    const T* y = static_cast<const T*>(b);
-    for (size_t i = 0; i < n; ++i) o[i] = Combine<T>(x[i], y[i], op);
-  };
+template <typename T, ReduceOp kOp>
+void NativeKernel(void* out, const void* a, const void* b, size_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = Combine<T, kOp>(x[i], y[i]);
 }
 
 // 16-bit floats stored as uint16_t: widen, combine, round back.
-template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
-ReduceFunc Half(ReduceOp op) {
-  return [op](void* out, const void* a, const void* b, size_t n) {
-    uint16_t* o = static_cast<uint16_t*>(out);
-    const uint16_t* x = static_cast<const uint16_t*>(a);
-    const uint16_t* y = static_cast<const uint16_t*>(b);
-    for (size_t i = 0; i < n; ++i) {
-      o[i] = FromFloat(Combine<float>(ToFloat(x[i]), ToFloat(y[i]), op));
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float),
+          ReduceOp kOp>
+void HalfKernel(void* out, const void* a, const void* b, size_t n) {
+  uint16_t* o = static_cast<uint16_t*>(out);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) {
+    o[i] = FromFloat(Combine<float, kOp>(ToFloat(x[i]), ToFloat(y[i])));
+  }
+}
+
+using KernelPtr = void (*)(void*, const void*, const void*, size_t);
+
+// The kernel of `op` from a family templated on the op (kAvg sums; the
+// caller divides afterwards).
+template <template <ReduceOp> class Family>
+KernelPtr Pick(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return &Family<ReduceOp::kSum>::Run;
+    case ReduceOp::kProd:
+      return &Family<ReduceOp::kProd>::Run;
+    case ReduceOp::kMin:
+      return &Family<ReduceOp::kMin>::Run;
+    case ReduceOp::kMax:
+      return &Family<ReduceOp::kMax>::Run;
+  }
+  return nullptr;
+}
+
+template <typename T>
+struct NativeOf {
+  template <ReduceOp kOp>
+  struct Op {
+    static void Run(void* out, const void* a, const void* b, size_t n) {
+      NativeKernel<T, kOp>(out, a, b, n);
     }
   };
+};
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+struct HalfOf {
+  template <ReduceOp kOp>
+  struct Op {
+    static void Run(void* out, const void* a, const void* b, size_t n) {
+      HalfKernel<ToFloat, FromFloat, kOp>(out, a, b, n);
+    }
+  };
+};
+
+template <typename T>
+ReduceFunc Native(ReduceOp op) {
+  KernelPtr kernel = Pick<NativeOf<T>::template Op>(op);
+  return kernel == nullptr ? ReduceFunc() : ReduceFunc(kernel);
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+ReduceFunc Half(ReduceOp op) {
+  KernelPtr kernel = Pick<HalfOf<ToFloat, FromFloat>::template Op>(op);
+  return kernel == nullptr ? ReduceFunc() : ReduceFunc(kernel);
 }
 
 template <typename T>
