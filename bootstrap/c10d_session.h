@@ -58,7 +58,9 @@ class C10dSession {
   explicit C10dSession(std::string hello_token)
       : hello_token_(std::move(hello_token)) {}
 
+  // Appends bytes read from the client's socket (any split of the stream).
   void Feed(absl::string_view bytes);
+  // Bytes fed and not yet consumed by Next().
   size_t buffered() const { return buffer_.size() - consumed_; }
 
   // What the server does next for this connection.

@@ -69,6 +69,8 @@ struct C10dStoreClientOptions {
 
 class C10dStoreClient : public Store {
  public:
+  // Connects (retrying until options.connect_timeout), sends VALIDATE and
+  // checks a PING echo. Errors: see "Errors of Connect" in the banner.
   static absl::StatusOr<std::unique_ptr<C10dStoreClient>> Connect(
       const C10dStoreClientOptions& options);
 

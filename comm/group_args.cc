@@ -34,4 +34,19 @@ absl::StatusOr<std::vector<int>> ResolveGroupRanks(absl::string_view backend,
   return global_ranks;
 }
 
+absl::StatusOr<CommOptions> SplitChildOptions(
+    absl::string_view backend, const CommOptions& parent,
+    const std::optional<absl::Duration>& timeout) {
+  CommOptions child = parent;
+  if (timeout.has_value()) {
+    if (*timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(backend, " split: timeout (",
+                       absl::FormatDuration(*timeout), ") must be positive"));
+    }
+    child.timeout = *timeout;
+  }
+  return child;
+}
+
 }  // namespace devmesh

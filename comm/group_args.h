@@ -1,14 +1,16 @@
 // devmesh/comm/group_args.h
 // -----------------------------------------------------------------------------
-// The checks every backend's CreateCommunicator makes on (rank, size,
-// options) before it touches the network, in one place.
+// The checks every backend's CreateCommunicator and Split make on (rank,
+// size, options) before they touch the network, in one place.
 #ifndef DEVMESH_COMM_GROUP_ARGS_H_
 #define DEVMESH_COMM_GROUP_ARGS_H_
 
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "comm/options.h"
 
 namespace devmesh {
@@ -20,6 +22,13 @@ namespace devmesh {
 absl::StatusOr<std::vector<int>> ResolveGroupRanks(absl::string_view backend,
                                                    int rank, int size,
                                                    const CommOptions& options);
+
+// The options of a Split child: `parent`'s, with `timeout` when set
+// (SplitOptions::timeout). InvalidArgument "<backend> split: timeout (...)
+// must be positive" for a timeout <= 0.
+absl::StatusOr<CommOptions> SplitChildOptions(
+    absl::string_view backend, const CommOptions& parent,
+    const std::optional<absl::Duration>& timeout);
 
 }  // namespace devmesh
 

@@ -92,14 +92,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
   if (!base.ok()) return base.status();
   if (base->timeout == timeout) return base->comm;
   // The world again, in world order, with its own timeout: one Split.
-  SplitOptions split_options;
-  split_options.timeout = timeout;
-  splits_.fetch_add(1);
-  auto child = base->comm->Split(0, rank_, split_options);
-  if (!child.ok()) return child.status();
-  std::shared_ptr<Communicator> shared(std::move(*child));
-  worlds_.emplace(key, shared);
-  RememberWorld(shared.get());
+  auto shared = SplitOf(*base, 0, rank_, timeout, std::nullopt);
+  if (!shared.ok()) return shared.status();
+  worlds_.emplace(key, *shared);
+  RememberWorld(shared->get());
   return shared;
 }
 
@@ -113,12 +109,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldInOrder(
   auto base = BaseWorldLocked(backend, timeout);
   if (!base.ok()) return base.status();
   if (base->timeout == timeout) return base->comm;
-  SplitOptions split_options;
-  split_options.timeout = timeout;
-  splits_.fetch_add(1);
-  auto child = base->comm->Split(0, rank_, split_options);
-  if (!child.ok()) return child.status();
-  return std::shared_ptr<Communicator>(std::move(*child));
+  return SplitOf(*base, 0, rank_, timeout, std::nullopt);
 }
 
 void MeshRuntime::RememberWorld(const Communicator* comm) {
@@ -139,11 +130,17 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitWorld(
   std::lock_guard<std::mutex> lock(mu_);
   auto base = BaseWorldLocked(backend, timeout);
   if (!base.ok()) return base.status();
+  return SplitOf(*base, color, key, timeout, std::move(nccl));
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitOf(
+    const BaseWorld& base, int color, int key, absl::Duration timeout,
+    std::optional<NcclOptions> nccl) {
   SplitOptions split_options;
   split_options.timeout = timeout;
   split_options.nccl = std::move(nccl);
   splits_.fetch_add(1);
-  auto child = base->comm->Split(color, key, split_options);
+  auto child = base.comm->Split(color, key, split_options);
   if (!child.ok()) return child.status();
   return std::shared_ptr<Communicator>(std::move(*child));
 }

@@ -166,6 +166,11 @@ class MeshRuntime {
   // InvalidArgument naming `what` when `timeout` is not positive.
   absl::Status CheckCanCreate(absl::string_view what,
                               absl::Duration timeout) const;
+  // One Split of `base` (counted in split_calls()) with `timeout` and, for
+  // NCCL, `nccl`; the child is not cached.
+  absl::StatusOr<std::shared_ptr<Communicator>> SplitOf(
+      const BaseWorld& base, int color, int key, absl::Duration timeout,
+      std::optional<NcclOptions> nccl);
   // Requires mu_ held.
   absl::StatusOr<BaseWorld> BaseWorldLocked(absl::string_view backend,
                                             absl::Duration timeout);

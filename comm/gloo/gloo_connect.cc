@@ -76,15 +76,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo split: color ", color, " must be >= 0 or kNoColor (-1)"));
   }
-  CommOptions child_options = options_;
-  if (split_options.timeout.has_value()) {
-    if (*split_options.timeout <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gloo split: timeout (",
-          absl::FormatDuration(*split_options.timeout), ") must be positive"));
-    }
-    child_options.timeout = *split_options.timeout;
-  }
+  absl::StatusOr<CommOptions> resolved =
+      SplitChildOptions("gloo", options_, split_options.timeout);
+  if (!resolved.ok()) return resolved.status();
+  CommOptions child_options = *std::move(resolved);
   // One deadline for the whole Split (the child's timeout, SplitOptions'
   // contract): the (color, key) exchange and the child's connection and
   // barrier.

@@ -218,15 +218,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
   }
   // The child's options: the parent's, with the timeout and NCCL config the
   // caller set (the device and stream stay the parent's).
-  CommOptions child_options = options_;
-  if (split_options.timeout.has_value()) {
-    if (*split_options.timeout <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "nccl split: timeout (",
-          absl::FormatDuration(*split_options.timeout), ") must be positive"));
-    }
-    child_options.timeout = *split_options.timeout;
-  }
+  absl::StatusOr<CommOptions> resolved =
+      SplitChildOptions("nccl", options_, split_options.timeout);
+  if (!resolved.ok()) return resolved.status();
+  CommOptions child_options = *std::move(resolved);
   if (split_options.nccl.has_value()) {
     const NcclOptions parent = options_.nccl;
     child_options.nccl = *split_options.nccl;

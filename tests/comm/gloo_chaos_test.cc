@@ -157,6 +157,16 @@ absl::Status WaitForOthers(Bootstrap& b) {
   return absl::DeadlineExceededError("idle rank (not checked)");
 }
 
+// `s` unless it is a DeadlineExceeded whose message lacks `want` (the
+// missing rank must be named): then an Internal error saying so.
+absl::Status DeadlineNames(const absl::Status& s, const std::string& want) {
+  if (absl::IsDeadlineExceeded(s) && !absl::StrContains(s.message(), want)) {
+    return absl::InternalError(
+        absl::StrCat("message lacks '", want, "': ", s.ToString()));
+  }
+  return s;
+}
+
 TEST(GlooChaos, NeverJoinsSplit) {
   Tally tally;
   RunLaunches(
@@ -179,14 +189,8 @@ TEST(GlooChaos, NeverJoinsSplit) {
           // "connection closed" (Unavailable).
           (void)b.store()->Add("others_done", 1);
           (void)WaitForOthers(b);
-          const std::string want =
-              absl::StrCat("global rank(s) [", idle, "] did not call Split");
-          if (absl::IsDeadlineExceeded(s) &&
-              !absl::StrContains(s.message(), want)) {
-            return absl::InternalError(
-                absl::StrCat("message lacks '", want, "': ", s.ToString()));
-          }
-          return s;
+          return DeadlineNames(
+              s, absl::StrCat("global rank(s) [", idle, "] did not call Split"));
         };
         return std::make_pair(-1, std::function<absl::Status(Bootstrap&)>(body));
       },
@@ -207,15 +211,9 @@ TEST(GlooChaos, NeverJoinsWorld) {
                                           Options())
                 .status();
           });
-          const std::string want =
-              absl::StrCat("global rank(s) [", idle, "] did not join");
           (void)b.store()->Add("others_done", 1);
-          if (absl::IsDeadlineExceeded(s) &&
-              !absl::StrContains(s.message(), want)) {
-            return absl::InternalError(
-                absl::StrCat("message lacks '", want, "': ", s.ToString()));
-          }
-          return s;
+          return DeadlineNames(
+              s, absl::StrCat("global rank(s) [", idle, "] did not join"));
         };
         return std::make_pair(-1, std::function<absl::Status(Bootstrap&)>(body));
       },

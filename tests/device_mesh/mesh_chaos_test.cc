@@ -43,12 +43,16 @@ using ::devmesh::testing::RuntimeOf;
 
 constexpr int kRanks = 8;
 
-// Runs `body` on 8 ranks --chaos_runs times; prints and returns the number
-// of failed launches (any rank not OK), with the first failures' messages
-// added to `failures_text`.
+using Body = std::function<absl::Status(Bootstrap&)>;
+// Whether a rank's outcome is the one the scenario expects.
+using Accept = std::function<bool(const RankOutcome&)>;
+
+// Runs body_for_run(run) on 8 ranks for run = 0 .. --chaos_runs - 1; prints
+// and returns the number of failed launches (a rank whose outcome `accept`
+// refuses), with the first failures' messages added to `failures_text`.
 int RunScenario(const std::string& name,
-                const std::function<absl::Status(Bootstrap&)>& body,
-                std::string* failures_text) {
+                const std::function<Body(int run)>& body_for_run,
+                const Accept& accept, std::string* failures_text) {
   const int runs = absl::GetFlag(FLAGS_chaos_runs);
   int failed = 0;
   absl::Duration slowest;
@@ -56,16 +60,18 @@ int RunScenario(const std::string& name,
   options.timeout = absl::Seconds(90);
   options.bootstrap_timeout = absl::Seconds(60);
   for (int run = 0; run < runs; ++run) {
+    const Body body = body_for_run(run);
     const absl::Time start = absl::Now();
     std::vector<RankOutcome> outcomes = RunRanksDetailed(kRanks, body, options);
     slowest = std::max(slowest, absl::Now() - start);
     bool ok = true;
     for (const RankOutcome& o : outcomes) {
-      if (o.status.ok()) continue;
+      if (accept(o)) continue;
       ok = false;
       if (failures_text->size() < 4000) {
-        absl::StrAppend(failures_text, "launch ", run, " rank ", o.rank, ": ",
-                        o.status.ToString(), "\n");
+        absl::StrAppend(failures_text, "launch ", run, " rank ", o.rank,
+                        ": exit code ", o.exit_code, ", ", o.status.ToString(),
+                        "\n");
       }
     }
     if (!ok) ++failed;
@@ -75,6 +81,14 @@ int RunScenario(const std::string& name,
               absl::FormatDuration(slowest).c_str());
   std::fflush(stdout);
   return failed;
+}
+
+// The same `body` on every launch; every rank must end OK.
+int RunScenario(const std::string& name, const Body& body,
+                std::string* failures_text) {
+  return RunScenario(
+      name, [&body](int) { return body; },
+      [](const RankOutcome& o) { return o.status.ok(); }, failures_text);
 }
 
 // The (4, 2) mesh (dp, tp) with a 20 s group timeout, and its "tp" group.
@@ -170,19 +184,13 @@ absl::StatusOr<int> FreePort() {
 // exit(0) at once (static destructors and atexit handlers run, as when main
 // returns). Every rank must exit with code 0.
 TEST(MeshChaos, ExitAfterGetGroupRankZeroHostsStore) {
-  const int runs = absl::GetFlag(FLAGS_chaos_runs);
-  int failed = 0;
-  absl::Duration slowest;
   std::string text;
-  for (int run = 0; run < runs; ++run) {
-    absl::StatusOr<int> port = FreePort();
-    ASSERT_TRUE(port.ok()) << port.status();
-    RunRanksOptions options;
-    options.timeout = absl::Seconds(60);
-    const absl::Time start = absl::Now();
-    std::vector<RankOutcome> outcomes = RunRanksDetailed(
-        kRanks,
-        [port = *port](Bootstrap& outer) -> absl::Status {
+  int failed = RunScenario(
+      "exit_after_get_group_rank0_store",
+      [](int) -> Body {
+        absl::StatusOr<int> port = FreePort();
+        if (!port.ok()) return [s = port.status()](Bootstrap&) { return s; };
+        return [port = *port](Bootstrap& outer) -> absl::Status {
           SetLauncherEnv(outer.rank(), kRanks, port);
           MeshOptions mesh_options;
           mesh_options.all.timeout = absl::Seconds(20);
@@ -191,21 +199,10 @@ TEST(MeshChaos, ExitAfterGetGroupRankZeroHostsStore) {
           auto tp = mesh->GetGroup("tp");
           if (!tp.ok()) return tp.status();
           std::exit(0);
-        },
-        options);
-    slowest = std::max(slowest, absl::Now() - start);
-    bool ok = true;
-    for (const RankOutcome& o : outcomes) {
-      if (!o.reported && o.exit_code == 0) continue;
-      ok = false;
-      absl::StrAppend(&text, "launch ", run, " rank ", o.rank, ": exit code ",
-                      o.exit_code, ", ", o.status.ToString(), "\n");
-    }
-    if (!ok) ++failed;
-  }
-  std::printf("chaos %-34s launches %3d failures %3d slowest %s\n",
-              "exit_after_get_group_rank0_store", runs, failed,
-              absl::FormatDuration(slowest).c_str());
+        };
+      },
+      [](const RankOutcome& o) { return !o.reported && o.exit_code == 0; },
+      &text);
   EXPECT_EQ(failed, 0) << text;
 }
 
@@ -215,19 +212,13 @@ TEST(MeshChaos, ExitAfterGetGroupRankZeroHostsStore) {
 // InvalidArgument naming the disagreement within 10 s (the rendezvous
 // compares what each rank believes: bootstrap/peer_info.h).
 TEST(MeshChaos, WorldSizeOffByOne) {
-  const int runs = absl::GetFlag(FLAGS_chaos_runs);
-  int failed = 0;
-  absl::Duration slowest;
   std::string text;
-  for (int run = 0; run < runs; ++run) {
-    absl::StatusOr<int> port = FreePort();
-    ASSERT_TRUE(port.ok()) << port.status();
-    RunRanksOptions options;
-    options.timeout = absl::Seconds(60);
-    const absl::Time start = absl::Now();
-    std::vector<RankOutcome> outcomes = RunRanksDetailed(
-        kRanks,
-        [port = *port](Bootstrap& outer) -> absl::Status {
+  int failed = RunScenario(
+      "world_size_off_by_one",
+      [](int) -> Body {
+        absl::StatusOr<int> port = FreePort();
+        if (!port.ok()) return [s = port.status()](Bootstrap&) { return s; };
+        return [port = *port](Bootstrap& outer) -> absl::Status {
           const int rank = outer.rank();
           SetLauncherEnv(rank, rank == 5 ? kRanks + 1 : kRanks, port);
           MeshOptions mesh_options;
@@ -242,24 +233,13 @@ TEST(MeshChaos, WorldSizeOffByOne) {
                              ": ", mesh.status().ToString()));
           }
           return mesh.status();
-        },
-        options);
-    slowest = std::max(slowest, absl::Now() - start);
-    bool ok = true;
-    for (const RankOutcome& o : outcomes) {
-      if (absl::IsInvalidArgument(o.status) &&
-          absl::StrContains(o.status.message(), "has world size 9")) {
-        continue;
-      }
-      ok = false;
-      absl::StrAppend(&text, "launch ", run, " rank ", o.rank, ": ",
-                      o.status.ToString(), "\n");
-    }
-    if (!ok) ++failed;
-  }
-  std::printf("chaos %-34s launches %3d failures %3d slowest %s\n",
-              "world_size_off_by_one", runs, failed,
-              absl::FormatDuration(slowest).c_str());
+        };
+      },
+      [](const RankOutcome& o) {
+        return absl::IsInvalidArgument(o.status) &&
+               absl::StrContains(o.status.message(), "has world size 9");
+      },
+      &text);
   EXPECT_EQ(failed, 0) << text;
 }
 
