@@ -44,7 +44,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
 #include "bench/run_stats.h"
-#include "bootstrap/memory_store.h"
+#include "store/memory_store.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
 

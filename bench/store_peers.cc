@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "bootstrap/c10d_store_client.h"
-#include "bootstrap/tcp_store_client.h"
-#include "bootstrap/tcp_store_server.h"
+#include "store/c10d_store_client.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
 
 namespace devmesh::bench {
 namespace {

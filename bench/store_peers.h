@@ -18,7 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "bootstrap/store.h"
+#include "store/store.h"
 
 namespace devmesh::bench {
 

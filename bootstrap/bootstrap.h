@@ -44,16 +44,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "bootstrap/barrier.h"
-#include "bootstrap/c10d_store_client.h"
+#include "store/barrier.h"
+#include "store/c10d_store_client.h"
 #include "bootstrap/launcher.h"
-#include "bootstrap/memory_store.h"
+#include "store/memory_store.h"
 #include "bootstrap/peer_info.h"
-#include "bootstrap/prefix_store.h"
+#include "store/prefix_store.h"
 #include "bootstrap/rendezvous.h"
-#include "bootstrap/store.h"
-#include "bootstrap/tcp_store_client.h"
-#include "bootstrap/tcp_store_server.h"
+#include "store/store.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
 
 namespace devmesh {
 

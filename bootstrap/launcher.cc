@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bootstrap/socket.h"
+#include "store/socket.h"
 
 extern char** environ;
 

@@ -34,7 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "bootstrap/store.h"
+#include "store/store.h"
 
 namespace devmesh {
 

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "bootstrap/store.h"
+#include "store/store.h"
 #include "comm/communicator.h"
 #include "comm/dtype.h"
 #include "comm/options.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/store.h"
+#include "store/store.h"
 
 namespace devmesh {
 

@@ -1,7 +1,7 @@
 #include "device_mesh/mesh_runtime.h"
 
 #include "absl/strings/str_cat.h"
-#include "bootstrap/prefix_store.h"
+#include "store/prefix_store.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
 

@@ -40,7 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "bootstrap/store.h"
+#include "store/store.h"
 #include "comm/communicator.h"
 #include "device_mesh/counting_store.h"
 

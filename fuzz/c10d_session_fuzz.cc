@@ -1,6 +1,6 @@
 // libFuzzer target for the c10d side of devmesh's store server: the c10d
-// decoder (bootstrap/c10d_wire_format.h) and the per-connection session that
-// translates to the store service (bootstrap/c10d_session.h).
+// decoder (store/c10d_wire_format.h) and the per-connection session that
+// translates to the store service (store/c10d_session.h).
 //
 // The input is cut into chunks (sizes from the input itself) that start with
 // a valid VALIDATE greeting, and fed to a C10dSession as a byte stream would
@@ -16,9 +16,9 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "bootstrap/c10d_session.h"
-#include "bootstrap/c10d_wire_format.h"
-#include "bootstrap/store_service.h"
+#include "store/c10d_session.h"
+#include "store/c10d_wire_format.h"
+#include "store/store_service.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// libFuzzer target for the TCP store's wire format (bootstrap/wire_format.h)
-// and the server's request handling (bootstrap/store_service.h).
+// libFuzzer target for the TCP store's wire format (store/wire_format.h)
+// and the server's request handling (store/store_service.h).
 //
 // The input is cut into chunks (sizes from the input itself) and fed to a
 // FrameParser as a byte stream would arrive. Each frame is decoded; a frame
@@ -14,8 +14,8 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "bootstrap/store_service.h"
-#include "bootstrap/wire_format.h"
+#include "store/store_service.h"
+#include "store/wire_format.h"
 
 namespace {
 

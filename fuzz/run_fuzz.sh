@@ -15,8 +15,8 @@ TARGETS=("$@")
 [ ${#TARGETS[@]} = 0 ] && TARGETS=(frame_parser_fuzz c10d_session_fuzz)
 CXX="${CXX:-clang++-14}"
 ABSL_LIBS=$(ls /usr/lib/x86_64-linux-gnu/libabsl_*.so | sed 's|.*/lib\(absl_[^.]*\)\.so|-l\1|')
-COMMON_SRCS=(bootstrap/wire_format.cc bootstrap/store_limits.cc
-             bootstrap/kv_table.cc bootstrap/store_service.cc)
+COMMON_SRCS=(store/wire_format.cc store/store_limits.cc
+             store/kv_table.cc store/store_service.cc)
 for target in "${TARGETS[@]}"; do
   corpus="$OUT/$target.corpus"
   mkdir -p "$corpus"
@@ -27,7 +27,7 @@ for target in "${TARGETS[@]}"; do
       printf '\x0d\x00\x00\x00\x01DMVS\x01\x00\x00\x00\x00\x00\x00\x00' > "$corpus/hello"
       printf '\x0b\x00\x00\x00\x02\x01\x00\x00\x00k\x01\x00\x00\x00v' > "$corpus/set" ;;
     c10d_session_fuzz)
-      extra=(bootstrap/c10d_wire_format.cc bootstrap/c10d_session.cc)
+      extra=(store/c10d_wire_format.cc store/c10d_session.cc)
       # Seeds (after the first, chunk-size byte): SET /k v; WAIT [/k];
       # ADD /n 1; CANCEL_WAIT.
       printf '\x40\x01\x02\x00\x00\x00\x00\x00\x00\x00/k\x01\x00\x00\x00\x00\x00\x00\x00v' > "$corpus/set"

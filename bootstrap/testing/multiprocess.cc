@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "bootstrap/socket.h"
+#include "store/socket.h"
 
 namespace devmesh {
 namespace testing {

@@ -64,7 +64,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "bootstrap/store.h"
+#include "store/store.h"
 #include "comm/communicator.h"
 #include "comm/options.h"
 #include "gloo/context.h"

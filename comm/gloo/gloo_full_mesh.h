@@ -48,7 +48,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "bootstrap/store.h"
+#include "store/store.h"
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
 

@@ -40,7 +40,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "bootstrap/store.h"
+#include "store/store.h"
 #include "comm/communicator.h"
 #include "comm/options.h"
 

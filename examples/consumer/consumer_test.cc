@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/memory_store.h"
+#include "store/memory_store.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
 #include "gtest/gtest.h"

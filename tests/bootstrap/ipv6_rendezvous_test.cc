@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bootstrap/launcher.h"
-#include "bootstrap/socket.h"
+#include "store/socket.h"
 #include "gtest/gtest.h"
 
 namespace devmesh {

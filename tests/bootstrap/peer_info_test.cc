@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/peer_info.h"
-#include "bootstrap/socket.h"
+#include "store/socket.h"
 #include "bootstrap/testing/multiprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "bootstrap/store.h"
+#include "store/store.h"
 
 namespace devmesh {
 namespace testing {

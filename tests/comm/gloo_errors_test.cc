@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "bootstrap/memory_store.h"
+#include "store/memory_store.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/comm/fork_ranks.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "bootstrap/memory_store.h"
+#include "store/memory_store.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "bootstrap/memory_store.h"
+#include "store/memory_store.h"
 #include "comm/dtype.h"
 #include "comm/gloo/reduce_functions.h"
 #include "comm/nccl/nccl_communicator.h"

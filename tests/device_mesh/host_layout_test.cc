@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/memory_store.h"
+#include "store/memory_store.h"
 #include "device_mesh/init_device_mesh.h"
 #include "device_mesh/mesh_runtime.h"
 #include "gmock/gmock.h"

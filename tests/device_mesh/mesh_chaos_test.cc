@@ -24,7 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "bootstrap/socket.h"
+#include "store/socket.h"
 #include "bootstrap/testing/multiprocess.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"

@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "bootstrap/c10d_store_client.h"
-#include "bootstrap/tcp_store_client.h"
-#include "bootstrap/tcp_store_server.h"
+#include "store/c10d_store_client.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
 #include "gtest/gtest.h"
 #include "tests/interop/torch_env.h"
 

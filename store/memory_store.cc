@@ -1,0 +1,124 @@
+#include "store/memory_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "store/store_limits.h"
+
+namespace devmesh {
+
+absl::Status InMemoryStore::Set(absl::string_view key,
+                                absl::string_view value) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  if (absl::Status s = ValidateValue(value); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  table_.Set(key, value);
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryStore::AwaitKeys(std::unique_lock<std::mutex>& lock,
+                                      absl::Span<const std::string> keys,
+                                      absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (const std::string& key : keys) {
+    auto present = [this, &key] { return table_.Contains(key); };
+    bool found = present();
+    while (!found) {
+      const absl::Time now = absl::Now();
+      if (now >= deadline) break;
+      // Wait in slices of at most a minute so an infinite timeout does not
+      // overflow the chrono clock.
+      changed_.wait_for(lock, absl::ToChronoNanoseconds(std::min(
+                                  deadline - now, absl::Minutes(1))));
+      found = present();
+    }
+    if (!found) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("store key '", absl::CHexEscape(key),
+                       "' was not set within ", absl::FormatDuration(timeout)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> InMemoryStore::Get(absl::string_view key,
+                                               absl::Duration timeout) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  std::string k(key);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = AwaitKeys(lock, {k}, timeout); !s.ok()) return s;
+  return *table_.Find(key);
+}
+
+absl::StatusOr<int64_t> InMemoryStore::Add(absl::string_view key,
+                                           int64_t delta) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  absl::StatusOr<int64_t> sum = table_.Add(key, delta);
+  changed_.notify_all();
+  return sum;
+}
+
+absl::StatusOr<std::string> InMemoryStore::CompareSet(
+    absl::string_view key, absl::string_view expected,
+    absl::string_view desired) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  if (absl::Status s = ValidateValue(expected); !s.ok()) return s;
+  if (absl::Status s = ValidateValue(desired); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  bool created = false;
+  std::string result = table_.CompareSet(key, expected, desired, &created);
+  if (created) changed_.notify_all();
+  return result;
+}
+
+absl::Status InMemoryStore::Wait(absl::Span<const std::string> keys,
+                                 absl::Duration timeout) {
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  return AwaitKeys(lock, keys, timeout);
+}
+
+absl::StatusOr<bool> InMemoryStore::Check(absl::Span<const std::string> keys) {
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const std::string& key : keys) {
+    if (!table_.Contains(key)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> InMemoryStore::DeleteKey(absl::string_view key) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  return table_.Delete(key);
+}
+
+absl::StatusOr<int64_t> InMemoryStore::NumKeys() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return table_.size();
+}
+
+absl::StatusOr<std::vector<std::string>> InMemoryStore::MultiGet(
+    absl::Span<const std::string> keys, absl::Duration timeout) {
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = AwaitKeys(lock, keys, timeout); !s.ok()) return s;
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  for (const std::string& key : keys) values.push_back(*table_.Find(key));
+  return values;
+}
+
+absl::Status InMemoryStore::MultiSet(absl::Span<const std::string> keys,
+                                     absl::Span<const std::string> values) {
+  if (absl::Status s = ValidateMultiSet(keys, values); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (size_t i = 0; i < keys.size(); ++i) table_.Set(keys[i], values[i]);
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+}  // namespace devmesh

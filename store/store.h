@@ -1,0 +1,93 @@
+// devmesh/store/store.h
+// -----------------------------------------------------------------------------
+// Store: the key-value store through which ranks find each other (rendezvous,
+// communicator ids, barriers). The interface follows PyTorch's c10d::Store:
+// keys are byte strings, values are byte strings, `Add` keeps an int64 counter
+// stored as its decimal text, and every blocking call has a timeout.
+//
+// Implementations: InMemoryStore (ranks as threads, tests), PrefixStore (a
+// namespace over another store), TcpStoreClient (the TCP store; rank 0 hosts
+// the TcpStoreServer), C10dStoreClient (PyTorch's c10d TCPStore protocol:
+// torchrun's agent store, a torch TCPStore, or devmesh's server).
+//
+// Thread-safety: every implementation is safe to call from several threads at
+// once; calls from one thread are seen by the server in program order.
+#ifndef DEVMESH_STORE_STORE_H_
+#define DEVMESH_STORE_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace devmesh {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // The timeout used by Get, Wait and MultiGet when none is given.
+  virtual absl::Duration default_timeout() const = 0;
+
+  // Sets `key` to `value`, replacing any earlier value, and wakes every waiter
+  // on `key`. Errors: InvalidArgument (key empty or over the key-length limit,
+  // value over the value-size limit), Unavailable (connection lost).
+  virtual absl::Status Set(absl::string_view key, absl::string_view value) = 0;
+
+  // Returns the value of `key`, waiting until it is set. Errors:
+  // DeadlineExceeded when `key` is not set within `timeout`; InvalidArgument,
+  // Unavailable as for Set.
+  virtual absl::StatusOr<std::string> Get(absl::string_view key,
+                                          absl::Duration timeout) = 0;
+  absl::StatusOr<std::string> Get(absl::string_view key) {
+    return Get(key, default_timeout());
+  }
+
+  // Atomically adds `delta` to the int64 counter at `key` (a missing key
+  // counts as 0) and returns the new value. Errors: InvalidArgument when the
+  // key holds a value that is not a decimal int64, or on overflow.
+  virtual absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) = 0;
+
+  // Atomically: when `key` is missing and `expected` is empty, or `key` holds
+  // `expected`, sets it to `desired`. Returns the value `key` holds afterwards
+  // (so the caller won iff the result equals `desired`), or, when `key` is
+  // missing and `expected` is not empty, `expected` itself (c10d's rule).
+  virtual absl::StatusOr<std::string> CompareSet(absl::string_view key,
+                                                 absl::string_view expected,
+                                                 absl::string_view desired) = 0;
+
+  // Waits until every key in `keys` is set. Errors: DeadlineExceeded naming
+  // the first missing key when `timeout` passes first.
+  virtual absl::Status Wait(absl::Span<const std::string> keys,
+                            absl::Duration timeout) = 0;
+  absl::Status Wait(absl::Span<const std::string> keys) {
+    return Wait(keys, default_timeout());
+  }
+
+  // True when every key in `keys` is set right now. Never blocks.
+  virtual absl::StatusOr<bool> Check(absl::Span<const std::string> keys) = 0;
+
+  // Deletes `key`; returns whether it existed.
+  virtual absl::StatusOr<bool> DeleteKey(absl::string_view key) = 0;
+
+  // The number of keys in the store (the whole store, not a prefix of it).
+  virtual absl::StatusOr<int64_t> NumKeys() = 0;
+
+  // Get of several keys in one round trip; values in the order of `keys`.
+  virtual absl::StatusOr<std::vector<std::string>> MultiGet(
+      absl::Span<const std::string> keys, absl::Duration timeout) = 0;
+
+  // Set of several keys in one round trip. Errors: InvalidArgument when the
+  // spans differ in length.
+  virtual absl::Status MultiSet(absl::Span<const std::string> keys,
+                                absl::Span<const std::string> values) = 0;
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_STORE_STORE_H_

@@ -1,0 +1,235 @@
+#include "store/tcp_store_client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/base/internal/endian.h"
+#include "absl/strings/str_cat.h"
+#include "store/store_limits.h"
+
+namespace devmesh {
+namespace {
+
+// Extra time the client waits beyond a server-side wait before it gives up on
+// a server that has gone quiet.
+constexpr absl::Duration kWaitSlack = absl::Seconds(5);
+
+absl::StatusOr<std::string> ReadFrame(Socket& s, absl::Time deadline) {
+  char header[4];
+  if (absl::Status st = s.RecvAll(header, 4, deadline); !st.ok()) return st;
+  const uint32_t len = absl::little_endian::Load32(header);
+  if (len > kMaxFrameBytes) {
+    return absl::InternalError(
+        absl::StrCat("store server sent a frame of ", len, " bytes"));
+  }
+  std::string payload(len, '\0');
+  if (absl::Status st = s.RecvAll(payload.data(), len, deadline); !st.ok()) {
+    return st;
+  }
+  return payload;
+}
+
+// Splits a reply into its status and, on OK, the result bytes.
+absl::StatusOr<std::string> ParseReply(std::string payload) {
+  WireReader in(payload);
+  uint8_t code = 0;
+  if (!in.U8(&code)) return absl::InternalError("empty store reply");
+  if (code == 0) return payload.substr(1);
+  absl::string_view message;
+  if (code > static_cast<uint8_t>(absl::StatusCode::kUnauthenticated) ||
+      !in.Bytes(&message)) {
+    return absl::InternalError("malformed store error reply");
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), message);
+}
+
+int64_t TimeoutMs(absl::Duration timeout) {
+  return std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout));
+}
+
+std::vector<absl::string_view> Views(absl::Span<const std::string> keys) {
+  return std::vector<absl::string_view>(keys.begin(), keys.end());
+}
+
+absl::Status Malformed() {
+  return absl::InternalError("store reply is shorter than its op's result");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
+    const TcpStoreClientOptions& options) {
+  std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(options));
+  absl::StatusOr<Socket> first = client->Open();
+  if (!first.ok()) return first.status();
+  client->idle_.push_back(std::move(*first));
+  return client;
+}
+
+absl::StatusOr<Socket> TcpStoreClient::Open() const {
+  absl::StatusOr<Socket> s =
+      Socket::Connect(options_.host, options_.port,
+                      absl::Now() + options_.connect_timeout);
+  if (!s.ok()) return s.status();
+  Request hello;
+  hello.op = Op::kHello;
+  hello.number = kWireVersion;
+  hello.values.push_back(options_.token);
+  const absl::Time deadline = absl::Now() + options_.default_timeout;
+  if (absl::Status st = s->SendAll(EncodeRequest(hello), deadline); !st.ok()) {
+    return st;
+  }
+  absl::StatusOr<std::string> reply = ReadFrame(*s, deadline);
+  if (!reply.ok()) return reply.status();
+  absl::StatusOr<std::string> result = ParseReply(std::move(*reply));
+  if (!result.ok()) return result.status();
+  return s;
+}
+
+absl::StatusOr<std::string> TcpStoreClient::Call(const Request& request,
+                                                 absl::Duration wait) {
+  std::string frame = EncodeRequest(request);
+  if (frame.size() - 4 > kMaxFrameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("store request of ", frame.size() - 4,
+                     " bytes is over the frame limit of ", kMaxFrameBytes));
+  }
+  Socket s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      s = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  if (!s.valid()) {
+    absl::StatusOr<Socket> opened = Open();
+    if (!opened.ok()) return opened.status();
+    s = std::move(*opened);
+  }
+  const absl::Time deadline =
+      absl::Now() + (wait > absl::ZeroDuration() ? wait + kWaitSlack
+                                                 : options_.default_timeout);
+  if (absl::Status st = s.SendAll(frame, deadline); !st.ok()) return st;
+  absl::StatusOr<std::string> reply = ReadFrame(s, deadline);
+  if (!reply.ok()) return reply.status();  // the connection is dropped
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(s));
+  }
+  return ParseReply(std::move(*reply));
+}
+
+absl::Status TcpStoreClient::Set(absl::string_view key,
+                                 absl::string_view value) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  if (absl::Status s = ValidateValue(value); !s.ok()) return s;
+  return Call({Op::kSet, {key}, {value}, 0}, absl::ZeroDuration()).status();
+}
+
+absl::StatusOr<std::string> TcpStoreClient::Get(absl::string_view key,
+                                                absl::Duration timeout) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  absl::StatusOr<std::string> r =
+      Call({Op::kGet, {key}, {}, TimeoutMs(timeout)}, timeout);
+  if (!r.ok()) return r.status();
+  WireReader in(*r);
+  absl::string_view value;
+  if (!in.Bytes(&value)) return Malformed();
+  return std::string(value);
+}
+
+absl::StatusOr<int64_t> TcpStoreClient::Add(absl::string_view key,
+                                            int64_t delta) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  absl::StatusOr<std::string> r =
+      Call({Op::kAdd, {key}, {}, delta}, absl::ZeroDuration());
+  if (!r.ok()) return r.status();
+  WireReader in(*r);
+  int64_t sum = 0;
+  if (!in.I64(&sum)) return Malformed();
+  return sum;
+}
+
+absl::StatusOr<std::string> TcpStoreClient::CompareSet(
+    absl::string_view key, absl::string_view expected,
+    absl::string_view desired) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  if (absl::Status s = ValidateValue(expected); !s.ok()) return s;
+  if (absl::Status s = ValidateValue(desired); !s.ok()) return s;
+  absl::StatusOr<std::string> r = Call(
+      {Op::kCompareSet, {key}, {expected, desired}, 0}, absl::ZeroDuration());
+  if (!r.ok()) return r.status();
+  WireReader in(*r);
+  absl::string_view value;
+  if (!in.Bytes(&value)) return Malformed();
+  return std::string(value);
+}
+
+absl::Status TcpStoreClient::Wait(absl::Span<const std::string> keys,
+                                  absl::Duration timeout) {
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  return Call({Op::kWait, Views(keys), {}, TimeoutMs(timeout)}, timeout)
+      .status();
+}
+
+absl::StatusOr<bool> TcpStoreClient::Check(absl::Span<const std::string> keys) {
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  absl::StatusOr<std::string> r =
+      Call({Op::kCheck, Views(keys), {}, 0}, absl::ZeroDuration());
+  if (!r.ok()) return r.status();
+  WireReader in(*r);
+  uint8_t all = 0;
+  if (!in.U8(&all)) return Malformed();
+  return all != 0;
+}
+
+absl::StatusOr<bool> TcpStoreClient::DeleteKey(absl::string_view key) {
+  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  absl::StatusOr<std::string> r =
+      Call({Op::kDeleteKey, {key}, {}, 0}, absl::ZeroDuration());
+  if (!r.ok()) return r.status();
+  WireReader in(*r);
+  uint8_t existed = 0;
+  if (!in.U8(&existed)) return Malformed();
+  return existed != 0;
+}
+
+absl::StatusOr<int64_t> TcpStoreClient::NumKeys() {
+  absl::StatusOr<std::string> r =
+      Call({Op::kNumKeys, {}, {}, 0}, absl::ZeroDuration());
+  if (!r.ok()) return r.status();
+  WireReader in(*r);
+  int64_t n = 0;
+  if (!in.I64(&n)) return Malformed();
+  return n;
+}
+
+absl::StatusOr<std::vector<std::string>> TcpStoreClient::MultiGet(
+    absl::Span<const std::string> keys, absl::Duration timeout) {
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  absl::StatusOr<std::string> r =
+      Call({Op::kMultiGet, Views(keys), {}, TimeoutMs(timeout)}, timeout);
+  if (!r.ok()) return r.status();
+  WireReader in(*r);
+  uint32_t n = 0;
+  if (!in.U32(&n) || n != keys.size()) return Malformed();
+  std::vector<std::string> values;
+  values.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    absl::string_view v;
+    if (!in.Bytes(&v)) return Malformed();
+    values.emplace_back(v);
+  }
+  return values;
+}
+
+absl::Status TcpStoreClient::MultiSet(absl::Span<const std::string> keys,
+                                      absl::Span<const std::string> values) {
+  if (absl::Status s = ValidateMultiSet(keys, values); !s.ok()) return s;
+  return Call({Op::kMultiSet, Views(keys), Views(values), 0},
+              absl::ZeroDuration())
+      .status();
+}
+
+}  // namespace devmesh

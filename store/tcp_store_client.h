@@ -1,0 +1,92 @@
+// devmesh/store/tcp_store_client.h
+// -----------------------------------------------------------------------------
+// TcpStoreClient: the Store over TCP (the client side of TcpStoreServer).
+// Each call is one request/reply round trip on a connection of a small pool:
+// a call borrows an idle connection or opens a new one, so a thread blocked
+// in Get never holds up another thread's Set on the same client. Calls from
+// one thread complete in order, so the server sees them in program order.
+//
+// Timeouts: Get/Wait/MultiGet wait at most their `timeout` (the server answers
+// DeadlineExceeded then; the client gives up by itself timeout + 5 s later if
+// the server is gone quiet). Every other call waits at most
+// options.default_timeout for its reply (DeadlineExceeded).
+// A connection that fails or times out is dropped, never reused.
+//
+// Thread-safety: every method may be called from any number of threads.
+#ifndef DEVMESH_STORE_TCP_STORE_CLIENT_H_
+#define DEVMESH_STORE_TCP_STORE_CLIENT_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "store/socket.h"
+#include "store/store.h"
+#include "store/wire_format.h"
+
+namespace devmesh {
+
+struct TcpStoreClientOptions {
+  std::string host = "127.0.0.1";  // name or IP literal of the server
+  int port = 0;                    // the server's port, 1..65535
+  std::string token;               // must match the server's token
+  // How long Connect (and each later new connection) keeps retrying while the
+  // server is not up yet (it may still be starting).
+  absl::Duration connect_timeout = absl::Seconds(60);
+  // Store::default_timeout(), and the reply deadline of non-waiting calls.
+  absl::Duration default_timeout = absl::Seconds(300);
+};
+
+class TcpStoreClient : public Store {
+ public:
+  // Connects and shakes hands. Errors: InvalidArgument (bad port, host that
+  // does not resolve), Unavailable (server not reachable before
+  // connect_timeout), PermissionDenied (wrong or missing token),
+  // FailedPrecondition (protocol version mismatch).
+  static absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(
+      const TcpStoreClientOptions& options);
+
+  absl::Duration default_timeout() const override {
+    return options_.default_timeout;
+  }
+  // Store's methods; errors as in store.h, plus Unavailable when the
+  // connection is lost or cannot be re-opened.
+  absl::Status Set(absl::string_view key, absl::string_view value) override;
+  absl::StatusOr<std::string> Get(absl::string_view key,
+                                  absl::Duration timeout) override;
+  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
+  absl::StatusOr<std::string> CompareSet(absl::string_view key,
+                                         absl::string_view expected,
+                                         absl::string_view desired) override;
+  absl::Status Wait(absl::Span<const std::string> keys,
+                    absl::Duration timeout) override;
+  absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override;
+  absl::StatusOr<bool> DeleteKey(absl::string_view key) override;
+  absl::StatusOr<int64_t> NumKeys() override;
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      absl::Span<const std::string> keys, absl::Duration timeout) override;
+  absl::Status MultiSet(absl::Span<const std::string> keys,
+                        absl::Span<const std::string> values) override;
+  using Store::Get;
+  using Store::Wait;
+
+ private:
+  explicit TcpStoreClient(TcpStoreClientOptions options)
+      : options_(std::move(options)) {}
+
+  // Opens a connection and shakes hands.
+  absl::StatusOr<Socket> Open() const;
+  // One round trip: returns the OK reply's result bytes, or the error the
+  // server sent. `wait` is the server-side wait of the request (0 if none).
+  absl::StatusOr<std::string> Call(const Request& request,
+                                   absl::Duration wait);
+
+  const TcpStoreClientOptions options_;
+  std::mutex mu_;
+  std::vector<Socket> idle_;  // guarded by mu_
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_STORE_TCP_STORE_CLIENT_H_

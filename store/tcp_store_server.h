@@ -1,0 +1,89 @@
+// devmesh/store/tcp_store_server.h
+// -----------------------------------------------------------------------------
+// TcpStoreServer: the server side of the TCP store (rank 0 hosts it, like
+// c10d's TCPStore master). It runs a libuv event loop on its own thread, so
+// one thread serves every client without a thread per connection (the design
+// of PyTorch's libuv TCPStore backend). Gets and Waits on missing keys are
+// parked in the server and answered when the keys arrive or when their
+// timeout passes (DeadlineExceeded), never polled.
+//
+// Protocols: each connection speaks devmesh's protocol (wire_format.h) or
+// PyTorch's c10d TCPStore protocol (c10d_wire_format.h, c10d_session.h), told
+// apart by its first five bytes, so torch.distributed.TCPStore(host, port,
+// is_master=False) in a Python process can use a store a devmesh rank hosts.
+// Both see one key space (a c10d key "/k" is the devmesh key "k").
+//
+// Robustness: a client that sends a malformed frame, a length over
+// kMaxFrameBytes, an unknown op, a bad handshake, or that vanishes mid-frame
+// is dropped (after an error reply where a reply makes sense); the other
+// clients and the data are untouched. The same holds for c10d clients, which
+// are dropped without a reply (c10d has no error replies) on a malformed or
+// oversized request, an unknown or unsupported query (the queue ops and
+// BARRIER: see c10d_session.h for which torch calls then lose data
+// silently), or a refused op. c10d's APPEND, LIST_KEYS and the empty key
+// are served.
+//
+// Thread-safety: Start, port and the destructor may be called from any
+// thread; the data lives on the loop thread only.
+#ifndef DEVMESH_STORE_TCP_STORE_SERVER_H_
+#define DEVMESH_STORE_TCP_STORE_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace devmesh {
+
+struct TcpStoreServerOptions {
+  // Address to bind: "" or "::" = every interface of both families (an IPv6
+  // socket with IPV6_V6ONLY off, as PyTorch's libuv server; falls back to
+  // 0.0.0.0 where IPv6 is unavailable), "0.0.0.0" = every IPv4 interface,
+  // "127.0.0.1" = loopback only, or a name / IPv6 literal.
+  std::string host = "";
+  // 0 = pick a free port (read it back with port()).
+  int port = 0;
+  // When not empty, a client must present this token in its handshake, else
+  // it is answered PermissionDenied and dropped.
+  std::string token;
+  // A c10d client's handshake has no token field. With a token set, c10d
+  // clients are refused (dropped after VALIDATE) unless this is true; then
+  // they are served without one (only turn it on where the network is
+  // trusted, e.g. for a torch rank in the same job). No effect without a
+  // token: c10d clients are served then.
+  bool c10d_clients_with_token = false;
+};
+
+class TcpStoreServer {
+ public:
+  // Binds, listens (backlog = the host's somaxconn) and starts the loop
+  // thread. Errors: InvalidArgument (bad port or host), Unavailable (port in
+  // use or other socket error, naming host:port), Internal (libuv failure).
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(
+      const TcpStoreServerOptions& options);
+
+  // Like Start, on a socket the caller already bound and set listening
+  // (`listening_fd`, owned from now on; options.host/port are ignored). Lets
+  // a parent process learn the port, fork children, and only then start the
+  // loop thread (bootstrap/testing/multiprocess.h).
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartOnFd(
+      int listening_fd, const TcpStoreServerOptions& options);
+
+  // Stops the loop, drops every client and joins the thread.
+  ~TcpStoreServer();
+
+  // The port the server listens on (the chosen one when options.port was 0).
+  int port() const { return port_; }
+
+  class Impl;  // defined in tcp_store_server.cc
+
+ private:
+  TcpStoreServer(std::unique_ptr<Impl> impl, int port);
+
+  std::unique_ptr<Impl> impl_;
+  int port_;
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_STORE_TCP_STORE_SERVER_H_
