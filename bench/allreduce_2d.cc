@@ -49,6 +49,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher.h"
 #include "comm/registry.h"
+#include "comm/shm/shm_communicator.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/host_layout.h"
 #include "device_mesh/init_device_mesh.h"
@@ -73,7 +74,9 @@ ABSL_FLAG(double, max_cell_seconds, 10,
           "(wall seconds)");
 ABSL_FLAG(int, warmup, 5, "untimed all-reduces before the timed ones");
 ABSL_FLAG(std::string, backend, "auto",
-          "auto (nccl when every rank has a GPU, else gloo), gloo or nccl");
+          "auto (nccl when every rank has a GPU; else the CPU default: shared "
+          "memory for groups whose members share it, Gloo for the others), "
+          "shm, gloo or nccl");
 ABSL_FLAG(int, nproc, 0, "local ranks to launch (0: the mesh's size)");
 ABSL_FLAG(std::string, cpu_bind, "core",
           "binding of the ranks this benchmark launches: core (one CPU each, "
@@ -123,14 +126,17 @@ constexpr size_t kExtraBlock = 20;
 // ratio measures the mesh's cost rather than the machine's wake-up latency.
 constexpr size_t kLargeBytes = size_t{1} << 20;
 
-// The all-reduces timed together in one run of `bytes`: from 1 MiB, enough
-// to move at least 8 MiB (so 1 to 8; see RunCell); below 1 MiB, one (their
-// time is the machine's wake-up latency, which batching does not shorten).
+// The all-reduces timed together in one run of `bytes`: enough to move at
+// least 8 MiB, at most kMaxBatch (so 1 to 8 from 1 MiB, 16 at 512 KiB, 100
+// from 64 KiB down). Small messages are timed as nccl-tests times them:
+// many back to back, divided, so a row is the time of one all-reduce in a
+// stream of them, not of one all-reduce after a barrier (whose wake-up
+// latency would dominate).
+constexpr size_t kMaxBatch = 100;
 int BatchSize(size_t bytes) {
   constexpr size_t kBatchBytes = size_t{8} << 20;
-  if (bytes < kLargeBytes) return 1;
-  return static_cast<int>(
-      std::max<size_t>(1, (kBatchBytes + bytes - 1) / bytes));
+  return static_cast<int>(std::clamp<size_t>(
+      (kBatchBytes + bytes - 1) / std::max<size_t>(bytes, 1), 1, kMaxBatch));
 }
 
 // Gathers every rank's `v` (one value per iteration; the same count on every
@@ -321,15 +327,23 @@ absl::Status WarmUpAtLargest(const Setup& setup, const std::vector<Cell>& cells)
 // with //comm, without DeviceMesh: a Split of a world communicator of our
 // own (built like DeviceMesh's, so both sides share one transport device per
 // world and are compared like with like).
-absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(const DeviceMesh& mesh,
-                                                       int d,
-                                                       Communicator& raw_world) {
+// When the mesh's group is shared memory, the raw one is too: the same
+// transport (ShareMemory on the split), so mesh/raw is DeviceMesh's cost.
+absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(
+    const DeviceMesh& mesh, int d, Communicator& raw_world,
+    const Communicator& mesh_group) {
   auto ck = mesh.layout().SplitColorKey(mesh.GetRank(), d);
   if (!ck.ok()) return ck.status();
   auto comm = raw_world.Split(static_cast<int>(ck->color),
                               static_cast<int>(ck->key));
   if (!comm.ok()) return comm.status();
-  return std::shared_ptr<Communicator>(*std::move(comm));
+  std::shared_ptr<Communicator> raw(*std::move(comm));
+  if (mesh_group.backend() != "shm" || raw_world.backend() == "shm") {
+    return raw;
+  }
+  ShmOptions shm;
+  shm.require = true;
+  return ShareMemory(std::move(raw), shm);
 }
 
 // The flags, checked once (before launching, so that a bad flag is one
@@ -339,7 +353,7 @@ struct Config {
   std::vector<std::string> names;
   std::vector<int64_t> sweep;
   DataType dtype = DataType::kFloat32;
-  std::string backend;  // "auto", "gloo" or "nccl"
+  std::string backend;  // "auto", "shm", "gloo" or "nccl"
   int iters = 0;
   int max_iters = 0;
   double target_ci = 0;
@@ -387,9 +401,10 @@ absl::StatusOr<Config> ParseConfig() {
   }
   c.sweep = *sweep;
   c.backend = absl::GetFlag(FLAGS_backend);
-  if (c.backend != "auto" && c.backend != "gloo" && c.backend != "nccl") {
+  if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" &&
+      c.backend != "nccl") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--backend must be auto, gloo or nccl, not '", c.backend, "'"));
+        "--backend must be auto, shm, gloo or nccl, not '", c.backend, "'"));
   }
   c.iters = absl::GetFlag(FLAGS_iters);
   c.warmup = absl::GetFlag(FLAGS_warmup);
@@ -443,7 +458,7 @@ int RunRank(const Config& config) {
     backend = (info->local_world_size == info->world_size &&
                HasCudaDevices(info->local_world_size))
                   ? "nccl"
-                  : "gloo";
+                  : "auto";
   }
   const std::string device_type = backend == "nccl" ? "cuda" : "cpu";
   auto bootstrap = Bootstrap::Create(*info, BootstrapOptions{});
@@ -489,15 +504,18 @@ int RunRank(const Config& config) {
 
   // Groups first (the mesh's by GetGroup, the raw ones directly), so that
   // timed runs never include creation.
+  // The raw world is the transport's own ("gloo" under "auto" and "shm";
+  // RawGroup gives its splits shared memory where the mesh's groups have it).
   auto raw_world = CreateCommunicator(
-      backend, std::make_shared<PrefixStore>(store, "bench/raw_world"),
+      backend == "nccl" ? "nccl" : "gloo",
+      std::make_shared<PrefixStore>(store, "bench/raw_world"),
       info->rank, info->world_size, side_options);
   if (!raw_world.ok()) return Fail(raw_world.status(), 1);
   std::vector<std::string> dims = mesh->dim_group_names();
   std::vector<Cell> cells;
   for (int d = 0; d < mesh->ndim(); ++d) {
     auto group = mesh->GetGroup(d);
-    auto raw = group.ok() ? RawGroup(*mesh, d, **raw_world)
+    auto raw = group.ok() ? RawGroup(*mesh, d, **raw_world, **group)
                           : absl::StatusOr<std::shared_ptr<Communicator>>(
                                 group.status());
     if (!raw.ok()) {
@@ -603,12 +621,20 @@ int RunRank(const Config& config) {
     // host_layout.h): a dim that crosses hosts runs over the network.
     auto spans = DimHostSpans(*mesh);
     for (int d = 0; d < mesh->ndim(); ++d) {
-      std::printf("# dim %s: %s\n", dims[d].c_str(),
-                  !spans.ok() ? "hosts unknown"
-                  : (*spans)[d].inside_host
-                      ? "inside one host"
-                      : absl::StrCat("crosses hosts: ", (*spans)[d].ToString())
-                            .c_str());
+      std::string where =
+          !spans.ok() ? "hosts unknown"
+          : (*spans)[d].inside_host
+              ? "inside one host"
+              : absl::StrCat("crosses hosts: ", (*spans)[d].ToString());
+      std::string transport = "no group";
+      for (const Cell& cell : cells) {
+        if (cell.row.dim == dims[d]) {
+          transport = std::string(cell.mesh_group->backend());
+          break;
+        }
+      }
+      std::printf("# dim %s: %s, backend %s\n", dims[d].c_str(),
+                  where.c_str(), transport.c_str());
     }
     std::fflush(stdout);
   }

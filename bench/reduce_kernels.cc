@@ -12,7 +12,7 @@
 
 #include "benchmark/benchmark.h"
 #include "comm/dtype.h"
-#include "comm/gloo/reduce_functions.h"
+#include "comm/reduce_functions.h"
 
 namespace devmesh {
 namespace {
@@ -29,7 +29,7 @@ void BM_Reduce(benchmark::State& state, DataType dtype, ReduceOp op) {
     a[i] = static_cast<unsigned char>(1 + i % 7);
     b[i] = static_cast<unsigned char>(2 + i % 5);
   }
-  auto fn = gloo_internal::GetReduceFunction(dtype, op);
+  auto fn = reduce_internal::GetReduceFunction(dtype, op);
   for (auto _ : state) {
     fn(out.data(), a.data(), b.data(), kElements);
     benchmark::DoNotOptimize(out.data());

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/nccl/nccl_communicator.h"
+#include "comm/shm/shm_communicator.h"
 
 namespace devmesh {
 namespace {
@@ -25,6 +26,7 @@ Registry& GetRegistry() {
     auto* r = new Registry();
     r->factories.emplace("gloo", &CreateGlooCommunicator);
     r->factories.emplace("nccl", &CreateNcclCommunicator);
+    r->factories.emplace("shm", &CreateShmCommunicator);
     return r;
   }();
   return *registry;

@@ -200,8 +200,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
   if (options.backend.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device type '", device_type_,
-        "' has no default backend: set MeshOptions backend (\"gloo\" or "
-        "\"nccl\")"));
+        "' has no default backend: set MeshOptions backend (\"auto\", "
+        "\"shm\", \"gloo\" or \"nccl\")"));
   }
   const absl::Duration timeout = options.timeout.value_or(kDefaultGroupTimeout);
   const std::string key = GroupKey(layout, d, options);

@@ -106,7 +106,7 @@ absl::StatusOr<MeshOptions> ValidateMeshOptions(
 }
 
 absl::string_view DefaultBackendFor(absl::string_view device_type) {
-  if (device_type == "cpu") return "gloo";
+  if (device_type == "cpu") return "auto";
   if (device_type == "cuda") return "nccl";
   return "";
 }

@@ -22,8 +22,17 @@
 namespace devmesh {
 
 struct GroupOptions {
-  // "gloo", "nccl", or empty: the device type's backend ("cpu" -> "gloo",
-  // "cuda" -> "nccl").
+  // The group's transport:
+  //  - "auto": shared memory ("shm") for a group whose members all map one
+  //    segment (checked when the group is made: comm/shm/shm_communicator.h),
+  //    else Gloo. The CPU default.
+  //  - "shm": shared memory, or FailedPrecondition naming a member that
+  //    cannot share it (another host, another /dev/shm or pid namespace).
+  //  - "gloo": Gloo over TCP, always.
+  //  - "nccl": NCCL (the "cuda" default).
+  //  - empty: the device type's default ("cpu" -> "auto", "cuda" -> "nccl").
+  // Communicator::backend() of a group says which it got ("shm" or "gloo"
+  // for "auto").
   std::string backend;
   // Bound on group creation and on every collective of the group. Unset:
   // the mesh-wide value, else 300 s (PyTorch's default process-group
@@ -85,7 +94,7 @@ bool SameGroupOptions(const GroupOptions& a, const GroupOptions& b);
 absl::Status CheckGroupTimeout(const GroupOptions& g, absl::string_view where);
 
 // The backend a device type means when no override is given: "cpu" ->
-// "gloo", "cuda" -> "nccl", anything else -> "" (the caller must override).
+// "auto", "cuda" -> "nccl", anything else -> "" (the caller must override).
 absl::string_view DefaultBackendFor(absl::string_view device_type);
 
 // R18: a device type is a non-empty word of letters without an index

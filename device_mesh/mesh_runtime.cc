@@ -4,6 +4,7 @@
 #include "store/prefix_store.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
+#include "comm/shm/shm_communicator.h"
 
 namespace devmesh {
 
@@ -50,8 +51,35 @@ absl::Status MeshRuntime::CheckCanCreate(absl::string_view what,
   return absl::OkStatus();
 }
 
+absl::string_view MeshRuntime::TransportOf(absl::string_view backend) {
+  return backend == "auto" || backend == "shm" ? "gloo" : backend;
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Upgrade(
+    std::shared_ptr<Communicator> group, absl::string_view backend,
+    absl::Duration timeout) {
+  if (group == nullptr || TransportOf(backend) == backend) return group;
+  const bool require = backend == "shm";
+  if (!require && !hostnames_.empty()) {
+    // Members on hosts of different names are not tried (every member
+    // decides alike: they all hold the same host table). One host name is
+    // never taken as proof: ShareMemory checks the segment itself.
+    for (int r : group->global_ranks()) {
+      if (r < 0 || static_cast<size_t>(r) >= hostnames_.size() ||
+          hostnames_[r] != hostnames_[group->global_ranks()[0]]) {
+        return group;
+      }
+    }
+  }
+  ShmOptions options;
+  options.require = require;
+  options.timeout = timeout;
+  return ShareMemory(std::move(group), options);
+}
+
 absl::StatusOr<MeshRuntime::BaseWorld> MeshRuntime::BaseWorldLocked(
-    absl::string_view backend, absl::Duration timeout) {
+    absl::string_view transport_or_backend, absl::Duration timeout) {
+  const absl::string_view backend = TransportOf(transport_or_backend);
   auto it = bases_.find(std::string(backend));
   if (it != bases_.end()) return it->second;
   CommOptions options;
@@ -84,15 +112,28 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
     return s;
   }
   std::lock_guard<std::mutex> lock(mu_);
+  return WorldLocked(backend, timeout);
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
+    absl::string_view backend, absl::Duration timeout) {
   auto key = std::make_pair(std::string(backend),
                             absl::ToInt64Nanoseconds(timeout));
   auto it = worlds_.find(key);
   if (it != worlds_.end()) return it->second;
-  auto base = BaseWorldLocked(backend, timeout);
-  if (!base.ok()) return base.status();
-  if (base->timeout == timeout) return base->comm;
-  // The world again, in world order, with its own timeout: one Split.
-  auto shared = SplitOf(*base, 0, rank_, timeout, std::nullopt);
+  absl::StatusOr<std::shared_ptr<Communicator>> shared;
+  if (TransportOf(backend) != backend) {
+    // Shared memory over the transport's world with this timeout.
+    auto transport = WorldLocked(TransportOf(backend), timeout);
+    if (!transport.ok()) return transport.status();
+    shared = Upgrade(*transport, backend, timeout);
+  } else {
+    auto base = BaseWorldLocked(backend, timeout);
+    if (!base.ok()) return base.status();
+    if (base->timeout == timeout) return base->comm;
+    // The world again, in world order, with its own timeout: one Split.
+    shared = SplitOf(*base, 0, rank_, timeout, std::nullopt);
+  }
   if (!shared.ok()) return shared.status();
   worlds_.emplace(key, *shared);
   RememberWorld(shared->get());
@@ -108,8 +149,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldInOrder(
   std::lock_guard<std::mutex> lock(mu_);
   auto base = BaseWorldLocked(backend, timeout);
   if (!base.ok()) return base.status();
-  if (base->timeout == timeout) return base->comm;
-  return SplitOf(*base, 0, rank_, timeout, std::nullopt);
+  if (base->timeout == timeout) return WorldLocked(backend, timeout);
+  auto split = SplitOf(*base, 0, rank_, timeout, std::nullopt);
+  if (!split.ok()) return split.status();
+  return Upgrade(*std::move(split), backend, timeout);
 }
 
 void MeshRuntime::RememberWorld(const Communicator* comm) {
@@ -130,7 +173,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitWorld(
   std::lock_guard<std::mutex> lock(mu_);
   auto base = BaseWorldLocked(backend, timeout);
   if (!base.ok()) return base.status();
-  return SplitOf(*base, color, key, timeout, std::move(nccl));
+  auto split = SplitOf(*base, color, key, timeout, std::move(nccl));
+  if (!split.ok()) return split.status();
+  return Upgrade(*std::move(split), backend, timeout);
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitOf(

@@ -2,7 +2,9 @@
 // -----------------------------------------------------------------------------
 // MeshRuntime: what every DeviceMesh of one process shares: this process's
 // world rank and size, the bootstrap store, and ONE world communicator per
-// backend, created on first use. Per-dim groups are Splits of it (as
+// transport, created on first use. Backends "auto" and "shm" ride on the
+// "gloo" world: their groups are Gloo groups given shared memory where the
+// members share it (Upgrade, the one place a group's transport is chosen). Per-dim groups are Splits of it (as
 // ncclCommSplit does), each with its own timeout (and NCCL config) through
 // SplitOptions, so a group with another timeout never costs another world
 // communicator (on NCCL each costs GPU memory and start-up time). A runtime
@@ -171,7 +173,23 @@ class MeshRuntime {
   absl::StatusOr<std::shared_ptr<Communicator>> SplitOf(
       const BaseWorld& base, int color, int key, absl::Duration timeout,
       std::optional<NcclOptions> nccl);
-  // Requires mu_ held.
+  // The backend whose communicators carry `backend`'s groups: "gloo" for
+  // "auto" and "shm" (a shared-memory group sits on a Gloo group of the same
+  // members), else `backend` itself.
+  static absl::string_view TransportOf(absl::string_view backend);
+  // The one place a group's transport is chosen: `group` itself for a
+  // backend that is its own transport; for "auto", shared memory when every
+  // member shares it (members on hosts of different names are not even
+  // tried), else `group`; for "shm", shared memory or FailedPrecondition
+  // naming a member (ShareMemory, comm/shm/shm_communicator.h). Collective
+  // over `group`; nullptr stays nullptr.
+  absl::StatusOr<std::shared_ptr<Communicator>> Upgrade(
+      std::shared_ptr<Communicator> group, absl::string_view backend,
+      absl::Duration timeout);
+  // World for `backend` with `timeout`; requires mu_ held.
+  absl::StatusOr<std::shared_ptr<Communicator>> WorldLocked(
+      absl::string_view backend, absl::Duration timeout);
+  // The base world of TransportOf(backend). Requires mu_ held.
   absl::StatusOr<BaseWorld> BaseWorldLocked(absl::string_view backend,
                                             absl::Duration timeout);
   std::vector<std::string> hostnames_;  // per world rank; set once

@@ -13,7 +13,7 @@
 #include "comm/dtype.h"
 #include "comm/gloo/gloo_reduce_scatter.h"
 #include "comm/gloo/gloo_status.h"
-#include "comm/gloo/reduce_functions.h"
+#include "comm/reduce_functions.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoall.h"
@@ -37,7 +37,7 @@ constexpr uint64_t kReduceScatterSlot = uint64_t{0x7d} << 56;
 template <typename T>
 void GlooAllreduce(const std::shared_ptr<::gloo::Context>& context,
                    const void* in, void* buf, size_t count,
-                   const gloo_internal::ReduceFunc& fn,
+                   const reduce_internal::ReduceFunc& fn,
                    std::chrono::milliseconds timeout) {
   ::gloo::AllreduceOptions opts(context);
   if (in != nullptr) {
@@ -51,7 +51,7 @@ void GlooAllreduce(const std::shared_ptr<::gloo::Context>& context,
 
 void AllreduceBySize(const std::shared_ptr<::gloo::Context>& context,
                      const void* in, void* buf, size_t count,
-                     size_t elem_size, const gloo_internal::ReduceFunc& fn,
+                     size_t elem_size, const reduce_internal::ReduceFunc& fn,
                      std::chrono::milliseconds timeout) {
   switch (elem_size) {
     case 1:
@@ -178,13 +178,13 @@ absl::Status GlooCommunicator::AllReduce(const void* send, void* recv,
     }
   }
   if (size_ == 1) return absl::OkStatus();
-  auto fn = gloo_internal::GetReduceFunction(dtype, op);
+  auto fn = reduce_internal::GetReduceFunction(dtype, op);
   absl::Status status = Call(
       absl::StrCat(Describe("allreduce", dtype, count), " ", ReduceOpName(op)),
       [&] { AllreduceBySize(context_, in, recv, count, elem, fn, timeout()); });
   if (!status.ok()) return status;
   if (op == ReduceOp::kAvg) {
-    gloo_internal::DivideInPlace(recv, count, dtype, size_);
+    reduce_internal::DivideInPlace(recv, count, dtype, size_);
   }
   return absl::OkStatus();
 }
@@ -238,7 +238,7 @@ absl::Status GlooCommunicator::ReduceScatter(const void* send, void* recv,
   const size_t bytes = count * DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
   std::vector<char> work(in, in + bytes * size_);
-  auto fn = gloo_internal::GetReduceFunction(dtype, op);
+  auto fn = reduce_internal::GetReduceFunction(dtype, op);
   absl::Status status = Call(
       absl::StrCat(Describe("reduce_scatter", dtype, count), " ",
                    ReduceOpName(op)),
@@ -249,7 +249,7 @@ absl::Status GlooCommunicator::ReduceScatter(const void* send, void* recv,
   if (!status.ok()) return status;
   char* mine = work.data() + rank_ * bytes;
   if (op == ReduceOp::kAvg) {
-    gloo_internal::DivideInPlace(mine, count, dtype, size_);
+    reduce_internal::DivideInPlace(mine, count, dtype, size_);
   }
   std::memmove(recv, mine, bytes);
   return absl::OkStatus();

@@ -11,7 +11,7 @@ namespace gloo_internal {
 
 void RingReduceScatter(const std::shared_ptr<::gloo::Context>& context,
                        char* work, size_t block_elems, size_t block_bytes,
-                       const ReduceFunc& reduce, uint64_t slot,
+                       const reduce_internal::ReduceFunc& reduce, uint64_t slot,
                        std::chrono::milliseconds timeout) {
   const int n = context->size;
   const int r = context->rank;

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "comm/gloo/reduce_functions.h"
+#include "comm/reduce_functions.h"
 #include "gloo/context.h"
 
 namespace devmesh {
@@ -24,7 +24,7 @@ namespace gloo_internal {
 // Throws Gloo exceptions (callers wrap it in GlooCall).
 void RingReduceScatter(const std::shared_ptr<::gloo::Context>& context,
                        char* work, size_t block_elems, size_t block_bytes,
-                       const ReduceFunc& reduce, uint64_t slot,
+                       const reduce_internal::ReduceFunc& reduce, uint64_t slot,
                        std::chrono::milliseconds timeout);
 
 }  // namespace gloo_internal

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "store/memory_store.h"
 #include "comm/dtype.h"
-#include "comm/gloo/reduce_functions.h"
+#include "comm/reduce_functions.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
@@ -45,28 +45,28 @@ TEST(ReduceOpTest, NamesRoundTrip) {
 
 TEST(ReduceFunctionTest, IntegerSumAndProdWrap) {
   int8_t a[2] = {100, -128}, b[2] = {100, -1}, out[2];
-  gloo_internal::GetReduceFunction(DataType::kInt8, ReduceOp::kSum)(out, a, b, 2);
+  reduce_internal::GetReduceFunction(DataType::kInt8, ReduceOp::kSum)(out, a, b, 2);
   EXPECT_EQ(out[0], -56);   // 200 mod 256
   EXPECT_EQ(out[1], 127);   // -129 mod 256
   int32_t c = INT32_MAX, d = 2, p;
-  gloo_internal::GetReduceFunction(DataType::kInt32, ReduceOp::kProd)(&p, &c, &d, 1);
+  reduce_internal::GetReduceFunction(DataType::kInt32, ReduceOp::kProd)(&p, &c, &d, 1);
   EXPECT_EQ(p, -2);
 }
 
 TEST(ReduceFunctionTest, AvgDivisionTruncatesTowardZeroForIntegers) {
   int32_t v[3] = {-7, 7, 8};
-  gloo_internal::DivideInPlace(v, 3, DataType::kInt32, 2);
+  reduce_internal::DivideInPlace(v, 3, DataType::kInt32, 2);
   EXPECT_EQ(v[0], -3);
   EXPECT_EQ(v[1], 3);
   EXPECT_EQ(v[2], 4);
   uint8_t u = 255;
-  gloo_internal::DivideInPlace(&u, 1, DataType::kUInt8, 300);  // No narrowing.
+  reduce_internal::DivideInPlace(&u, 1, DataType::kUInt8, 300);  // No narrowing.
   EXPECT_EQ(u, 0);
 }
 
 TEST(ReduceFunctionTest, BFloat16RoundsToNearestEven) {
-  using gloo_internal::BFloat16ToFloat;
-  using gloo_internal::FloatToBFloat16;
+  using reduce_internal::BFloat16ToFloat;
+  using reduce_internal::FloatToBFloat16;
   EXPECT_EQ(FloatToBFloat16(1.0f), 0x3F80);
   EXPECT_EQ(BFloat16ToFloat(0x3F80), 1.0f);
   // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1.0).
@@ -74,19 +74,19 @@ TEST(ReduceFunctionTest, BFloat16RoundsToNearestEven) {
   // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: to even (0x3F82).
   EXPECT_EQ(FloatToBFloat16(1.0f + 3.0f / 256), 0x3F82);
   uint16_t a = FloatToBFloat16(1.5f), b = FloatToBFloat16(2.25f), out;
-  gloo_internal::GetReduceFunction(DataType::kBFloat16, ReduceOp::kMax)(&out, &a, &b, 1);
+  reduce_internal::GetReduceFunction(DataType::kBFloat16, ReduceOp::kMax)(&out, &a, &b, 1);
   EXPECT_EQ(BFloat16ToFloat(out), 2.25f);
-  gloo_internal::GetReduceFunction(DataType::kBFloat16, ReduceOp::kProd)(&out, &a, &b, 1);
+  reduce_internal::GetReduceFunction(DataType::kBFloat16, ReduceOp::kProd)(&out, &a, &b, 1);
   EXPECT_EQ(BFloat16ToFloat(out), 3.375f);
 }
 
 TEST(ReduceFunctionTest, Float16MinAndSum) {
-  using gloo_internal::Float16ToFloat;
-  using gloo_internal::FloatToFloat16;
+  using reduce_internal::Float16ToFloat;
+  using reduce_internal::FloatToFloat16;
   uint16_t a = FloatToFloat16(-0.5f), b = FloatToFloat16(1024.0f), out;
-  gloo_internal::GetReduceFunction(DataType::kFloat16, ReduceOp::kMin)(&out, &a, &b, 1);
+  reduce_internal::GetReduceFunction(DataType::kFloat16, ReduceOp::kMin)(&out, &a, &b, 1);
   EXPECT_EQ(Float16ToFloat(out), -0.5f);
-  gloo_internal::GetReduceFunction(DataType::kFloat16, ReduceOp::kSum)(&out, &a, &b, 1);
+  reduce_internal::GetReduceFunction(DataType::kFloat16, ReduceOp::kSum)(&out, &a, &b, 1);
   EXPECT_EQ(Float16ToFloat(out), 1023.5f);
 }
 
@@ -132,7 +132,7 @@ TEST(RegistryTest, RegisterBackend) {
   EXPECT_EQ(RegisterBackend("null", nullptr).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(KnownBackends(),
-            (std::vector<std::string>{"gloo", "nccl", "test_backend"}));
+            (std::vector<std::string>{"gloo", "nccl", "shm", "test_backend"}));
   auto store = std::make_shared<InMemoryStore>(absl::Seconds(1));
   EXPECT_EQ(CreateCommunicator("test_backend", store, 0, 1).status().message(),
             "test backend");

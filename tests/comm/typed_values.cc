@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/dtype.h"
-#include "comm/gloo/reduce_functions.h"
+#include "comm/reduce_functions.h"
 
 namespace devmesh {
 namespace testing {
@@ -36,10 +36,10 @@ std::vector<char> Encode(DataType dtype, const std::vector<double>& values) {
       case DataType::kFloat32: Put<float>(out, i, static_cast<float>(v)); break;
       case DataType::kFloat64: Put<double>(out, i, v); break;
       case DataType::kFloat16:
-        Put<uint16_t>(out, i, gloo_internal::FloatToFloat16(static_cast<float>(v)));
+        Put<uint16_t>(out, i, reduce_internal::FloatToFloat16(static_cast<float>(v)));
         break;
       case DataType::kBFloat16:
-        Put<uint16_t>(out, i, gloo_internal::FloatToBFloat16(static_cast<float>(v)));
+        Put<uint16_t>(out, i, reduce_internal::FloatToBFloat16(static_cast<float>(v)));
         break;
       case DataType::kInt8: Put<int8_t>(out, i, static_cast<int8_t>(v)); break;
       case DataType::kUInt8: Put<uint8_t>(out, i, static_cast<uint8_t>(v)); break;
@@ -57,10 +57,10 @@ std::vector<double> Decode(DataType dtype, const void* data, size_t count) {
       case DataType::kFloat32: out[i] = Get<float>(data, i); break;
       case DataType::kFloat64: out[i] = Get<double>(data, i); break;
       case DataType::kFloat16:
-        out[i] = gloo_internal::Float16ToFloat(Get<uint16_t>(data, i));
+        out[i] = reduce_internal::Float16ToFloat(Get<uint16_t>(data, i));
         break;
       case DataType::kBFloat16:
-        out[i] = gloo_internal::BFloat16ToFloat(Get<uint16_t>(data, i));
+        out[i] = reduce_internal::BFloat16ToFloat(Get<uint16_t>(data, i));
         break;
       case DataType::kInt8: out[i] = Get<int8_t>(data, i); break;
       case DataType::kUInt8: out[i] = Get<uint8_t>(data, i); break;

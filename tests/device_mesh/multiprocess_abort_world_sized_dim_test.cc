@@ -53,7 +53,7 @@ TEST(MultiprocessAbort, WorldSizedDimWithOwnTimeoutIsAbortedWorldIsNot) {
     // communicator itself.
     ASSIGN_OR_RETURN(dp_tp, mesh.Flatten());
     ASSIGN_OR_RETURN(g_world_dim, dp_tp.GetGroup());
-    ASSIGN_OR_RETURN(world, runtime->World("gloo", absl::Seconds(300)));
+    ASSIGN_OR_RETURN(world, runtime->World("auto", absl::Seconds(300)));
     RETURN_IF_ERROR(Expect(g_world_dim == world, "dp_tp is not the world"));
     // World-sized, world order, its own timeout: a Split this root owns.
     GroupOptions own;

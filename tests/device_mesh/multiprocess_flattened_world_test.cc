@@ -82,7 +82,7 @@ TEST(MultiprocessIssue, WorldSizedDimsAreTheWorldCommunicator) {
     ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
     ASSIGN_OR_RETURN(line, InitDeviceMesh(runtime, "cpu", {-1}, {"w"}));
     ASSIGN_OR_RETURN(g_line, line.GetGroup());
-    ASSIGN_OR_RETURN(world, runtime->World("gloo", absl::Seconds(300)));
+    ASSIGN_OR_RETURN(world, runtime->World("auto", absl::Seconds(300)));
     RETURN_IF_ERROR(Expect(g_line == world, "1-d world mesh is not the world"));
     RETURN_IF_ERROR(CheckAllDims(line));
     RETURN_IF_ERROR(Expect(runtime->split_calls() == 0,

@@ -42,7 +42,7 @@ TEST(MultiprocessMesh, TwoByTwoEveryDimAndTransform) {
     // dp and tp: one Split each; dp_tp is the world in world order, so it
     // is the world communicator itself (no Split).
     ASSIGN_OR_RETURN(g_flat, flat.GetGroup());
-    ASSIGN_OR_RETURN(world, runtime->World("gloo", absl::Seconds(300)));
+    ASSIGN_OR_RETURN(world, runtime->World("auto", absl::Seconds(300)));
     RETURN_IF_ERROR(Expect(g_flat == world, "dp_tp is not the world"));
     return Expect(runtime->split_calls() == 2,
                   absl::StrCat("split calls ", runtime->split_calls(),

@@ -1,5 +1,5 @@
-// devmesh/comm/gloo/reduce_functions.cc
-#include "comm/gloo/reduce_functions.h"
+// devmesh/comm/reduce_functions.cc
+#include "comm/reduce_functions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "gloo/types.h"
 
 namespace devmesh {
-namespace gloo_internal {
+namespace reduce_internal {
 namespace {
 
 // Native element types. Integer sum/prod go through the unsigned type so that
@@ -211,5 +211,5 @@ void DivideInPlace(void* data, size_t count, DataType dtype, int divisor) {
   }
 }
 
-}  // namespace gloo_internal
+}  // namespace reduce_internal
 }  // namespace devmesh

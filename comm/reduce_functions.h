@@ -1,8 +1,10 @@
-// devmesh/comm/gloo/reduce_functions.h
+// devmesh/comm/reduce_functions.h
 // -----------------------------------------------------------------------------
-// Element-wise reductions for Gloo, for every (DataType, ReduceOp): Gloo's
-// own ReductionFunction covers native types only, so devmesh supplies the
-// function Gloo's allreduce calls (AllreduceOptions::setReduceFunction).
+// Element-wise reductions for the CPU backends, for every (DataType,
+// ReduceOp): the Gloo backend hands them to Gloo's allreduce
+// (AllreduceOptions::setReduceFunction; Gloo's own ReductionFunction covers
+// native types only), and the shared-memory backend (comm/shm) calls them on
+// the members' segment slots.
 //
 // Arithmetic: integer sum and prod wrap modulo 2^bits (done in unsigned
 // arithmetic, as NCCL does on the GPU); float16 and bfloat16 are widened to
@@ -10,8 +12,8 @@
 // the caller then divides by the group size with DivideInPlace (integers
 // truncate toward zero, PyTorch's rule for integer true division followed by
 // a cast). Thread-safety: pure functions.
-#ifndef DEVMESH_COMM_GLOO_REDUCE_FUNCTIONS_H_
-#define DEVMESH_COMM_GLOO_REDUCE_FUNCTIONS_H_
+#ifndef DEVMESH_COMM_REDUCE_FUNCTIONS_H_
+#define DEVMESH_COMM_REDUCE_FUNCTIONS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +22,7 @@
 #include "comm/communicator.h"
 
 namespace devmesh {
-namespace gloo_internal {
+namespace reduce_internal {
 
 // out[i] = a[i] op b[i] for i < n; out may alias a or b.
 using ReduceFunc = std::function<void(void*, const void*, const void*, size_t)>;
@@ -39,7 +41,7 @@ uint16_t FloatToBFloat16(float value);
 float Float16ToFloat(uint16_t bits);
 uint16_t FloatToFloat16(float value);
 
-}  // namespace gloo_internal
+}  // namespace reduce_internal
 }  // namespace devmesh
 
-#endif  // DEVMESH_COMM_GLOO_REDUCE_FUNCTIONS_H_
+#endif  // DEVMESH_COMM_REDUCE_FUNCTIONS_H_

@@ -1,10 +1,12 @@
-// devmesh/tests/comm/gloo_collectives_test.cc
-// Every Gloo collective x every dtype (x every op), in real processes at 4
-// and 8 ranks, against exact expected values; out-of-place and in-place.
+// devmesh/tests/comm/cpu_collectives_test.cc
+// Every collective of the CPU backends (Gloo, and shared memory: "shm") x
+// every dtype (x every op), in real processes at 2, 4 and 8 ranks, against
+// exact expected values; out-of-place and in-place.
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -33,10 +35,17 @@ using testing::ReduceValues;
 constexpr size_t kCounts[] = {1, 13, 1031};
 
 absl::StatusOr<std::unique_ptr<Communicator>> World(
-    int rank, int size, std::shared_ptr<Store> store) {
+    const std::string& backend, int rank, int size,
+    std::shared_ptr<Store> store) {
   CommOptions options;
   options.timeout = absl::Seconds(60);
-  return CreateCommunicator("gloo", std::move(store), rank, size, options);
+  auto comm = CreateCommunicator(backend, std::move(store), rank, size,
+                                 options);
+  if (comm.ok() && (*comm)->backend() != backend) {
+    return absl::InternalError(absl::StrCat("asked for ", backend, ", got ",
+                                            (*comm)->backend()));
+  }
+  return comm;
 }
 
 std::string What(absl::string_view op, DataType dtype, size_t count,
@@ -45,12 +54,18 @@ std::string What(absl::string_view op, DataType dtype, size_t count,
                       count, in_place ? " in-place" : " out-of-place");
 }
 
-class GlooCollectivesTest : public ::testing::TestWithParam<int> {};
+// (backend, ranks).
+class CpuCollectivesTest
+    : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  static std::string Backend() { return std::get<0>(GetParam()); }
+  static int Nproc() { return std::get<1>(GetParam()); }
+};
 
-TEST_P(GlooCollectivesTest, AllReduceEveryDtypeAndOp) {
-  absl::Status status = ForkRanks(GetParam(), [](int rank, int size,
+TEST_P(CpuCollectivesTest, AllReduceEveryDtypeAndOp) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
-    auto comm = World(rank, size, store);
+    auto comm = World(backend, rank, size, store);
     if (!comm.ok()) return comm.status();
     for (DataType dtype : kAllDataTypes) {
       for (ReduceOp op : kAllReduceOps) {
@@ -89,10 +104,10 @@ TEST_P(GlooCollectivesTest, AllReduceEveryDtypeAndOp) {
 
 // send and recv overlapping but not identical: recv gets the reduction of
 // every rank's send as it was before the call (moved, then reduced in place).
-TEST_P(GlooCollectivesTest, AllReduceOverlappingBuffers) {
-  absl::Status status = ForkRanks(GetParam(), [](int rank, int size,
+TEST_P(CpuCollectivesTest, AllReduceOverlappingBuffers) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
-    auto comm = World(rank, size, store);
+    auto comm = World(backend, rank, size, store);
     if (!comm.ok()) return comm.status();
     // send = buf[0, 6), recv = buf[2, 8); send[i] = (rank + 1) * (i + 1).
     std::vector<int32_t> buf(8, -7);
@@ -112,10 +127,10 @@ TEST_P(GlooCollectivesTest, AllReduceOverlappingBuffers) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST_P(GlooCollectivesTest, ReduceScatterEveryDtypeAndOp) {
-  absl::Status status = ForkRanks(GetParam(), [](int rank, int size,
+TEST_P(CpuCollectivesTest, ReduceScatterEveryDtypeAndOp) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
-    auto comm = World(rank, size, store);
+    auto comm = World(backend, rank, size, store);
     if (!comm.ok()) return comm.status();
     for (DataType dtype : kAllDataTypes) {
       for (ReduceOp op : kAllReduceOps) {
@@ -152,10 +167,10 @@ TEST_P(GlooCollectivesTest, ReduceScatterEveryDtypeAndOp) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST_P(GlooCollectivesTest, AllGatherEveryDtype) {
-  absl::Status status = ForkRanks(GetParam(), [](int rank, int size,
+TEST_P(CpuCollectivesTest, AllGatherEveryDtype) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
-    auto comm = World(rank, size, store);
+    auto comm = World(backend, rank, size, store);
     if (!comm.ok()) return comm.status();
     for (DataType dtype : kAllDataTypes) {
       for (size_t count : kCounts) {
@@ -189,10 +204,10 @@ TEST_P(GlooCollectivesTest, AllGatherEveryDtype) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST_P(GlooCollectivesTest, BroadcastEveryDtypeAndRoot) {
-  absl::Status status = ForkRanks(GetParam(), [](int rank, int size,
+TEST_P(CpuCollectivesTest, BroadcastEveryDtypeAndRoot) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
-    auto comm = World(rank, size, store);
+    auto comm = World(backend, rank, size, store);
     if (!comm.ok()) return comm.status();
     for (DataType dtype : kAllDataTypes) {
       for (int root = 0; root < size; ++root) {
@@ -221,10 +236,10 @@ TEST_P(GlooCollectivesTest, BroadcastEveryDtypeAndRoot) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST_P(GlooCollectivesTest, AllToAllEveryDtype) {
-  absl::Status status = ForkRanks(GetParam(), [](int rank, int size,
+TEST_P(CpuCollectivesTest, AllToAllEveryDtype) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
-    auto comm = World(rank, size, store);
+    auto comm = World(backend, rank, size, store);
     if (!comm.ok()) return comm.status();
     // Element i of the block rank s sends to rank d: 10 * s + d + (i % 3).
     auto value = [](int s, int d, size_t i) {
@@ -255,10 +270,10 @@ TEST_P(GlooCollectivesTest, AllToAllEveryDtype) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST_P(GlooCollectivesTest, SendRecvRingEveryDtype) {
-  absl::Status status = ForkRanks(GetParam(), [](int rank, int size,
+TEST_P(CpuCollectivesTest, SendRecvRingEveryDtype) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
-    auto comm = World(rank, size, store);
+    auto comm = World(backend, rank, size, store);
     if (!comm.ok()) return comm.status();
     const int right = (rank + 1) % size;
     const int left = (rank + size - 1) % size;
@@ -289,10 +304,10 @@ TEST_P(GlooCollectivesTest, SendRecvRingEveryDtype) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST_P(GlooCollectivesTest, BarrierWaitsForEveryRank) {
-  absl::Status status = ForkRanks(GetParam(), [](int rank, int size,
+TEST_P(CpuCollectivesTest, BarrierWaitsForEveryRank) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
-    auto comm = World(rank, size, store);
+    auto comm = World(backend, rank, size, store);
     if (!comm.ok()) return comm.status();
     for (int round = 1; round <= 3; ++round) {
       auto added = store->Add("arrived", 1);
@@ -312,10 +327,10 @@ TEST_P(GlooCollectivesTest, BarrierWaitsForEveryRank) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST_P(GlooCollectivesTest, ZeroCountIsANoOp) {
-  absl::Status status = ForkRanks(GetParam(), [](int rank, int size,
+TEST_P(CpuCollectivesTest, ZeroCountIsANoOp) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
-    auto comm = World(rank, size, store);
+    auto comm = World(backend, rank, size, store);
     if (!comm.ok()) return comm.status();
     RETURN_IF_ERROR_T((*comm)->AllReduce(nullptr, nullptr, 0,
                                          DataType::kFloat32, ReduceOp::kSum));
@@ -326,10 +341,14 @@ TEST_P(GlooCollectivesTest, ZeroCountIsANoOp) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, GlooCollectivesTest, ::testing::Values(4, 8),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param, "ranks");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    BackendsAndRanks, CpuCollectivesTest,
+    ::testing::Combine(::testing::Values("gloo", "shm"),
+                       ::testing::Values(2, 4, 8)),
+    [](const auto& info) {
+      return absl::StrCat(std::get<0>(info.param), "_",
+                          std::get<1>(info.param), "ranks");
+    });
 
 }  // namespace
 }  // namespace devmesh

@@ -1,0 +1,203 @@
+// devmesh/comm/shm/shm_algorithms.cc
+#include "comm/shm/shm_algorithms.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace devmesh {
+namespace shm_internal {
+namespace {
+
+using reduce_internal::ReduceFunc;
+
+// Parts of a two-step chunk start on 64-byte boundaries where the element
+// size allows, so two members never write one cache line.
+size_t PartStart(size_t count, size_t elem, int part, int size) {
+  if (part <= 0) return 0;
+  if (part >= size) return count;
+  const size_t align = std::max<size_t>(1, kCacheLine / elem);
+  const size_t raw = count * static_cast<size_t>(part) / size;
+  return raw / align * align;
+}
+
+// out = x(0) op x(1) op ... op x(size-1), in rank order, pairwise (so
+// float16/bfloat16 round at each step, as the Gloo backend's chain does).
+template <typename Source>
+void ReduceInOrder(char* out, int size, size_t count,
+                   const ReduceFunc& reduce, Source x) {
+  reduce(out, x(0), x(1), count);
+  for (int j = 2; j < size; ++j) reduce(out, out, x(j), count);
+}
+
+}  // namespace
+
+absl::Status ShmAllReduceOneShot(ShmGroup g, const char* send, char* recv,
+                                 size_t count, size_t elem,
+                                 const ReduceFunc& reduce,
+                                 absl::string_view what) {
+  const ShmSegment& seg = *g.segment;
+  const int n = g.sync->size();
+  const int me = g.sync->rank();
+  const size_t chunk = seg.slot_bytes() / elem;
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t c = std::min(chunk, count - off);
+    const int p = g.sync->NextRoundParity();
+    std::memcpy(seg.slot(p, me), send + off * elem, c * elem);
+    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    // Every member reads its own contribution from its slot too: recv may
+    // alias send, and the chain writes recv as it goes.
+    ReduceInOrder(recv + off * elem, n, c, reduce,
+                  [&](int j) -> const char* { return seg.slot(p, j); });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
+                                 size_t count, size_t elem,
+                                 const ReduceFunc& reduce,
+                                 absl::string_view what) {
+  const ShmSegment& seg = *g.segment;
+  const int n = g.sync->size();
+  const int me = g.sync->rank();
+  const size_t chunk = seg.slot_bytes() / elem;
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t c = std::min(chunk, count - off);
+    const int p = g.sync->NextRoundParity();
+    char* mine = seg.slot(p, me);
+    const char* in = send + off * elem;
+    char* out = recv + off * elem;
+    const size_t lo = PartStart(c, elem, me, n);
+    const size_t hi = PartStart(c, elem, me + 1, n);
+    // The others reduce every part but this member's own: copy only those.
+    std::memcpy(mine, in, lo * elem);
+    std::memcpy(mine + hi * elem, in + hi * elem, (c - hi) * elem);
+    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    if (hi > lo) {
+      // Reduce part `me` into this member's own slot (never written by the
+      // copy above), reading its own input directly; then publish it.
+      char* acc = mine + lo * elem;
+      ReduceInOrder(acc, n, hi - lo, reduce, [&](int j) -> const char* {
+        return j == me ? in + lo * elem : seg.slot(p, j) + lo * elem;
+      });
+      std::memcpy(out + lo * elem, acc, (hi - lo) * elem);
+    }
+    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    for (int j = 0; j < n; ++j) {
+      if (j == me) continue;
+      const size_t jlo = PartStart(c, elem, j, n);
+      const size_t jhi = PartStart(c, elem, j + 1, n);
+      std::memcpy(out + jlo * elem, seg.slot(p, j) + jlo * elem,
+                  (jhi - jlo) * elem);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllReduce(ShmGroup g, const char* send, char* recv,
+                          size_t count, size_t elem, const ReduceFunc& reduce,
+                          absl::string_view what) {
+  if (count * elem <= kOneShotMaxBytes) {
+    return ShmAllReduceOneShot(g, send, recv, count, elem, reduce, what);
+  }
+  return ShmAllReduceTwoStep(g, send, recv, count, elem, reduce, what);
+}
+
+absl::Status ShmAllGather(ShmGroup g, const char* send, char* recv,
+                          size_t bytes, absl::string_view what) {
+  const ShmSegment& seg = *g.segment;
+  const int n = g.sync->size();
+  const int me = g.sync->rank();
+  const size_t chunk = seg.slot_bytes();
+  char* own_block = recv + static_cast<size_t>(me) * bytes;
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t c = std::min(chunk, bytes - off);
+    const int p = g.sync->NextRoundParity();
+    std::memcpy(seg.slot(p, me), send + off, c);
+    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    for (int j = 0; j < n; ++j) {
+      if (j == me) continue;
+      std::memcpy(recv + static_cast<size_t>(j) * bytes + off, seg.slot(p, j),
+                  c);
+    }
+  }
+  if (send != own_block) std::memcpy(own_block, send, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status ShmReduceScatter(ShmGroup g, const char* send, char* recv,
+                              size_t count, size_t elem,
+                              const ReduceFunc& reduce,
+                              absl::string_view what) {
+  const ShmSegment& seg = *g.segment;
+  const int n = g.sync->size();
+  const int me = g.sync->rank();
+  // A slot holds one piece of each of the n blocks.
+  const size_t piece = std::max<size_t>(1, seg.slot_bytes() / n / elem);
+  for (size_t off = 0; off < count; off += piece) {
+    const size_t q = std::min(piece, count - off);
+    const int p = g.sync->NextRoundParity();
+    char* mine = seg.slot(p, me);
+    for (int j = 0; j < n; ++j) {
+      if (j == me) continue;
+      std::memcpy(mine + j * piece * elem,
+                  send + (static_cast<size_t>(j) * count + off) * elem,
+                  q * elem);
+    }
+    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    char* acc = mine + me * piece * elem;
+    const char* own = send + (static_cast<size_t>(me) * count + off) * elem;
+    ReduceInOrder(acc, n, q, reduce, [&](int j) -> const char* {
+      return j == me ? own : seg.slot(p, j) + me * piece * elem;
+    });
+    std::memcpy(recv + off * elem, acc, q * elem);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmBroadcast(ShmGroup g, const char* send, char* recv,
+                          size_t bytes, int root, absl::string_view what) {
+  const ShmSegment& seg = *g.segment;
+  const int me = g.sync->rank();
+  const size_t chunk = seg.slot_bytes();
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t c = std::min(chunk, bytes - off);
+    const int p = g.sync->NextRoundParity();
+    if (me == root) std::memcpy(seg.slot(p, root), send + off, c);
+    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    if (me != root) std::memcpy(recv + off, seg.slot(p, root), c);
+  }
+  if (me == root && send != recv) std::memmove(recv, send, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllToAll(ShmGroup g, const char* send, char* recv,
+                         size_t bytes, absl::string_view what) {
+  const ShmSegment& seg = *g.segment;
+  const int n = g.sync->size();
+  const int me = g.sync->rank();
+  const size_t piece =
+      std::max<size_t>(kCacheLine, seg.slot_bytes() / n / kCacheLine *
+                                       kCacheLine);
+  const size_t own = static_cast<size_t>(me) * bytes;
+  if (send != recv) std::memcpy(recv + own, send + own, bytes);
+  for (size_t off = 0; off < bytes; off += piece) {
+    const size_t q = std::min(piece, bytes - off);
+    const int p = g.sync->NextRoundParity();
+    char* mine = seg.slot(p, me);
+    for (int j = 0; j < n; ++j) {
+      if (j == me) continue;
+      std::memcpy(mine + j * piece, send + static_cast<size_t>(j) * bytes + off,
+                  q);
+    }
+    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    for (int j = 0; j < n; ++j) {
+      if (j == me) continue;
+      std::memcpy(recv + static_cast<size_t>(j) * bytes + off,
+                  seg.slot(p, j) + me * piece, q);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shm_internal
+}  // namespace devmesh

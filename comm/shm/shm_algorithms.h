@@ -1,0 +1,93 @@
+// devmesh/comm/shm/shm_algorithms.h
+// -----------------------------------------------------------------------------
+// The collectives of the shared-memory backend, over one group's segment
+// (shm_segment.h) and steps (shm_sync.h). Host buffers; counts in elements
+// of `elem` bytes; arguments are checked by the caller (ShmCommunicator).
+//
+// Rounds. A message larger than a slot goes through the segment in rounds;
+// each round uses the slots of one parity (0, 1, 0, ...). A member writes its
+// slot of parity p in round r only after every member arrived at a step of
+// round r-1, which each does only after it finished reading round r-2 (the
+// same parity): double buffering with no extra step.
+//
+// All-reduce, two algorithms (DeepSpeed's and vLLM's shared-memory
+// all-reduce work the same way):
+//  - one-shot: each member copies its chunk into its slot; one step; each
+//    member reduces every slot, in group-rank order, into its output. One
+//    step a round; reads size x bytes per member.
+//  - two-step (reduce-scatter, then all-gather): each member copies into its
+//    slot the parts of its chunk that the other members reduce; one step;
+//    member i reduces part i (its own input and every other slot, in rank
+//    order) into its slot; one step; each member copies every other part from
+//    its owner's slot. Two steps a round; about 4 x bytes of memory traffic
+//    per member whatever the size, against 2 + size for one-shot.
+// Every member computes the same bits: one-shot reduces in rank order on each
+// member, two-step has one member reduce each part. float16 and bfloat16 are
+// reduced pairwise in float32 and rounded back at each step, as the Gloo
+// backend does.
+//
+// kOneShotMaxBytes is where two-step starts: measured on the 2-core
+// development machine, 2x2 mesh, 4 ranks, float32 (see the .cc).
+#ifndef DEVMESH_COMM_SHM_SHM_ALGORITHMS_H_
+#define DEVMESH_COMM_SHM_SHM_ALGORITHMS_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "comm/reduce_functions.h"
+#include "comm/shm/shm_segment.h"
+#include "comm/shm/shm_sync.h"
+
+namespace devmesh {
+namespace shm_internal {
+
+inline constexpr size_t kOneShotMaxBytes = size_t{32} << 10;
+
+// The group: its segment and its steps.
+struct ShmGroup {
+  const ShmSegment* segment;
+  ShmSync* sync;
+};
+
+// recv[i] = reduce over members of send[i], i < count. send == recv is in
+// place; partly overlapping buffers are the caller's to separate.
+absl::Status ShmAllReduce(ShmGroup g, const char* send, char* recv,
+                          size_t count, size_t elem,
+                          const reduce_internal::ReduceFunc& reduce,
+                          absl::string_view what);
+// The algorithms themselves, for benchmarks and tests.
+absl::Status ShmAllReduceOneShot(ShmGroup g, const char* send, char* recv,
+                                 size_t count, size_t elem,
+                                 const reduce_internal::ReduceFunc& reduce,
+                                 absl::string_view what);
+absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
+                                 size_t count, size_t elem,
+                                 const reduce_internal::ReduceFunc& reduce,
+                                 absl::string_view what);
+
+// recv holds size x bytes; member j's send lands at recv + j * bytes. send
+// may be recv + rank * bytes (in place).
+absl::Status ShmAllGather(ShmGroup g, const char* send, char* recv,
+                          size_t bytes, absl::string_view what);
+
+// send holds size blocks of count elements; recv gets block rank, reduced.
+// recv may be send + rank * count * elem (in place).
+absl::Status ShmReduceScatter(ShmGroup g, const char* send, char* recv,
+                              size_t count, size_t elem,
+                              const reduce_internal::ReduceFunc& reduce,
+                              absl::string_view what);
+
+// root's send to every member's recv (root's too, unless send == recv).
+absl::Status ShmBroadcast(ShmGroup g, const char* send, char* recv,
+                          size_t bytes, int root, absl::string_view what);
+
+// Block j of send (bytes each) to member j; block i of recv from member i.
+// send == recv is allowed; partly overlapping buffers are not.
+absl::Status ShmAllToAll(ShmGroup g, const char* send, char* recv,
+                         size_t bytes, absl::string_view what);
+
+}  // namespace shm_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_SHM_SHM_ALGORITHMS_H_

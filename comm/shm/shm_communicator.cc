@@ -1,0 +1,322 @@
+// devmesh/comm/shm/shm_communicator.cc
+#include "comm/shm/shm_communicator.h"
+
+#include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "comm/gloo/gloo_communicator.h"
+#include "comm/group_args.h"
+#include "comm/reduce_functions.h"
+#include "comm/shm/shm_algorithms.h"
+#include "comm/shm/shm_setup.h"
+
+namespace devmesh {
+namespace {
+
+using shm_internal::ShmGroup;
+
+bool Overlap(const void* a, const void* b, size_t bytes) {
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  return x < y + bytes && y < x + bytes;
+}
+
+bool OverlapRanges(const void* a, size_t a_bytes, const void* b,
+                   size_t b_bytes) {
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+std::string Describe(absl::string_view op, DataType dtype, size_t count) {
+  return absl::StrCat("shm ", op, " ", DataTypeName(dtype), " x ", count);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Communicator>> ShareMemory(
+    std::shared_ptr<Communicator> group, const ShmOptions& options) {
+  if (group == nullptr) {
+    return absl::InvalidArgumentError(
+        "shm: ShareMemory needs a group, got null");
+  }
+  auto setup = shm_internal::SetUpSharedMemory(*group, options);
+  if (!setup.ok()) return setup.status();
+  if (!setup->has_value()) return group;
+  return std::shared_ptr<Communicator>(
+      std::make_shared<ShmCommunicator>(std::move(group), **std::move(setup)));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
+    std::shared_ptr<Store> store, int rank, int size,
+    const CommOptions& options) {
+  auto gloo = CreateGlooCommunicator(std::move(store), rank, size, options);
+  if (!gloo.ok()) return gloo.status();
+  std::shared_ptr<Communicator> group = std::move(*gloo);
+  ShmOptions shm;
+  shm.require = true;
+  shm.timeout = options.timeout;
+  auto setup = shm_internal::SetUpSharedMemory(*group, shm);
+  if (!setup.ok()) return setup.status();
+  return std::unique_ptr<Communicator>(
+      new ShmCommunicator(std::move(group), **std::move(setup)));
+}
+
+ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> group,
+                                 shm_internal::ShmSetup setup)
+    : group_(std::move(group)),
+      options_(setup.options),
+      segment_(std::move(setup.segment)) {
+  if (segment_ != nullptr) {
+    sync_ = std::make_unique<shm_internal::ShmSync>(
+        segment_.get(), group_->rank(), group_->global_ranks(),
+        std::move(setup.identities), options_.timeout);
+  }
+}
+
+ShmCommunicator::~ShmCommunicator() {
+  if (sync_ != nullptr) sync_->Leave();
+}
+
+absl::Status ShmCommunicator::CheckOpen(absl::string_view what) const {
+  if (aborted_.load()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": communicator was aborted"));
+  }
+  return sync_ == nullptr ? absl::OkStatus() : sync_->CheckOpen(what);
+}
+
+absl::Status ShmCommunicator::CheckBuffer(absl::string_view op,
+                                          absl::string_view name,
+                                          const void* ptr, size_t count,
+                                          size_t blocks,
+                                          DataType dtype) const {
+  const size_t elem = DataTypeSize(dtype);
+  if (elem == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm ", op, ": invalid dtype value ", static_cast<int>(dtype)));
+  }
+  if (count > std::numeric_limits<size_t>::max() / elem / blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm ", op, ": count ", count, " x ", blocks, " blocks of ",
+        DataTypeName(dtype), " overflows the byte count"));
+  }
+  if (ptr == nullptr && count > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm ", op, ": ", name, " buffer is null with count ", count));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::CheckOp(absl::string_view op,
+                                      ReduceOp reduce) const {
+  const int value = static_cast<int>(reduce);
+  if (value < 0 || value > static_cast<int>(ReduceOp::kAvg)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm ", op, ": invalid ReduceOp value ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::AllReduce(const void* send, void* recv,
+                                        size_t count, DataType dtype,
+                                        ReduceOp op) {
+  if (auto s = CheckBuffer("allreduce", "send", send, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckBuffer("allreduce", "recv", recv, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckOp("allreduce", op); !s.ok()) return s;
+  const std::string what =
+      absl::StrCat(Describe("allreduce", dtype, count), " ", ReduceOpName(op));
+  if (auto s = CheckOpen(what); !s.ok()) return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t elem = DataTypeSize(dtype);
+  const size_t bytes = count * elem;
+  if (send != recv && (sync_ == nullptr || Overlap(send, recv, bytes))) {
+    std::memmove(recv, send, bytes);
+    send = recv;
+  }
+  if (sync_ == nullptr) return absl::OkStatus();
+  auto fn = reduce_internal::GetReduceFunction(dtype, op);
+  absl::Status s = shm_internal::ShmAllReduce(
+      ShmGroup{segment_.get(), sync_.get()}, static_cast<const char*>(send),
+      static_cast<char*>(recv), count, elem, fn, what);
+  if (!s.ok()) return s;
+  if (op == ReduceOp::kAvg) {
+    reduce_internal::DivideInPlace(recv, count, dtype, size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::AllGather(const void* send, void* recv,
+                                        size_t count, DataType dtype) {
+  if (auto s = CheckBuffer("allgather", "send", send, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckBuffer("allgather", "recv", recv, count, size(), dtype);
+      !s.ok())
+    return s;
+  const std::string what = Describe("allgather", dtype, count);
+  if (auto s = CheckOpen(what); !s.ok()) return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t bytes = count * DataTypeSize(dtype);
+  char* out = static_cast<char*>(recv);
+  const char* in = static_cast<const char*>(send);
+  // Anything but exact in-place overlap is staged, so the rounds never
+  // overwrite input they have not read yet.
+  std::vector<char> staged;
+  if (in != out + rank() * bytes &&
+      OverlapRanges(in, bytes, out, bytes * size())) {
+    staged.assign(in, in + bytes);
+    in = staged.data();
+  }
+  if (sync_ == nullptr) {
+    if (in != out) std::memmove(out, in, bytes);
+    return absl::OkStatus();
+  }
+  return shm_internal::ShmAllGather(ShmGroup{segment_.get(), sync_.get()}, in,
+                                    out, bytes, what);
+}
+
+absl::Status ShmCommunicator::ReduceScatter(const void* send, void* recv,
+                                            size_t count, DataType dtype,
+                                            ReduceOp op) {
+  if (auto s = CheckBuffer("reducescatter", "send", send, count, size(),
+                           dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckBuffer("reducescatter", "recv", recv, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckOp("reducescatter", op); !s.ok()) return s;
+  const std::string what = absl::StrCat(Describe("reducescatter", dtype, count),
+                                        " ", ReduceOpName(op));
+  if (auto s = CheckOpen(what); !s.ok()) return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t elem = DataTypeSize(dtype);
+  const size_t bytes = count * elem;
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  std::vector<char> staged;
+  if (out != in + rank() * bytes &&
+      OverlapRanges(in, bytes * size(), out, bytes)) {
+    staged.assign(in, in + bytes * size());
+    in = staged.data();
+  }
+  if (sync_ == nullptr) {
+    if (in != out) std::memmove(out, in, bytes);
+    return absl::OkStatus();
+  }
+  auto fn = reduce_internal::GetReduceFunction(dtype, op);
+  absl::Status s = shm_internal::ShmReduceScatter(
+      ShmGroup{segment_.get(), sync_.get()}, in, out, count, elem, fn, what);
+  if (!s.ok()) return s;
+  if (op == ReduceOp::kAvg) {
+    reduce_internal::DivideInPlace(recv, count, dtype, size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::Broadcast(const void* send, void* recv,
+                                        size_t count, DataType dtype,
+                                        int root) {
+  if (root < 0 || root >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm broadcast: root ", root, " is outside [0, ", size(), ")"));
+  }
+  if (auto s = CheckBuffer("broadcast", "recv", recv, count, 1, dtype);
+      !s.ok())
+    return s;
+  if (rank() == root) {
+    if (auto s = CheckBuffer("broadcast", "send", send, count, 1, dtype);
+        !s.ok())
+      return s;
+  }
+  const std::string what =
+      absl::StrCat(Describe("broadcast", dtype, count), " root ", root);
+  if (auto s = CheckOpen(what); !s.ok()) return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t bytes = count * DataTypeSize(dtype);
+  if (sync_ == nullptr) {
+    if (send != recv) std::memmove(recv, send, bytes);
+    return absl::OkStatus();
+  }
+  return shm_internal::ShmBroadcast(ShmGroup{segment_.get(), sync_.get()},
+                                    static_cast<const char*>(send),
+                                    static_cast<char*>(recv), bytes, root,
+                                    what);
+}
+
+absl::Status ShmCommunicator::AllToAll(const void* send, void* recv,
+                                       size_t count, DataType dtype) {
+  if (auto s = CheckBuffer("alltoall", "send", send, count, size(), dtype);
+      !s.ok())
+    return s;
+  if (auto s = CheckBuffer("alltoall", "recv", recv, count, size(), dtype);
+      !s.ok())
+    return s;
+  const std::string what = Describe("alltoall", dtype, count);
+  if (auto s = CheckOpen(what); !s.ok()) return s;
+  if (count == 0) return absl::OkStatus();
+  const size_t bytes = count * DataTypeSize(dtype);
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  std::vector<char> staged;
+  if (in != out && OverlapRanges(in, bytes * size(), out, bytes * size())) {
+    staged.assign(in, in + bytes * size());
+    in = staged.data();
+  }
+  if (sync_ == nullptr) {
+    if (in != out) std::memmove(out, in, bytes);
+    return absl::OkStatus();
+  }
+  return shm_internal::ShmAllToAll(ShmGroup{segment_.get(), sync_.get()}, in,
+                                   out, bytes, what);
+}
+
+absl::Status ShmCommunicator::Send(const void* buf, size_t count,
+                                   DataType dtype, int peer) {
+  if (auto s = CheckOpen("shm send"); !s.ok()) return s;
+  return group_->Send(buf, count, dtype, peer);
+}
+
+absl::Status ShmCommunicator::Recv(void* buf, size_t count, DataType dtype,
+                                   int peer) {
+  if (auto s = CheckOpen("shm recv"); !s.ok()) return s;
+  return group_->Recv(buf, count, dtype, peer);
+}
+
+absl::Status ShmCommunicator::Barrier() {
+  if (auto s = CheckOpen("shm barrier"); !s.ok()) return s;
+  if (sync_ == nullptr) return absl::OkStatus();
+  sync_->NextRoundParity();
+  return sync_->Step("shm barrier");
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::Split(
+    int color, int key, const SplitOptions& options) {
+  if (auto s = CheckOpen("shm split"); !s.ok()) return s;
+  auto child = group_->Split(color, key, options);
+  if (!child.ok() || *child == nullptr) return child;
+  ShmOptions shm = options_;
+  if (options.timeout.has_value()) shm.timeout = *options.timeout;
+  auto setup = shm_internal::SetUpSharedMemory(**child, shm);
+  if (!setup.ok()) return setup.status();
+  if (!setup->has_value()) return child;  // members do not share memory
+  std::shared_ptr<Communicator> group = std::move(*child);
+  return std::unique_ptr<Communicator>(
+      new ShmCommunicator(std::move(group), **std::move(setup)));
+}
+
+absl::Status ShmCommunicator::Abort() {
+  aborted_.store(true);
+  if (sync_ != nullptr) sync_->Abort();
+  return group_->Abort();
+}
+
+}  // namespace devmesh

@@ -1,0 +1,151 @@
+// devmesh/comm/shm/shm_communicator.h
+// -----------------------------------------------------------------------------
+// The shared-memory backend of Communicator ("shm"): collectives through one
+// segment that every member of the group maps (shm_segment.h), with futex
+// waits (shm_sync.h) and the algorithms of shm_algorithms.h. For CPU groups
+// whose members share memory; Gloo stays the transport across hosts.
+//
+// A shm communicator sits on an existing group of the same members (a Gloo
+// communicator): the set-up runs over it, and Send, Recv and Split go
+// through it. Set-up (ShareMemory), every member:
+//  1. rank 0 creates a segment with a random name and nonce (shm_segment.h);
+//  2. broadcasts name and nonce over the group;
+//  3. every member opens and maps it, checks magic, nonce and layout (a value
+//     written by another member, seen through its own mapping), and writes
+//     its process identity (pid, start time) into its member line;
+//  4. all-gather of each member's result; rank 0 unlinks the segment (from
+//     here on, nothing is left in /dev/shm whatever happens);
+//  5. every member checks, for every other member, that the identity in the
+//     segment is the one it announced over the group (the mapping is truly
+//     shared) and that /proc shows that process (one pid namespace, so that
+//     a dead member can be noticed);
+//  6. all-gather of those verdicts: every member reaches the same decision.
+// Cost: one broadcast and two all-gathers over the underlying group, and one
+// segment of SegmentBytes(size, slot_bytes) bytes.
+//
+// Semantics: comm/communicator.h, as the Gloo backend (every dtype and op;
+// float16/bfloat16 reduced in float32 and rounded back at each step; integer
+// sum/prod wrap; avg = sum, then divide by size(), integers truncating toward
+// zero). Every member gets the same bits. In place as in NCCL.
+//
+// Bounds: every wait ends by the group's timeout (DeadlineExceeded naming
+// the members that did not arrive); a member that dies or destroys its
+// communicator mid-call is reported within kLivenessSlice (50 ms) plus one
+// /proc read (Unavailable naming it); Abort on any member, from any thread,
+// ends every member's waits at once.
+//
+// Thread-safety: one collective at a time per communicator; distinct
+// communicators (the dp and tp groups of one rank, say) from distinct threads
+// at once; Abort from any thread.
+#ifndef DEVMESH_COMM_SHM_SHM_COMMUNICATOR_H_
+#define DEVMESH_COMM_SHM_SHM_COMMUNICATOR_H_
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/communicator.h"
+#include "comm/options.h"
+#include "comm/shm/shm_segment.h"
+#include "comm/shm/shm_sync.h"
+#include "store/store.h"
+
+namespace devmesh {
+namespace shm_internal {
+struct ShmSetup;
+}  // namespace shm_internal
+
+struct ShmOptions {
+  // true: a group whose members cannot share a segment is an error
+  // (backend "shm"); false: it keeps its underlying group (backend "auto").
+  bool require = false;
+  // Bytes per member per parity (2 slots a member). Raised to 64 x size when
+  // smaller, so every member has a 64-byte piece in the block collectives.
+  size_t slot_bytes = shm_internal::kDefaultSlotBytes;
+  // Bound on every wait of the set-up and of each collective.
+  absl::Duration timeout = absl::Seconds(300);
+};
+
+// Gives `group` a shared-memory transport (collective over `group`: every
+// member calls it, with the same options). Returns a shm Communicator over
+// `group`; or, when the members cannot all share one segment and
+// options.require is false, `group` itself. A group of size 1 is shm at no
+// cost (no segment). Errors: InvalidArgument for a null group or a timeout
+// that is not positive; FailedPrecondition (require only) naming the first
+// member, in group order, that cannot share memory with rank 0 and why
+// ("no shared-memory segment ... here": another /dev/shm; "pid ... not
+// visible": another pid namespace); the underlying group's errors from the
+// set-up exchange (DeadlineExceeded, Unavailable).
+absl::StatusOr<std::shared_ptr<Communicator>> ShareMemory(
+    std::shared_ptr<Communicator> group, const ShmOptions& options);
+
+// CreateCommunicator("shm", ...): a Gloo group over `store`, then
+// ShareMemory with require = true. Errors: CreateGlooCommunicator's, then
+// ShareMemory's.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
+    std::shared_ptr<Store> store, int rank, int size,
+    const CommOptions& options);
+
+class ShmCommunicator final : public Communicator {
+ public:
+  // Use ShareMemory. `setup` comes from shm_internal::SetUpSharedMemory over
+  // `group`.
+  ShmCommunicator(std::shared_ptr<Communicator> group,
+                  shm_internal::ShmSetup setup);
+  ~ShmCommunicator() override;
+
+  absl::string_view backend() const override { return "shm"; }
+  int rank() const override { return group_->rank(); }
+  int size() const override { return group_->size(); }
+  const std::vector<int>& global_ranks() const override {
+    return group_->global_ranks();
+  }
+
+  absl::Status AllReduce(const void* send, void* recv, size_t count,
+                         DataType dtype, ReduceOp op) override;
+  absl::Status AllGather(const void* send, void* recv, size_t count,
+                         DataType dtype) override;
+  absl::Status ReduceScatter(const void* send, void* recv, size_t count,
+                             DataType dtype, ReduceOp op) override;
+  absl::Status Broadcast(const void* send, void* recv, size_t count,
+                         DataType dtype, int root) override;
+  absl::Status AllToAll(const void* send, void* recv, size_t count,
+                        DataType dtype) override;
+  // Through the underlying group's pairs.
+  absl::Status Send(const void* buf, size_t count, DataType dtype,
+                    int peer) override;
+  absl::Status Recv(void* buf, size_t count, DataType dtype,
+                    int peer) override;
+  absl::Status Barrier() override;
+  // Splits the underlying group, then ShareMemory on the child with this
+  // communicator's options (and the child's timeout): children are shm when
+  // their members share memory.
+  using Communicator::Split;
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+      int color, int key, const SplitOptions& options) override;
+  // Aborts the group for every member (shm_sync.h) and the underlying group.
+  absl::Status Abort() override;
+
+  // The underlying group (Gloo), for benchmarks.
+  const std::shared_ptr<Communicator>& underlying() const { return group_; }
+
+ private:
+  absl::Status CheckOpen(absl::string_view what) const;
+  absl::Status CheckBuffer(absl::string_view op, absl::string_view name,
+                           const void* ptr, size_t count, size_t blocks,
+                           DataType dtype) const;
+  absl::Status CheckOp(absl::string_view op, ReduceOp reduce) const;
+
+  std::shared_ptr<Communicator> group_;
+  ShmOptions options_;
+  std::unique_ptr<shm_internal::ShmSegment> segment_;
+  std::unique_ptr<shm_internal::ShmSync> sync_;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_SHM_SHM_COMMUNICATOR_H_

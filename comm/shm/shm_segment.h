@@ -1,0 +1,163 @@
+// devmesh/comm/shm/shm_segment.h
+// -----------------------------------------------------------------------------
+// The shared-memory segment of one group, and its layout.
+//
+// A segment is a POSIX shared-memory object (shm_open under /dev/shm) that
+// group rank 0 creates with a random name, reserves with posix_fallocate (so
+// that a full /dev/shm is an error at creation, never a SIGBUS in a
+// collective), and unlinks as soon as every member has tried to map it: a
+// SIGKILL of every rank after set-up leaves nothing in /dev/shm. The mapping
+// lives as long as the ShmSegment object.
+//
+// Layout (all offsets multiples of 64 bytes, the cache line):
+//
+//   SegmentHeader                       magic, nonce, size, slot bytes
+//   SyncLine                            arrivals, bell, sleepers, aborted_by
+//   MemberLine x size                   per member: step, state, identity
+//   (pad to 4096)
+//   data: slot(parity, member) x 2 x size, each slot_bytes long
+//
+// Memory per member: 2 x slot_bytes (kDefaultSlotBytes: 1 MiB each, so 2 MiB
+// a member) plus 64 bytes of control. Messages larger than a slot go through
+// it in rounds (shm_algorithms.h).
+//
+// Thread-safety: ShmSegment is immutable after Create/Open; the atomics in
+// the layout are shared by every member process.
+#ifndef DEVMESH_COMM_SHM_SHM_SEGMENT_H_
+#define DEVMESH_COMM_SHM_SHM_SEGMENT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace devmesh {
+namespace shm_internal {
+
+inline constexpr size_t kCacheLine = 64;
+// "DMSHMSG1" read as a little-endian word.
+inline constexpr uint64_t kSegmentMagic = 0x3147534D48534D44ULL;
+
+// Bytes per member per parity. Swept on the 2-core development machine with
+// bench/allreduce_2d (2x2 mesh, 4 ranks, float32): see
+// comm/shm/shm_algorithms.h for the figures.
+inline constexpr size_t kDefaultSlotBytes = size_t{1} << 20;
+
+struct alignas(kCacheLine) SegmentHeader {
+  uint64_t magic;
+  uint64_t nonce;  // random, written by rank 0, checked by every member
+  uint64_t size;   // members
+  uint64_t slot_bytes;
+  uint64_t data_offset;
+  uint64_t total_bytes;
+};
+
+// The one word every member sleeps on, and what wakes it.
+struct alignas(kCacheLine) SyncLine {
+  // Total arrivals: after every member arrived at step s it is size * s
+  // (mod 2^32).
+  std::atomic<uint32_t> arrivals;
+  // Futex word: bumped by the last arrival of a step, by Abort and by a
+  // member leaving, so a sleeper never misses a wake-up.
+  std::atomic<uint32_t> bell;
+  // Members inside (or about to enter) a futex wait on `bell`.
+  std::atomic<uint32_t> sleepers;
+  // Group rank + 1 of the member that aborted the group; 0 while none has.
+  std::atomic<uint32_t> aborted_by;
+  // Group rank + 1 of the first member found dead; 0 while none has been.
+  // Every member's errors name it, whoever found it, and whatever else
+  // (members leaving after their own error) happened since.
+  std::atomic<uint32_t> dead_member;
+};
+
+enum MemberState : uint32_t {
+  kMemberJoining = 0,
+  kMemberMapped = 1,
+  kMemberLeft = 2,
+};
+
+struct alignas(kCacheLine) MemberLine {
+  std::atomic<uint32_t> step;   // the last step this member arrived at
+  std::atomic<uint32_t> state;  // MemberState
+  int64_t pid;                  // in the pid namespace of every member
+  uint64_t start_time;          // /proc/<pid>/stat field 22
+  uint64_t nonce_echo;          // the header's nonce, as this member read it
+};
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free,
+              "shared-memory atomics must be lock-free (address-free)");
+
+// Bytes of a segment for `size` members with `slot_bytes` slots; 0 when that
+// overflows.
+size_t SegmentBytes(size_t size, size_t slot_bytes);
+
+class ShmSegment {
+ public:
+  // Creates, reserves and maps a new segment named `name` ("/devmesh-..."),
+  // initialising its header (magic, `nonce`, size, slot bytes), its sync line
+  // and every member line (joining). Errors: InvalidArgument for size < 1 or
+  // a slot size that is not a positive multiple of 64 or overflows;
+  // ResourceExhausted when /dev/shm has not room for the segment (naming the
+  // bytes); Internal for any other shm_open / mmap failure (naming errno).
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(
+      const std::string& name, size_t size, size_t slot_bytes, uint64_t nonce);
+  // Maps an existing segment and checks that it is the one offered: its byte
+  // count, magic, nonce, size and slot bytes. Errors: NotFound when no
+  // segment has that name here (another host, or another /dev/shm);
+  // FailedPrecondition when it exists but does not match (naming the field);
+  // Internal for other system errors.
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Open(
+      const std::string& name, size_t size, size_t slot_bytes, uint64_t nonce);
+  // Removes `name` from /dev/shm (mappings stay valid). OK when it is gone
+  // already.
+  static absl::Status Unlink(const std::string& name);
+
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  SegmentHeader* header() const { return static_cast<SegmentHeader*>(base_); }
+  SyncLine* sync() const {
+    return reinterpret_cast<SyncLine*>(static_cast<char*>(base_) +
+                                       sizeof(SegmentHeader));
+  }
+  MemberLine* member(size_t i) const {
+    return reinterpret_cast<MemberLine*>(static_cast<char*>(base_) +
+                                         sizeof(SegmentHeader) +
+                                         sizeof(SyncLine)) +
+           i;
+  }
+  // Slot of member `i` for rounds of parity `parity` (0 or 1).
+  char* slot(int parity, size_t i) const {
+    return static_cast<char*>(base_) + data_offset_ +
+           (static_cast<size_t>(parity) * size_ + i) * slot_bytes_;
+  }
+  size_t size() const { return size_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  ShmSegment(void* base, size_t bytes, size_t size, size_t slot_bytes,
+             size_t data_offset)
+      : base_(base),
+        bytes_(bytes),
+        size_(size),
+        slot_bytes_(slot_bytes),
+        data_offset_(data_offset) {}
+
+  void* base_;
+  size_t bytes_;
+  size_t size_;
+  size_t slot_bytes_;
+  size_t data_offset_;
+};
+
+}  // namespace shm_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_SHM_SHM_SEGMENT_H_

@@ -1,0 +1,201 @@
+// devmesh/comm/shm/shm_setup.cc
+#include "comm/shm/shm_setup.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "comm/shm/shm_process.h"
+#include "comm/shm/shm_segment.h"
+
+namespace devmesh {
+namespace shm_internal {
+namespace {
+
+constexpr size_t kTextBytes = 240;
+
+// Fixed-size records, sent over the group as uint8 buffers (every member
+// runs the same binary layout: one host).
+struct Offer {
+  uint32_t ok;
+  uint32_t pad;
+  uint64_t nonce;
+  char name[64];
+  char error[kTextBytes];
+};
+
+struct Report {
+  uint32_t ok;
+  uint32_t pad;
+  int64_t pid;
+  uint64_t start_time;
+  char error[kTextBytes];
+};
+
+void CopyText(char* dst, absl::string_view text) {
+  const size_t n = std::min(text.size(), kTextBytes - 1);
+  std::memcpy(dst, text.data(), n);
+  dst[n] = '\0';
+}
+
+uint64_t RandomWord() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+template <typename T>
+absl::Status AllGatherRecords(Communicator& group, const T& mine,
+                              std::vector<T>* all) {
+  all->assign(group.size(), T());
+  return group.AllGather(&mine, all->data(), sizeof(T), DataType::kUInt8);
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
+    Communicator& group_ref, const ShmOptions& given) {
+  Communicator* group = &group_ref;
+  if (given.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm: timeout (", absl::FormatDuration(given.timeout),
+        ") must be positive"));
+  }
+  ShmOptions options = given;
+  const int n = group->size();
+  const int me = group->rank();
+  const std::vector<int>& ranks = group->global_ranks();
+  options.slot_bytes = std::max<size_t>(
+      (options.slot_bytes + kCacheLine - 1) /
+          kCacheLine * kCacheLine,
+      kCacheLine * static_cast<size_t>(n));
+  auto self = SelfIdentity();
+  if (n == 1) {
+    if (!self.ok()) return self.status();
+    return ShmSetup{nullptr, {*self}, options};
+  }
+
+  // 1-2. Rank 0 makes the segment and offers it.
+  Offer offer{};
+  std::unique_ptr<ShmSegment> segment;
+  if (me == 0) {
+    offer.nonce = RandomWord();
+    const std::string name = absl::StrCat("/devmesh-", getpid(), "-",
+                                          absl::Hex(RandomWord(),
+                                                    absl::kZeroPad16));
+    auto made = ShmSegment::Create(name, n, options.slot_bytes, offer.nonce);
+    if (made.ok()) {
+      segment = std::move(*made);
+      offer.ok = 1;
+      std::memcpy(offer.name, name.c_str(), name.size() + 1);
+    } else {
+      CopyText(offer.error, made.status().ToString());
+    }
+  }
+  if (absl::Status s = group->Broadcast(&offer, &offer, sizeof(offer),
+                                        DataType::kUInt8, 0);
+      !s.ok()) {
+    if (segment != nullptr) (void)ShmSegment::Unlink(offer.name);
+    return s;
+  }
+  offer.name[sizeof(offer.name) - 1] = '\0';
+
+  // 3. Every other member maps it; each writes its identity.
+  Report report{};
+  if (!self.ok()) {
+    CopyText(report.error, self.status().ToString());
+  } else if (!offer.ok) {
+    CopyText(report.error, absl::StrCat("global rank ", ranks[0],
+                                        " could not make the segment: ",
+                                        offer.error));
+  } else {
+    if (me != 0) {
+      auto opened =
+          ShmSegment::Open(offer.name, n, options.slot_bytes, offer.nonce);
+      if (opened.ok()) {
+        segment = std::move(*opened);
+      } else {
+        CopyText(report.error, opened.status().message());
+      }
+    }
+    if (segment != nullptr) {
+      MemberLine* line = segment->member(me);
+      line->pid = self->pid;
+      line->start_time = self->start_time;
+      line->nonce_echo = offer.nonce;
+      line->state.store(kMemberMapped);
+      report.ok = 1;
+      report.pid = self->pid;
+      report.start_time = self->start_time;
+    }
+  }
+  std::vector<Report> reports;
+  absl::Status gathered = AllGatherRecords(*group, report, &reports);
+  // 4. Everyone has tried to map it: nothing stays in /dev/shm.
+  if (me == 0 && offer.ok) (void)ShmSegment::Unlink(offer.name);
+  if (!gathered.ok()) return gathered;
+
+  // 5. Check every other member through the segment and /proc.
+  Report verdict{};
+  verdict.ok = 1;
+  std::vector<ProcessIdentity> identities(n);
+  for (int j = 0; j < n && verdict.ok; ++j) {
+    const Report& r = reports[j];
+    identities[j] = ProcessIdentity{r.pid, r.start_time};
+    if (!r.ok) {
+      verdict.ok = 0;
+      verdict.pid = j;
+      r.error[kTextBytes - 1] == '\0'
+          ? CopyText(verdict.error, r.error)
+          : CopyText(verdict.error, "(unreadable reason)");
+      break;
+    }
+    if (j == me || segment == nullptr) continue;
+    const MemberLine* line = segment->member(j);
+    if (line->pid != r.pid || line->start_time != r.start_time ||
+        line->nonce_echo != offer.nonce) {
+      verdict.ok = 0;
+      verdict.pid = j;
+      CopyText(verdict.error,
+               absl::StrCat("its identity in the segment (pid ", line->pid,
+                            ") is not the one it announced (pid ", r.pid,
+                            "): the segment is not shared with global rank ",
+                            ranks[me]));
+    } else if (CheckLiveness(identities[j]) != Liveness::kAlive) {
+      verdict.ok = 0;
+      verdict.pid = j;
+      CopyText(verdict.error,
+               absl::StrCat("its pid ", r.pid, " is not visible from global "
+                            "rank ", ranks[me],
+                            " (another pid namespace): a dead member could "
+                            "not be noticed"));
+    }
+  }
+  // 6. One decision for all.
+  std::vector<Report> verdicts;
+  if (absl::Status s = AllGatherRecords(*group, verdict, &verdicts); !s.ok()) {
+    return s;
+  }
+  for (int i = 0; i < n; ++i) {
+    const Report& v = verdicts[i];
+    if (v.ok) continue;
+    if (!options.require) return std::optional<ShmSetup>();
+    const int bad = static_cast<int>(std::clamp<int64_t>(v.pid, 0, n - 1));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shm: global rank ", ranks[bad],
+        " cannot share memory with the group's other members (checked by "
+        "global rank ", ranks[i], "): ",
+        v.error[kTextBytes - 1] == '\0' ? v.error : "(unreadable reason)",
+        ". Use backend \"gloo\" for groups across hosts, or leave the backend "
+        "unset to use shared memory only where members share it"));
+  }
+  return ShmSetup{std::move(segment), std::move(identities), options};
+}
+
+}  // namespace shm_internal
+}  // namespace devmesh

@@ -1,0 +1,37 @@
+// devmesh/comm/shm/shm_setup.h
+// -----------------------------------------------------------------------------
+// The set-up exchange of a shared-memory group (steps 1-6 of
+// shm_communicator.h), run over an existing group of the same members.
+// Internal to the shm backend: users call ShareMemory.
+#ifndef DEVMESH_COMM_SHM_SHM_SETUP_H_
+#define DEVMESH_COMM_SHM_SHM_SETUP_H_
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "comm/shm/shm_communicator.h"
+#include "comm/shm/shm_process.h"
+#include "comm/shm/shm_segment.h"
+
+namespace devmesh {
+namespace shm_internal {
+
+struct ShmSetup {
+  std::unique_ptr<ShmSegment> segment;  // null for a group of size 1
+  std::vector<ProcessIdentity> identities;
+  ShmOptions options;  // slot_bytes as used
+};
+
+// Collective over `group`. The segment and identities when every member
+// shares memory; std::nullopt when they do not and !options.require.
+// Errors: as ShareMemory.
+absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
+    Communicator& group, const ShmOptions& options);
+
+}  // namespace shm_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_SHM_SHM_SETUP_H_

@@ -1,0 +1,197 @@
+// devmesh/comm/shm/shm_sync.cc
+#include "comm/shm/shm_sync.h"
+
+#include <sched.h>
+
+#include <climits>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "comm/shm/shm_futex.h"
+
+namespace devmesh {
+namespace shm_internal {
+namespace {
+
+// Pause hints spent checking the counter before sleeping. Four ranks on two
+// cores: a spinning member holds the core its peer needs, so the spin is
+// short. DEVMESH_SHM_SPIN overrides it (for sweeps; read once).
+constexpr int kSpinIterations = 256;
+
+int SpinIterations() {
+  static const int spins = [] {
+    const char* env = std::getenv("DEVMESH_SHM_SPIN");
+    int v = 0;
+    if (env != nullptr && absl::SimpleAtoi(env, &v) && v >= 0) return v;
+    return kSpinIterations;
+  }();
+  return spins;
+}
+
+}  // namespace
+
+ShmSync::ShmSync(const ShmSegment* segment, int rank,
+                 std::vector<int> global_ranks,
+                 std::vector<ProcessIdentity> identities,
+                 absl::Duration timeout)
+    : segment_(segment),
+      sync_(segment->sync()),
+      rank_(rank),
+      size_(static_cast<int>(segment->size())),
+      global_ranks_(std::move(global_ranks)),
+      identities_(std::move(identities)),
+      timeout_(timeout) {}
+
+uint32_t ShmSync::Arrive() {
+  const uint32_t step = ++step_;
+  segment_->member(rank_)->step.store(step, std::memory_order_relaxed);
+  const uint32_t target = step * static_cast<uint32_t>(size_);
+  // seq_cst: ordered against the sleepers load below, and against a
+  // waiter's sleepers increment and arrivals load (a Dekker pair), so that
+  // either the waiter sees the last arrival or the last arriver sees it.
+  const uint32_t now = sync_->arrivals.fetch_add(1) + 1;
+  if (now == target) {
+    sync_->bell.fetch_add(1);
+    if (sync_->sleepers.load() > 0) FutexWake(&sync_->bell, INT_MAX);
+  }
+  return step;
+}
+
+bool ShmSync::Reached(uint32_t step) const {
+  const uint32_t target = step * static_cast<uint32_t>(size_);
+  return static_cast<int32_t>(sync_->arrivals.load() - target) >= 0;
+}
+
+void ShmSync::Ring() {
+  sync_->bell.fetch_add(1);
+  FutexWake(&sync_->bell, INT_MAX);
+}
+
+absl::Status ShmSync::CheckOpen(absl::string_view what) const {
+  if (aborted_.load()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": communicator was aborted"));
+  }
+  const uint32_t by = sync_->aborted_by.load();
+  if (by != 0) {
+    const int member = static_cast<int>(by) - 1;
+    return absl::UnavailableError(absl::StrCat(
+        what, ": the group was aborted by global rank ",
+        member < size_ ? global_ranks_[member] : -1));
+  }
+  const uint32_t dead = sync_->dead_member.load();
+  if (dead != 0 && static_cast<int>(dead) <= size_) {
+    return DeadError(what, static_cast<int>(dead) - 1);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int> ShmSync::Missing(uint32_t step) const {
+  std::vector<int> out;
+  for (int i = 0; i < size_; ++i) {
+    const uint32_t s = segment_->member(i)->step.load();
+    if (static_cast<int32_t>(s - step) < 0) out.push_back(global_ranks_[i]);
+  }
+  return out;
+}
+
+absl::Status ShmSync::DeadError(absl::string_view what, int member) const {
+  return absl::UnavailableError(absl::StrCat(
+      what, ": global rank ", global_ranks_[member], " (pid ",
+      identities_[member].pid, ") died"));
+}
+
+absl::Status ShmSync::CheckMissing(uint32_t step, absl::string_view what,
+                                   bool check_processes) {
+  const uint32_t dead = sync_->dead_member.load();
+  if (dead != 0 && static_cast<int>(dead) <= size_) {
+    return DeadError(what, static_cast<int>(dead) - 1);
+  }
+  std::vector<int> missing;
+  int left = -1;
+  for (int i = 0; i < size_; ++i) {
+    if (i == rank_) continue;
+    const MemberLine* m = segment_->member(i);
+    if (static_cast<int32_t>(m->step.load() - step) >= 0) continue;
+    missing.push_back(i);
+    if (left < 0 && m->state.load() == kMemberLeft) left = i;
+  }
+  // A member that left may have left because another died: look for the
+  // dead one first, so every survivor names the same rank.
+  if (check_processes || left >= 0) {
+    for (int i : missing) {
+      if (CheckLiveness(identities_[i]) != Liveness::kDead) continue;
+      uint32_t none = 0;
+      sync_->dead_member.compare_exchange_strong(
+          none, static_cast<uint32_t>(i) + 1);
+      const uint32_t first = sync_->dead_member.load();
+      return DeadError(what, static_cast<int>(first) - 1);
+    }
+  }
+  if (left >= 0) {
+    return absl::UnavailableError(absl::StrCat(
+        what, ": global rank ", global_ranks_[left],
+        " left the group (its communicator was destroyed) before arriving"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmSync::WaitAll(uint32_t step, absl::string_view what) {
+  // A step every member reached is complete, whatever happened since (a
+  // member that aborts or leaves right after its last step must not fail
+  // peers still reading that step's data); the next call's CheckOpen sees it.
+  if (Reached(step)) return absl::OkStatus();
+  for (int i = SpinIterations(); i > 0; --i) {
+    CpuRelax();
+    if (Reached(step)) return absl::OkStatus();
+  }
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout_;
+  absl::Time next_check = start + kLivenessSlice;
+  while (true) {
+    const uint32_t bell = sync_->bell.load();
+    if (Reached(step)) break;
+    if (absl::Status s = CheckOpen(what); !s.ok()) return s;
+    sync_->sleepers.fetch_add(1);
+    if (!Reached(step) && sync_->aborted_by.load() == 0) {
+      FutexWait(&sync_->bell, bell,
+                std::min(next_check, deadline) - absl::Now());
+    }
+    sync_->sleepers.fetch_sub(1);
+    if (Reached(step)) break;
+    if (absl::Status s = CheckOpen(what); !s.ok()) return s;
+    const absl::Time now = absl::Now();
+    const bool slice_over = now >= next_check;
+    if (slice_over) next_check = now + kLivenessSlice;
+    if (absl::Status s = CheckMissing(step, what, slice_over); !s.ok()) {
+      return s;
+    }
+    if (now >= deadline) {
+      if (Reached(step)) break;
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, ": global rank(s) [", absl::StrJoin(Missing(step), ", "),
+          "] did not arrive within ", absl::FormatDuration(timeout_)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ShmSync::Abort() {
+  aborted_.store(true);
+  uint32_t none = 0;
+  sync_->aborted_by.compare_exchange_strong(none,
+                                            static_cast<uint32_t>(rank_) + 1);
+  Ring();
+}
+
+void ShmSync::Leave() {
+  segment_->member(rank_)->state.store(kMemberLeft);
+  Ring();
+}
+
+}  // namespace shm_internal
+}  // namespace devmesh
