@@ -16,7 +16,6 @@
 // Each scenario runs --chaos_runs launches (default 3, CI) and prints one
 // line: launches, failures, slowest launch. By hand:
 //   bazel test //tests/comm:shm_chaos_test --test_arg=--chaos_runs=30
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -37,6 +36,7 @@
 #include "bootstrap/testing/multiprocess.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
+#include "tests/comm/shm_segments.h"
 
 ABSL_FLAG(int, chaos_runs, 3, "launches per chaos scenario");
 
@@ -48,17 +48,6 @@ using ::devmesh::testing::RunRanksDetailed;
 using ::devmesh::testing::RunRanksOptions;
 
 constexpr int kRanks = 4;
-
-std::set<std::string> DevmeshSegments() {
-  std::set<std::string> out;
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return out;
-  while (dirent* e = readdir(dir)) {
-    if (absl::StartsWith(e->d_name, "devmesh-")) out.insert(e->d_name);
-  }
-  closedir(dir);
-  return out;
-}
 
 absl::StatusOr<std::unique_ptr<Communicator>> ShmWorld(Bootstrap& b,
                                                        absl::Duration timeout) {
@@ -89,7 +78,7 @@ void RunScenario(
   options.timeout = absl::Seconds(60);
   options.bootstrap_timeout = absl::Seconds(30);
   for (int run = 0; run < absl::GetFlag(FLAGS_chaos_runs); ++run) {
-    const std::set<std::string> before = DevmeshSegments();
+    const std::set<std::string> before = testing::LeakedSegments();
     auto [victim, body] = make(gen);
     const absl::Time start = absl::Now();
     std::vector<RankOutcome> outcomes = RunRanksDetailed(kRanks, body, options);
@@ -100,7 +89,7 @@ void RunScenario(
       std::string p = check(o, victim);
       if (!p.empty()) absl::StrAppend(&problems, " rank ", o.rank, ": ", p);
     }
-    if (DevmeshSegments() != before) {
+    if (testing::LeakedSegments() != before) {
       absl::StrAppend(&problems, " a segment was left in /dev/shm");
     }
     if (!problems.empty()) {

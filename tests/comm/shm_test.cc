@@ -5,7 +5,7 @@
 // (1, 7, 1023, 2^18 + 3 and 3 MiB + 5 elements), in place and out of place;
 // every other collective at odd multi-round sizes; dp and tp used at once
 // from two threads; nothing left in /dev/shm; bad arguments.
-#include <dirent.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "store/prefix_store.h"
 #include "tests/comm/fork_ranks.h"
+#include "tests/comm/shm_segments.h"
 #include "tests/comm/typed_values.h"
 
 namespace devmesh {
@@ -43,18 +44,6 @@ using testing::ReduceValues;
   } while (0)
 
 constexpr int kRanks = 4;
-
-// The names under /dev/shm that devmesh made ("devmesh-...").
-std::set<std::string> DevmeshSegments() {
-  std::set<std::string> out;
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return out;
-  while (dirent* e = readdir(dir)) {
-    if (absl::StartsWith(e->d_name, "devmesh-")) out.insert(e->d_name);
-  }
-  closedir(dir);
-  return out;
-}
 
 struct Groups {
   std::unique_ptr<Communicator> world, dp, tp;
@@ -83,8 +72,9 @@ absl::StatusOr<Groups> MakeGroups(int rank, int size,
 
 // Group rank r of `group` is global rank global_ranks()[r]; inputs are made
 // from the global rank so that the expected values need no exchange.
+// Out of place, then in place.
 absl::Status CheckAllReduce(Communicator& group, DataType dtype, ReduceOp op,
-                            size_t count, bool in_place) {
+                            size_t count) {
   const std::vector<int>& members = group.global_ranks();
   const int me = members[group.rank()];
   std::vector<double> in(count), expected(count);
@@ -96,46 +86,51 @@ absl::Status CheckAllReduce(Communicator& group, DataType dtype, ReduceOp op,
     }
     expected[i] = ReduceValues(op, dtype, all);
   }
-  std::vector<char> send = Encode(dtype, in);
-  const std::vector<char> original = send;
-  std::vector<char> recv(send.size(), 0);
-  char* out = in_place ? send.data() : recv.data();
-  RETURN_IF_ERROR_T(group.AllReduce(send.data(), out, count, dtype, op));
-  const std::string what =
-      absl::StrCat("allreduce ", DataTypeName(dtype), " ", ReduceOpName(op),
-                   " x ", count, in_place ? " in place" : " out of place",
-                   " on ", group.size(), " ranks");
-  RETURN_IF_ERROR_T(CheckEqual(what, expected, Decode(dtype, out, count)));
-  if (!in_place && send != original) {
-    return absl::InternalError(absl::StrCat(what, ": send buffer changed"));
+  const std::vector<char> original = Encode(dtype, in);
+  for (bool in_place : {false, true}) {
+    std::vector<char> send = original;
+    std::vector<char> recv(send.size(), 0);
+    char* out = in_place ? send.data() : recv.data();
+    RETURN_IF_ERROR_T(group.AllReduce(send.data(), out, count, dtype, op));
+    const std::string what =
+        absl::StrCat("allreduce ", DataTypeName(dtype), " ", ReduceOpName(op),
+                     " x ", count, in_place ? " in place" : " out of place",
+                     " on ", group.size(), " ranks");
+    RETURN_IF_ERROR_T(CheckEqual(what, expected, Decode(dtype, out, count)));
+    if (!in_place && send != original) {
+      return absl::InternalError(absl::StrCat(what, ": send buffer changed"));
+    }
   }
   return absl::OkStatus();
 }
 
 TEST(ShmTest, AllReduceEveryDtypeOpAndSizeOnDpAndTp) {
-  const std::set<std::string> before = DevmeshSegments();
+  const std::set<std::string> leaked_before = testing::LeakedSegments();
   absl::Status status = ForkRanks(
       kRanks,
-      [&before](int rank, int size, std::shared_ptr<Store> store) {
+      [](int rank, int size, std::shared_ptr<Store> store) {
         auto groups = MakeGroups(rank, size, store);
         if (!groups.ok()) return groups.status();
         // Every segment is unlinked once mapped: none is visible while the
         // groups are alive (after a barrier: until every rank is past its
         // groups' set-up, another group's segment may still be in transit).
-        RETURN_IF_ERROR_T(groups->world->Barrier());
-        if (DevmeshSegments() != before) {
-          return absl::InternalError("a segment is left in /dev/shm");
+        int64_t pid = getpid();
+        std::vector<int64_t> pids(size);
+        RETURN_IF_ERROR_T(groups->world->AllGather(&pid, pids.data(), 1,
+                                                   DataType::kInt64));
+        const std::set<std::string> left =
+            testing::SegmentsOf({pids.begin(), pids.end()});
+        if (!left.empty()) {
+          return absl::InternalError(absl::StrCat(
+              "segment ", *left.begin(), " is left in /dev/shm"));
         }
         const size_t kSizes[] = {1, 7, 1023, (size_t{1} << 18) + 3,
                                  (size_t{3} << 20) + 5};
         for (size_t count : kSizes) {
           for (DataType dtype : kAllDataTypes) {
             for (ReduceOp op : kAllReduceOps) {
-              for (bool in_place : {false, true}) {
-                for (Communicator* g : {groups->dp.get(), groups->tp.get()}) {
-                  RETURN_IF_ERROR_T(
-                      CheckAllReduce(*g, dtype, op, count, in_place));
-                }
+              for (Communicator* g : {groups->dp.get(), groups->tp.get()}) {
+                RETURN_IF_ERROR_T(CheckAllReduce(*g, dtype, op, count));
               }
             }
           }
@@ -146,14 +141,14 @@ TEST(ShmTest, AllReduceEveryDtypeOpAndSizeOnDpAndTp) {
                                DataType::kInt64}) {
           for (ReduceOp op : kAllReduceOps) {
             RETURN_IF_ERROR_T(CheckAllReduce(*groups->world, dtype, op,
-                                             (size_t{1} << 18) + 3, false));
+                                             (size_t{1} << 18) + 3));
           }
         }
         return absl::OkStatus();
       },
       absl::Seconds(600));
   EXPECT_TRUE(status.ok()) << status;
-  EXPECT_EQ(DevmeshSegments(), before);
+  EXPECT_EQ(testing::LeakedSegments(), leaked_before);
 }
 
 // Every other collective at an odd size of several rounds, exact.
