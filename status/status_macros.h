@@ -33,6 +33,10 @@
 #ifndef DEVMESH_STATUS_STATUS_MACROS_H_
 #define DEVMESH_STATUS_STATUS_MACROS_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <utility>
 
 #include "absl/status/status.h"
