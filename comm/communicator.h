@@ -39,6 +39,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "comm/float16.h"
 #include "comm/options.h"
 
 namespace devmesh {
@@ -63,6 +65,15 @@ absl::StatusOr<DataType> ParseDataType(absl::string_view name);
 
 enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
 absl::string_view ReduceOpName(ReduceOp op);
+
+// T itself, in a context where T is not deduced (std::type_identity_t of
+// C++20): the typed collectives deduce T from the receive span only.
+template <typename T>
+struct NoDeduceImpl {
+  using type = T;
+};
+template <typename T>
+using NoDeduce = typename NoDeduceImpl<T>::type;
 
 // The color passed to Split by a rank that joins no child (NCCL's
 // NCCL_SPLIT_NOCOLOR).
@@ -118,6 +129,36 @@ class Communicator {
                             int peer) = 0;
   virtual absl::Status Barrier() = 0;
 
+  // Typed forms of the collectives above over host spans: the DataType comes
+  // from T, the count from the spans (checked). Documented, with their
+  // errors, in comm/typed_collectives.h. Send's span is not deduced (T comes
+  // from recv), so a vector or a mutable span may be passed for it.
+  template <typename T>
+  absl::Status AllReduce(absl::Span<const NoDeduce<T>> send,
+                         absl::Span<T> recv, ReduceOp op);
+  template <typename T>
+  absl::Status AllReduce(absl::Span<T> buf, ReduceOp op);
+  template <typename T>
+  absl::Status AllGather(absl::Span<const NoDeduce<T>> send,
+                         absl::Span<T> recv);
+  template <typename T>
+  absl::Status ReduceScatter(absl::Span<const NoDeduce<T>> send,
+                             absl::Span<T> recv, ReduceOp op);
+  template <typename T>
+  absl::Status Broadcast(absl::Span<const NoDeduce<T>> send,
+                         absl::Span<T> recv, int root);
+  template <typename T>
+  absl::Status Broadcast(absl::Span<T> buf, int root);
+  template <typename T>
+  absl::Status AllToAll(absl::Span<const NoDeduce<T>> send,
+                        absl::Span<T> recv);
+  template <typename T>
+  absl::Status Send(absl::Span<const T> buf, int peer);
+  template <typename T>
+  absl::Status Send(absl::Span<T> buf, int peer);
+  template <typename T>
+  absl::Status Recv(absl::Span<T> buf, int peer);
+
   // Collective over this group: ranks passing the same `color` (>= 0) form a
   // child group ordered by (key, parent rank), as ncclCommSplit. A rank
   // passing kNoColor joins none and gets nullptr. The child has the
@@ -136,5 +177,8 @@ class Communicator {
 };
 
 }  // namespace devmesh
+
+// The typed collectives' definitions (they need the class complete).
+#include "comm/typed_collectives.h"  // IWYU pragma: export
 
 #endif  // DEVMESH_COMM_COMMUNICATOR_H_

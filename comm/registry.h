@@ -3,7 +3,7 @@
 // Backend registry: creates a Communicator by backend name. "gloo" and
 // "nccl" are always registered (nccl answers Unavailable in a build without
 // a CUDA toolkit); RegisterBackend adds others (tests, plug-ins). device_mesh
-// uses this for its backend override (seed R19).
+// uses this for its backend override (R19 in docs/BEHAVIOURS.md).
 //
 // Thread-safety: every function may be called from any thread.
 #ifndef DEVMESH_COMM_REGISTRY_H_

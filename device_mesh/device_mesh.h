@@ -2,11 +2,14 @@
 // -----------------------------------------------------------------------------
 // DeviceMesh: an n-d array of global ranks (a //mesh MeshLayout) with one
 // process group per mesh dim, so that collectives run along each dim on its
-// own (the seed's DeviceMesh, PyTorch's torch.distributed.DeviceMesh).
+// own (the reference Python DeviceMesh, PyTorch's
+// torch.distributed.DeviceMesh). R-numbers (R3, R19, ...) name behaviours
+// listed, with where each comes from, in docs/BEHAVIOURS.md.
 //
 //   auto mesh = InitDeviceMesh("cpu", {2, 2}, {"dp", "tp"});   // 4 ranks
 //   auto tp = mesh->GetGroup("tp");           // created on first use
-//   (*tp)->AllReduce(buf, buf, n, DataType::kFloat32, ReduceOp::kSum);
+//   std::vector<float> buf(n);
+//   (*tp)->AllReduce(absl::MakeSpan(buf), ReduceOp::kSum);  // float32, in place
 //   auto dp_mesh = mesh->Slice({"dp"});       // a 1-d mesh through my rank
 //
 // Groups (R3, R19). A dim's group is made on first use by exactly one
@@ -62,7 +65,7 @@
 namespace devmesh {
 
 // A mesh dim given by index (any integer type) or by name (R4). A bool is
-// rejected at compile time (the seed raises TypeError for a bool index); an
+// rejected at compile time (the reference raises TypeError for a bool index); an
 // index outside [0, ndim) is OutOfRange where it is used.
 class MeshDim {
  public:
@@ -168,7 +171,7 @@ class DeviceMesh {
   }
   // R3: per dim, its name, else "dim_<i>".
   std::vector<std::string> dim_group_names() const;
-  // R2: the rank table, nested like the seed's `mesh`. O(numel).
+  // R2: the rank table, nested like the reference's `mesh`. O(numel).
   RankTable mesh() const { return layout_.NestedRanks(); }
   // This process's world rank (R5).
   int GetRank() const;
@@ -184,18 +187,22 @@ class DeviceMesh {
   // ---- Groups (R3, R4, R5, R19) -------------------------------------------
 
   // The group of this rank along `dim` (a dim or a flattened name), made on
-  // first use (collective over the world, see the banner). No dim: 1-d mesh
-  // means dim 0, n-d is InvalidArgument (R4). OutOfRange: index not in
-  // [0, ndim); NotFound: unknown name or a name on an unnamed mesh;
-  // InvalidArgument: a flattened dim reaching ranks outside this mesh;
-  // FailedPrecondition: this rank
-  // is not in the mesh, or the runtime is detached (FromGroups without a
-  // runtime) and the group was not given; InvalidArgument: no backend for
-  // the device type; NotFound: an unknown backend name; otherwise the
-  // backend's errors (DeadlineExceeded, Unavailable, ...). The first call
-  // for a dim blocks for up to the group's timeout while every rank of the
-  // world splits; a failure is remembered (later calls return it without
+  // first use (collective over the world, see "Groups" at the top of this
+  // file). No dim: dim 0 on a 1-d mesh (R4). The first call for a dim
+  // blocks for up to the group's timeout while every rank of the world
+  // splits; a failure is remembered (later calls return it without
   // splitting again: abort and rebuild the mesh).
+  // Errors:
+  //   InvalidArgument     no dim given on an n-d mesh; a flattened dim that
+  //                       reaches ranks outside this mesh; no backend for
+  //                       the device type
+  //   OutOfRange          an index not in [0, ndim)
+  //   NotFound            an unknown dim name, a name on an unnamed mesh, or
+  //                       an unknown backend name
+  //   FailedPrecondition  this rank is not in the mesh; or the runtime is
+  //                       detached (FromGroups without a runtime) and the
+  //                       group was not given
+  //   others              the backend's (DeadlineExceeded, Unavailable, ...)
   absl::StatusOr<std::shared_ptr<Communicator>> GetGroup(
       std::optional<MeshDim> dim = {}) const;
   // R5: the group of every dim, in dim order.

@@ -4,6 +4,7 @@
 // timeout of every blocking step. One GroupOptions for the whole mesh, and
 // overrides per dim name; both are carried by every slice, flatten,
 // unflatten and concatenation of the mesh (R19, PyTorch's backend_override).
+// R-numbers name behaviours listed in docs/BEHAVIOURS.md.
 // Plain value types: copy freely.
 #ifndef DEVMESH_DEVICE_MESH_GROUP_OPTIONS_H_
 #define DEVMESH_DEVICE_MESH_GROUP_OPTIONS_H_

@@ -7,6 +7,7 @@
 // JAX's hybrid meshes (mesh_utils.create_hybrid_device_mesh: ici dims inside
 // a slice, dcn dims across) and MPI's `reorder` argument of MPI_Cart_create
 // answer: put the bandwidth-hungry dim (tp) on the fast links inside a host.
+// (R3 below names a behaviour listed in docs/BEHAVIOURS.md.)
 //
 //   // rank r on host hosts[r]; 2 x 2 over 2 hosts, host-major (ranks 0,1 on h0)
 //   auto spans = DimHostSpans(layout_dp_tp, {"h0", "h0", "h1", "h1"});

@@ -1,8 +1,9 @@
 // devmesh/device_mesh/init_device_mesh.h
 // -----------------------------------------------------------------------------
-// InitDeviceMesh: the entry point (R18, the seed's init_device_mesh and
-// PyTorch's torch.distributed.device_mesh.init_device_mesh). Ranks are laid
-// out row-major over `mesh_shape`: rank = sum of coord_i * stride_i, so the
+// InitDeviceMesh: the entry point (R18 in docs/BEHAVIOURS.md: the reference
+// Python DeviceMesh's init_device_mesh and PyTorch's
+// torch.distributed.device_mesh.init_device_mesh). Ranks are laid out
+// row-major over `mesh_shape`: rank = sum of coord_i * stride_i, so the
 // last dim holds neighbouring ranks (put "tp" last to keep it on one host).
 //
 //   // Every rank, started by torchrun, Slurm, mpirun or //bootstrap:launch:
@@ -30,7 +31,7 @@
 
 namespace devmesh {
 
-// Over an existing runtime. Checks, in the seed's order (R18), each an
+// Over an existing runtime. Checks, in the reference's order (R18), each an
 // InvalidArgument naming the value: names unique; one name per dim; device
 // type a plain word ("cuda", not "cuda:0"); mesh_shape non-empty with
 // positive sizes, except at most one -1 that is inferred from the world

@@ -1,6 +1,7 @@
 // devmesh/device_mesh/mesh_stack.h
 // -----------------------------------------------------------------------------
-// R13: a per-thread stack of current meshes (the seed's `with mesh:`).
+// R13 (docs/BEHAVIOURS.md): a per-thread stack of current meshes (the
+// reference Python DeviceMesh's and PyTorch's `with mesh:`).
 //
 //   {
 //     ScopedMesh scope(mesh);          // push

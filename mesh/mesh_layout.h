@@ -1,6 +1,7 @@
 // devmesh/mesh/mesh_layout.h
 // -----------------------------------------------------------------------------
 // MeshLayout: the layout math of a DeviceMesh, an n-d array of global ranks.
+// R-numbers (R2, R8, ...) name behaviours listed in docs/BEHAVIOURS.md.
 //
 // Model ("position space"). Every layout is a strided layout over the
 // POSITIONS 0..N-1 of its root mesh, numbered ROW-MAJOR over the root shape:
@@ -48,6 +49,10 @@
 //   FromRankTable({{3, 1}, {0, 2}})             "(2,2):(2,1)+0 @table"
 #ifndef DEVMESH_MESH_MESH_LAYOUT_H_
 #define DEVMESH_MESH_MESH_LAYOUT_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
 
 #include <cstdint>
 #include <optional>
@@ -163,7 +168,7 @@ class MeshLayout {
 
   // The rank table, flat row-major. O(numel): only on request.
   std::vector<int64_t> RankTable() const;
-  // The rank table nested like the seed's `mesh` (R2). O(numel).
+  // The rank table nested like the reference DeviceMesh's `mesh` (R2). O(numel).
   ::devmesh::RankTable NestedRanks() const;
 
   // Per dim, the root dims it came from (R10): a root dim d gives {d}; a
@@ -199,7 +204,7 @@ class MeshLayout {
       absl::Span<const std::string> names,
       absl::Span<const int64_t> through_coordinate = {}) const;
   // Slice through the coordinate of `rank`, or through coordinate 0 when
-  // rank is not in this layout (R8, the seed's __getitem__).
+  // rank is not in this layout (R8, the reference's __getitem__).
   [[nodiscard]] absl::StatusOr<MeshLayout> SliceThroughRank(
       absl::Span<const std::string> names, int64_t rank) const;
   // Slice by dim indices; works on unnamed meshes (the result keeps the
@@ -230,7 +235,7 @@ class MeshLayout {
   // `name` or by default the dim names joined by "_". Its modes are the
   // dims' modes, so a flatten of non-adjacent root dims stays strided; its
   // root dims are the concatenation (R10). A 1-d mesh flattened to its own
-  // name is itself. FailedPrecondition: unnamed mesh (as in the seed);
+  // name is itself. FailedPrecondition: unnamed mesh (as in the reference);
   // InvalidArgument: empty name. (The root-level map of flatten names is
   // kept by device_mesh.)
   [[nodiscard]] absl::StatusOr<MeshLayout> Flatten(

@@ -1,8 +1,9 @@
 // devmesh/mesh/rank_table.h
 // -----------------------------------------------------------------------------
-// RankTable: a nested list of global ranks, the C++ form of the seed's `mesh`
-// argument (R1): either one int (a scalar, which the seed reads as a 1-d mesh
-// of one rank) or a list of RankTables.
+// RankTable: a nested list of global ranks, the C++ form of the `mesh`
+// argument of the reference Python DeviceMesh (R1 in docs/BEHAVIOURS.md):
+// either one int (a scalar, which the reference reads as a 1-d mesh of one
+// rank) or a list of RankTables.
 //
 //   RankTable t = {{0, 1, 2, 3}, {4, 5, 6, 7}};   // a 2 x 4 table
 //   RankTable s = 5;                              // scalar
@@ -16,6 +17,10 @@
 // copyable, movable, thread-compatible.
 #ifndef DEVMESH_MESH_RANK_TABLE_H_
 #define DEVMESH_MESH_RANK_TABLE_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
 
 #include <cstdint>
 #include <initializer_list>

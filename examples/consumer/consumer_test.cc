@@ -1,20 +1,38 @@
 // From another workspace: layout math from @devmesh//mesh, and a 2x2
 // DeviceMesh over Gloo with four ranks as threads (InMemoryStore).
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "store/memory_store.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
 #include "gtest/gtest.h"
 #include "mesh/mesh_layout.h"
+#include "status/status_macros.h"
+#include "store/memory_store.h"
 
 TEST(Consumer, MeshLayout) {
   auto layout = devmesh::MeshLayout::FromShape({2, 4}, {"dp", "tp"});
   ASSERT_TRUE(layout.ok());
   EXPECT_EQ(layout->LayoutString(), "[dp,tp](2,4):(4,1)+0");
   EXPECT_EQ(*layout->GroupOf(5, 0), (std::vector<int64_t>{1, 5}));
+}
+
+// One rank's program, written as a user's would be: each step returns an
+// absl::Status, and the collective is typed (int64 deduced from the span).
+absl::Status SumAlongTp(std::shared_ptr<devmesh::Store> store, int rank,
+                        int64_t& sum) {
+  DEVMESH_ASSIGN_OR_RETURN(auto runtime,
+                           devmesh::MeshRuntime::Create(store, rank, 4, rank));
+  DEVMESH_ASSIGN_OR_RETURN(
+      devmesh::DeviceMesh mesh,
+      devmesh::InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}));
+  DEVMESH_ASSIGN_OR_RETURN(auto tp, mesh.GetGroup("tp"));
+  const std::vector<int64_t> mine = {rank};
+  return tp->AllReduce(mine, absl::MakeSpan(&sum, 1), devmesh::ReduceOp::kSum);
 }
 
 TEST(Consumer, DeviceMeshAllReduceAlongTp) {
@@ -24,15 +42,7 @@ TEST(Consumer, DeviceMeshAllReduceAlongTp) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < 4; ++r) {
     ranks.emplace_back([&, r] {
-      auto runtime = devmesh::MeshRuntime::Create(store, r, 4, r);
-      auto mesh = devmesh::InitDeviceMesh(*runtime, "cpu", {2, 2}, {"dp", "tp"});
-      if (!mesh.ok()) { errors[r] = mesh.status().ToString(); return; }
-      auto tp = mesh->GetGroup("tp");
-      if (!tp.ok()) { errors[r] = tp.status().ToString(); return; }
-      int64_t v = r;
-      absl::Status s = (*tp)->AllReduce(&v, &sums[r], 1,
-                                        devmesh::DataType::kInt64,
-                                        devmesh::ReduceOp::kSum);
+      absl::Status s = SumAlongTp(store, r, sums[r]);
       if (!s.ok()) errors[r] = s.ToString();
     });
   }
