@@ -1,7 +1,7 @@
 // devmesh/bench/reduce_kernels.cc
 // -----------------------------------------------------------------------------
 // The element-wise reduce functions that //comm's Gloo backend hands to
-// gloo::allreduce (comm/gloo/reduce_functions.cc), timed alone in one
+// gloo::allreduce (comm/reduce_functions.cc), timed alone in one
 // process: out[i] = a[i] op b[i] over --elements per call, per dtype and op.
 // bytes_per_second counts one input buffer per call. This is the compute
 // half of an all-reduce (the network half is //bench:gloo_allreduce).

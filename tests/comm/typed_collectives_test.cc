@@ -15,7 +15,7 @@
 #include "absl/types/span.h"
 #include "comm/communicator.h"
 #include "comm/float16.h"
-#include "comm/gloo/reduce_functions.h"
+#include "comm/reduce_functions.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/comm/fork_ranks.h"
@@ -326,9 +326,9 @@ int InputOf(int rank, size_t i) {
 template <typename T>
 T Make(int v) {
   if constexpr (std::is_same_v<T, Float16>) {
-    return Float16{gloo_internal::FloatToFloat16(static_cast<float>(v))};
+    return Float16{reduce_internal::FloatToFloat16(static_cast<float>(v))};
   } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return BFloat16{gloo_internal::FloatToBFloat16(static_cast<float>(v))};
+    return BFloat16{reduce_internal::FloatToBFloat16(static_cast<float>(v))};
   } else {
     return static_cast<T>(v);
   }
