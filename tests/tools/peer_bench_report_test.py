@@ -46,8 +46,13 @@ class StatsTest(unittest.TestCase):
         # busbw = algbw * 2 (n - 1) / n: 4 ranks, 1.5 x.
         self.assertEqual(
             stats.allreduce_bus_bandwidth_gbps(2_000_000_000, 4, 2.0), 1.5)
-        self.assertEqual(stats.batch_size(1024), 1)
-        self.assertEqual(stats.batch_size((1 << 20) - 1), 1)
+        # clamp(ceil(8 MiB / bytes), 1, 100), as allreduce_2d's BatchSize.
+        self.assertEqual(stats.batch_size(1), 100)
+        self.assertEqual(stats.batch_size(1024), 100)
+        self.assertEqual(stats.batch_size(64 << 10), 100)
+        self.assertEqual(stats.batch_size(128 << 10), 64)
+        self.assertEqual(stats.batch_size(512 << 10), 16)
+        self.assertEqual(stats.batch_size((1 << 20) - 1), 9)
         self.assertEqual(stats.batch_size(1 << 20), 8)
         self.assertEqual(stats.batch_size(3 << 20), 3)
         self.assertEqual(stats.batch_size(64 << 20), 1)
