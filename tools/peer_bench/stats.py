@@ -49,6 +49,12 @@ def allreduce_bus_bandwidth_gbps(nbytes, nranks, seconds):
     return alg_bandwidth_gbps(nbytes, seconds) * 2.0 * (nranks - 1) / nranks
 
 
+def collective_bus_bandwidth_gbps(nbytes, nranks, seconds):
+    """All-gather and reduce-scatter (nccl-tests): nbytes is the full
+    buffer, busbw = algbw * (n - 1) / n."""
+    return alg_bandwidth_gbps(nbytes, seconds) * (nranks - 1) / nranks
+
+
 MAX_BATCH = 100
 BATCH_BYTES = 8 << 20
 
