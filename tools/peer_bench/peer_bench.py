@@ -53,9 +53,9 @@ def log(msg):
 
 def run_group(argv, timeout_s, env=None):
     """Runs argv in a session of its own and returns its stdout; on a
-    non-zero exit, the timeout, or any exception, the whole process group
-    (a launcher's or mpirun's ranks too) gets SIGTERM, then SIGKILL after
-    5 s, and CalledProcessError / TimeoutExpired is raised."""
+    non-zero exit, the timeout, or any exception, every process of that
+    session (a launcher's or mpirun's ranks too) gets SIGTERM, then SIGKILL
+    after 5 s, and CalledProcessError / TimeoutExpired is raised."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=env, start_new_session=True)
     try:
@@ -70,16 +70,40 @@ def run_group(argv, timeout_s, env=None):
     return out
 
 
-def _kill_group(p):
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            p.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
+def _session(sid):
+    """The pids of the processes in session `sid` (mpirun puts each rank in
+    a process group of its own, but they stay in mpirun's session)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(name))
+    return pids
+
+
+def _kill_group(p):
+    """SIGTERM to p's session (its process groups), then SIGKILL to what is
+    left after 5 s; returns once p and the session are gone."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in set(_session(p.pid)) | {p.pid}:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if p.poll() is not None and not _session(p.pid):
+                break
+            time.sleep(0.05)
+        else:
+            continue
+        break
     try:
         p.communicate(timeout=1)
     except (subprocess.TimeoutExpired, ValueError, OSError):
