@@ -33,9 +33,11 @@
 # --short (what CI runs): shape 4x2, sizes 1 KiB/64 KiB/1 MiB, one round (the
 # intervals print n/a), worlds 8 and 2^20, every column including Open MPI
 # and the bound; built like `bazel test //...` (fastbuild, cached) unless -c
-# is given, so its figures only show that every path runs. The full run
-# builds with -c opt and takes about 20 minutes on a 2-core machine (9 of
-# them in store_ops).
+# is given, so its figures only show that every path runs (about 2.5
+# minutes on a busy 2-core machine). The full run builds with -c opt; it took
+# about 17 minutes on a 2-core machine (9 of them in store_ops) before the
+# Open MPI, bound and all-gather/reduce-scatter sections and the 100-deep
+# small-message batches were added, and has not been timed since.
 # PyTorch comes from the venv of tools/install_torch.sh
 # ($DEVMESH_TORCH_VENV, default /opt/devmesh/torch-venv); without it, or
 # without mpicc/mpirun or gnuplot, the script stops with exit status 2. Every
