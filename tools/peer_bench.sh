@@ -56,7 +56,7 @@ while [ $# -gt 0 ]; do
     --short) short=1 ;;
     -c) shift; mode=${1:-} ;;
     -c*) mode=${1#-c} ;;
-    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
     *) echo "peer_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
