@@ -20,6 +20,7 @@ PACKAGES=(
   gnuplot-nox          # tools/plot_busbw.sh: busbw plot as PNG
   python3              # tools/plot_busbw.sh reads the benchmark JSON
   openmpi-bin          # tools/launcher_check.sh: a real mpirun
+  libopenmpi-dev       # tools/peer_bench.sh: mpicc builds its Open MPI column
   slurm-wlm            # tools/launcher_check.sh: slurmctld, slurmd, srun, scontrol
   munge                # Slurm's authentication daemon
   iproute2             # tools/launcher_check.sh: network namespaces and veth pairs

@@ -46,11 +46,21 @@ class StatsTest(unittest.TestCase):
         # busbw = algbw * 2 (n - 1) / n: 4 ranks, 1.5 x.
         self.assertEqual(
             stats.allreduce_bus_bandwidth_gbps(2_000_000_000, 4, 2.0), 1.5)
-        self.assertEqual(stats.batch_size(1024), 1)
-        self.assertEqual(stats.batch_size((1 << 20) - 1), 1)
+        # clamp(ceil(8 MiB / bytes), 1, 100), as allreduce_2d's BatchSize.
+        self.assertEqual(stats.batch_size(1), 100)
+        self.assertEqual(stats.batch_size(1024), 100)
+        self.assertEqual(stats.batch_size(64 << 10), 100)
+        self.assertEqual(stats.batch_size(128 << 10), 64)
+        self.assertEqual(stats.batch_size(512 << 10), 16)
+        self.assertEqual(stats.batch_size((1 << 20) - 1), 9)
         self.assertEqual(stats.batch_size(1 << 20), 8)
         self.assertEqual(stats.batch_size(3 << 20), 3)
         self.assertEqual(stats.batch_size(64 << 20), 1)
+
+    def test_collective_bandwidth(self):
+        # busbw = algbw * (n - 1) / n: 2 ranks, half of 1 GB/s.
+        self.assertEqual(
+            stats.collective_bus_bandwidth_gbps(2_000_000_000, 2, 2.0), 0.5)
 
     def test_paired_ratio(self):
         ratio, ci = stats.paired_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
@@ -78,7 +88,24 @@ def fixture():
             "torch": [{"dp/1024": {"busbw": 1.0, "wrong": 0},
                        "dp/1048576": {"busbw": 1.0, "wrong": 3}},
                       {"dp/1024": {"busbw": 1.0, "wrong": 0},
-                       "dp/1048576": {"busbw": 1.0, "wrong": 0}}]},
+                       "dp/1048576": {"busbw": 1.0, "wrong": 0}}],
+            "mpi": [{"dp/1024": {"busbw": 0.25, "wrong": 0},
+                     "dp/1048576": {"busbw": 4.0, "wrong": 0}},
+                    {"dp/1024": {"busbw": 0.5, "wrong": 0},
+                     "dp/1048576": {"busbw": 2.0, "wrong": 1}}]},
+        "bound": {"one_core": {"procs": 1, "array_bytes": 64 << 20,
+                               "reps": 10, "copy_gbps": 15.0,
+                               "add_gbps": 12.0},
+                  "all_cores": {"procs": 2, "array_bytes": 64 << 20,
+                                "reps": 10, "copy_gbps": 24.0,
+                                "add_gbps": 32.0}},
+        "collectives": {
+            "devmesh": [{"all_gather/tp/1048576": {"busbw": 3.0, "wrong": 0,
+                                                   "backend": "shm"}},
+                        {"all_gather/tp/1048576": {"busbw": 6.0, "wrong": 0,
+                                                   "backend": "shm"}}],
+            "torch": [{"all_gather/tp/1048576": {"busbw": 1.0, "wrong": 0}},
+                      {"all_gather/tp/1048576": {"busbw": 2.0, "wrong": 0}}]},
         "layout": {
             "devmesh": [{"op": "slice", "world": 8, "first_ns": 200.0,
                          "repeat_ns": 100.0}],
@@ -131,8 +158,68 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(small["torch"], 1.0)
         self.assertEqual(small["ratio"], 0.375)  # mean of 0.5, 0.25
         self.assertEqual(large["ratio"], 1.5)    # mean of 1.0, 2.0
-        self.assertEqual(large["note"], "2 rounds; 3 WRONG elements")
+        self.assertEqual(large["note"], "2 rounds; 4 WRONG elements")
         self.assertEqual(small["note"], "2 rounds")
+        # devmesh / Open MPI, paired by round: 0.5/0.25, 0.25/0.5.
+        self.assertEqual(small["mpi"], 0.375)
+        self.assertEqual(small["ratio_mpi"], 1.25)
+        self.assertEqual(large["ratio_mpi"], 0.625)  # mean of 0.25, 1.0
+        self.assertIsNotNone(large["ci95_mpi"])
+        # bound: max(24, 32) GB/s / (4 members x 4) = 2 GB/s at every size.
+        self.assertEqual(small["bound"], 2.0)
+        self.assertEqual(large["bound"], 2.0)
+        self.assertEqual(large["ratio_bound"], 0.75)  # median 1.5 / 2
+
+    def test_allreduce_without_mpi_or_bound(self):
+        results = fixture()
+        del results["allreduce"]["mpi"], results["bound"]
+        rows = [r for r in report.build_rows(results)
+                if r["section"] == "allreduce"]
+        self.assertEqual([(r["mpi"], r["ratio_mpi"], r["bound"])
+                          for r in rows], [(None, None, None)] * 2)
+
+    def test_one_round_interval_is_na(self):
+        results = fixture()
+        for side in ("devmesh", "torch", "mpi"):
+            results["allreduce"][side] = results["allreduce"][side][:1]
+        results = {"allreduce": results["allreduce"],
+                   "bound": results["bound"]}
+        rows = report.build_rows(results)
+        small = rows[0]
+        self.assertEqual((small["ci95"], small["ci95_mpi"]), (None, None))
+        table = report.format_table("t", rows[:1])
+        self.assertEqual(
+            table.splitlines()[2].split(),
+            ["allreduce", "dp", "1", "KiB", "busbw", "GB/s", "0.5", "1",
+             "0.5", "n/a", "0.25", "2", "n/a", "2", "0.25", "higher", "1",
+             "rounds"])
+
+    def test_collective_rows(self):
+        rows = [r for r in report.build_rows(fixture())
+                if r["section"] == "collectives"]
+        self.assertEqual(len(rows), 1)
+        r = rows[0]
+        self.assertEqual(r["name"], "all_gather tp 1 MiB busbw")
+        self.assertEqual((r["devmesh"], r["torch"], r["ratio"]),
+                         (4.5, 1.5, 3.0))
+        self.assertEqual(r["note"], "2 rounds, devmesh shm")
+        self.assertNotIn("mpi", r)
+
+    def test_notes(self):
+        meta = {"mpirun": "mpirun -np 4 --mca btl self,vader",
+                "mpi_version": "mpirun (Open MPI) 4.1.4", "cpus": 2}
+        lines = report.notes(fixture(), meta)
+        self.assertTrue(lines[0].startswith(
+            "MPI: mpirun (Open MPI) 4.1.4, mpirun -np 4 --mca btl self,vader"))
+        self.assertIn("copy 24 / add 32 GB/s", lines[1])
+        self.assertIn("(4 members x 4)", lines[2])
+        self.assertIn("n/a with one round", lines[3])
+        unavailable = fixture()
+        unavailable["allreduce"]["mpi_unavailable"] = "n/a (no mpicc build)"
+        unavailable["bound"] = {"unavailable": "n/a (no membw build)"}
+        self.assertEqual(report.notes(unavailable, {})[:2],
+                         ["MPI: n/a (no mpicc build)",
+                          "bound: n/a (no membw build)"])
 
     def test_layout_memory_store_rows(self):
         rows = by_name(report.build_rows(fixture()))
@@ -157,19 +244,22 @@ class ReportTest(unittest.TestCase):
 
     def test_table(self):
         results = fixture()
-        del results["startup"], results["allreduce"], results["memory"]
+        for k in ("startup", "allreduce", "memory", "collectives", "bound"):
+            del results[k]
         results["store"] = {"unavailable": "n/a"}
+        blank = " " * 43  # the +-95%, MPI, dm/MPI, +-95%, bound, dm/bd columns
         self.assertEqual(
-            report.format_table("t", report.build_rows(results)),
+            report.format_table("t", report.build_rows(results), ["a note"]),
             "# t\n"
             "section  row              unit  devmesh    PyTorch  dm/PT  +-95%"
-            "  better  note\n"
+            "  MPI  dm/MPI  +-95%  bound  dm/bd  better  note\n"
             "layout   slice @8 first   ns        200  1.000e+05  0.002"
-            "         lower\n"
+            + blank + "lower\n"
             "layout   slice @8 repeat  ns        100  5.000e+04  0.002"
-            "         lower\n"
+            + blank + "lower\n"
             "store    store_ops                  n/a        n/a    n/a"
-            "         higher  n/a\n")
+            + blank + "higher  n/a\n"
+            "# a note\n")
 
     @unittest.skipUnless(shutil.which("gnuplot"), "gnuplot not installed "
                          "(tools/install.sh installs it)")

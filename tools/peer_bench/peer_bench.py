@@ -1,30 +1,39 @@
-"""devmesh side by side with PyTorch's DeviceMesh, in one run: the driver
-behind tools/peer_bench.sh (which builds the devmesh binaries and finds the
-venv; run that, not this).
+"""devmesh side by side with PyTorch's DeviceMesh and Open MPI, in one run:
+the driver behind tools/peer_bench.sh (which builds the devmesh binaries,
+mpi_allreduce and membw, and finds the venv; run that, not this).
 
   python peer_bench.py --bin_dir BAZEL_BIN/bench --out_dir DIR [--short]
+      [--mpi_allreduce BIN] [--membw BIN] [--devmesh_backend auto]
 
-Sections, each running devmesh's side and PyTorch's back to back on this
+Sections, each running devmesh's side and its peers' back to back on this
 machine (PyTorch with the python running this script):
-  startup    bench/startup vs torch_startup.py, 8 local ranks started the same
-             way (spawn.py), per shape, --startup_repeats launches each,
-             alternating devmesh and PyTorch.
-  allreduce  bench/allreduce_2d (2x2 dp,tp float32, --target_ci=0 so every
-             size runs exactly --iters iterations) vs torch_allreduce.py (the
-             same measurement on 4 ranks, each bound to one CPU as
-             allreduce_2d binds), --rounds rounds, alternating; the ratio is
-             paired by round (stats.paired_ratio).
-  layout     bench/mesh_ops_peer vs torch_layout.py; memory of one mesh.
-  store      bazel-bin/bench/store_ops --json_out (issue 10's peer columns
-             against torch's TCPStore) when it has that flag.
+  bound       membw on one core, then one process per CPU at once (copy and
+              add GB/s); report.bound_busbw turns it into the all-reduce
+              busbw that memory bandwidth allows.
+  startup     bench/startup vs torch_startup.py, 8 local ranks started the
+              same way (spawn.py), per shape, --startup_repeats launches
+              each, alternating devmesh and PyTorch.
+  allreduce   bench/allreduce_2d (2x2 dp,tp float32, --target_ci=0 so every
+              size runs exactly --iters iterations) vs torch_allreduce.py and
+              mpi_allreduce under mpirun (MPIRUN_ARGS), the same measurement
+              on 4 ranks, each bound to one CPU as allreduce_2d binds;
+              --rounds rounds, round r starting with side r mod 3; the
+              ratios are paired by round (stats.paired_ratio).
+  collectives bench/collectives_2d vs torch_collectives.py: all-gather and
+              reduce-scatter per dim at 1 MiB and 16 MiB, --rounds rounds,
+              alternating.
+  layout      bench/mesh_ops_peer vs torch_layout.py; memory of one mesh.
+  store       bazel-bin/bench/store_ops --json_out (issue 10's peer columns
+              against torch's TCPStore) when it has that flag.
 Writes DIR/peer_bench.json (meta, rows, raw results), DIR/peer_bench.png,
-prints the table. Exit status 1 when any section failed or any all-reduce
-gave a wrong element (the output is still written), 2 for bad arguments.
+prints the table. Exit status 1 when any section failed or any side gave a
+wrong element (the output is still written), 2 for bad arguments.
 """
 import argparse
 import datetime
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +49,65 @@ TORCH_ENV = {"GLOO_SOCKET_IFNAME": "lo"}
 
 def log(msg):
     print("peer_bench: " + msg, file=sys.stderr, flush=True)
+
+
+def run_group(argv, timeout_s, env=None):
+    """Runs argv in a session of its own and returns its stdout; on a
+    non-zero exit, the timeout, or any exception, every process of that
+    session (a launcher's or mpirun's ranks too) gets SIGTERM, then SIGKILL
+    after 5 s, and CalledProcessError / TimeoutExpired is raised."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout_s)
+    except BaseException:
+        _kill_group(p)
+        raise
+    if p.returncode != 0:
+        _kill_group(p)
+        raise subprocess.CalledProcessError(p.returncode, argv, out,
+                                            err[-3000:])
+    return out
+
+
+def _session(sid):
+    """The pids of the processes in session `sid` (mpirun puts each rank in
+    a process group of its own, but they stay in mpirun's session)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(name))
+    return pids
+
+
+def _kill_group(p):
+    """SIGTERM to p's session (its process groups), then SIGKILL to what is
+    left after 5 s; returns once p and the session are gone."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in set(_session(p.pid)) | {p.pid}:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if p.poll() is not None and not _session(p.pid):
+                break
+            time.sleep(0.05)
+        else:
+            continue
+        break
+    try:
+        p.communicate(timeout=1)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        pass
 
 
 def startup_figures(ranks, side):
@@ -95,7 +163,8 @@ def sweep(a):
 
 def devmesh_allreduce_round(a, sizes, path):
     argv = [os.path.join(a.bin_dir, "allreduce_2d"), "--mesh_shape=2x2",
-            "--mesh_dim_names=dp,tp", "--dtype=float32", "--backend=gloo",
+            "--mesh_dim_names=dp,tp", "--dtype=float32",
+            "--backend=" + a.devmesh_backend,
             "--min_bytes=%d" % a.min_bytes, "--max_bytes=%d" % a.max_bytes,
             "--iters=%d" % a.iters, "--warmup=%d" % a.warmup,
             "--target_ci=0", "--benchmark_out=" + path,
@@ -103,8 +172,14 @@ def devmesh_allreduce_round(a, sizes, path):
     if a.sizes:
         argv.append("--benchmark_filter=^allreduce_2d/[^/]+/(%s)/"
                     % "|".join(str(s) for s in sizes))
-    subprocess.run(argv, check=True, timeout=a.step_timeout,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = run_group(argv, a.step_timeout)
+    # "[rank 0] # dim dp: inside one host, backend shm" (allreduce_2d's
+    # last lines, prefixed by the launcher)
+    backends = {}
+    for line in out.splitlines():
+        at = line.find("# dim ")
+        if at >= 0 and ", backend " in line:
+            backends[line[at + 6:line.index(":", at)]] = line.rsplit(" ", 1)[1]
     with open(path) as f:
         doc = json.load(f)
     cells = {}
@@ -114,7 +189,18 @@ def devmesh_allreduce_round(a, sizes, path):
             continue
         cells["%s/%s" % (parts[1], parts[2])] = {
             "busbw": bm["busbw_GBps"], "wrong": int(bm["wrong"]),
-            "iters": int(bm["iters"]), "batch": int(bm["batch"])}
+            "iters": int(bm["iters"]), "batch": int(bm["batch"]),
+            "backend": backends.get(parts[1])}
+    return cells
+
+
+def allreduce_cells(ranks0):
+    cells = {}
+    for c in ranks0:
+        cells["%s/%d" % (c["dim"], c["bytes"])] = {
+            "busbw": report.stats.allreduce_bus_bandwidth_gbps(
+                c["bytes"], c["group_size"], c["seconds"]),
+            "wrong": c["wrong"], "iters": c["iters"], "batch": c["batch"]}
     return cells
 
 
@@ -125,23 +211,113 @@ def torch_allreduce_round(a, sizes):
             "--iters", str(a.iters), "--warmup", str(a.warmup)]
     ranks = spawn.run_ranks(argv, 4, "PEER_BENCH_ALLREDUCE", a.step_timeout,
                             cpu_bind="core", extra_env=TORCH_ENV)
-    cells = {}
-    for c in ranks[0]:
-        cells["%s/%d" % (c["dim"], c["bytes"])] = {
-            "busbw": report.stats.allreduce_bus_bandwidth_gbps(
-                c["bytes"], c["group_size"], c["seconds"]),
-            "wrong": c["wrong"], "iters": c["iters"], "batch": c["batch"]}
-    return cells
+    return allreduce_cells(ranks[0])
+
+
+# Open MPI's settings for 4 ranks on this machine's CPUs (named in the
+# table's note): rank r bound to the (r mod k)-th core as allreduce_2d binds
+# (map by core, wrapping; overload-allowed because 4 ranks share 2 cores),
+# shared memory (vader) and self only, and yielding when idle so that ranks
+# sharing a core do not starve each other.
+MPIRUN_ARGS = ["-np", "4", "--oversubscribe", "--map-by", "core",
+               "--bind-to", "core:overload-allowed", "--mca", "btl",
+               "self,vader", "--mca", "mpi_yield_when_idle", "1"]
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def mpi_allreduce_round(a, sizes):
+    argv = (["mpirun"] + MPIRUN_ARGS +
+            [a.mpi_allreduce, "--shape", "2x2", "--names", "dp,tp",
+             "--sizes", ",".join(str(s) for s in sizes),
+             "--iters", str(a.iters), "--warmup", str(a.warmup)])
+    out = run_group(argv, a.step_timeout, env=dict(os.environ, **MPI_ENV))
+    return allreduce_cells(tagged(out, "PEER_BENCH_ALLREDUCE"))
 
 
 def run_allreduce(a):
     sizes = sweep(a)
-    out = {"devmesh": [], "torch": [], "sizes": sizes}
+    sides = ["devmesh", "torch"] + (["mpi"] if a.mpi_allreduce else [])
+    out = {side: [] for side in sides}
+    out["sizes"] = sizes
+    out["order"] = []
+    if not a.mpi_allreduce:
+        out["mpi_unavailable"] = "n/a (no mpicc build)"
     for r in range(a.rounds):
-        path = os.path.join(a.out_dir, "allreduce_2d_round%d.json" % r)
-        out["devmesh"].append(devmesh_allreduce_round(a, sizes, path))
-        out["torch"].append(torch_allreduce_round(a, sizes))
-        log("allreduce round %d/%d done" % (r + 1, a.rounds))
+        # The sides take turns going first: round r starts at side r mod 3.
+        order = sides[r % len(sides):] + sides[:r % len(sides)]
+        out["order"].append(order)
+        for side in order:
+            if side == "devmesh":
+                path = os.path.join(a.out_dir, "allreduce_2d_round%d.json" % r)
+                out[side].append(devmesh_allreduce_round(a, sizes, path))
+            elif side == "torch":
+                out[side].append(torch_allreduce_round(a, sizes))
+            else:
+                out[side].append(mpi_allreduce_round(a, sizes))
+        log("allreduce round %d/%d done (%s)" % (r + 1, a.rounds,
+                                                 ", ".join(order)))
+    return out
+
+
+def collective_cells(ranks0):
+    cells = {}
+    for c in ranks0:
+        cells["%s/%s/%d" % (c["op"], c["dim"], c["bytes"])] = {
+            "busbw": report.stats.collective_bus_bandwidth_gbps(
+                c["bytes"], c["group_size"], c["seconds"]),
+            "wrong": c["wrong"], "iters": c["iters"], "batch": c["batch"],
+            "backend": c.get("backend")}
+    return cells
+
+
+def run_collectives(a):
+    sizes = ",".join(str(s) for s in a.collective_sizes)
+    out = {"devmesh": [], "torch": [], "order": []}
+    for r in range(a.rounds):
+        order = ["devmesh", "torch"] if r % 2 == 0 else ["torch", "devmesh"]
+        out["order"].append(order)
+        for side in order:
+            if side == "devmesh":
+                text = run_group(
+                    [os.path.join(a.bin_dir, "collectives_2d"),
+                     "--mesh_shape=2x2", "--mesh_dim_names=dp,tp",
+                     "--backend=" + a.devmesh_backend, "--sizes=" + sizes,
+                     "--iters=%d" % a.iters, "--warmup=%d" % a.warmup],
+                    a.step_timeout)
+                out[side].append(collective_cells(
+                    tagged(text, "PEER_BENCH_COLLECTIVE")))
+            else:
+                ranks = spawn.run_ranks(
+                    [sys.executable, os.path.join(HERE, "torch_collectives.py"),
+                     "--shape", "2x2", "--names", "dp,tp", "--sizes", sizes,
+                     "--iters", str(a.iters), "--warmup", str(a.warmup)],
+                    4, "PEER_BENCH_COLLECTIVE", a.step_timeout,
+                    cpu_bind="core", extra_env=TORCH_ENV)
+                out[side].append(collective_cells(ranks[0]))
+        log("all-gather/reduce-scatter round %d/%d done" % (r + 1, a.rounds))
+    return out
+
+
+def mpi_version():
+    try:
+        text = subprocess.run(["mpirun", "--version"], capture_output=True,
+                              text=True, timeout=30, env=dict(os.environ,
+                                                              **MPI_ENV)).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return text.splitlines()[0].strip() if text else None
+
+
+def run_bound(a):
+    """membw on one core, then one process per CPU at once."""
+    if not a.membw:
+        return {"unavailable": "n/a (no membw build)"}
+    out = {}
+    for procs, key in ((1, "one_core"), (len(os.sched_getaffinity(0)),
+                                         "all_cores")):
+        text = run_group([a.membw, "--procs", str(procs), "--reps",
+                          str(a.membw_reps)], a.step_timeout)
+        out[key] = tagged(text, "PEER_BENCH_MEMBW")[0]
     return out
 
 
@@ -196,7 +372,16 @@ def main():
     p.add_argument("--store_ops", default="",
                    help="store_ops binary that accepts --json_out (empty: "
                    "the store rows are n/a)")
-    p.add_argument("--sections", default="startup,allreduce,layout,store")
+    p.add_argument("--mpi_allreduce", default="",
+                   help="mpi_allreduce binary built with mpicc (empty: the "
+                   "Open MPI column is n/a)")
+    p.add_argument("--membw", default="",
+                   help="membw binary (empty: the bound column is n/a)")
+    p.add_argument("--devmesh_backend", default="auto",
+                   help="allreduce_2d's and collectives_2d's --backend "
+                   "(auto: the CPU default, shared memory inside one host)")
+    p.add_argument("--sections",
+                   default="bound,startup,allreduce,collectives,layout,store")
     p.add_argument("--build_note", default="")
     p.add_argument("--step_timeout", type=int, default=600,
                    help="seconds allowed to any one launch")
@@ -205,18 +390,23 @@ def main():
                    "2-core machine: PyTorch's TCPStore takes tens of seconds "
                    "per rendezvous burst)")
     a = p.parse_args()
+    # SIGTERM (peer_bench.sh's timeout or trap) unwinds, so that run_group
+    # and spawn.run_ranks stop the process groups they started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     full = dict(shapes="8,4x2,2x4,2x2x2", startup_repeats=3, rounds=3,
                 iters=20, warmup=5, min_bytes=1 << 10, max_bytes=64 << 20,
-                sizes="", worlds="8,1024,32768,1048576", samples=7, calls=200)
+                sizes="", worlds="8,1024,32768,1048576", samples=7, calls=200,
+                collective_sizes=[1 << 20, 16 << 20], membw_reps=10)
     short = dict(shapes="4x2", startup_repeats=1, rounds=1, iters=5, warmup=2,
                  min_bytes=1 << 10, max_bytes=1 << 20,
                  sizes="1024,65536,1048576", worlds="8,1048576", samples=3,
-                 calls=20)
+                 calls=20, collective_sizes=[1 << 20, 16 << 20], membw_reps=5)
     for k, v in (short if a.short else full).items():
         setattr(a, k, v)
     sections = a.sections.split(",")
     for s in sections:
-        if s not in ("startup", "allreduce", "layout", "store"):
+        if s not in ("bound", "startup", "allreduce", "collectives", "layout",
+                     "store"):
             p.error("unknown section '%s'" % s)
     if not os.path.isdir(a.bin_dir):
         p.error("--bin_dir %s is not a directory" % a.bin_dir)
@@ -226,10 +416,16 @@ def main():
             "mode": "short" if a.short else "full", "torch": torch.__version__,
             "cpus": len(os.sched_getaffinity(0)),
             "loadavg_start": os.getloadavg(), "build": a.build_note,
-            "settings": {k: getattr(a, k) for k in full}, "errors": []}
+            "settings": {k: getattr(a, k) for k in full},
+            "devmesh_backend": a.devmesh_backend,
+            "mpirun": ("mpirun " + " ".join(MPIRUN_ARGS)
+                       if a.mpi_allreduce else None),
+            "mpi_version": mpi_version() if a.mpi_allreduce else None,
+            "errors": []}
     results = {}
     started = time.monotonic()
-    steps = (("startup", run_startup), ("allreduce", run_allreduce))
+    steps = (("bound", run_bound), ("startup", run_startup),
+             ("allreduce", run_allreduce), ("collectives", run_collectives))
     for name, fn in steps:
         if name in sections:
             try:
@@ -257,13 +453,13 @@ def main():
     wrong = [r["name"] for r in rows if "WRONG" in r["note"]]
     if wrong:
         meta["errors"].append("wrong all-reduce results: " + ", ".join(wrong))
-    title = ("devmesh vs PyTorch %s DeviceMesh (%s mode), %d CPUs, load %.2f "
+    title = ("devmesh vs PyTorch %s DeviceMesh and Open MPI (%s mode), %d CPUs, load %.2f "
              "at start / %.2f at end, %s, %.0f s%s" % (
                  torch.__version__, meta["mode"], meta["cpus"],
                  meta["loadavg_start"][0], meta["loadavg_end"][0],
                  meta["date_utc"], meta["seconds"],
                  ", " + a.build_note if a.build_note else ""))
-    table = report.format_table(title, rows)
+    table = report.format_table(title, rows, report.notes(results, meta))
     sys.stdout.write(table)
     with open(os.path.join(a.out_dir, "peer_bench.txt"), "w") as f:
         f.write(table)
@@ -271,7 +467,7 @@ def main():
                       results, rows)
     png = os.path.join(a.out_dir, "peer_bench.png")
     try:
-        report.write_plot(rows, png, "devmesh / PyTorch %s, %s mode, %s" % (
+        report.write_plot(rows, png, "devmesh / PyTorch %s and / Open MPI, %s mode, %s" % (
             torch.__version__, meta["mode"], meta["date_utc"]))
     except (subprocess.SubprocessError, OSError) as e:
         meta["errors"].append("plot: %s" % e)

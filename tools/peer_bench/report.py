@@ -4,8 +4,12 @@ system python3 by tests/tools:peer_bench_report_test).
 
 A row: {"section", "name", "unit", "better": "lower"|"higher", "devmesh",
 "torch", "ratio": devmesh / torch, "ci95": half width of the ratio's 95%
-interval or None, "note"}. Figures that a side does not have are None and
-print as "n/a".
+interval or None, "paired": whether ratio comes from paired rounds, "note"}.
+All-reduce rows add "mpi", "ratio_mpi", "ci95_mpi" (devmesh / Open MPI,
+paired by round as devmesh / PyTorch is), "bound" (the busbw the measured
+memory bandwidth allows, see bound_busbw) and "ratio_bound". Figures that a
+side does not have are None and print as "n/a"; a paired ratio from fewer
+than two rounds has no interval and prints "n/a" there.
 """
 import json
 import os
@@ -14,7 +18,17 @@ import tempfile
 
 import stats
 
-SECTIONS = ("startup", "allreduce", "layout", "memory", "store")
+SECTIONS = ("startup", "allreduce", "collectives", "layout", "memory",
+            "store")
+
+# The bound model for the 2x2 per-dim all-reduce (both groups of a dim at
+# once, so 4 members): devmesh's two-step shared-memory all-reduce moves
+# about 4 x bytes of memory traffic per member (comm/shm/shm_algorithms.h,
+# STREAM's accounting: bytes read + bytes written), and the 4 members share
+# the bandwidth measured on every core at once. A 2-member all-reduce's busbw
+# is bytes / time, so bound busbw = bandwidth / (4 members x 4).
+BOUND_MEMBERS = 4
+BOUND_TRAFFIC_PER_BYTE = 4
 
 
 def _ratio(d, t):
@@ -37,10 +51,13 @@ def _row(section, name, unit, better, d, t, ratio=None, ci95=None, note=""):
 
 def _paired_rows(section, name, unit, better, dm, tv, note=""):
     """A row from repeated, paired figures (dm[i] and tv[i] ran back to
-    back): each side's median, and the paired ratio with its interval."""
+    back): each side's median, and the paired ratio with its interval (None
+    from fewer than two pairs)."""
     ratio, ci = stats.paired_ratio(dm, tv)
-    return _row(section, name, unit, better, stats.median(dm),
-                stats.median(tv), ratio, ci, note)
+    row = _row(section, name, unit, better, stats.median(dm),
+               stats.median(tv), ratio, ci if len(dm) >= 2 else None, note)
+    row["paired"] = True
+    return row
 
 
 def startup_rows(startup):
@@ -67,21 +84,74 @@ def startup_rows(startup):
     return rows
 
 
-def allreduce_rows(allreduce):
+def bound_busbw(bound):
+    """The busbw (GB/s) that memory bandwidth allows the 2x2 per-dim
+    all-reduce at any size (BOUND_MEMBERS, BOUND_TRAFFIC_PER_BYTE): the
+    larger of copy and add on every core at once, so that it is an upper
+    bound. None without a measurement. Below the cache sizes the buffers
+    need not reach memory and the bound does not bind."""
+    both = (bound or {}).get("all_cores")
+    if not both:
+        return None
+    bw = max(both["copy_gbps"], both["add_gbps"])
+    return bw / (BOUND_MEMBERS * BOUND_TRAFFIC_PER_BYTE)
+
+
+def allreduce_rows(allreduce, bound=None):
     dm_rounds, tv_rounds = allreduce["devmesh"], allreduce["torch"]
+    mpi_rounds = allreduce.get("mpi") or []
     n = min(len(dm_rounds), len(tv_rounds))
     keys = [k for k in dm_rounds[0] if all(k in r for r in tv_rounds[:n])]
     keys.sort(key=lambda k: (int(k.split("/")[1]), k.split("/")[0]))
+    limit = bound_busbw(bound)
     rows = []
     for k in keys:
         dim, nbytes = k.split("/")
         dm = [r[k]["busbw"] for r in dm_rounds[:n]]
         tv = [r[k]["busbw"] for r in tv_rounds[:n]]
-        wrong = sum(r[k]["wrong"] for r in dm_rounds[:n] + tv_rounds[:n])
-        note = "%d rounds" % n + ("; %d WRONG elements" % wrong if wrong else "")
+        have_mpi = len(mpi_rounds) >= n and all(k in r for r in mpi_rounds[:n])
+        mp = [r[k]["busbw"] for r in mpi_rounds[:n]] if have_mpi else []
+        wrong = sum(r[k]["wrong"] for r in dm_rounds[:n] + tv_rounds[:n] +
+                    (mpi_rounds[:n] if have_mpi else []))
+        backend = dm_rounds[0][k].get("backend")
+        note = "%d rounds" % n + (", devmesh %s" % backend if backend else "")
+        note += "; %d WRONG elements" % wrong if wrong else ""
         row = _paired_rows("allreduce", "%s %s busbw" % (
             dim, _human_bytes(int(nbytes))), "GB/s", "higher", dm, tv, note)
         row["dim"], row["bytes"] = dim, int(nbytes)
+        ratio, ci = stats.paired_ratio(dm, mp) if mp else (None, None)
+        row["mpi"] = stats.median(mp) if mp else None
+        row["ratio_mpi"] = ratio
+        row["ci95_mpi"] = ci if len(mp) >= 2 else None
+        row["bound"] = limit
+        row["ratio_bound"] = _ratio(row["devmesh"], limit)
+        rows.append(row)
+    return rows
+
+
+def collective_rows(collectives):
+    """All-gather and reduce-scatter busbw, devmesh against PyTorch, paired
+    by round."""
+    dm_rounds, tv_rounds = collectives["devmesh"], collectives["torch"]
+    n = min(len(dm_rounds), len(tv_rounds))
+    if n == 0:
+        return []
+    keys = [k for k in dm_rounds[0] if all(k in r for r in tv_rounds[:n])]
+    keys.sort(key=lambda k: (k.split("/")[0], int(k.split("/")[2]),
+                             k.split("/")[1]))
+    rows = []
+    for k in keys:
+        op, dim, nbytes = k.split("/")
+        dm = [r[k]["busbw"] for r in dm_rounds[:n]]
+        tv = [r[k]["busbw"] for r in tv_rounds[:n]]
+        wrong = sum(r[k]["wrong"] for r in dm_rounds[:n] + tv_rounds[:n])
+        backend = dm_rounds[0][k].get("backend")
+        note = "%d rounds" % n + (", devmesh %s" % backend if backend else "")
+        note += "; %d WRONG elements" % wrong if wrong else ""
+        row = _paired_rows("collectives", "%s %s %s busbw" % (
+            op, dim, _human_bytes(int(nbytes))), "GB/s", "higher", dm, tv,
+            note)
+        row["op"], row["dim"], row["bytes"] = op, dim, int(nbytes)
         rows.append(row)
     return rows
 
@@ -144,7 +214,9 @@ def build_rows(results):
     if results.get("startup"):
         rows += startup_rows(results["startup"])
     if results.get("allreduce"):
-        rows += allreduce_rows(results["allreduce"])
+        rows += allreduce_rows(results["allreduce"], results.get("bound"))
+    if results.get("collectives"):
+        rows += collective_rows(results["collectives"])
     if results.get("layout"):
         rows += layout_rows(results["layout"])
     if results.get("memory"):
@@ -165,30 +237,85 @@ def _fmt(x):
     return "%.4g" % x
 
 
-def format_table(title, rows):
+def notes(results, meta):
+    """The lines under the table: what the MPI and bound columns are."""
+    out = []
+    ar = results.get("allreduce") or {}
+    if meta.get("mpirun"):
+        out.append("MPI: %s, %s, float32 sum, MPI_Comm_split per dim, "
+                   "measured as allreduce_2d (tools/peer_bench/"
+                   "mpi_allreduce.c); rank r on core r mod %d" % (
+                       meta.get("mpi_version") or "Open MPI",
+                       meta["mpirun"], meta.get("cpus", 2)))
+    elif ar:
+        out.append("MPI: " + ar.get("mpi_unavailable", "n/a"))
+    bound = results.get("bound") or {}
+    if bound.get("all_cores"):
+        both, one = bound["all_cores"], bound.get("one_core") or {}
+        out.append(
+            "bound: memory bandwidth (tools/peer_bench/membw.c, STREAM "
+            "accounting, best of %d passes over %d MiB arrays): copy %.3g / "
+            "add %.3g GB/s with one process per core on %d cores at once, "
+            "copy %s / add %s GB/s on one core" % (
+                both["reps"], both["array_bytes"] >> 20, both["copy_gbps"],
+                both["add_gbps"], both["procs"], _fmt(one.get("copy_gbps")),
+                _fmt(one.get("add_gbps"))))
+        out.append(
+            "bound busbw = max(copy, add) on every core / (%d members x %d): "
+            "both groups of a dim run at once (%d members share the "
+            "bandwidth), devmesh's two-step all-reduce moves about %d x bytes "
+            "per member, and a 2-member all-reduce's busbw is bytes / time; "
+            "the same at every size, binding only where buffers exceed the "
+            "caches" % (BOUND_MEMBERS, BOUND_TRAFFIC_PER_BYTE, BOUND_MEMBERS,
+                        BOUND_TRAFFIC_PER_BYTE))
+    elif bound:
+        out.append("bound: " + bound.get("unavailable", "n/a"))
+    if ar:
+        out.append("+-95%: half width of the paired ratio's 95% bootstrap "
+                   "interval over rounds (sides alternate first per round); "
+                   "n/a with one round")
+    return out
+
+
+def _fmt_ci(row, key):
+    if row.get(key) is not None:
+        return _fmt(row[key])
+    return "n/a" if row.get("paired") else ""
+
+
+def _fmt_opt(row, key):
+    return _fmt(row[key]) if key in row else ""
+
+
+def format_table(title, rows, note_lines=()):
     head = ("section", "row", "unit", "devmesh", "PyTorch", "dm/PT", "+-95%",
-            "better", "note")
+            "MPI", "dm/MPI", "+-95%", "bound", "dm/bd", "better", "note")
+    left = (0, 1, 2, 12, 13)
     lines = [[r["section"], r["name"], r["unit"], _fmt(r["devmesh"]),
-              _fmt(r["torch"]), _fmt(r["ratio"]),
-              "" if r["ci95"] is None else _fmt(r["ci95"]), r["better"],
+              _fmt(r["torch"]), _fmt(r["ratio"]), _fmt_ci(r, "ci95"),
+              _fmt_opt(r, "mpi"), _fmt_opt(r, "ratio_mpi"),
+              _fmt_ci(r, "ci95_mpi") if "mpi" in r else "",
+              _fmt_opt(r, "bound"), _fmt_opt(r, "ratio_bound"), r["better"],
               r["note"]] for r in rows]
     widths = [max([len(h)] + [len(l[i]) for l in lines])
               for i, h in enumerate(head)]
     out = ["# " + title]
     for cells in [list(head)] + lines:
         text = "  ".join(
-            c.ljust(w) if i in (0, 1, 2, 7, 8) else c.rjust(w)
+            c.ljust(w) if i in left else c.rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths)))
         out.append(text.rstrip())
+    out += ["# " + n for n in note_lines]
     return "\n".join(out) + "\n"
 
 
 def write_plot(rows, png, title):
-    """Three panels of devmesh/PyTorch: all-reduce busbw against size (per
-    dim, with the 95% interval; above 1 is devmesh faster), layout
+    """Four panels: all-reduce busbw against size, devmesh/PyTorch and
+    devmesh/Open MPI per dim (with the 95% intervals; above 1 is devmesh
+    faster), devmesh/PyTorch of the layout
     operations' first-call time against world size (per operation; below 1
-    is devmesh faster), start-up / memory rows and store rows as bars (log
-    scale; "better" says which way)."""
+    is devmesh faster), start-up / memory / all-gather / reduce-scatter rows
+    and store rows as bars (log scale; "better" says which way)."""
     data = tempfile.mkdtemp()
     try:
         ar = [r for r in rows if r["section"] == "allreduce" and r["ratio"]]
@@ -199,6 +326,12 @@ def write_plot(rows, png, title):
                     if r["dim"] == d:
                         f.write("%d %g %g\n" % (r["bytes"], r["ratio"],
                                                 r["ci95"] or 0))
+            mpi = [r for r in ar if r["dim"] == d and r.get("ratio_mpi")]
+            if mpi:
+                with open(os.path.join(data, "mpi_%s.dat" % d), "w") as f:
+                    for r in mpi:
+                        f.write("%d %g %g\n" % (r["bytes"], r["ratio_mpi"],
+                                                r["ci95_mpi"] or 0))
         lay = [r for r in rows if r["section"] == "layout" and r["ratio"]
                and r["kind"] == "first"]
         ops = sorted({r["op"] for r in lay})
@@ -215,12 +348,17 @@ def write_plot(rows, png, title):
                         i, r["name"].replace('"', "'"), r["better"],
                         r["ratio"]))
             return bars
-        bars = write_bars("bars.dat", ("startup", "memory"))
+        bars = write_bars("bars.dat", ("startup", "memory", "collectives"))
         store_bars = write_bars("store.dat", ("store",))
         plots = []
         ar_plot = ", ".join(
-            "'%s/ar_%s.dat' using 1:2:3 with yerrorlines title 'dim %s'"
-            % (data, d, d) for d in dims) or "1 notitle"
+            "'%s/ar_%s.dat' using 1:2:3 with yerrorlines title '%s / PyTorch'"
+            % (data, d, d) for d in dims)
+        mpi_plot = ", ".join(
+            "'%s/mpi_%s.dat' using 1:2:3 with yerrorlines dashtype 3 "
+            "title '%s / Open MPI'" % (data, d, d) for d in dims
+            if os.path.exists(os.path.join(data, "mpi_%s.dat" % d)))
+        ar_plot = ", ".join(p for p in (ar_plot, mpi_plot) if p) or "1 notitle"
         lay_plot = ", ".join(
             "'%s/lay_%s.dat' using 1:2 with linespoints title '%s'"
             % (data, op, op) for op in ops) or "1 notitle"
@@ -235,7 +373,7 @@ set multiplot layout 4,1 title '%(title)s'
 set grid
 set format y '%%g'
 set logscale y 10
-set title 'per-dim all-reduce: devmesh busbw / PyTorch busbw (above 1: devmesh faster; bars: 95%% interval)'
+set title 'per-dim all-reduce: devmesh busbw / PyTorch and / Open MPI busbw (above 1: devmesh faster; bars: 95%% interval)'
 set xlabel 'message size (bytes)'
 set logscale x 2
 set format x '%%.0b%%B'
@@ -247,7 +385,7 @@ set format x '2^%%L'
 plot %(lay)s, 1 with lines dashtype 2 lc 'black' notitle
 unset logscale x
 set format x '%%g'
-set title 'start-up and memory: devmesh / PyTorch (which way is better is in each label)'
+set title 'start-up, memory, all-gather and reduce-scatter busbw: devmesh / PyTorch (which way is better is in each label)'
 set xlabel ''
 set xtics rotate by -35 left
 set style fill solid 0.5

@@ -49,12 +49,21 @@ def allreduce_bus_bandwidth_gbps(nbytes, nranks, seconds):
     return alg_bandwidth_gbps(nbytes, seconds) * 2.0 * (nranks - 1) / nranks
 
 
+def collective_bus_bandwidth_gbps(nbytes, nranks, seconds):
+    """All-gather and reduce-scatter (nccl-tests): nbytes is the full
+    buffer, busbw = algbw * (n - 1) / n."""
+    return alg_bandwidth_gbps(nbytes, seconds) * (nranks - 1) / nranks
+
+
+MAX_BATCH = 100
+BATCH_BYTES = 8 << 20
+
+
 def batch_size(nbytes):
     """All-reduces timed together in one run (bench/allreduce_2d.cc's
-    BatchSize): from 1 MiB, enough to move 8 MiB; below, one."""
-    if nbytes < (1 << 20):
-        return 1
-    return max(1, ((8 << 20) + nbytes - 1) // nbytes)
+    BatchSize): clamp(ceil(8 MiB / bytes), 1, 100), so 1 to 8 from 1 MiB,
+    16 at 512 KiB, 100 from 64 KiB down."""
+    return min(MAX_BATCH, max(1, -(-BATCH_BYTES // max(nbytes, 1))))
 
 
 def paired_ratio(devmesh, torch):
