@@ -2,16 +2,16 @@
 # tools/launcher_check.sh: the launcher table, tested end to end with the real
 # launchers: Open MPI's mpirun, Slurm's srun (a cluster this script starts and
 # stops), torchrun, on one host and on two "hosts" (network namespaces joined
-# by a veth pair, each with its own address and host name; see
-# tools/launcher_check/hosts.sh; each host with its own /dev/shm, as real
-# hosts have). Each check starts
+# by a veth pair, each with its own address, host name and /dev/shm; see
+# tools/launcher_check/hosts.sh). Each check starts
 # //tools/launcher_check:mesh_check (a 2 x 2 mesh, rank ids all-reduced along
 # each dim, exact sums checked) or //bench:allreduce_2d in a short mode, and
-# reads back what every rank printed, the backend each dim's groups got
-# included ("shm" inside a host, "gloo" across). Prints one table and exits non-zero
-# when any check fails. Namespaces, daemons and processes it started are
-# removed by a trap, also when a step fails or the script is interrupted;
-# every step is bounded by `timeout`.
+# reads back what every rank printed, each dim's backend included ("shm"
+# inside a host, "gloo" across). Prints one table and exits non-zero when
+# any check fails. Namespaces (network, and mount with each host's /dev/shm
+# tmpfs), daemons and processes it started are removed by a trap, also when
+# a step fails or the script is interrupted; every step is bounded by
+# `timeout`.
 #
 #   sudo tools/launcher_check.sh          (root: namespaces, slurmd, munged)
 #
@@ -373,7 +373,7 @@ add_row "by hand, --backend=shm" 2 "2x2 dp,tp" "-" "-" \
 # ("auto") the segment check, not the host name, must give them Gloo; tp
 # (0,1 and 2,3) stays shm.
 run "$WORK/hand_2shm.log" env LC_BY_HAND_VIEWS="1 1 1b 1b" "$HERE/by_hand.sh" 127.0.0.1 $CHECK
-check_mesh hand_2shm "by hand, one host name, two /dev/shm (ranks 0,1 | 2,3)" 1 \
+check_mesh hand_2shm "by hand, one host name, two /dev/shm (ranks 0,1 and 2,3)" 1 \
   "2x2 dp,tp" "dp,tp" "dp=gloo,tp=shm" "$WORK/hand_2shm.log"
 
 # torchrun, one agent per host.
