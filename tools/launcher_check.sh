@@ -2,14 +2,16 @@
 # tools/launcher_check.sh: the launcher table, tested end to end with the real
 # launchers: Open MPI's mpirun, Slurm's srun (a cluster this script starts and
 # stops), torchrun, on one host and on two "hosts" (network namespaces joined
-# by a veth pair, each with its own address and host name; see
+# by a veth pair, each with its own address, host name and /dev/shm; see
 # tools/launcher_check/hosts.sh). Each check starts
 # //tools/launcher_check:mesh_check (a 2 x 2 mesh, rank ids all-reduced along
 # each dim, exact sums checked) or //bench:allreduce_2d in a short mode, and
-# reads back what every rank printed. Prints one table and exits non-zero
-# when any check fails. Namespaces, daemons and processes it started are
-# removed by a trap, also when a step fails or the script is interrupted;
-# every step is bounded by `timeout`.
+# reads back what every rank printed, each dim's backend included ("shm"
+# inside a host, "gloo" across). Prints one table and exits non-zero when
+# any check fails. Namespaces (network, and mount with each host's /dev/shm
+# tmpfs), daemons and processes it started are removed by a trap, also when
+# a step fails or the script is interrupted; every step is bounded by
+# `timeout`.
 #
 #   sudo tools/launcher_check.sh          (root: namespaces, slurmd, munged)
 #
@@ -59,6 +61,21 @@ dims_inside() {
     sed -E 's/.* dim=([^ ]+) .*/\1/' | paste -sd, -
 }
 
+# backends LOG: per dim (in the order the ranks print them), the backends
+# the ranks reported, e.g. "dp=gloo,tp=shm"; "dp=gloo|shm" when ranks differ.
+backends() {
+  grep -E '^mesh_check rank=[0-9]+ dim=' "$1" |
+    awk '{ d = ""; b = "?"
+           for (i = 1; i <= NF; i++) {
+             if ($i ~ /^dim=/) d = substr($i, 5)
+             if ($i ~ /^backend=/) b = substr($i, 9)
+           }
+           if (!(d in got)) { order[++n] = d; got[d] = b }
+           else if (index("|" got[d] "|", "|" b "|") == 0) got[d] = got[d] "|" b }
+         END { for (i = 1; i <= n; i++) printf "%s%s=%s", (i > 1 ? "," : ""), order[i], got[order[i]]
+               print "" }'
+}
+
 # sums_right LOG: "yes" when every rank printed both dims with sum == want
 # and result=ok.
 sums_right() {
@@ -71,9 +88,9 @@ sums_right() {
   if [ "$lines" -eq 8 ] && [ "$good" -eq 8 ] && [ "$oks" -eq 4 ]; then echo yes; else echo "no ($good/8 sums, $oks/4 ok)"; fi
 }
 
-add_row() {  # launcher hosts mesh inside sums seconds result
-  ROWS+=("$(printf '| %s | %s | %s | %s | %s | %s | %s |' "$@")")
-  case "$7" in
+add_row() {  # launcher hosts mesh inside backends sums seconds result
+  ROWS+=("$(printf '| %s | %s | %s | %s | %s | %s | %s | %s |' "$@")")
+  case "$8" in
     pass*|skipped*) ;;
     *) FAILURES=$((FAILURES + 1)) ;;
   esac
@@ -97,18 +114,24 @@ run() {
 
 show_log() { echo "---- $1 (last 25 lines)"; tail -n 25 "$1"; echo "----"; }
 
-# check_mesh NAME LAUNCHER HOSTS MESH WANT_INSIDE LOG: a 2 x 2 run that must
-# pass with the dims WANT_INSIDE reported inside a host.
+# check_mesh NAME LAUNCHER HOSTS MESH WANT_INSIDE WANT_BACKENDS LOG: a 2 x 2
+# run that must pass with the dims WANT_INSIDE reported inside a host and
+# every rank's groups on the backends WANT_BACKENDS ("dp=gloo,tp=shm").
 check_mesh() {
-  local name="$1" launcher="$2" hosts="$3" mesh="$4" want="$5" log="$6"
-  local inside sums result=pass
+  local name="$1" launcher="$2" hosts="$3" mesh="$4" want="$5"
+  local want_backends="$6" log="$7"
+  local inside got_backends sums result=pass
   inside=$(dims_inside "$log"); sums=$(sums_right "$log")
+  got_backends=$(backends "$log")
   if [ "$RC" -ne 0 ]; then result="FAIL (exit $RC)"
   elif [ "$sums" != yes ]; then result="FAIL (sums)"
   elif [ "$inside" != "$want" ]; then result="FAIL (inside '$inside', want '$want')"
+  elif [ "$got_backends" != "$want_backends" ]; then
+    result="FAIL (backends '$got_backends', want '$want_backends')"
   fi
   [ -n "${EXTRA_FAIL:-}" ] && result="FAIL ($EXTRA_FAIL)"
-  add_row "$launcher" "$hosts" "$mesh" "${inside:--}" "$sums" "$SECS" "$result"
+  add_row "$launcher" "$hosts" "$mesh" "${inside:--}" "${got_backends:--}" \
+    "$sums" "$SECS" "$result"
   [ "$result" = pass ] || show_log "$log"
   EXTRA_FAIL=""
 }
@@ -129,7 +152,7 @@ check_killed() {
     result="FAIL (took ${SECS} s, mesh timeout ${MESH_TIMEOUT} s)"
   fi
   NOTES+=("$launcher, rank 3 killed: $(grep -E '^mesh_check rank=[0-2] result=error' "$log" | head -n 1)")
-  add_row "$launcher, rank 3 killed" "$hosts" "2x2 dp,tp" "-" \
+  add_row "$launcher, rank 3 killed" "$hosts" "2x2 dp,tp" "-" "-" \
     "exit $RC; $errors other rank(s) failed, $named naming a peer" "$SECS" "$result"
   [ "$result" = pass ] || show_log "$log"
 }
@@ -182,46 +205,71 @@ H1="$(lc_host_addr 1)"
 echo "launcher_check: hosts $(lc_host_name 1) ($H1) and $(lc_host_name 2) ($(lc_host_addr 2))"
 lc_hosts_up || { echo "launcher_check: could not make the namespace hosts" >&2; exit 1; }
 
+# Each host's own /dev/shm (hosts.sh): a file made there on host 1 is seen
+# by another process on host 1, and not on host 1's second /dev/shm (1b),
+# on host 2 or on the machine.
+probe="launcher_check.$$"
+t0=$(now)
+seen=()
+timeout 20 "$ON_HOST" 1 touch "/dev/shm/$probe"; RC=$?
+for view in 1 1b 2; do
+  if timeout 20 "$ON_HOST" "$view" test -e "/dev/shm/$probe"; then seen+=("$view:yes"); else seen+=("$view:no"); fi
+done
+if [ -e "/dev/shm/$probe" ]; then seen+=("machine:yes"); rm -f "/dev/shm/$probe"; else seen+=("machine:no"); fi
+timeout 20 "$ON_HOST" 1 rm -f "/dev/shm/$probe"
+SECS=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+result=pass
+[ "$RC" -eq 0 ] && [ "${seen[*]}" = "1:yes 1b:no 2:no machine:no" ] ||
+  result="FAIL (exit $RC, seen ${seen[*]}, want 1:yes 1b:no 2:no machine:no)"
+add_row "private /dev/shm per host (on_host.sh)" 2 - - - \
+  "file made on host 1, seen on ${seen[*]}" "$SECS" "$result"
+
 # Open MPI, one host.
 run "$WORK/mpi1.log" "$ON_HOST" 1 mpirun -np 4 --oversubscribe \
   -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 $CHECK
-check_mesh mpi1 "mpirun -np 4" 1 "2x2 dp,tp" "dp,tp" "$WORK/mpi1.log"
+check_mesh mpi1 "mpirun -np 4" 1 "2x2 dp,tp" "dp,tp" "dp=shm,tp=shm" "$WORK/mpi1.log"
 
 # The main benchmark under mpirun, short mode: every row's #wrong must be 0.
 BENCH=("$WORK/bin/allreduce_2d" --min_bytes=1K --max_bytes=64K --iters=5
   --warmup=1 --target_ci=0)
-# check_bench LAUNCHER HOSTS WANT_INSIDE LOG: 14 rows (7 sizes x 2 dims),
-# #wrong 0 in each, and the dims it reports inside a host.
+# check_bench LAUNCHER HOSTS WANT_INSIDE WANT_BACKENDS LOG: 14 rows (7 sizes
+# x 2 dims), #wrong 0 in each, the dims it reports inside a host and the
+# backend of each dim ("# dim dp: ..., backend gloo").
 check_bench() {
-  local launcher="$1" hosts="$2" want="$3" log="$4" rows wrong inside result=pass
+  local launcher="$1" hosts="$2" want="$3" want_backends="$4" log="$5"
+  local rows wrong inside got_backends result=pass
   rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(dp|tp) ' "$log")
   wrong=$(grep -E '^ +[0-9]+ +[0-9]+ +(dp|tp) ' "$log" | awk '{ s += $10 } END { print s + 0 }')
   inside=$(grep -E '^# dim [a-z]+: inside one host' "$log" | awk '{ print $3 }' | tr -d : | paste -sd, -)
+  got_backends=$(grep -E '^# dim [a-z]+: .*, backend [a-z]+$' "$log" |
+    sed -E 's/^# dim ([a-z]+): .*, backend ([a-z]+)$/\1=\2/' | paste -sd, -)
   if [ "$RC" -ne 0 ] || [ "$rows" -ne 14 ] || [ "$wrong" -ne 0 ]; then
     result="FAIL (exit $RC, $rows rows, $wrong wrong)"
   elif [ "$inside" != "$want" ]; then
     result="FAIL (inside '$inside', want '$want')"
+  elif [ "$got_backends" != "$want_backends" ]; then
+    result="FAIL (backends '$got_backends', want '$want_backends')"
   fi
   add_row "$launcher allreduce_2d (1K-64K)" "$hosts" "2x2 dp,tp" "${inside:--}" \
-    "$rows rows, #wrong $wrong" "$SECS" "$result"
+    "${got_backends:--}" "$rows rows, #wrong $wrong" "$SECS" "$result"
   [ "$result" = pass ] || show_log "$log"
 }
 run "$WORK/bench.log" "$ON_HOST" 1 mpirun -np 4 --oversubscribe \
   -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 "${BENCH[@]}"
-check_bench "mpirun -np 4" 1 "dp,tp" "$WORK/bench.log"
+check_bench "mpirun -np 4" 1 "dp,tp" "dp=shm,tp=shm" "$WORK/bench.log"
 
 # Slurm: the cluster of both hosts; one node, then both.
 if lc_slurm_up "$WORK/slurm"; then
   run "$WORK/srun1.log" "$ON_HOST" 1 srun -N1 -n4 -w "$(lc_host_name 1)" --time=2 $CHECK
   EXTRA_FAIL=$(slurm_agrees "$WORK/srun1.log" | head -n 1)
-  check_mesh srun1 "srun -N1 -n4" 1 "2x2 dp,tp" "dp,tp" "$WORK/srun1.log"
+  check_mesh srun1 "srun -N1 -n4" 1 "2x2 dp,tp" "dp,tp" "dp=shm,tp=shm" "$WORK/srun1.log"
   run "$WORK/srun2.log" "$ON_HOST" 1 srun -N2 --ntasks-per-node=2 --time=2 $CHECK
   EXTRA_FAIL=$(slurm_agrees "$WORK/srun2.log" | head -n 1)
-  check_mesh srun2 "srun -N2 --ntasks-per-node=2" 2 "2x2 dp,tp" "tp" "$WORK/srun2.log"
+  check_mesh srun2 "srun -N2 --ntasks-per-node=2" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/srun2.log"
   run "$WORK/srun_kill.log" "$ON_HOST" 1 srun -N2 --ntasks-per-node=2 --time=2 $CHECK --kill_rank=3
   check_killed "srun -N2 --ntasks-per-node=2" 2 "$WORK/srun_kill.log"
 else
-  add_row "srun (cluster start)" 2 - - - - "FAIL (Slurm did not start)"
+  add_row "srun (cluster start)" 2 - - - - - "FAIL (Slurm did not start)"
 fi
 lc_slurm_down
 
@@ -230,12 +278,12 @@ lc_slurm_down
 MPI2=("$ON_HOST" 1 mpirun -np 4 --host "$(lc_host_name 1):2,$(lc_host_name 2):2"
   -x MASTER_ADDR="$H1" -x MASTER_PORT=29500)
 run "$WORK/mpi2.log" "${MPI2[@]}" $CHECK
-check_mesh mpi2 "mpirun -np 4 --host dmh1:2,dmh2:2" 2 "2x2 dp,tp" "tp" "$WORK/mpi2.log"
+check_mesh mpi2 "mpirun -np 4 --host dmh1:2,dmh2:2" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/mpi2.log"
 run "$WORK/bench2.log" "${MPI2[@]}" "${BENCH[@]}"
-check_bench "mpirun --host dmh1:2,dmh2:2" 2 "tp" "$WORK/bench2.log"
+check_bench "mpirun --host dmh1:2,dmh2:2" 2 "tp" "dp=gloo,tp=shm" "$WORK/bench2.log"
 NOTES+=("allreduce_2d on 2 hosts: $(grep -E '^# dim ' "$WORK/bench2.log" | paste -sd';' -)")
 run "$WORK/mpi2_ifname.log" "${MPI2[@]}" -x GLOO_SOCKET_IFNAME=dmlc0 $CHECK
-check_mesh mpi2i "same, GLOO_SOCKET_IFNAME=dmlc0" 2 "2x2 dp,tp" "tp" "$WORK/mpi2_ifname.log"
+check_mesh mpi2i "same, GLOO_SOCKET_IFNAME=dmlc0" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/mpi2_ifname.log"
 
 # An interface the peers cannot reach (loopback, forced by
 # GLOO_SOCKET_IFNAME=lo on every rank): a rank's error must name the address
@@ -250,7 +298,7 @@ elif awk -v s="$SECS" -v t="$MESH_TIMEOUT" 'BEGIN { exit !(s >= t) }'; then
   result="FAIL (took ${SECS} s, mesh timeout ${MESH_TIMEOUT} s)"
 fi
 NOTES+=("GLOO_SOCKET_IFNAME=lo: $(grep -m1 -E '^mesh_check rank=[0-9]+ result=error' "$WORK/mpi2_lo.log")")
-add_row "same, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" \
+add_row "same, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" "-" \
   "exit $RC; $named rank(s) named [127.0.0.1]:port" "$SECS" "$result"
 [ "$result" = pass ] || show_log "$WORK/mpi2_lo.log"
 
@@ -268,13 +316,13 @@ elif awk -v s="$SECS" 'BEGIN { exit !(s > 30) }'; then
   result="FAIL (took ${SECS} s, mesh timeout 10 s)"
 fi
 NOTES+=("by hand, GLOO_SOCKET_IFNAME=lo: $(grep -m1 -E '^mesh_check rank=0 result=error' "$WORK/hand_lo.log")")
-add_row "by hand, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" \
+add_row "by hand, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" "-" \
   "exit $RC; $errors of 4 ranks failed naming a global rank, $named naming [127.0.0.1]:port" "$SECS" "$result"
 [ "$result" = pass ] || show_log "$WORK/hand_lo.log"
 
 # tp would cross hosts: the host-major ranks named the other way round.
 run "$WORK/cross.log" "${MPI2[@]}" $CHECK --mesh_dim_names=tp,dp
-check_mesh cross "mpirun, dims named tp,dp" 2 "2x2 tp,dp" "dp" "$WORK/cross.log"
+check_mesh cross "mpirun, dims named tp,dp" 2 "2x2 tp,dp" "dp" "tp=gloo,dp=shm" "$WORK/cross.log"
 # By hand (Open MPI would stop the other ranks as soon as one exits
 # non-zero, sometimes while one is still talking to rank 0's store): every
 # rank must return the FailedPrecondition, and the job must exit non-zero.
@@ -287,7 +335,7 @@ if [ "$RC" -eq 0 ] || [ "$got" -ne 4 ] || [ "$printed" -ne 4 ]; then
   result="FAIL (exit $RC, $got of $printed results with the message)"
 fi
 NOTES+=("require_inside_host=tp: $(grep -m1 -oE 'result=error .*' "$WORK/cross_req.log")")
-add_row "by hand, tp,dp, require_inside_host=tp" 2 "2x2 tp,dp" "-" \
+add_row "by hand, tp,dp, require_inside_host=tp" 2 "2x2 tp,dp" "-" "-" \
   "exit $RC; $got of $printed results: FailedPrecondition naming tp, dmh1, dmh2" "$SECS" "$result"
 [ "$result" = pass ] || show_log "$WORK/cross_req.log"
 
@@ -297,7 +345,36 @@ check_killed "mpirun --host dmh1:2,dmh2:2" 2 "$WORK/mpi_kill.log"
 # By hand, as a new user would: torchrun's variables and nothing else
 # (MASTER_ADDR = host 1's veth address; no GLOO_SOCKET_IFNAME).
 run "$WORK/hand.log" "$HERE/by_hand.sh" "$H1" $CHECK
-check_mesh hand "by hand (torchrun variables)" 2 "2x2 dp,tp" "tp" "$WORK/hand.log"
+check_mesh hand "by hand (torchrun variables)" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/hand.log"
+
+# Shared memory forced across hosts (MeshOptions backend "shm"): the dp
+# groups cross, their members cannot map one segment (each host has its own
+# /dev/shm), so every rank must fail with FailedPrecondition naming a member
+# by global rank, within the 10 s mesh timeout (plus start-up and teardown).
+# By hand, so that no launcher stops the others first.
+run "$WORK/hand_shm.log" "$HERE/by_hand.sh" "$H1" $CHECK --backend=shm --timeout_s=10
+got=$(grep -cE '^mesh_check rank=[0-9]+ result=error FAILED_PRECONDITION: .*global rank [0-9]+' "$WORK/hand_shm.log")
+printed=$(grep -cE '^mesh_check rank=[0-9]+ result=' "$WORK/hand_shm.log")
+result=pass
+if [ "$RC" -eq 0 ] || [ "$got" -ne 4 ] || [ "$printed" -ne 4 ]; then
+  result="FAIL (exit $RC, $got of $printed results FailedPrecondition naming a global rank)"
+elif awk -v s="$SECS" 'BEGIN { exit !(s > 30) }'; then
+  result="FAIL (took ${SECS} s, mesh timeout 10 s)"
+fi
+NOTES+=("backend=shm across hosts: $(grep -m1 -E '^mesh_check rank=0 result=' "$WORK/hand_shm.log")")
+add_row "by hand, --backend=shm" 2 "2x2 dp,tp" "-" "-" \
+  "exit $RC; $got of $printed results: FailedPrecondition naming a global rank" "$SECS" "$result"
+[ "$result" = pass ] || show_log "$WORK/hand_shm.log"
+
+# One host name, two /dev/shm (views 1 and 1b of hosts.sh: host 1's network
+# namespace and name, ranks 2 and 3 with the second /dev/shm, as two
+# containers of one host name): both dims are "inside one host" by name, but
+# the dp groups (0,2 and 1,3) cannot map one segment, so under the default
+# ("auto") the segment check, not the host name, must give them Gloo; tp
+# (0,1 and 2,3) stays shm.
+run "$WORK/hand_2shm.log" env LC_BY_HAND_VIEWS="1 1 1b 1b" "$HERE/by_hand.sh" 127.0.0.1 $CHECK
+check_mesh hand_2shm "by hand, one host name, two /dev/shm (ranks 0,1 and 2,3)" 1 \
+  "2x2 dp,tp" "dp,tp" "dp=gloo,tp=shm" "$WORK/hand_2shm.log"
 
 # torchrun, one agent per host.
 TORCHRUN="$TORCH_VENV/bin/torchrun"
@@ -307,22 +384,22 @@ if [ -x "$TORCHRUN" ]; then
   if [ "$(grep -c 'TORCHELASTIC_USE_AGENT_STORE=True' "$WORK/torchrun.log")" -ne 4 ]; then
     EXTRA_FAIL="not every rank was told to use the agent's store"
   fi
-  check_mesh torchrun "torchrun --nnodes=2 (static, agent store)" 2 "2x2 dp,tp" "tp" "$WORK/torchrun.log"
+  check_mesh torchrun "torchrun --nnodes=2 (static, agent store)" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/torchrun.log"
   run "$WORK/torchrun_c10d.log" "$HERE/torchrun2.sh" c10d "$TORCHRUN" $CHECK
-  check_mesh torchrun_c10d "torchrun --nnodes=2 (c10d rdzv)" 2 "2x2 dp,tp" "tp" "$WORK/torchrun_c10d.log"
+  check_mesh torchrun_c10d "torchrun --nnodes=2 (c10d rdzv)" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/torchrun_c10d.log"
   run "$WORK/torchrun_kill.log" "$HERE/torchrun2.sh" static "$TORCHRUN" $CHECK --kill_rank=3
   check_killed "torchrun --nnodes=2 (static)" 2 "$WORK/torchrun_kill.log"
 elif [ "${DEVMESH_REQUIRE_TORCH:-0}" = 1 ]; then
-  add_row "torchrun --nnodes=2" 2 - - - - "FAIL (no $TORCHRUN; DEVMESH_REQUIRE_TORCH=1)"
+  add_row "torchrun --nnodes=2" 2 - - - - - "FAIL (no $TORCHRUN; DEVMESH_REQUIRE_TORCH=1)"
 else
-  add_row "torchrun --nnodes=2" 2 - - - - "skipped (no $TORCHRUN: run tools/install_torch.sh)"
+  add_row "torchrun --nnodes=2" 2 - - - - - "skipped (no $TORCHRUN: run tools/install_torch.sh)"
 fi
 
 # ---- The table ------------------------------------------------------------
 
 echo
-echo "| launcher | hosts | mesh | dims inside a host | sums right | seconds | result |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| launcher | hosts | mesh | dims inside a host | backend per dim | sums right | seconds | result |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${ROWS[@]}"
 echo
 printf '%s\n' "${NOTES[@]}"

@@ -10,12 +10,16 @@
 //   mesh_check rank=1 env source=slurm world=4 local_rank=1 local_world=4
 //       store=node1:29500 host=node1 SLURM_JOB_NODELIST=node1 ...
 //   mesh_check rank=1 dim=tp group=0,1 sum=1 want=1 inside_host=yes
+//       backend=shm
 //   mesh_check rank=1 result=ok
 //
 // Flags:
 //   --mesh_dim_names=dp,tp   names of the two dims (tp,dp names the host-major
 //                            layout the other way round)
 //   --require_inside_host=   dims InitDeviceMesh must keep inside one host
+//   --backend=               MeshOptions.all.backend ("auto", "shm", "gloo");
+//                            empty: the device's default ("auto" for "cpu":
+//                            shm where a group's members share a segment)
 //   --timeout_s=60           the mesh's timeout (rendezvous, groups, collectives)
 //   --kill_rank=-1           this rank SIGKILLs itself once its groups are
 //                            made (the others then fail in their first
@@ -46,6 +50,8 @@
 ABSL_FLAG(std::string, mesh_dim_names, "dp,tp", "names of the two mesh dims");
 ABSL_FLAG(std::string, require_inside_host, "",
           "comma-separated dims that must stay inside one host");
+ABSL_FLAG(std::string, backend, "",
+          "MeshOptions.all.backend; empty: the default for \"cpu\"");
 ABSL_FLAG(int, timeout_s, 60, "mesh timeout in seconds");
 ABSL_FLAG(int, kill_rank, -1, "rank that SIGKILLs itself after group set-up");
 
@@ -85,6 +91,7 @@ absl::Status Run(const devmesh::RendezvousInfo& info) {
       absl::StrSplit(absl::GetFlag(FLAGS_mesh_dim_names), ',');
   devmesh::MeshOptions options;
   options.all.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
+  options.all.backend = absl::GetFlag(FLAGS_backend);
   for (absl::string_view dim :
        absl::StrSplit(absl::GetFlag(FLAGS_require_inside_host), ',',
                       absl::SkipEmpty())) {
@@ -138,11 +145,12 @@ absl::Status Run(const devmesh::RendezvousInfo& info) {
                    ? "yes"
                    : absl::StrCat("no (", span.ToString(), ")");
     }
-    std::printf("%s dim=%s group=%s sum=%lld want=%lld inside_host=%s\n",
-                Prefix(rank).c_str(), names[d].c_str(),
-                absl::StrJoin(*members, ",").c_str(),
-                static_cast<long long>(value), static_cast<long long>(want),
-                inside.c_str());
+    const std::string backend((*groups)[d]->backend());
+    std::printf(
+        "%s dim=%s group=%s sum=%lld want=%lld inside_host=%s backend=%s\n",
+        Prefix(rank).c_str(), names[d].c_str(),
+        absl::StrJoin(*members, ",").c_str(), static_cast<long long>(value),
+        static_cast<long long>(want), inside.c_str(), backend.c_str());
     if (value != want) {
       return absl::InternalError(absl::StrCat("wrong sum along '", names[d],
                                               "': ", value, " != ", want));
