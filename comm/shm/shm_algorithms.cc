@@ -2,7 +2,10 @@
 #include "comm/shm/shm_algorithms.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+
+#include "absl/strings/numbers.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -27,6 +30,22 @@ void ReduceInOrder(char* out, int size, size_t count,
                    const ReduceFunc& reduce, Source x) {
   reduce(out, x(0), x(1), count);
   for (int j = 2; j < size; ++j) reduce(out, out, x(j), count);
+}
+
+// ReduceInOrder into `acc`, then a copy of it to `out`, block by block: each
+// block is copied while it is still in L1, so the copy costs its write only.
+constexpr size_t kBlockBytes = size_t{16} << 10;
+template <typename Source>
+void ReduceInOrderAndCopy(char* acc, char* out, int size, size_t count,
+                          size_t elem, const ReduceFunc& reduce, Source x) {
+  const size_t block = kBlockBytes / elem;
+  for (size_t off = 0; off < count; off += block) {
+    const size_t c = std::min(block, count - off);
+    const size_t at = off * elem;
+    ReduceInOrder(acc + at, size, c, reduce,
+                  [&](int j) -> const char* { return x(j) + at; });
+    std::memcpy(out + at, acc + at, c * elem);
+  }
 }
 
 }  // namespace
@@ -75,11 +94,11 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
     if (hi > lo) {
       // Reduce part `me` into this member's own slot (never written by the
       // copy above), reading its own input directly; then publish it.
-      char* acc = mine + lo * elem;
-      ReduceInOrder(acc, n, hi - lo, reduce, [&](int j) -> const char* {
-        return j == me ? in + lo * elem : seg.slot(p, j) + lo * elem;
-      });
-      std::memcpy(out + lo * elem, acc, (hi - lo) * elem);
+      ReduceInOrderAndCopy(
+          mine + lo * elem, out + lo * elem, n, hi - lo, elem, reduce,
+          [&](int j) -> const char* {
+            return j == me ? in + lo * elem : seg.slot(p, j) + lo * elem;
+          });
     }
     if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
     for (int j = 0; j < n; ++j) {
@@ -93,10 +112,20 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
   return absl::OkStatus();
 }
 
+size_t OneShotMaxBytes() {
+  static const size_t max = [] {
+    const char* env = std::getenv("DEVMESH_SHM_ONESHOT_MAX");
+    size_t v = 0;
+    if (env != nullptr && absl::SimpleAtoi(env, &v)) return v;
+    return kOneShotMaxBytes;
+  }();
+  return max;
+}
+
 absl::Status ShmAllReduce(ShmGroup g, const char* send, char* recv,
                           size_t count, size_t elem, const ReduceFunc& reduce,
                           absl::string_view what) {
-  if (count * elem <= kOneShotMaxBytes) {
+  if (count * elem <= OneShotMaxBytes()) {
     return ShmAllReduceOneShot(g, send, recv, count, elem, reduce, what);
   }
   return ShmAllReduceTwoStep(g, send, recv, count, elem, reduce, what);
@@ -144,12 +173,12 @@ absl::Status ShmReduceScatter(ShmGroup g, const char* send, char* recv,
                   q * elem);
     }
     if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
-    char* acc = mine + me * piece * elem;
     const char* own = send + (static_cast<size_t>(me) * count + off) * elem;
-    ReduceInOrder(acc, n, q, reduce, [&](int j) -> const char* {
-      return j == me ? own : seg.slot(p, j) + me * piece * elem;
-    });
-    std::memcpy(recv + off * elem, acc, q * elem);
+    ReduceInOrderAndCopy(mine + me * piece * elem, recv + off * elem, n, q,
+                         elem, reduce, [&](int j) -> const char* {
+                           return j == me ? own
+                                          : seg.slot(p, j) + me * piece * elem;
+                         });
   }
   return absl::OkStatus();
 }

@@ -26,8 +26,13 @@
 // reduced pairwise in float32 and rounded back at each step, as the Gloo
 // backend does.
 //
-// kOneShotMaxBytes is where two-step starts: measured on the 2-core
-// development machine, 2x2 mesh, 4 ranks, float32 (see the .cc).
+// kOneShotMaxBytes is where two-step starts. Measured with
+// bench/allreduce_2d (2x2 mesh, 4 ranks on 2 cores, float32, 256 KiB slots;
+// DEVMESH_SHM_ONESHOT_MAX overrides it, read once), us per all-reduce, one-shot
+// up to 8 KiB / 32 KiB / 256 KiB:
+//   dp 32 KiB 7.2 / 8.4 / 8.6,  tp 16 KiB 12.7 / 17.5 / 17.2,
+//   tp 32 KiB 13.1 / 18.1 / 21.1, dp 64 KiB 12.3 / 12.1 / 14.8:
+// two-step wins from 16 KiB on both dims; at 8 KiB they tie.
 #ifndef DEVMESH_COMM_SHM_SHM_ALGORITHMS_H_
 #define DEVMESH_COMM_SHM_SHM_ALGORITHMS_H_
 
@@ -42,7 +47,7 @@
 namespace devmesh {
 namespace shm_internal {
 
-inline constexpr size_t kOneShotMaxBytes = size_t{32} << 10;
+inline constexpr size_t kOneShotMaxBytes = size_t{8} << 10;
 
 // The group: its segment and its steps.
 struct ShmGroup {

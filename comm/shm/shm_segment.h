@@ -17,8 +17,8 @@
 //   (pad to 4096)
 //   data: slot(parity, member) x 2 x size, each slot_bytes long
 //
-// Memory per member: 2 x slot_bytes (kDefaultSlotBytes: 1 MiB each, so 2 MiB
-// a member) plus 64 bytes of control. Messages larger than a slot go through
+// Memory per member: 2 x slot_bytes (kDefaultSlotBytes: 256 KiB each, so
+// 512 KiB a member) plus 64 bytes of control. Messages larger than a slot go through
 // it in rounds (shm_algorithms.h).
 //
 // Thread-safety: ShmSegment is immutable after Create/Open; the atomics in
@@ -43,10 +43,17 @@ inline constexpr size_t kCacheLine = 64;
 // "DMSHMSG1" read as a little-endian word.
 inline constexpr uint64_t kSegmentMagic = 0x3147534D48534D44ULL;
 
-// Bytes per member per parity. Swept on the 2-core development machine with
-// bench/allreduce_2d (2x2 mesh, 4 ranks, float32): see
-// comm/shm/shm_algorithms.h for the figures.
-inline constexpr size_t kDefaultSlotBytes = size_t{1} << 20;
+// Bytes per member per parity. Swept with bench/allreduce_2d (2x2 mesh, 4
+// ranks on 2 cores with 4 MiB of L2 each, float32), us per all-reduce with
+// 64 KiB / 128 KiB / 256 KiB / 512 KiB / 1 MiB / 4 MiB slots:
+//   dp 1 MiB 250 / 240 / 267 / 300 / 352 / 352,
+//   tp 4 MiB 2050 / 1870 / 1770 / 1770 / 2065 / 2840,
+//   tp 16 MiB 12160 / 11300 / 10950 / 11230 / 11870 / 13620,
+//   dp 64 MiB 42960 / 39150 / 40900 / 44660 / - / -.
+// Small slots stay in L2 (each member's working set is its own two slots
+// and the ones it reads); below 256 KiB the rounds' steps start to cost on
+// tp. DEVMESH_SHM_SLOT_BYTES overrides it (read at each group's set-up).
+inline constexpr size_t kDefaultSlotBytes = size_t{256} << 10;
 
 struct alignas(kCacheLine) SegmentHeader {
   uint64_t magic;
@@ -84,6 +91,7 @@ enum MemberState : uint32_t {
 struct alignas(kCacheLine) MemberLine {
   std::atomic<uint32_t> step;   // the last step this member arrived at
   std::atomic<uint32_t> state;  // MemberState
+  std::atomic<int32_t> cpu;     // the CPU it last arrived from (or -1)
   int64_t pid;                  // in the pid namespace of every member
   uint64_t start_time;          // /proc/<pid>/stat field 22
   uint64_t nonce_echo;          // the header's nonce, as this member read it

@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "comm/shm/shm_process.h"
 #include "comm/shm/shm_segment.h"
@@ -67,6 +69,11 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
         ") must be positive"));
   }
   ShmOptions options = given;
+  // DEVMESH_SHM_SLOT_BYTES overrides the slot size (a tuning knob).
+  if (const char* env = std::getenv("DEVMESH_SHM_SLOT_BYTES")) {
+    size_t v = 0;
+    if (absl::SimpleAtoi(env, &v) && v > 0) options.slot_bytes = v;
+  }
   const int n = group->size();
   const int me = group->rank();
   const std::vector<int>& ranks = group->global_ranks();

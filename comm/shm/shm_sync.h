@@ -7,11 +7,13 @@
 // same order, NCCL's rule), so the shared arrival counter reaches
 // size * step exactly when the step is complete.
 //
-// Waiting. WaitAll spins for a short while (kSpinIterations pause hints),
-// then sleeps on the segment's futex word (the "bell"); the last member to
-// arrive rings it and wakes the sleepers, with one syscall per step, and none
-// when nobody sleeps. Measured on the 2-core development machine with four
-// ranks (bench/allreduce_2d): see shm_sync.cc.
+// Waiting. WaitAll yields the CPU (sched_yield) for up to 500 us, so that a
+// peer on the same core runs at once and a stream of collectives never
+// sleeps, then sleeps on the segment's futex word (the "bell"); the last
+// member to arrive rings it and wakes the sleepers, with one syscall per
+// step, and none when nobody sleeps. A short spin before yielding is
+// possible (DEVMESH_SHM_SPIN) but off: it lost on every size measured (the
+// figures are in shm_sync.cc).
 //
 // Bounds. Each WaitAll ends by the group's timeout: DeadlineExceeded naming
 // the global ranks that did not arrive. While it sleeps it wakes every
@@ -86,6 +88,9 @@ class ShmSync {
  private:
   // The members that have not arrived at `step`, as global ranks.
   std::vector<int> Missing(uint32_t step) const;
+  // Whether a member that has not arrived at `step` last ran on another CPU
+  // than this thread's (so that spinning for it can pay off).
+  bool MissingElsewhere(uint32_t step) const;
   // Unavailable naming the member found dead (by any member), else a
   // missing one that is dead (checked under /proc when `check_processes` or
   // when a missing member left), else one that left; OK otherwise.

@@ -161,7 +161,7 @@ TEST(ShmTest, OtherCollectivesAtMultiRoundSizes) {
          {groups->world.get(), groups->dp.get(), groups->tp.get()}) {
       const int n = g->size();
       const int me = g->rank();
-      // 2^18 + 3 int32: one block is just over a 1 MiB slot.
+      // 2^18 + 3 int32: one block is just over 1 MiB, several 256 KiB slots.
       const size_t count = (size_t{1} << 18) + 3;
       auto value = [](int r, size_t i) {
         return static_cast<int32_t>(r * 1000003 + static_cast<int64_t>(i));

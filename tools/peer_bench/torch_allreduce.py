@@ -62,6 +62,9 @@ def main():
             times = []
             for _ in range(a.iters):
                 dist.barrier(group=metrics)
+                # One untimed all-reduce on the group lines its members up
+                # after the barrier (as allreduce_2d does).
+                dist.all_reduce(buf, group=g)
                 t0 = time.perf_counter()
                 for _ in range(batch):
                     dist.all_reduce(buf, group=g)
