@@ -168,8 +168,15 @@ TEST(TorchClientTest, TorchsClientAgainstDevmeshServer) {
     EXPECT_EQ(*(*cpp)->Get("py/n"), "3");
     EXPECT_EQ(*(*cpp)->Get("py/ap"), "xyz");
     EXPECT_EQ(*(*cpp)->Get("py/after_append"), "1");
-    EXPECT_FALSE(*(*cpp)->Check({"py/probe"}));  // lost after queue_push
     EXPECT_FALSE(*(*cpp)->Check({"py/k"}));
+    // The queue and barrier part: its sets landed, the counters are keys.
+    EXPECT_EQ(*(*cpp)->Get("py/after_push"), "push");
+    EXPECT_EQ(*(*cpp)->Get("py/after_woken_pop"), "woken_pop");
+    EXPECT_EQ(*(*cpp)->Get("py/after_cancelled_pop"), "cancelled_pop");
+    EXPECT_EQ(*(*cpp)->Get("py/after_barrier7"), "barrier7");
+    EXPECT_EQ(*(*cpp)->Get("py/bar"), "8");
+    EXPECT_EQ(*(*cpp)->Get("py/half_barrier"), "1");
+    EXPECT_FALSE(*(*cpp)->Check({"py/q"}));  // queues are not keys
   }
 }
 
