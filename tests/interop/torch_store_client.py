@@ -85,8 +85,12 @@ producer1 = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=30))
 producer2 = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=30))
+# Pushes read no reply: each client's queue_len (which does) fixes the order
+# across the two connections.
 producer1.queue_push("py/q", "a1")
+check(producer1.queue_len("py/q") == 1, "queue_len after 1 push")
 producer2.queue_push("py/q", "b1")
+check(producer2.queue_len("py/q") == 2, "queue_len after 2 pushes")
 producer1.queue_push("py/q", b"a2")
 set_after(producer1, "push")
 check(other.queue_len("py/q") == 3, "queue_len of 3 pushes")
@@ -103,8 +107,9 @@ except dist.QueueEmptyError as e:
     check("queue is empty" in str(e), "empty pop message: %s" % e)
 set_after(store, "empty_pop")
 producer1.queue_push("py/q", "x")
+check(producer1.queue_len("py/q") == 1, "queue_len 1")  # the push is in
 check(other.queue_len("py/q") == 1 and not other.check(["py/q/"]),
-      "queue_len 1")
+      "queue_len 1 seen by another client")
 check(other.check(["py/q"]), "check sees a non-empty queue")
 check("py/q" not in other.list_keys(), "a queue is not a key")
 check(other.queue_pop("py/q") == b"x", "pop of x")

@@ -62,6 +62,14 @@ class C10dQueueBarrierTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << st;
     return got;
   }
+  // Returns once the server has handled everything sent on `s` so far: a
+  // PING, answered even behind a parked request.
+  static void Sync(Socket& s) {
+    Send(s, Encode({C10dQuery::kPing, {}, {}, 0x5EED}));
+    std::string nonce;
+    AppendC10dU32(nonce, 0x5EED);
+    EXPECT_EQ(Recv(s, 4), nonce);
+  }
   // True when nothing arrives on `s` within `wait`.
   static bool Silent(Socket& s, absl::Duration wait) {
     char b;
@@ -171,7 +179,9 @@ TEST_F(C10dQueueBarrierTest, BlockingPopIsWokenByAPushOneWaiterPerPush) {
   // A blocking queue_pop is WAIT on the queue's key, then QUEUE_POP.
   Socket a = Raw(), b = Raw(), pusher = Raw();
   Send(a, Encode({C10dQuery::kWait, {"/jobs"}, {}, 0}));
+  Sync(a);  // a parks first, then b
   Send(b, Encode({C10dQuery::kWait, {"/jobs"}, {}, 0}));
+  Sync(b);
   EXPECT_TRUE(Silent(a, absl::Milliseconds(100)));
   Send(pusher, Encode({C10dQuery::kQueuePush, {"/jobs"}, {"j1"}, 0}));
   // One push wakes one waiter (the first parked), not both.
@@ -185,7 +195,9 @@ TEST_F(C10dQueueBarrierTest, BlockingPopIsWokenByAPushOneWaiterPerPush) {
   EXPECT_EQ(Recv(b, 8 + 8 + 2), I64(1) + Str("j2"));
   // A WAIT on several keys completes when the last of them is pushed.
   Send(a, Encode({C10dQuery::kWait, {"/x", "/y"}, {}, 0}));
+  Sync(a);
   Send(pusher, Encode({C10dQuery::kQueuePush, {"/x"}, {"1"}, 0}));
+  Sync(pusher);
   EXPECT_TRUE(Silent(a, absl::Milliseconds(100)));
   Send(pusher, Encode({C10dQuery::kSet, {"/y"}, {"2"}, 0}));
   EXPECT_EQ(Recv(a, 1), U8(kC10dStopWaiting));
@@ -195,13 +207,15 @@ TEST_F(C10dQueueBarrierTest, PopCancelledByItsTimeoutThenASetLands) {
   Socket s = Raw();
   // torch's client after its timeout: CANCEL_WAIT, one byte back.
   Send(s, Encode({C10dQuery::kWait, {"/empty"}, {}, 0}));
+  Sync(s);
   EXPECT_TRUE(Silent(s, absl::Milliseconds(100)));
   Send(s, Encode({C10dQuery::kCancelWait, {}, {}, 0}) +
               Encode({C10dQuery::kSet, {"/after"}, {"1"}, 0}));
   EXPECT_EQ(Recv(s, 1), U8(kC10dWaitCanceled));
-  Socket other = Raw();
-  Send(other, Encode({C10dQuery::kGet, {"/after"}, {}, 0}));
-  EXPECT_EQ(Recv(other, 9), Str("1"));
+  Socket other = Raw();  // as torch's get(): WAIT, then GET
+  Send(other, Encode({C10dQuery::kWait, {"/after"}, {}, 0}) +
+                  Encode({C10dQuery::kGet, {"/after"}, {}, 0}));
+  EXPECT_EQ(Recv(other, 1 + 9), U8(kC10dStopWaiting) + Str("1"));
   // A push after the cancel wakes nobody on `s` and stays in the queue.
   Send(other, Encode({C10dQuery::kQueuePush, {"/empty"}, {"v"}, 0}) +
                   Encode({C10dQuery::kQueueLen, {"/empty"}, {}, 0}));
@@ -214,9 +228,10 @@ TEST_F(C10dQueueBarrierTest, BarrierOfEightReleasesAllAtTheEighth) {
   for (int i = 0; i < 8; ++i) clients.push_back(Raw());
   for (int i = 0; i < 7; ++i) {
     Send(clients[i], Encode({C10dQuery::kBarrier, {"/b"}, {}, 8}));
+    Sync(clients[i]);  // its call is counted
   }
   for (int i = 0; i < 7; ++i) {
-    EXPECT_TRUE(Silent(clients[i], absl::Milliseconds(i == 0 ? 200 : 1)))
+    EXPECT_TRUE(Silent(clients[i], absl::Milliseconds(i == 0 ? 100 : 1)))
         << i;
   }
   Send(clients[7], Encode({C10dQuery::kBarrier, {"/b"}, {}, 8}));
@@ -237,6 +252,7 @@ TEST_F(C10dQueueBarrierTest, BarrierOfEightReleasesAllAtTheEighth) {
 TEST_F(C10dQueueBarrierTest, BarrierCancelKeepsTheCountAndWritesRelease) {
   Socket a = Raw(), b = Raw();
   Send(a, Encode({C10dQuery::kBarrier, {"/b2"}, {}, 2}));
+  Sync(a);
   EXPECT_TRUE(Silent(a, absl::Milliseconds(100)));
   Send(a, Encode({C10dQuery::kCancelWait, {}, {}, 0}) +
               Encode({C10dQuery::kGet, {"/b2"}, {}, 0}));
@@ -246,11 +262,13 @@ TEST_F(C10dQueueBarrierTest, BarrierCancelKeepsTheCountAndWritesRelease) {
   EXPECT_EQ(Recv(b, 1), U8(kC10dStopWaiting));
   // Any write of a barrier's key releases it, as on torch's server.
   Send(a, Encode({C10dQuery::kBarrier, {"/w"}, {}, 3}));
+  Sync(a);
   EXPECT_TRUE(Silent(a, absl::Milliseconds(100)));
   Send(b, Encode({C10dQuery::kSet, {"/w"}, {"0"}, 0}));
   EXPECT_EQ(Recv(a, 1), U8(kC10dStopWaiting));
   // A WAIT on the key sees the counter as soon as a barrier makes it.
   Send(a, Encode({C10dQuery::kWait, {"/c"}, {}, 0}));
+  Sync(a);  // parked before the counter exists
   Send(b, Encode({C10dQuery::kBarrier, {"/c"}, {}, 2}));
   EXPECT_EQ(Recv(a, 1), U8(kC10dStopWaiting));
 }
