@@ -142,7 +142,7 @@ C10dSession::Step C10dSession::Forward(const C10dRequest& r) {
       d.op = Op::kDeleteKey;
       break;
     case C10dQuery::kMultiGet:
-      d.op = Op::kMultiGet;
+      d.op = Op::kMultiGetOrEmpty;  // "" for a missing key, as torch's server
       break;
     case C10dQuery::kMultiSet:
       d.op = Op::kMultiSet;

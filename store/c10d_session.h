@@ -16,9 +16,8 @@
 //   WAIT      -> kWait, no timeout             -> STOP_WAITING when all set
 //   CANCEL_WAIT -> (the server expires the parked WAIT or BARRIER)
 //                                              -> WAIT_CANCELED
-//   MULTI_GET -> kMultiGet, timeout 0          -> values; a missing key
-//                drops the client (torch's libuv server answers "" for it;
-//                torch's client WAITs first, so it never sees either)
+//   MULTI_GET -> kMultiGetOrEmpty              -> values; "" for a missing
+//                key, as torch's libuv server (torch's client WAITs first)
 //   APPEND    -> kAppend                       -> none (concatenate or
 //                                                create; wakes waiters)
 //   LIST_KEYS -> kListKeys                     -> every key, sorted, each

@@ -192,6 +192,26 @@ StoreService::Outcome StoreService::HandleOp(ClientId client,
     case Op::kDeleteKey:
       ok.U8(table_.Delete(r.keys[0]) ? 1 : 0);
       break;
+    case Op::kMultiGetOrEmpty: {
+      size_t bytes = 1 + 4;
+      for (absl::string_view k : r.keys) {
+        const std::string* v = table_.Find(k);
+        bytes += 4 + (v == nullptr ? 0 : v->size());
+      }
+      if (bytes > kMaxFrameBytes) {
+        return {EncodeErrorReply(absl::OutOfRangeError(absl::StrCat(
+                    "the values of the ", r.keys.size(), " keys take ", bytes,
+                    " bytes, over the reply limit of ", kMaxFrameBytes))),
+                false, -1};
+      }
+      WireWriter values(4 + bytes);
+      values.U8(0).U32(static_cast<uint32_t>(r.keys.size()));
+      for (absl::string_view k : r.keys) {
+        const std::string* v = table_.Find(k);
+        values.Bytes(v == nullptr ? absl::string_view() : *v);
+      }
+      return {std::move(values).Finish(), false, -1};
+    }
     case Op::kNumKeys:
       ok.I64(table_.size());
       break;

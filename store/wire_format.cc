@@ -24,7 +24,7 @@ bool HasNumber(Op op) {
 }
 bool HasKeyList(Op op) {
   return op == Op::kWait || op == Op::kCheck || op == Op::kMultiGet ||
-         op == Op::kMultiSet;
+         op == Op::kMultiSet || op == Op::kMultiGetOrEmpty;
 }
 bool HasTimeout(Op op) {
   return op == Op::kGet || op == Op::kWait || op == Op::kMultiGet;
@@ -129,7 +129,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
   uint8_t op = 0;
   if (!in.U8(&op)) return absl::InvalidArgumentError("empty request frame");
   if (op < static_cast<uint8_t>(Op::kHello) ||
-      op > static_cast<uint8_t>(Op::kBarrier)) {
+      op > static_cast<uint8_t>(Op::kMultiGetOrEmpty)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown request op ", static_cast<int>(op)));
   }

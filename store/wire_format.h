@@ -26,7 +26,10 @@
 //                                decimal counter at key; answered once it
 //                                reaches world_size; no timeout: the client
 //                                cancels)
-// kAppend (12), kListKeys (13) and the queue ops and kBarrier (14..17) came
+//   kMultiGetOrEmpty n keys -> n values, "" for a missing key (c10d's
+//                                MULTI_GET as torch's libuv server answers it)
+// kAppend (12), kListKeys (13), the queue ops, kBarrier and
+// kMultiGetOrEmpty (14..18) came
 // after kWireVersion 1 without a version bump: only the server's own c10d
 // sessions send them (devmesh's Store has none of them), and a server
 // without them answers InvalidArgument "unknown request op N" and closes, so
@@ -78,6 +81,7 @@ enum class Op : uint8_t {
   kQueuePop = 15,   // likewise
   kQueueLen = 16,   // likewise
   kBarrier = 17,    // likewise
+  kMultiGetOrEmpty = 18,  // likewise
 };
 
 // A decoded request. Views point into the payload it was decoded from.

@@ -1,6 +1,7 @@
 // Part of //tests/store:c10d_store_test: c10d's QUEUE_PUSH / QUEUE_POP /
-// QUEUE_LEN and BARRIER on devmesh's store server, and requests pipelined
-// behind a parked WAIT, byte for byte on raw sockets. The expected bytes are
+// QUEUE_LEN and BARRIER on devmesh's store server, MULTI_GET of a missing
+// key, and requests pipelined behind a parked WAIT, byte for byte on raw
+// sockets. The expected bytes are
 // those torch 2.15.0's libuv server sends for the same requests (captured
 // through a proxy between torch's client and server); the real torch client
 // runs against this server in tests/interop. Misbehaving clients of the new
@@ -147,6 +148,19 @@ TEST_F(C10dQueueBarrierTest, PipelinedWaitThenSetCompletes) {
   Socket writer = Raw();
   Send(writer, Encode({C10dQuery::kSet, {"/later"}, {"x"}, 0}));
   EXPECT_EQ(Recv(s, 1), U8(kC10dStopWaiting));
+}
+
+// MULTI_GET answers "" for a missing key, as torch's libuv server does
+// (torch's client WAITs first; a raw client, or a key deleted in between,
+// meets it).
+TEST_F(C10dQueueBarrierTest, MultiGetOfAMissingKeyIsEmpty) {
+  Socket s = Raw();
+  Send(s, Encode({C10dQuery::kSet, {"/a"}, {"1"}, 0}) +
+              Encode({C10dQuery::kMultiGet, {"/a", "/missing", "/a"}, {}, 0}) +
+              Encode({C10dQuery::kMultiGet, {}, {}, 0}) +  // no values
+              Encode({C10dQuery::kGetNumKeys, {}, {}, 0}));
+  const std::string want = Str("1") + Str("") + Str("1") + I64(1);
+  EXPECT_EQ(Recv(s, want.size()), want);
 }
 
 TEST_F(C10dQueueBarrierTest, QueueOpsByteForByte) {
