@@ -100,8 +100,10 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
     token = env;
   }
   std::unique_ptr<Bootstrap> boot(new Bootstrap(info, options));
-  // With torchrun's agent store nobody binds: every rank joins it.
-  if (info.rank == 0 && options.host_server && !info.use_agent_store) {
+  // With torchrun's agent store or an external store (DEVMESH_STORE_ADDR)
+  // nobody binds: every rank joins it.
+  if (info.rank == 0 && options.host_server && !info.use_agent_store &&
+      !info.external_store) {
     TcpStoreServerOptions server_options;
     server_options.host = options.server_bind_host;
     server_options.port = info.store_port;

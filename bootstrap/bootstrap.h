@@ -17,6 +17,11 @@
 // devmesh's keys never meet PyTorch's or a previous attempt's. The token does
 // not apply then (c10d has none).
 //
+// With an external store (DEVMESH_STORE_ADDR, info.external_store: a
+// //store:server, or //bootstrap:launch --host_store) no rank binds either:
+// every rank, rank 0 included, joins it with a TcpStoreClient (the token
+// applies), and rank 0 can die without taking the store with it.
+//
 //   auto boot = devmesh::Bootstrap::FromEnv();   // under torchrun / srun / mpirun
 //   if (!boot.ok()) return boot.status();
 //   (*boot)->store()->Set("hello", "world");
@@ -64,7 +69,8 @@ struct BootstrapOptions {
   // The shared store token; unset: $DEVMESH_STORE_TOKEN, or none when that is
   // unset too. Every rank must use the same one.
   std::optional<std::string> token;
-  // true: rank 0 starts the TcpStoreServer on store_port. false: a server is
+  // true: rank 0 starts the TcpStoreServer on store_port (unless
+  // info.use_agent_store or info.external_store). false: a server is
   // already listening there (e.g. started by a test's parent process, see
   // bootstrap/testing/multiprocess.h) and every rank only connects.
   bool host_server = true;

@@ -1,5 +1,5 @@
 // bazel run //bootstrap:launch -- --nproc=N [--master_port=P]
-//     [--cpu_bind=none|core] -- PROGRAM ARGS
+//     [--cpu_bind=none|core] [--host_store] [--keep_going] -- PROGRAM ARGS
 // Starts N local ranks of PROGRAM with torchrun's variables; see launcher.h.
 #include <cstdio>
 #include <cstdlib>
@@ -19,16 +19,25 @@ ABSL_FLAG(std::string, cpu_bind, "none",
           "round-robin over this process's CPUs, as mpirun --bind-to core)");
 ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(5),
           "time between SIGTERM and SIGKILL when a rank fails");
+ABSL_FLAG(bool, host_store, false,
+          "the launcher hosts the store on MASTER_PORT (as torchrun's agent "
+          "does) instead of rank 0, so that the store outlives every rank; "
+          "ranks join it through DEVMESH_STORE_ADDR");
+ABSL_FLAG(bool, keep_going, false,
+          "a failing rank does not stop the others; exit with the first "
+          "failure's code once all have exited");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "launch --nproc=N [--master_port=P] [--cpu_bind=none|core] -- PROGRAM "
-      "[ARGS...]");
+      "launch --nproc=N [--master_port=P] [--cpu_bind=none|core] "
+      "[--host_store] [--keep_going] -- PROGRAM [ARGS...]");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   devmesh::LaunchOptions options;
   options.nproc = absl::GetFlag(FLAGS_nproc);
   options.master_port = absl::GetFlag(FLAGS_master_port);
   options.grace_period = absl::GetFlag(FLAGS_grace_period);
+  options.host_store = absl::GetFlag(FLAGS_host_store);
+  options.keep_going = absl::GetFlag(FLAGS_keep_going);
   absl::StatusOr<devmesh::CpuBind> bind =
       devmesh::ParseCpuBind(absl::GetFlag(FLAGS_cpu_bind));
   if (!bind.ok()) {

@@ -10,10 +10,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bootstrap/rendezvous.h"
 #include "store/socket.h"
+#include "store/tcp_store_server.h"
 
 extern char** environ;
 
@@ -42,6 +45,17 @@ absl::Status CheckExecutable(const std::string& program) {
   }
   return absl::NotFoundError(
       absl::StrCat("cannot exec '", program, "': not found on PATH"));
+}
+
+// The token the ranks will read: DEVMESH_STORE_TOKEN from the launch's extra
+// variables, else from the launcher's own environment, else none.
+std::string StoreToken(
+    const std::vector<std::pair<std::string, std::string>>& env) {
+  for (auto it = env.rbegin(); it != env.rend(); ++it) {
+    if (it->first == "DEVMESH_STORE_TOKEN") return it->second;
+  }
+  const char* own = getenv("DEVMESH_STORE_TOKEN");
+  return own == nullptr ? "" : own;
 }
 
 void WriteAll(int fd, absl::string_view data) {
@@ -158,18 +172,30 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
   // With no port given, the launcher binds a free one and hands the bound
   // socket itself to rank 0 (DEVMESH_STORE_LISTEN_FD, read by Bootstrap), so
   // no other process can take the port between the pick and rank 0's listen.
+  // With host_store the launcher serves on that socket itself (bound on
+  // every interface when the port was given, as rank 0 would bind it).
   Socket listener;
-  if (port == 0) {
-    absl::StatusOr<Socket> bound = Socket::Listen("127.0.0.1", 0);
+  if (port == 0 || options.host_store) {
+    absl::StatusOr<Socket> bound =
+        Socket::Listen(port == 0 ? "127.0.0.1" : "", port);
     if (!bound.ok()) return bound.status();
     absl::StatusOr<int> picked = bound->LocalPort();
     if (!picked.ok()) return picked.status();
     port = *picked;
     listener = *std::move(bound);
   }
-  const int listen_fd = listener.fd();
   // A program that cannot run is one clear error, not one per rank.
   if (absl::Status s = CheckExecutable(options.argv[0]); !s.ok()) return s;
+  std::unique_ptr<TcpStoreServer> store;
+  if (options.host_store) {
+    TcpStoreServerOptions server_options;
+    server_options.token = StoreToken(options.env);
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started =
+        TcpStoreServer::StartOnFd(listener.Release(), server_options);
+    if (!started.ok()) return started.status();
+    store = *std::move(started);
+  }
+  const int listen_fd = listener.fd();
   const std::string exec_failed =
       absl::StrCat("launcher: cannot exec '", options.argv[0], "'\n");
   const std::string bind_failed = "launcher: cannot bind to its CPU\n";
@@ -192,6 +218,14 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
                       {"LOCAL_WORLD_SIZE", absl::StrCat(n)}});
     if (r == 0 && listen_fd >= 0) {
       overrides.push_back({"DEVMESH_STORE_LISTEN_FD", absl::StrCat(listen_fd)});
+    }
+    if (store != nullptr) {
+      // Every rank joins the launcher's store (bootstrap/rendezvous.h), as
+      // torchrun's workers join its agent's: PyTorch code in a rank joins it
+      // as a c10d client instead of binding MASTER_PORT.
+      overrides.push_back(
+          {kExternalStoreVar, absl::StrCat("127.0.0.1:", port)});
+      overrides.push_back({"TORCHELASTIC_USE_AGENT_STORE", "True"});
     }
     std::vector<std::string> env = BuildEnv(overrides);
     std::vector<std::string> args = options.argv;
@@ -279,19 +313,26 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
       const int code =
           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       ranks[r].exit_code = code;
-      if (code != 0 && failed_rank < 0) {
-        failed_rank = r;
-        result = code;
+      if (code != 0 && (failed_rank < 0 || options.keep_going)) {
+        const bool first = failed_rank < 0;
+        if (first) {
+          failed_rank = r;
+          result = code;
+        }
         WriteAll(options.stderr_fd,
                  absl::StrCat("[launcher] rank ", r,
                               WIFEXITED(status) ? " exited with code "
                                                 : " was killed by signal ",
                               WIFEXITED(status) ? code : WTERMSIG(status),
-                              "; stopping the other ranks\n"));
-        for (Rank& other : ranks) {
-          if (other.running) kill(-other.pid, SIGTERM);
+                              options.keep_going
+                                  ? "; the other ranks go on (keep_going)\n"
+                                  : "; stopping the other ranks\n"));
+        if (!options.keep_going) {
+          for (Rank& other : ranks) {
+            if (other.running) kill(-other.pid, SIGTERM);
+          }
+          kill_at = absl::Now() + options.grace_period;
         }
-        kill_at = absl::Now() + options.grace_period;
       }
     }
     if (!killed && absl::Now() >= kill_at) {

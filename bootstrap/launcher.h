@@ -9,6 +9,19 @@
 // process group), then SIGKILL after `grace_period`; the launcher names the
 // failing rank on stderr and returns its exit code (128 + signal for a
 // signal). Each rank also dies with the launcher (PR_SET_PDEATHSIG).
+// With keep_going, a failing rank stops nobody: the others run on, each
+// failure is named on stderr, and the first one's code is returned once
+// every rank has exited.
+//
+// With host_store, the launcher hosts the store itself (a TcpStoreServer in
+// its own process, on MASTER_PORT, serving devmesh's and PyTorch's c10d
+// protocols), as torchrun's agent does, instead of rank 0: every rank gets
+// DEVMESH_STORE_ADDR=127.0.0.1:MASTER_PORT (bootstrap/rendezvous.h) and
+// TORCHELASTIC_USE_AGENT_STORE=True and joins it as a client, so the store
+// outlives any rank (rank 0 included) until LaunchLocal returns. Its token
+// is DEVMESH_STORE_TOKEN from `env`, else from the launcher's environment.
+// The server runs a thread while the ranks are forked; the children only
+// make async-signal-safe calls before exec.
 //
 // With cpu_bind = CpuBind::kCore, rank r is bound to one CPU, the
 // (r mod k)-th of the k CPUs the launcher itself may run on (its
@@ -56,6 +69,10 @@ struct LaunchOptions {
   absl::Duration grace_period = absl::Seconds(5);
   // CPU binding of the ranks.
   CpuBind cpu_bind = CpuBind::kNone;
+  // The launcher hosts the store, not rank 0 (see the banner).
+  bool host_store = false;
+  // A failing rank does not stop the others (see the banner).
+  bool keep_going = false;
   // Where the prefixed output goes (file descriptors; not closed).
   int stdout_fd = 1;
   int stderr_fd = 2;
@@ -66,8 +83,9 @@ struct LaunchOptions {
 // InvalidArgument (nproc < 1 or > kMaxLocalRanks, empty argv, master_port
 // outside 0..65535), NotFound / PermissionDenied naming a program that
 // cannot be executed (checked once, before any rank starts),
-// Internal (pipe/fork failure, or sched_getaffinity failing with kCore),
-// Unavailable (no free port).
+// Internal (pipe/fork failure, sched_getaffinity failing with kCore, or the
+// store's event loop failing to start), Unavailable (no free port; with
+// host_store, master_port in use, naming it).
 absl::StatusOr<int> LaunchLocal(const LaunchOptions& options);
 
 }  // namespace devmesh

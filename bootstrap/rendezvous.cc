@@ -89,6 +89,41 @@ absl::StatusOr<std::string> StoreHost(const EnvLookup& env) {
   return ParseStoreHost("MASTER_ADDR", *raw);
 }
 
+// DEVMESH_STORE_ADDR ("host:port", IPv6 in brackets): a store outside the
+// ranks. Sets the store address and external_store; false when unset.
+absl::StatusOr<bool> ReadExternalStore(const EnvLookup& env,
+                                       RendezvousInfo& info) {
+  std::optional<std::string> value = env(kExternalStoreVar);
+  if (!value) return false;
+  absl::string_view text = *value;
+  const size_t colon = text.rfind(':');
+  if (text.empty() || colon == absl::string_view::npos ||
+      colon + 1 == text.size()) {
+    return Bad(kExternalStoreVar, *value,
+               "is not host:port (an IPv6 host in brackets: [::1]:29500)");
+  }
+  absl::string_view host = text.substr(0, colon);
+  if (host.empty()) return Bad(kExternalStoreVar, *value, "names no host");
+  if (host.find(':') != absl::string_view::npos &&
+      (host.front() != '[' || host.back() != ']')) {
+    return Bad(kExternalStoreVar, *value,
+               "has an IPv6 host without brackets (write [::1]:29500)");
+  }
+  int port = 0;
+  if (!absl::SimpleAtoi(text.substr(colon + 1), &port) || port < 1 ||
+      port > 65535) {
+    return Bad(kExternalStoreVar, *value,
+               "does not end with a port in 1..65535");
+  }
+  absl::StatusOr<std::string> parsed =
+      ParseStoreHost(kExternalStoreVar, host);
+  if (!parsed.ok()) return parsed.status();
+  info.store_host = *std::move(parsed);
+  info.store_port = port;
+  info.external_store = true;
+  return true;
+}
+
 // torchrun's agent store: TORCHELASTIC_USE_AGENT_STORE == "True".
 absl::Status ReadAgentStore(const EnvLookup& env, RendezvousInfo& info) {
   std::optional<std::string> flag = env("TORCHELASTIC_USE_AGENT_STORE");
@@ -112,9 +147,13 @@ absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
   DEVMESH_ASSIGN(info.local_rank, Int(env, "LOCAL_RANK", info.rank, 0, kMaxInt));
   DEVMESH_ASSIGN(info.local_world_size,
                  Int(env, "LOCAL_WORLD_SIZE", info.world_size, 1, kMaxInt));
-  DEVMESH_ASSIGN(info.store_host, StoreHost(env));
-  DEVMESH_ASSIGN(info.store_port, Int(env, "MASTER_PORT", {}, 1, 65535));
-  if (absl::Status s = ReadAgentStore(env, info); !s.ok()) return s;
+  bool external = false;
+  DEVMESH_ASSIGN(external, ReadExternalStore(env, info));
+  if (!external) {
+    DEVMESH_ASSIGN(info.store_host, StoreHost(env));
+    DEVMESH_ASSIGN(info.store_port, Int(env, "MASTER_PORT", {}, 1, 65535));
+    if (absl::Status s = ReadAgentStore(env, info); !s.ok()) return s;
+  }
   if (absl::Status s = CheckConsistent(info, "RANK", "WORLD_SIZE",
                                        "LOCAL_RANK", "LOCAL_WORLD_SIZE");
       !s.ok()) {
@@ -133,9 +172,13 @@ absl::StatusOr<RendezvousInfo> FromOpenMpi(const EnvLookup& env) {
                  Int(env, "OMPI_COMM_WORLD_LOCAL_RANK", {}, 0, kMaxInt));
   DEVMESH_ASSIGN(info.local_world_size,
                  Int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", {}, 1, kMaxInt));
-  DEVMESH_ASSIGN(info.store_host, StoreHost(env));
-  DEVMESH_ASSIGN(info.store_port,
-                 Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
+  bool external = false;
+  DEVMESH_ASSIGN(external, ReadExternalStore(env, info));
+  if (!external) {
+    DEVMESH_ASSIGN(info.store_host, StoreHost(env));
+    DEVMESH_ASSIGN(info.store_port,
+                   Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
+  }
   if (absl::Status s = CheckConsistent(
           info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
           "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -212,7 +255,12 @@ absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
         "environment variables SLURM_NTASKS_PER_NODE and SLURM_TASKS_PER_NODE "
         "are both unset");
   }
-  if (std::optional<std::string> addr = env("MASTER_ADDR"); addr && !addr->empty()) {
+  bool external = false;
+  DEVMESH_ASSIGN(external, ReadExternalStore(env, info));
+  if (external) {
+    // DEVMESH_STORE_ADDR names the store; MASTER_* are not read.
+  } else if (std::optional<std::string> addr = env("MASTER_ADDR");
+             addr && !addr->empty()) {
     DEVMESH_ASSIGN(info.store_host, ParseStoreHost("MASTER_ADDR", *addr));
   } else {
     const char* var = "SLURM_JOB_NODELIST";
@@ -229,8 +277,10 @@ absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
     }
     info.store_host = *host;
   }
-  DEVMESH_ASSIGN(info.store_port,
-                 Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
+  if (!external) {
+    DEVMESH_ASSIGN(info.store_port,
+                   Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
+  }
   if (absl::Status s = CheckConsistent(info, "SLURM_PROCID", "SLURM_NTASKS",
                                        "SLURM_LOCALID", "tasks per node");
       !s.ok()) {

@@ -24,12 +24,26 @@
 //               SLURM_JOB_NODELIST / SLURM_NODELIST ("node[01-04],x" ->
 //               "node01"); port MASTER_PORT, else 29500.
 //
+// A store outside the ranks (every family): DEVMESH_STORE_ADDR="host:port"
+// (kExternalStoreVar; an IPv6 host in brackets, "[::1]:29500") names a
+// devmesh store that already listens there and outlives the ranks (a
+// //store:server, or //bootstrap:launch --host_store, which sets it). Then no
+// rank hosts a store: every rank, rank 0 included, joins it as a devmesh-
+// protocol client (external_store). It takes precedence over the rest:
+// MASTER_ADDR and MASTER_PORT are not read for the store (nor required; a
+// PyTorch rank 0 in the same job may still bind MASTER_PORT for its own
+// store), and TORCHELASTIC_USE_AGENT_STORE is ignored (use_agent_store stays
+// false; devmesh's keys are not put under the torchrun namespace, so one
+// external store serves one job at a time). Unset: as below.
+//
 // Store host (MASTER_ADDR in every family): a host name, an IPv4 literal, or
 // an IPv6 literal bare ("::1", "fe80::1%eth0") or in brackets ("[::1]"; the
 // brackets are removed). "host:port" and "[::1]:29500" are rejected (the
 // port goes in MASTER_PORT).
 //
-// Errors (InvalidArgument, naming the variable and its value): a required
+// Errors (InvalidArgument, naming the variable and its value): a
+// DEVMESH_STORE_ADDR that is not host:port with a port in 1..65535 and a
+// host as MASTER_ADDR's (an IPv6 host without brackets included), a required
 // variable missing, not an integer, out of range (port outside 1..65535,
 // sizes < 1), malformed (a store host as above), or contradictory (RANK >=
 // WORLD_SIZE, LOCAL_RANK >= LOCAL_WORLD_SIZE, LOCAL_WORLD_SIZE > WORLD_SIZE;
@@ -51,16 +65,19 @@
 namespace devmesh {
 
 inline constexpr int kDefaultStorePort = 29500;  // torchrun's default
+// "host:port" of a store outside the ranks (see the banner).
+inline constexpr char kExternalStoreVar[] = "DEVMESH_STORE_ADDR";
 
 struct RendezvousInfo {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
-  // Where every rank reaches the store (MASTER_ADDR; Slurm: else the first
-  // node): rank 0's TcpStoreServer, which itself listens on every interface
-  // (BootstrapOptions::server_bind_host), or torchrun's agent store
-  // (use_agent_store).
+  // Where every rank reaches the store (DEVMESH_STORE_ADDR, else
+  // MASTER_ADDR; Slurm: else the first node): rank 0's TcpStoreServer, which
+  // itself listens on every interface (BootstrapOptions::server_bind_host),
+  // torchrun's agent store (use_agent_store), or an external store
+  // (external_store).
   std::string store_host;
   int store_port = 0;
   std::string source;  // "torchrun", "slurm" or "openmpi"
@@ -69,6 +86,9 @@ struct RendezvousInfo {
   bool use_agent_store = false;
   // With use_agent_store: the prefix of every devmesh key in that store.
   std::string store_namespace;
+  // DEVMESH_STORE_ADDR was set: a devmesh store outside the ranks listens at
+  // store_host:store_port; no rank hosts one, every rank joins it.
+  bool external_store = false;
 };
 
 // Looks up an environment variable: its value, or nullopt when unset.

@@ -8,7 +8,9 @@
 // bytes it came from, and the resumable scan must agree with a decode from
 // scratch at every prefix. Each step goes to a StoreService as the server's loop
 // would (forward, translate the reply, park, cancel), and parked requests
-// are expired now and then. Any crash, hang, sanitizer report or round-trip
+// are expired now and then. Every query type 0..18 (the queue ops and
+// BARRIER included) reaches the service; a service reply must always find
+// the request it answers (an Internal error from the session aborts). Any crash, hang, sanitizer report or round-trip
 // mismatch is a bug.
 #include <cstddef>
 #include <cstdint>
@@ -81,19 +83,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (s.kind == devmesh::C10dSession::Step::kForward) {
         devmesh::StoreService::Outcome out = service.Handle(client, s.bytes);
-        if (out.reply && !session.TranslateReply(*out.reply).ok()) {
-          closed = true;
+        if (out.reply) {
+          if (!session.TranslateReply(*out.reply).ok()) closed = true;
+        } else {
+          // No reply: the service parked it (a WAIT or BARRIER).
+          if (!service.IsParked(client)) std::abort();
+          session.MarkParked();
         }
         if (out.close) closed = true;
       }
       if (++step % 7 == 0) {
         std::string expired = service.Expire(client);
-        if (!expired.empty() && !session.TranslateReply(expired).ok()) {
+        if (!expired.empty() && !session.TranslateParkedReply(expired).ok()) {
           closed = true;
         }
       }
       for (auto& [id, reply] : service.TakeCompleted()) {
-        if (!session.TranslateReply(reply).ok()) closed = true;
+        // A completion is for the parked request, which must exist.
+        absl::StatusOr<std::string> r = session.TranslateParkedReply(reply);
+        if (!r.ok() && r.status().code() == absl::StatusCode::kInternal) {
+          std::abort();
+        }
+        if (!r.ok()) closed = true;
       }
     }
   }

@@ -55,7 +55,16 @@ C10dSession::Step C10dSession::Next(bool parked) {
     return step;
   }
   const C10dRequest& r = *decoded->request;
-  if (parked && r.query != C10dQuery::kCancelWait) return step;
+  if (parked &&
+      (r.query == C10dQuery::kWait || r.query == C10dQuery::kBarrier)) {
+    step.kind = Step::kClose;
+    step.error = absl::StrCat(
+        "c10d query ", static_cast<int>(r.query),
+        " (WAIT or BARRIER) arrived while an earlier WAIT or BARRIER of the "
+        "connection was still waiting; devmesh serves one at a time per "
+        "connection");
+    return step;
+  }
   step = Forward(r);  // copies what it needs out of the buffer
   consumed_ += decoded->consumed;
   need_ = 1;
@@ -133,7 +142,7 @@ C10dSession::Step C10dSession::Forward(const C10dRequest& r) {
       d.op = Op::kDeleteKey;
       break;
     case C10dQuery::kMultiGet:
-      d.op = Op::kMultiGet;
+      d.op = Op::kMultiGetOrEmpty;  // "" for a missing key, as torch's server
       break;
     case C10dQuery::kMultiSet:
       d.op = Op::kMultiSet;
@@ -146,20 +155,55 @@ C10dSession::Step C10dSession::Forward(const C10dRequest& r) {
       d.op = Op::kAppend;
       d.values.push_back(r.values[0]);
       break;
+    case C10dQuery::kQueuePush:
+      d.op = Op::kQueuePush;
+      d.values.push_back(r.values[0]);
+      break;
+    case C10dQuery::kQueuePop:
+      d.op = Op::kQueuePop;
+      break;
+    case C10dQuery::kQueueLen:
+      d.op = Op::kQueueLen;
+      break;
+    case C10dQuery::kBarrier:
+      d.op = Op::kBarrier;
+      d.number = r.number;
+      break;
   }
   for (absl::string_view k : r.keys) d.keys.push_back(DevmeshKey(k));
   step.bytes = Payload(d);
-  pending_.push_back(r.query);
+  last_ = r.query;
   return step;
+}
+
+void C10dSession::MarkParked() {
+  parked_ = last_;
+  last_.reset();
+}
+
+absl::StatusOr<std::string> C10dSession::TranslateParkedReply(
+    absl::string_view frame) {
+  if (!parked_) {
+    return absl::InternalError("a parked store reply with no c10d request "
+                               "parked");
+  }
+  const C10dQuery q = *parked_;
+  parked_.reset();
+  return Translate(q, frame);
 }
 
 absl::StatusOr<std::string> C10dSession::TranslateReply(
     absl::string_view frame) {
-  if (pending_.empty()) {
+  if (!last_) {
     return absl::InternalError("a store reply with no c10d request pending");
   }
-  const C10dQuery q = pending_.front();
-  pending_.pop_front();
+  const C10dQuery q = *last_;
+  last_.reset();
+  return Translate(q, frame);
+}
+
+absl::StatusOr<std::string> C10dSession::Translate(C10dQuery q,
+                                                   absl::string_view frame) {
   WireReader in(frame.size() >= 4 ? frame.substr(4) : absl::string_view());
   uint8_t code = 0;
   if (!in.U8(&code)) return Malformed(q);
@@ -185,7 +229,8 @@ absl::StatusOr<std::string> C10dSession::TranslateReply(
       break;
     }
     case C10dQuery::kAdd:
-    case C10dQuery::kGetNumKeys: {
+    case C10dQuery::kGetNumKeys:
+    case C10dQuery::kQueueLen: {
       int64_t n = 0;
       if (!in.I64(&n)) return Malformed(q);
       AppendC10dI64(out, n);
@@ -204,8 +249,20 @@ absl::StatusOr<std::string> C10dSession::TranslateReply(
       break;
     }
     case C10dQuery::kWait:
+    case C10dQuery::kBarrier:
       AppendC10dU8(out, kC10dStopWaiting);
       break;
+    case C10dQuery::kQueuePop: {
+      int64_t length = 0;
+      if (!in.I64(&length)) return Malformed(q);
+      AppendC10dI64(out, length);
+      if (length > 0) {
+        absl::string_view v;
+        if (!in.Bytes(&v)) return Malformed(q);
+        AppendC10dString(out, v);
+      }
+      break;
+    }
     case C10dQuery::kMultiGet: {
       uint32_t n = 0;
       if (!in.U32(&n)) return Malformed(q);
@@ -229,14 +286,12 @@ absl::StatusOr<std::string> C10dSession::TranslateReply(
       }
       break;
     }
-    default:  // VALIDATE, SET, MULTI_SET, APPEND: no reply
+    default:  // VALIDATE, SET, MULTI_SET, APPEND, QUEUE_PUSH: no reply
       break;
   }
   return out;
 }
 
-void C10dSession::DropParked() {
-  if (!pending_.empty()) pending_.pop_front();
-}
+void C10dSession::DropParked() { parked_.reset(); }
 
 }  // namespace devmesh

@@ -14,19 +14,25 @@
 //   GET       -> kGet, timeout 0               -> value; "" when missing
 //   ADD, COMPARE_SET, DELETE_KEY, GETNUMKEYS, CHECK -> same op -> c10d form
 //   WAIT      -> kWait, no timeout             -> STOP_WAITING when all set
-//   CANCEL_WAIT -> (the server expires the parked WAIT) -> WAIT_CANCELED
-//   MULTI_GET -> kMultiGet, timeout 0          -> values; a missing key
-//                                                drops the client
+//   CANCEL_WAIT -> (the server expires the parked WAIT or BARRIER)
+//                                              -> WAIT_CANCELED
+//   MULTI_GET -> kMultiGetOrEmpty              -> values; "" for a missing
+//                key, as torch's libuv server (torch's client WAITs first)
 //   APPEND    -> kAppend                       -> none (concatenate or
 //                                                create; wakes waiters)
 //   LIST_KEYS -> kListKeys                     -> every key, sorted, each
 //                with the "/" torch's client strips (so get() finds it)
-//   QUEUE_PUSH/POP/LEN (14..16), BARRIER (18) -> drop the client: the
-//                decoder does not know them (as a torch 2.6 server). With
-//                torch's client, queue_push returns as if it worked (it
-//                reads no reply) and is lost, and so are later sets on that
-//                TCPStore object; queue_pop, queue_len and barrier raise
-//                (connection closed).
+//   QUEUE_PUSH -> kQueuePush                   -> none (wakes one WAIT)
+//   QUEUE_POP -> kQueuePop                     -> i64 length before, value
+//   QUEUE_LEN -> kQueueLen                     -> i64
+//   BARRIER   -> kBarrier(world_size)          -> STOP_WAITING once released
+//   (store_service.h has the semantics of the queues and the barrier.)
+// Pipelining: requests after a parked WAIT or BARRIER are decoded and served
+// at once, as torch's server does (a SET sent after a WAIT, before its
+// reply, can complete that WAIT); their replies go out before the parked
+// request's. One request may be parked per connection: a second WAIT or
+// BARRIER while one is parked drops the client (torch's client never sends
+// one; torch's server would merge the two waits).
 // Keys: the leading "/" PyTorch's client adds is removed, so the c10d key
 // "/k" is devmesh's key "k" (a devmesh-protocol client and a torch client of
 // one server share keys); keys without it ("init/") are kept as they are.
@@ -34,15 +40,15 @@
 // stores it (as torch's servers do), though devmesh's own Store methods
 // cannot name it.
 // Errors: c10d has no error reply, so any service error (bad key, a value
-// over the limits, an Append past kMaxValueBytes, Add on a non-number or
-// overflow, a refused handshake)
-// drops the client, as torch's servers do.
+// over the limits, an Append past kMaxValueBytes, Add or BARRIER on a
+// non-number or overflow, a refused handshake) drops the client, as torch's
+// servers do; the server logs the reason (TcpStoreServerOptions::log).
 //
 // Thread-safety: none; owned by the server's loop thread.
 #ifndef DEVMESH_STORE_C10D_SESSION_H_
 #define DEVMESH_STORE_C10D_SESSION_H_
 
-#include <deque>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -77,19 +83,30 @@ class C10dSession {
     std::string error;
   };
   // The next step. `parked`: the service holds a parked request of this
-  // client; then only a CANCEL_WAIT is taken from the buffer.
+  // client; then a CANCEL_WAIT becomes kCancelWait, and a WAIT or BARRIER
+  // is kClose.
   Step Next(bool parked);
 
   // The c10d reply for a service reply `frame` (a devmesh frame, length
-  // prefix included) to the oldest forwarded request: bytes to send (maybe
-  // none), or InvalidArgument when the client must be dropped.
+  // prefix included) to the request of the last kForward step: bytes to send
+  // (maybe none), or InvalidArgument (the reason) when the client must be
+  // dropped; Internal when no forwarded request awaits a reply.
   absl::StatusOr<std::string> TranslateReply(absl::string_view frame);
+
+  // The service parked the request of the last kForward step (it gave no
+  // reply): its reply comes later, through TranslateParkedReply.
+  void MarkParked();
+
+  // As TranslateReply, for the parked request (completed or expired).
+  absl::StatusOr<std::string> TranslateParkedReply(absl::string_view frame);
 
   // The parked request was expired by a CANCEL_WAIT: forget it.
   void DropParked();
 
  private:
   Step Forward(const C10dRequest& request);
+  absl::StatusOr<std::string> Translate(C10dQuery query,
+                                        absl::string_view frame);
 
   const std::string hello_token_;
   std::string buffer_;
@@ -97,7 +114,8 @@ class C10dSession {
   size_t need_ = 1;          // decode again once buffered() reaches this
   C10dScan scan_;            // progress through the request at consumed_
   bool validated_ = false;   // VALIDATE seen
-  std::deque<C10dQuery> pending_;  // forwarded, reply not yet translated
+  std::optional<C10dQuery> last_;    // forwarded, no reply translated yet
+  std::optional<C10dQuery> parked_;  // parked in the service
 };
 
 }  // namespace devmesh

@@ -12,14 +12,23 @@ namespace {
 bool HasOneKey(C10dQuery q) {
   return q == C10dQuery::kSet || q == C10dQuery::kCompareSet ||
          q == C10dQuery::kGet || q == C10dQuery::kAdd ||
-         q == C10dQuery::kDeleteKey || q == C10dQuery::kAppend;
+         q == C10dQuery::kDeleteKey || q == C10dQuery::kAppend ||
+         q == C10dQuery::kQueuePush || q == C10dQuery::kQueuePop ||
+         q == C10dQuery::kQueueLen || q == C10dQuery::kBarrier;
+}
+// ADD and BARRIER end with an i64 after their key.
+bool HasNumberAfterKey(C10dQuery q) {
+  return q == C10dQuery::kAdd || q == C10dQuery::kBarrier;
 }
 bool HasKeyList(C10dQuery q) {
   return q == C10dQuery::kCheck || q == C10dQuery::kWait ||
          q == C10dQuery::kMultiGet || q == C10dQuery::kMultiSet;
 }
 size_t ValuesAfterKey(C10dQuery q) {
-  if (q == C10dQuery::kSet || q == C10dQuery::kAppend) return 1;
+  if (q == C10dQuery::kSet || q == C10dQuery::kAppend ||
+      q == C10dQuery::kQueuePush) {
+    return 1;
+  }
   if (q == C10dQuery::kCompareSet) return 2;
   return 0;
 }
@@ -128,7 +137,7 @@ std::string EncodeC10dRequest(const C10dRequest& r) {
       } else if (HasOneKey(r.query)) {
         AppendC10dString(out, r.keys.empty() ? "" : r.keys[0]);
         for (absl::string_view v : r.values) AppendC10dString(out, v);
-        if (r.query == C10dQuery::kAdd) AppendC10dI64(out, r.number);
+        if (HasNumberAfterKey(r.query)) AppendC10dI64(out, r.number);
       }
       break;
   }
@@ -157,12 +166,10 @@ absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input,
     return out;
   }
   const uint8_t type = static_cast<uint8_t>(input[0]);
-  if (type > static_cast<uint8_t>(C10dQuery::kPing) &&
-      type != static_cast<uint8_t>(C10dQuery::kListKeys)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "c10d query type ", static_cast<int>(type),
-        " is unknown or not served by devmesh (the queue ops and BARRIER are "
-        "not)"));
+  if (type > static_cast<uint8_t>(C10dQuery::kBarrier)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("c10d query type ", static_cast<int>(type),
+                     " is unknown (torch 2.15's client sends 0 to 18)"));
   }
   C10dRequest r;
   r.query = static_cast<C10dQuery>(type);
@@ -180,7 +187,7 @@ absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input,
     uint32_t v = 0;
     if (!in.U32(&v)) return need_more();
     r.number = v;
-  } else if (r.query == C10dQuery::kAdd || HasOneKey(r.query)) {
+  } else if (HasOneKey(r.query)) {
     absl::string_view key;
     if (!in.Str(key_limit, &key, &too_long)) {
       if (too_long) return TooLong(r.query, "the key", key_limit);
@@ -195,10 +202,10 @@ absl::StatusOr<C10dDecoded> DecodeC10dRequest(absl::string_view input,
       }
       r.values.push_back(v);
     }
-    if (r.query == C10dQuery::kAdd) {
-      uint64_t delta = 0;
-      if (!in.U64(&delta)) return need_more();
-      r.number = static_cast<int64_t>(delta);
+    if (HasNumberAfterKey(r.query)) {
+      uint64_t number = 0;
+      if (!in.U64(&number)) return need_more();
+      r.number = static_cast<int64_t>(number);
     }
   } else if (HasKeyList(r.query)) {
     uint64_t n = 0;

@@ -22,12 +22,20 @@
 //   MULTI_GET   u64 n, n x str key           -> n x str value
 //   MULTI_SET   u64 n, n x (str key, str value) -> (no reply)
 //   LIST_KEYS   (nothing)                    -> i64 n, n x str key (raw keys)
+//   QUEUE_PUSH  str key, str value           -> (no reply)
+//   QUEUE_POP   str key                      -> i64 length before, then
+//                                               str value if it was > 0
+//   QUEUE_LEN   str key                      -> i64
+//   BARRIER     str key, i64 world_size      -> u8 kC10dStopWaiting, once
+//                                               world_size calls arrived
 //
 // PyTorch's client puts "/" before every user key (kC10dKeyPrefix), and
 // strips it from what LIST_KEYS returns (dropping keys without it).
-// The queue ops (14..16) and BARRIER (18) exist only on newer servers, as
-// does LIST_KEYS; this codec does not decode them (an unknown query: the
-// server drops the client, as a torch 2.6 server does).
+// Those are all the query types torch 2.15's client sends (0..18); verified
+// byte for byte against torch 2.15.0's own client and libuv server. A
+// blocking queue_pop is a WAIT on the queue's key, then QUEUE_POP; a
+// timed-out blocking pop or barrier sends CANCEL_WAIT. Any other type is
+// InvalidArgument (the server drops the client, as torch's server does).
 //
 // A devmesh connection starts with a u32 frame length and op kHello (1); a
 // c10d connection with the five bytes of VALIDATE. IsC10dGreeting tells them
@@ -73,9 +81,11 @@ enum class C10dQuery : uint8_t {
   kMultiSet = 11,
   kCancelWait = 12,
   kPing = 13,
-  // 14..16: QUEUE_PUSH, QUEUE_POP, QUEUE_LEN (not decoded; see the banner)
+  kQueuePush = 14,
+  kQueuePop = 15,
+  kQueueLen = 16,
   kListKeys = 17,
-  // 18: BARRIER (not decoded)
+  kBarrier = 18,
 };
 
 inline constexpr uint8_t kC10dReady = 0;         // CheckResponseType::READY
@@ -85,11 +95,11 @@ inline constexpr uint8_t kC10dWaitCanceled = 1;  // ::WAIT_CANCELED
 
 // A c10d request. Views point into the bytes it was decoded from, or into
 // strings the caller keeps alive while encoding.
-//   keys:   SET/GET/ADD/COMPARE_SET/DELETE_KEY/APPEND: one; CHECK/WAIT/
-//           MULTI_GET/MULTI_SET: n
-//   values: SET/APPEND: {value}; COMPARE_SET: {expected, desired};
-//           MULTI_SET: one per key
-//   number: ADD: delta; VALIDATE: magic; PING: nonce
+//   keys:   SET/GET/ADD/COMPARE_SET/DELETE_KEY/APPEND/QUEUE_*/BARRIER: one;
+//           CHECK/WAIT/MULTI_GET/MULTI_SET: n
+//   values: SET/APPEND/QUEUE_PUSH: {value}; COMPARE_SET: {expected,
+//           desired}; MULTI_SET: one per key
+//   number: ADD: delta; BARRIER: world size; VALIDATE: magic; PING: nonce
 struct C10dRequest {
   C10dQuery query = C10dQuery::kValidate;
   std::vector<absl::string_view> keys;
@@ -128,8 +138,8 @@ struct C10dScan {
 };
 
 // Decodes the request at the start of `input` (the server side).
-// InvalidArgument (naming the query and the field) on an unknown or
-// unsupported query type or on a field over the limits above; the stream
+// InvalidArgument (naming the query and the field) on an unknown query type
+// (over 18) or on a field over the limits above; the stream
 // cannot be resynchronised then, so the caller drops the connection.
 // `scan` (optional): kept by the caller between tries on one request, so
 // that the work over all tries is linear in the request's size.

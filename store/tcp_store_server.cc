@@ -2,9 +2,11 @@
 
 #include <uv.h>
 
+#include <cstdio>
 #include <memory>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +23,24 @@ absl::Status UvError(absl::string_view what, int rc) {
   return absl::InternalError(absl::StrCat(what, ": ", uv_strerror(rc)));
 }
 
+// "host:port" of the peer of `tcp` ("[v6]:port"), or "an unknown peer".
+std::string PeerName(const uv_tcp_t* tcp) {
+  sockaddr_storage addr;
+  int len = sizeof(addr);
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return "an unknown peer";
+  }
+  char host[INET6_ADDRSTRLEN] = "";
+  if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    uv_ip6_name(a, host, sizeof(host));
+    return absl::StrCat("[", host, "]:", ntohs(a->sin6_port));
+  }
+  const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+  uv_ip4_name(a, host, sizeof(host));
+  return absl::StrCat(host, ":", ntohs(a->sin_port));
+}
+
 }  // namespace
 
 // Everything below runs on the loop thread, except the constructor, Run's
@@ -30,7 +50,8 @@ class TcpStoreServer::Impl {
   explicit Impl(const TcpStoreServerOptions& options)
       : service_(options.token),
         c10d_hello_token_(options.c10d_clients_with_token ? options.token
-                                                          : "") {}
+                                                          : ""),
+        log_(options.log) {}
 
   absl::Status Init(Socket listener) {
     int rc = uv_loop_init(&loop_);
@@ -155,7 +176,14 @@ class TcpStoreServer::Impl {
     const size_t buffered =
         c->c10d ? c->c10d->buffered() : c->parser.buffered();
     if (buffered > size_t{kMaxFrameBytes} + 4) {
-      self->Close(c);
+      if (c->c10d) {
+        self->DropC10d(c, absl::StrCat("it sent ", buffered,
+                                       " bytes that do not end a request, "
+                                       "over the limit of ",
+                                       kMaxFrameBytes));
+      } else {
+        self->Close(c);
+      }
       return;
     }
     self->Process(c);
@@ -165,7 +193,7 @@ class TcpStoreServer::Impl {
   static void OnTimer(uv_timer_t* timer) {
     Client* c = static_cast<Client*>(timer->data);
     Impl* self = c->server;
-    self->SendServiceReply(c, self->service_.Expire(c->id), false);
+    self->SendServiceReply(c, self->service_.Expire(c->id), false, true);
     self->Process(c);
     self->DeliverCompleted();
   }
@@ -209,7 +237,7 @@ class TcpStoreServer::Impl {
         case C10dSession::Step::kNeedMore:
           return;
         case C10dSession::Step::kClose:
-          Close(c);
+          DropC10d(c, step.error);
           return;
         case C10dSession::Step::kSendNow:
           Send(c, std::move(step.bytes), false);
@@ -228,44 +256,81 @@ class TcpStoreServer::Impl {
 
   void HandleInService(Client* c, absl::string_view payload) {
     StoreService::Outcome out = service_.Handle(c->id, payload);
-    if (out.reply) SendServiceReply(c, std::move(*out.reply), out.close);
+    // What the request woke goes out first: torch's server sends a woken
+    // WAIT's STOP_WAITING before the reply of the ADD that woke it.
+    SendCompleted();
+    if (out.reply) {
+      SendServiceReply(c, std::move(*out.reply), out.close, false);
+    } else if (c->c10d) {
+      c->c10d->MarkParked();
+    }
     if (out.park_timeout_ms >= 0) {
       uv_timer_start(&c->timer, &Impl::OnTimer,
                      static_cast<uint64_t>(out.park_timeout_ms), 0);
     }
   }
 
-  // Sends a reply frame of the service, in the client's protocol.
-  void SendServiceReply(Client* c, std::string frame, bool close_after) {
+  // Sends a reply frame of the service, in the client's protocol: the reply
+  // to the request just handled, or (`parked`) to the parked one.
+  void SendServiceReply(Client* c, std::string frame, bool close_after,
+                        bool parked) {
     if (frame.empty() || !c->c10d) {
       Send(c, std::move(frame), close_after);
       return;
     }
-    absl::StatusOr<std::string> reply = c->c10d->TranslateReply(frame);
+    absl::StatusOr<std::string> reply =
+        parked ? c->c10d->TranslateParkedReply(frame)
+               : c->c10d->TranslateReply(frame);
     if (!reply.ok()) {  // c10d has no error replies: drop the client
-      Close(c);
+      DropC10d(c, reply.status().message());
       return;
     }
     if (!reply->empty()) {
       Send(c, *std::move(reply), close_after);
     } else if (close_after) {
-      Close(c);
+      DropC10d(c, "the store service closed the connection");
     }
   }
 
-  // Sends the replies of parked requests that the last request completed,
-  // then lets those clients go on with their buffered frames.
+  // Closes a c10d client and logs why (c10d has no error reply to say so).
+  void DropC10d(Client* c, absl::string_view reason) {
+    if (c->closing) return;
+    const std::string line =
+        absl::StrCat("devmesh store server: dropped the c10d client at ",
+                     PeerName(&c->tcp), ": ", reason);
+    if (log_) {
+      log_(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    Close(c);
+  }
+
+  // Sends the replies of the parked requests that the last request
+  // completed, at once (so that they go out before the replies of requests
+  // the woken clients pipelined after them, as on torch's server), and
+  // remembers those clients for DeliverCompleted.
+  void SendCompleted() {
+    for (auto& [id, reply] : service_.TakeCompleted()) {
+      auto it = clients_.find(id);
+      if (it == clients_.end()) continue;
+      Client* c = it->second.get();
+      uv_timer_stop(&c->timer);
+      SendServiceReply(c, std::move(reply), false, true);
+      resume_.push_back(id);
+    }
+  }
+
+  // Lets the clients whose parked requests completed go on with their
+  // buffered requests (a loop, not recursion: their requests may complete
+  // more parked ones).
   void DeliverCompleted() {
-    while (true) {
-      auto done = service_.TakeCompleted();
-      if (done.empty()) return;
-      for (auto& [id, reply] : done) {
+    SendCompleted();
+    while (!resume_.empty()) {
+      std::vector<StoreService::ClientId> ids = std::exchange(resume_, {});
+      for (StoreService::ClientId id : ids) {
         auto it = clients_.find(id);
-        if (it == clients_.end()) continue;
-        Client* c = it->second.get();
-        uv_timer_stop(&c->timer);
-        SendServiceReply(c, std::move(reply), false);
-        Process(c);
+        if (it != clients_.end()) Process(it->second.get());
       }
     }
   }
@@ -298,6 +363,7 @@ class TcpStoreServer::Impl {
 
   StoreService service_;
   const std::string c10d_hello_token_;
+  const std::function<void(absl::string_view)> log_;
   uv_loop_t loop_;
   bool loop_initialized_ = false;
   uv_tcp_t listener_;
@@ -306,6 +372,7 @@ class TcpStoreServer::Impl {
   StoreService::ClientId next_id_ = 0;
   absl::flat_hash_map<StoreService::ClientId, std::unique_ptr<Client>>
       clients_;
+  std::vector<StoreService::ClientId> resume_;  // see DeliverCompleted
   char read_buffer_[64 * 1024];
 };
 

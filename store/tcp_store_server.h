@@ -18,20 +18,23 @@
 // is dropped (after an error reply where a reply makes sense); the other
 // clients and the data are untouched. The same holds for c10d clients, which
 // are dropped without a reply (c10d has no error replies) on a malformed or
-// oversized request, an unknown or unsupported query (the queue ops and
-// BARRIER: see c10d_session.h for which torch calls then lose data
-// silently), or a refused op. c10d's APPEND, LIST_KEYS and the empty key
-// are served.
+// oversized request, an unknown query type (over 18), a refused op, or a
+// second WAIT/BARRIER while one is parked (c10d_session.h); each such drop
+// is logged with its reason (options.log). Every query torch 2.15's client
+// sends is served, the queue ops and BARRIER included, and requests
+// pipelined behind a parked WAIT are served at once.
 //
 // Thread-safety: Start, port and the destructor may be called from any
 // thread; the data lives on the loop thread only.
 #ifndef DEVMESH_STORE_TCP_STORE_SERVER_H_
 #define DEVMESH_STORE_TCP_STORE_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace devmesh {
 
@@ -52,6 +55,10 @@ struct TcpStoreServerOptions {
   // trusted, e.g. for a torch rank in the same job). No effect without a
   // token: c10d clients are served then.
   bool c10d_clients_with_token = false;
+  // Where the server logs why it dropped a c10d client (one line, no
+  // newline, naming the peer). Called on the server's loop thread; it must
+  // not block or call back into the server. Unset: a line on stderr.
+  std::function<void(absl::string_view)> log;
 };
 
 class TcpStoreServer {

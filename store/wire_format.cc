@@ -11,11 +11,20 @@ namespace {
 
 bool HasKeyField(Op op) {
   return op == Op::kSet || op == Op::kGet || op == Op::kAdd ||
-         op == Op::kCompareSet || op == Op::kDeleteKey || op == Op::kAppend;
+         op == Op::kCompareSet || op == Op::kDeleteKey || op == Op::kAppend ||
+         op == Op::kQueuePush || op == Op::kQueuePop || op == Op::kQueueLen ||
+         op == Op::kBarrier;
+}
+bool HasOneValue(Op op) {
+  return op == Op::kSet || op == Op::kAppend || op == Op::kQueuePush;
+}
+bool HasNumber(Op op) {
+  return op == Op::kGet || op == Op::kWait || op == Op::kMultiGet ||
+         op == Op::kAdd || op == Op::kBarrier;
 }
 bool HasKeyList(Op op) {
   return op == Op::kWait || op == Op::kCheck || op == Op::kMultiGet ||
-         op == Op::kMultiSet;
+         op == Op::kMultiSet || op == Op::kMultiGetOrEmpty;
 }
 bool HasTimeout(Op op) {
   return op == Op::kGet || op == Op::kWait || op == Op::kMultiGet;
@@ -107,11 +116,10 @@ std::string EncodeRequest(const Request& r) {
     w.U32(static_cast<uint32_t>(r.keys.size()));
     for (absl::string_view k : r.keys) w.Bytes(k);
   }
-  if (r.op == Op::kSet || r.op == Op::kCompareSet || r.op == Op::kMultiSet ||
-      r.op == Op::kAppend) {
+  if (HasOneValue(r.op) || r.op == Op::kCompareSet || r.op == Op::kMultiSet) {
     for (absl::string_view v : r.values) w.Bytes(v);
   }
-  if (HasTimeout(r.op) || r.op == Op::kAdd) w.I64(r.number);
+  if (HasNumber(r.op)) w.I64(r.number);
   return std::move(w).Finish();
 }
 
@@ -121,7 +129,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
   uint8_t op = 0;
   if (!in.U8(&op)) return absl::InvalidArgumentError("empty request frame");
   if (op < static_cast<uint8_t>(Op::kHello) ||
-      op > static_cast<uint8_t>(Op::kListKeys)) {
+      op > static_cast<uint8_t>(Op::kMultiGetOrEmpty)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown request op ", static_cast<int>(op)));
   }
@@ -165,7 +173,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
       }
     }
     size_t num_values = 0;
-    if (r.op == Op::kSet || r.op == Op::kAppend) num_values = 1;
+    if (HasOneValue(r.op)) num_values = 1;
     if (r.op == Op::kCompareSet) num_values = 2;
     if (r.op == Op::kMultiSet) num_values = r.keys.size();
     r.values.reserve(num_values);
@@ -175,7 +183,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
       if (absl::Status s = ValidateValue(value); !s.ok()) return s;
       r.values.push_back(value);
     }
-    if (HasTimeout(r.op) || r.op == Op::kAdd) {
+    if (HasNumber(r.op)) {
       if (!in.I64(&r.number)) return Truncated(r.op, "number");
       if (HasTimeout(r.op) && r.number < 0) {
         return absl::InvalidArgumentError(

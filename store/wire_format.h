@@ -18,11 +18,22 @@
 //   kMultiGet n keys timeout_ms -> n values   kMultiSet n keys n values -> -
 //   kAppend key value -> -   (c10d's APPEND: concatenate, or create the key)
 //   kListKeys -> n keys      (c10d's LIST_KEYS; sorted bytewise)
-// kAppend (12) and kListKeys (13) came after kWireVersion 1 without a
-// version bump: only the server's own c10d sessions send them (devmesh's
-// Store has neither), and a server without them answers InvalidArgument
-// "unknown request op 12" (13) and closes, so an old server refuses them
-// clearly instead of misreading them.
+//   kQueuePush key value -> -   (c10d's QUEUE_PUSH: a FIFO per key, apart
+//                                from the key table)
+//   kQueuePop key -> i64 length before, then the value when it was > 0
+//   kQueueLen key -> i64
+//   kBarrier key world_size(i64) -> -   (c10d's BARRIER: adds 1 to the
+//                                decimal counter at key; answered once it
+//                                reaches world_size; no timeout: the client
+//                                cancels)
+//   kMultiGetOrEmpty n keys -> n values, "" for a missing key (c10d's
+//                                MULTI_GET as torch's libuv server answers it)
+// kAppend (12), kListKeys (13), the queue ops, kBarrier and
+// kMultiGetOrEmpty (14..18) came
+// after kWireVersion 1 without a version bump: only the server's own c10d
+// sessions send them (devmesh's Store has none of them), and a server
+// without them answers InvalidArgument "unknown request op N" and closes, so
+// an old server refuses them clearly instead of misreading them.
 // Keys are 0 to kMaxKeyBytes bytes on the server side: the empty key is
 // accepted (c10d's set("") stores it, as torch's servers do); devmesh's
 // Store methods refuse "" before sending (store_limits.h).
@@ -66,15 +77,21 @@ enum class Op : uint8_t {
   kMultiSet = 11,
   kAppend = 12,    // added after version 1 without a bump (see the banner)
   kListKeys = 13,  // likewise
+  kQueuePush = 14,  // likewise
+  kQueuePop = 15,   // likewise
+  kQueueLen = 16,   // likewise
+  kBarrier = 17,    // likewise
+  kMultiGetOrEmpty = 18,  // likewise
 };
 
 // A decoded request. Views point into the payload it was decoded from.
 //   keys:   the key(s) of the op (one for Set/Get/Add/CompareSet/DeleteKey/
-//           Append)
-//   values: Set/Append: {value}; CompareSet: {expected, desired}; MultiSet: values;
-//           Hello: {token}
+//           Append and the queue ops and Barrier)
+//   values: Set/Append/QueuePush: {value}; CompareSet: {expected, desired};
+//           MultiSet: values; Hello: {token}
 //   number: Add: delta; Get/Wait/MultiGet: timeout in ms (>= 0);
-//           Hello: version (magic is checked by the decoder)
+//           Barrier: world size; Hello: version (magic is checked by the
+//           decoder)
 struct Request {
   Op op = Op::kHello;
   std::vector<absl::string_view> keys;

@@ -79,6 +79,67 @@ TEST(LauncherTest, FailingRankStopsTheOthersAndExitsNonZero) {
   EXPECT_NE(errors.find("[launcher] failed: rank 2"), std::string::npos);
 }
 
+// The launcher hosts the store (--host_store): rank 0 SIGKILLed right after
+// the rendezvous does not take it down; the other ranks (--keep_going) write
+// and read keys after its death, and the launcher reports rank 0's signal.
+TEST(LauncherTest, RankZeroKilledUnderHostStoreLeavesTheStoreUp) {
+  Capture out, err;
+  LaunchOptions options;
+  options.nproc = 4;
+  options.argv = {kWorker};
+  options.env = {{"WORKER_KILL_RANK0", "1"}};
+  options.host_store = true;
+  options.keep_going = true;
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  absl::StatusOr<int> code = LaunchLocal(options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 128 + 9) << err.Read();
+  const std::string text = out.Read();
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_NE(text.find(absl::StrCat("[rank ", r, "] rank ", r,
+                                     " read the keys of ranks 1..3 after "
+                                     "rank 0 died\n")),
+              std::string::npos)
+        << text << err.Read();
+  }
+  const std::string errors = err.Read();
+  EXPECT_NE(errors.find("[launcher] rank 0 was killed by signal 9; the other "
+                        "ranks go on (keep_going)\n"),
+            std::string::npos)
+      << errors;
+  EXPECT_NE(errors.find("[launcher] failed: rank 0 (exit code 137)\n"),
+            std::string::npos)
+      << errors;
+  EXPECT_EQ(errors.find("rank 1 exited"), std::string::npos) << errors;
+}
+
+// The same job with rank 0 hosting the store: its death takes the store,
+// and every other rank fails (the contrast that the test above relies on).
+TEST(LauncherTest, RankZeroKilledWhileHostingTakesTheStoreWithIt) {
+  Capture out, err;
+  LaunchOptions options;
+  options.nproc = 4;
+  options.argv = {kWorker};
+  // The survivors' store calls retry the vanished server for the timeout.
+  options.env = {{"WORKER_KILL_RANK0", "1"}, {"WORKER_TIMEOUT_S", "5"}};
+  options.keep_going = true;
+  options.stdout_fd = out.fd();
+  options.stderr_fd = err.fd();
+  absl::StatusOr<int> code = LaunchLocal(options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 128 + 9);
+  EXPECT_EQ(out.Read().find("after rank 0 died"), std::string::npos);
+  const std::string errors = err.Read();
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_NE(errors.find(absl::StrCat("[launcher] rank ", r,
+                                       " exited with code 1; the other "
+                                       "ranks go on (keep_going)\n")),
+              std::string::npos)
+        << errors;
+  }
+}
+
 TEST(LauncherTest, ProcessKilledBySignalIsReported) {
   Capture out, err;
   LaunchOptions options;

@@ -202,6 +202,80 @@ TEST(RendezvousTest, TorchrunAgentStoreOnlyForTheExactStringTrue) {
             "[0, 1073741824]");
 }
 
+TEST(RendezvousTest, ExternalStoreWinsOverMasterAddrAndTheAgentStore) {
+  // torchrun's variables and the agent store flag: DEVMESH_STORE_ADDR wins.
+  std::map<std::string, std::string> env = {
+      {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1234"}, {"RANK", "1"},
+      {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"DEVMESH_STORE_ADDR", "store.example:29600"}};
+  auto info = RendezvousInfoFromEnv(Env(env));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->external_store);
+  EXPECT_FALSE(info->use_agent_store);
+  EXPECT_EQ(info->store_namespace, "");
+  EXPECT_EQ(info->store_host, "store.example");
+  EXPECT_EQ(info->store_port, 29600);
+  // MASTER_ADDR / MASTER_PORT are not needed then, in any family.
+  env.erase("MASTER_ADDR");
+  env.erase("MASTER_PORT");
+  env["DEVMESH_STORE_ADDR"] = "[::1]:7";
+  info = RendezvousInfoFromEnv(Env(env));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->store_host, "::1");
+  EXPECT_EQ(info->store_port, 7);
+  auto mpi = RendezvousInfoFromEnv(Env({{"OMPI_COMM_WORLD_RANK", "0"},
+                                        {"OMPI_COMM_WORLD_SIZE", "1"},
+                                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                                        {"DEVMESH_STORE_ADDR", "10.0.0.9:80"}}));
+  ASSERT_TRUE(mpi.ok()) << mpi.status();
+  EXPECT_TRUE(mpi->external_store);
+  EXPECT_EQ(mpi->store_host, "10.0.0.9");
+  EXPECT_EQ(mpi->store_port, 80);
+  auto slurm = RendezvousInfoFromEnv(
+      Env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"},
+           {"SLURM_NTASKS_PER_NODE", "1"}, {"MASTER_PORT", "99999"},
+           {"DEVMESH_STORE_ADDR", "s:81"}}));
+  ASSERT_TRUE(slurm.ok()) << slurm.status();  // MASTER_PORT is not read
+  EXPECT_EQ(slurm->store_host, "s");
+  EXPECT_EQ(slurm->store_port, 81);
+  // Unset: MASTER_ADDR, as before.
+  env.erase("DEVMESH_STORE_ADDR");
+  env["MASTER_ADDR"] = "m";
+  env["MASTER_PORT"] = "1234";
+  info = RendezvousInfoFromEnv(Env(env));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->external_store);
+  EXPECT_TRUE(info->use_agent_store);
+  EXPECT_EQ(info->store_host, "m");
+}
+
+TEST(RendezvousTest, BadExternalStoreAddressesAreNamed) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"host", "is not host:port (an IPv6 host in brackets: [::1]:29500)"},
+      {"host:", "is not host:port (an IPv6 host in brackets: [::1]:29500)"},
+      {"", "is not host:port (an IPv6 host in brackets: [::1]:29500)"},
+      {":29500", "names no host"},
+      {"::1:29500", "has an IPv6 host without brackets (write [::1]:29500)"},
+      {"host:0", "does not end with a port in 1..65535"},
+      {"host:65536", "does not end with a port in 1..65535"},
+      {"host:http", "does not end with a port in 1..65535"},
+  };
+  for (const auto& [value, why] : cases) {
+    auto info = RendezvousInfoFromEnv(Env({{"RANK", "0"},
+                                           {"WORLD_SIZE", "1"},
+                                           {"DEVMESH_STORE_ADDR", value}}));
+    EXPECT_EQ(info.status().message(),
+              absl::StrCat("environment variable DEVMESH_STORE_ADDR='", value,
+                           "' ", why))
+        << value;
+  }
+  auto spaces = RendezvousInfoFromEnv(Env({{"RANK", "0"},
+                                           {"WORLD_SIZE", "1"},
+                                           {"DEVMESH_STORE_ADDR", "a b:1"}}));
+  EXPECT_EQ(spaces.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RendezvousTest, OpenMpi) {
   auto info = RendezvousInfoFromEnv(Env({{"OMPI_COMM_WORLD_RANK", "3"},
                                          {"OMPI_COMM_WORLD_SIZE", "4"},

@@ -1,12 +1,15 @@
 """torch.distributed.TCPStore as a client of devmesh's store server (argv:
 host port). Exercises set, get, add, compare_set, wait (with a timeout),
 check, delete_key, num_keys, multi_get, multi_set, append (then set, seen
-by a second client), list_keys and the empty key against exact values;
-checks that the calls devmesh does not serve (queues, barrier) raise or
-lose data exactly as the README says; leaves "py/done" = "yes" for the C++
-side. Exit 0 when every check held."""
+by a second client), list_keys and the empty key against exact values; then queue_push /
+queue_pop / queue_len / barrier with several clients (a blocking pop woken
+by a push, a pop cancelled by its timeout, a barrier of 8 clients, a barrier
+cancelled by its timeout), each followed by a set on the same store object
+that a second client reads back; leaves "py/done" = "yes" for the C++ side.
+Exit 0 when every check held."""
 import datetime
 import sys
+import threading
 import time
 
 import torch.distributed as dist
@@ -70,29 +73,109 @@ listed = sorted(other.list_keys())
 check(listed == keys, "list_keys: %s" % listed)
 
 
-def unserved(call):
-    """A call devmesh's server does not serve, on a store object of its own:
-    "raises" when the call raises, "lost" when it returns and a following
-    set on the same object never lands (whether or not that set raises)."""
-    s = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
-                      timeout=datetime.timedelta(seconds=5))
-    try:
-        call(s)
-    except Exception:
-        return "raises"
-    try:
-        s.set("py/probe", "1")
-    except Exception:
-        pass
-    time.sleep(0.2)
-    return "lost" if not other.check(["py/probe"]) else "served"
+# The queue ops and barrier, as torch 2.15's own server serves them, each
+# followed by a set on the same store object that a second client reads
+# back (nothing lost behind a request that reads no reply).
+def set_after(s, tag):
+    s.set("py/after_" + tag, tag)
+    check(other.get("py/after_" + tag) == tag.encode(), "set after " + tag)
 
 
-# What the README says about the calls devmesh does not serve.
-check(unserved(lambda s: s.queue_push("py/q", "v")) == "lost", "queue_push")
-check(unserved(lambda s: s.queue_pop("py/q", False)) == "raises", "queue_pop")
-check(unserved(lambda s: s.queue_len("py/q")) == "raises", "queue_len")
-check(unserved(lambda s: s.barrier("py/b", 1)) == "raises", "barrier")
-check(store.num_keys() == 8, "num_keys is %d" % store.num_keys())
+producer1 = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=30))
+producer2 = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=30))
+# Pushes read no reply: each client's queue_len (which does) fixes the order
+# across the two connections.
+producer1.queue_push("py/q", "a1")
+check(producer1.queue_len("py/q") == 1, "queue_len after 1 push")
+producer2.queue_push("py/q", "b1")
+check(producer2.queue_len("py/q") == 2, "queue_len after 2 pushes")
+producer1.queue_push("py/q", b"a2")
+set_after(producer1, "push")
+check(other.queue_len("py/q") == 3, "queue_len of 3 pushes")
+set_after(other, "len")
+check(store.queue_pop("py/q") == b"a1", "fifo 1")
+check(store.queue_pop("py/q", False) == b"b1", "fifo 2 (non-blocking)")
+check(other.queue_pop("py/q") == b"a2", "fifo 3 (another client)")
+set_after(store, "pop")
+check(store.queue_len("py/q") == 0, "queue empty")
+try:
+    store.queue_pop("py/q", False)
+    check(False, "non-blocking pop of an empty queue must raise")
+except dist.QueueEmptyError as e:
+    check("queue is empty" in str(e), "empty pop message: %s" % e)
+set_after(store, "empty_pop")
+producer1.queue_push("py/q", "x")
+check(producer1.queue_len("py/q") == 1, "queue_len 1")  # the push is in
+check(other.queue_len("py/q") == 1 and not other.check(["py/q/"]),
+      "queue_len 1 seen by another client")
+check(other.check(["py/q"]), "check sees a non-empty queue")
+check("py/q" not in other.list_keys(), "a queue is not a key")
+check(other.queue_pop("py/q") == b"x", "pop of x")
+check(not other.check(["py/q"]), "check of an empty queue")
+
+# A blocking pop woken by a push from another client.
+popped = []
+def blocking_pop():
+    start = time.monotonic()
+    popped.append(producer2.queue_pop("py/jobs"))
+    popped.append(time.monotonic() - start)
+t = threading.Thread(target=blocking_pop)
+t.start()
+time.sleep(0.3)
+check(not popped, "a blocking pop waits for a push")
+producer1.queue_push("py/jobs", "job")
+t.join(10)
+check(popped and popped[0] == b"job" and popped[1] >= 0.3,
+      "blocking pop woken by a push: %s" % popped)
+set_after(producer2, "woken_pop")
+
+# A blocking pop cancelled by its timeout; the connection goes on.
+lonely = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                       timeout=datetime.timedelta(milliseconds=300))
+start = time.monotonic()
+try:
+    lonely.queue_pop("py/nothing")
+    check(False, "a blocking pop of an empty queue must time out")
+except dist.DistStoreError as e:
+    check("wait timeout after 300ms" in str(e), "pop timeout: %s" % e)
+check(time.monotonic() - start >= 0.3, "the pop waited its timeout")
+lonely.set_timeout(datetime.timedelta(seconds=30))
+set_after(lonely, "cancelled_pop")
+producer1.queue_push("py/nothing", "late")
+check(lonely.queue_pop("py/nothing") == b"late", "pop after a cancelled pop")
+
+# A barrier of 8 clients: nobody leaves before the eighth arrives.
+barrier_stores = [
+    dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                  timeout=datetime.timedelta(seconds=30)) for _ in range(8)]
+left = []
+threads = [threading.Thread(target=lambda s=s, i=i: (s.barrier("py/bar", 8),
+                                                     left.append(i)))
+           for i, s in enumerate(barrier_stores[:7])]
+for t in threads:
+    t.start()
+time.sleep(0.3)
+check(not left, "left the barrier early: %s" % left)
+barrier_stores[7].barrier("py/bar", 8)
+for t in threads:
+    t.join(10)
+check(sorted(left) == list(range(7)), "all left the barrier: %s" % left)
+check(other.get("py/bar") == b"8", "the barrier's counter")
+for i, s in enumerate(barrier_stores):
+    set_after(s, "barrier%d" % i)
+
+# A barrier cancelled by its timeout.
+start = time.monotonic()
+try:
+    store.barrier("py/half_barrier", 2, datetime.timedelta(milliseconds=300))
+    check(False, "a barrier of 2 with one client must time out")
+except dist.DistStoreError as e:
+    check("barrier timeout after 300ms" in str(e), "barrier timeout: %s" % e)
+check(time.monotonic() - start >= 0.3, "the barrier waited its timeout")
+set_after(store, "cancelled_barrier")
+store.barrier("py/one", 1)
+set_after(store, "barrier_of_one")
 store.set("py/done", "yes")
 print("all torch client checks passed", flush=True)

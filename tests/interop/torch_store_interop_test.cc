@@ -1,7 +1,11 @@
 // Both directions of the c10d wire with real torch (the venv of
 // tools/install_torch.sh): devmesh's C10dStoreClient against
 // torch.distributed.TCPStore's own (libuv) server, and torch's client against
-// devmesh's TcpStoreServer. Skips without torch unless DEVMESH_REQUIRE_TORCH=1.
+// devmesh's TcpStoreServer (every query torch 2.15's client sends, and a
+// torch process group on //bootstrap:launch --host_store's store). Skips
+// without torch unless DEVMESH_REQUIRE_TORCH=1.
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <thread>
@@ -11,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "bootstrap/launcher.h"
 #include "store/c10d_store_client.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
@@ -168,9 +173,45 @@ TEST(TorchClientTest, TorchsClientAgainstDevmeshServer) {
     EXPECT_EQ(*(*cpp)->Get("py/n"), "3");
     EXPECT_EQ(*(*cpp)->Get("py/ap"), "xyz");
     EXPECT_EQ(*(*cpp)->Get("py/after_append"), "1");
-    EXPECT_FALSE(*(*cpp)->Check({"py/probe"}));  // lost after queue_push
     EXPECT_FALSE(*(*cpp)->Check({"py/k"}));
+    // The queue and barrier part: its sets landed, the counters are keys.
+    EXPECT_EQ(*(*cpp)->Get("py/after_push"), "push");
+    EXPECT_EQ(*(*cpp)->Get("py/after_woken_pop"), "woken_pop");
+    EXPECT_EQ(*(*cpp)->Get("py/after_cancelled_pop"), "cancelled_pop");
+    EXPECT_EQ(*(*cpp)->Get("py/after_barrier7"), "barrier7");
+    EXPECT_EQ(*(*cpp)->Get("py/bar"), "8");
+    EXPECT_EQ(*(*cpp)->Get("py/half_barrier"), "1");
+    EXPECT_FALSE(*(*cpp)->Check({"py/q"}));  // queues are not keys
   }
+}
+
+// PyTorch's own process group under //bootstrap:launch --host_store: the
+// launcher's store serves torch's env:// rendezvous, Gloo's key exchange,
+// barriers and the queue ops of three real torch ranks.
+TEST(TorchClientTest, TorchProcessGroupOnTheLaunchersStore) {
+  TorchVenv venv;
+  DEVMESH_GET_TORCH_OR_SKIP(venv);
+  char out_path[] = "/tmp/torch_pg_outXXXXXX";
+  const int out = mkstemp(out_path);
+  ASSERT_GE(out, 0);
+  unlink(out_path);
+  LaunchOptions options;
+  options.nproc = 3;
+  options.host_store = true;
+  options.argv = {venv.python, "tests/interop/torch_pg_rank.py"};
+  options.stdout_fd = out;
+  absl::StatusOr<int> code = LaunchLocal(options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  std::string text(1 << 16, '\0');
+  const ssize_t n = pread(out, text.data(), text.size(), 0);
+  close(out);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  EXPECT_EQ(*code, 0) << text;
+  EXPECT_NE(text.find("[rank 0] rank 0 sum 6 popped 0,1,2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("[rank 1] rank 1 sum 6\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("[rank 2] rank 2 sum 6\n"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Part of //tests/bootstrap:c10d_store_test: what devmesh's store server
+// Part of //tests/store:c10d_store_test: what devmesh's store server
 // does with c10d's APPEND, LIST_KEYS and the empty key (torch's set("")
 // sends the key "/"), byte for byte on raw sockets, as torch's client sends
 // them (no reply is read after APPEND or SET, so a dropped client would lose
@@ -171,7 +171,7 @@ TEST_F(C10dAppendTest, ListKeysGivesEveryKeySortedWithTheSlash) {
   EXPECT_EQ(Recv(s, want.size()), want);
 }
 
-TEST(StoreWireAppendTest, NewOpsRoundTripAndOpFourteenIsUnknown) {
+TEST(StoreWireAppendTest, NewOpsRoundTripAndOpNineteenIsUnknown) {
   const std::string frame = EncodeRequest({Op::kAppend, {"k"}, {"v"}, 0});
   // u32 length, op, u32 4+1 key, u32 4+1 value
   ASSERT_EQ(frame.size(), 4u + 1 + 5 + 5);
@@ -188,10 +188,18 @@ TEST(StoreWireAppendTest, NewOpsRoundTripAndOpFourteenIsUnknown) {
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->op, Op::kListKeys);
   EXPECT_TRUE(l->keys.empty());
-  // What a server before them answered for 12 and 13, a server now for 14.
-  absl::StatusOr<Request> unknown = DecodeRequest(std::string("\x0e", 1));
+  // What a server before them answered for 12 to 18, a server now for 19.
+  absl::StatusOr<Request> unknown = DecodeRequest(std::string("\x13", 1));
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(unknown.status().message(), "unknown request op 14");
+  EXPECT_EQ(unknown.status().message(), "unknown request op 19");
+  const std::string many =
+      EncodeRequest({Op::kMultiGetOrEmpty, {"a", "b"}, {}, 0});
+  // u32 length, op, u32 count 2, u32 1 + "a", u32 1 + "b" (no timeout)
+  ASSERT_EQ(many.size(), 4u + 1 + 4 + 5 + 5);
+  auto m = DecodeRequest(absl::string_view(many).substr(4));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->op, Op::kMultiGetOrEmpty);
+  EXPECT_EQ(m->keys, (std::vector<absl::string_view>{"a", "b"}));
   // The server side takes the empty key; the client side refuses it.
   const std::string empty = EncodeRequest({Op::kSet, {""}, {"v"}, 0});
   EXPECT_TRUE(DecodeRequest(absl::string_view(empty).substr(4)).ok());
