@@ -1,5 +1,6 @@
 #include "comm/group_args.h"
 
+#include <limits>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,36 @@ absl::StatusOr<CommOptions> SplitChildOptions(
     child.timeout = *timeout;
   }
   return child;
+}
+
+absl::Status CheckBufferArg(absl::string_view backend, absl::string_view op,
+                            absl::string_view name, const void* ptr,
+                            size_t count, size_t blocks, DataType dtype) {
+  const size_t elem = DataTypeSize(dtype);
+  if (elem == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend, " ", op, ": invalid dtype value ", static_cast<int>(dtype)));
+  }
+  if (count > std::numeric_limits<size_t>::max() / elem / blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend, " ", op, ": count ", count, " x ", blocks, " blocks of ",
+        DataTypeName(dtype), " overflows the byte count"));
+  }
+  if (ptr == nullptr && count > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend, " ", op, ": ", name, " buffer is null with count ", count));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReduceOpArg(absl::string_view backend, absl::string_view op,
+                              ReduceOp reduce) {
+  const int value = static_cast<int>(reduce);
+  if (value < 0 || value > static_cast<int>(ReduceOp::kAvg)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend, " ", op, ": invalid ReduceOp value ", value));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace devmesh

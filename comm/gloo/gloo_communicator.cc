@@ -1,6 +1,7 @@
 // devmesh/comm/gloo/gloo_communicator.cc
 // Collectives of the Gloo backend. Creation and Split: gloo_connect.cc.
 #include "comm/gloo/gloo_communicator.h"
+#include "comm/group_args.h"
 
 #include <cstdint>
 #include <cstring>
@@ -115,31 +116,12 @@ absl::Status GlooCommunicator::CheckBuffer(absl::string_view op,
                                            const void* ptr, size_t count,
                                            size_t blocks,
                                            DataType dtype) const {
-  const size_t elem = DataTypeSize(dtype);
-  if (elem == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gloo ", op, ": invalid dtype value ", static_cast<int>(dtype)));
-  }
-  if (count > std::numeric_limits<size_t>::max() / elem / blocks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gloo ", op, ": count ", count, " x ", blocks, " blocks of ",
-        DataTypeName(dtype), " overflows the byte count"));
-  }
-  if (ptr == nullptr && count > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gloo ", op, ": ", name, " buffer is null with count ", count));
-  }
-  return absl::OkStatus();
+  return CheckBufferArg("gloo", op, name, ptr, count, blocks, dtype);
 }
 
 absl::Status GlooCommunicator::CheckOp(absl::string_view op,
                                        ReduceOp reduce) const {
-  const int value = static_cast<int>(reduce);
-  if (value < 0 || value > static_cast<int>(ReduceOp::kAvg)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gloo ", op, ": invalid ReduceOp value ", value));
-  }
-  return absl::OkStatus();
+  return CheckReduceOpArg("gloo", op, reduce);
 }
 
 absl::Status GlooCommunicator::CheckRank(absl::string_view op,

@@ -94,31 +94,12 @@ absl::Status ShmCommunicator::CheckBuffer(absl::string_view op,
                                           const void* ptr, size_t count,
                                           size_t blocks,
                                           DataType dtype) const {
-  const size_t elem = DataTypeSize(dtype);
-  if (elem == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shm ", op, ": invalid dtype value ", static_cast<int>(dtype)));
-  }
-  if (count > std::numeric_limits<size_t>::max() / elem / blocks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shm ", op, ": count ", count, " x ", blocks, " blocks of ",
-        DataTypeName(dtype), " overflows the byte count"));
-  }
-  if (ptr == nullptr && count > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shm ", op, ": ", name, " buffer is null with count ", count));
-  }
-  return absl::OkStatus();
+  return CheckBufferArg("shm", op, name, ptr, count, blocks, dtype);
 }
 
 absl::Status ShmCommunicator::CheckOp(absl::string_view op,
                                       ReduceOp reduce) const {
-  const int value = static_cast<int>(reduce);
-  if (value < 0 || value > static_cast<int>(ReduceOp::kAvg)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shm ", op, ": invalid ReduceOp value ", value));
-  }
-  return absl::OkStatus();
+  return CheckReduceOpArg("shm", op, reduce);
 }
 
 absl::Status ShmCommunicator::AllReduce(const void* send, void* recv,
