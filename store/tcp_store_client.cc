@@ -75,14 +75,27 @@ absl::StatusOr<Socket> TcpStoreClient::Open() const {
   hello.op = Op::kHello;
   hello.number = kWireVersion;
   hello.values.push_back(options_.token);
-  const absl::Time deadline = absl::Now() + options_.default_timeout;
+  const absl::Time deadline =
+      absl::Now() + std::min(options_.default_timeout,
+                             options_.handshake_timeout);
+  auto not_a_store = [&](const absl::Status& why) {
+    return absl::UnavailableError(absl::StrCat(
+        "the peer at ", options_.host, ":", options_.port,
+        " accepted the connection but did not answer devmesh's store "
+        "handshake (", why.message(),
+        "): is MASTER_PORT (or DEVMESH_STORE_ADDR) held by a program that is "
+        "not a devmesh store?"));
+  };
   if (absl::Status st = s->SendAll(EncodeRequest(hello), deadline); !st.ok()) {
-    return st;
+    return not_a_store(st);
   }
   absl::StatusOr<std::string> reply = ReadFrame(*s, deadline);
-  if (!reply.ok()) return reply.status();
+  if (!reply.ok()) return not_a_store(reply.status());
   absl::StatusOr<std::string> result = ParseReply(std::move(*reply));
-  if (!result.ok()) return result.status();
+  if (!result.ok()) {
+    if (absl::IsInternal(result.status())) return not_a_store(result.status());
+    return result.status();
+  }
   return s;
 }
 

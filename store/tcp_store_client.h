@@ -36,14 +36,21 @@ struct TcpStoreClientOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   // Store::default_timeout(), and the reply deadline of non-waiting calls.
   absl::Duration default_timeout = absl::Seconds(300);
+  // How long a connected peer has to answer the handshake (a devmesh store
+  // answers at once, even under a rendezvous of thousands of clients); past
+  // it, Connect fails naming the address: whatever listens there is not a
+  // store (or not a devmesh-protocol one).
+  absl::Duration handshake_timeout = absl::Seconds(5);
 };
 
 class TcpStoreClient : public Store {
  public:
   // Connects and shakes hands. Errors: InvalidArgument (bad port, host that
   // does not resolve), Unavailable (server not reachable before
-  // connect_timeout), PermissionDenied (wrong or missing token),
-  // FailedPrecondition (protocol version mismatch).
+  // connect_timeout; or a peer that accepted the connection but did not
+  // answer the handshake within handshake_timeout, or answered something
+  // that is not a store reply, naming host:port), PermissionDenied (wrong or
+  // missing token), FailedPrecondition (protocol version mismatch).
   static absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(
       const TcpStoreClientOptions& options);
 

@@ -12,6 +12,8 @@
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 #include "store/wire_format.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace devmesh {
@@ -182,6 +184,28 @@ TEST_F(TcpStoreTest, ConnectToNothingIsUnavailableAfterDeadline) {
   options.port = 70000;
   EXPECT_EQ(TcpStoreClient::Connect(options).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A port held by a program that is not a store (here: a socket that listens
+// and never answers; the kernel completes the TCP handshake from its
+// backlog): Connect fails within handshake_timeout, naming the address.
+TEST_F(TcpStoreTest, PeerThatIsNotAStoreFailsFastNamingTheAddress) {
+  auto listener = Socket::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const int port = *listener->LocalPort();
+  TcpStoreClientOptions options;
+  options.port = port;
+  options.handshake_timeout = absl::Milliseconds(300);
+  const absl::Time start = absl::Now();
+  absl::Status s = TcpStoreClient::Connect(options).status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(
+      s.message(), absl::StrCat("the peer at 127.0.0.1:", port,
+                                " accepted the connection but did not answer "
+                                "devmesh's store handshake")))
+      << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "not a devmesh store?")) << s;
 }
 
 // Reads until the server closes the socket; true when it did.
