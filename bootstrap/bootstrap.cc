@@ -137,7 +137,9 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
   absl::StatusOr<std::vector<PeerInfo>> peers =
       ExchangePeerInfo(*boot->store_, self, options.timeout);
   if (!peers.ok()) {
-    if (boot->server_ != nullptr && absl::IsInvalidArgument(peers.status())) {
+    if (boot->server_ != nullptr &&
+        (absl::IsInvalidArgument(peers.status()) ||
+         absl::IsDeadlineExceeded(peers.status()))) {
       WaitForVerdictReaders(*boot->store_,
                             std::min(options.timeout, absl::Seconds(10)));
     }

@@ -1,11 +1,15 @@
 // ExchangePeerInfo: every rank publishes what it believes, rank 0 checks that
 // the beliefs agree, and one verdict reaches every rank (see peer_info.h).
 #include <algorithm>
+#include <cstdlib>
+#include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -19,6 +23,18 @@ constexpr char kVerdictKey[] = "devmesh/peers/verdict";
 constexpr char kReadKey[] = "devmesh/peers/read";
 constexpr char kOk[] = "ok:";
 constexpr char kError[] = "error:";
+// A verdict of rank 0's rendezvous timeout, so that every rank that joined
+// ends with the same missing-rank message (not with the store closing).
+constexpr char kDeadline[] = "deadline:";
+// WaitOrVerdict's own timeout (its callers then say who is missing), as
+// opposed to a DeadlineExceeded verdict published by rank 0.
+constexpr char kOwnTimeout[] = "rendezvous timed out";
+bool IsOwnTimeout(const absl::Status& s) {
+  return absl::IsDeadlineExceeded(s) && s.message() == kOwnTimeout;
+}
+// How often a waiting rank prints where the rendezvous stands (torchrun's
+// agent does the same); DEVMESH_RENDEZVOUS_PROGRESS_S overrides it (0: off).
+constexpr int kProgressSeconds = 30;
 // How often a waiting rank looks for a verdict that ends its wait early.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(500);
 
@@ -41,6 +57,9 @@ absl::StatusOr<std::string> PublishError(Store& store,
 // The outcome a verdict gives to `self`.
 absl::StatusOr<std::vector<PeerInfo>> Interpret(const std::string& verdict,
                                                 const PeerInfo& self) {
+  if (absl::StartsWith(verdict, kDeadline)) {
+    return absl::DeadlineExceededError(verdict.substr(sizeof(kDeadline) - 1));
+  }
   if (absl::StartsWith(verdict, kError)) {
     return absl::InvalidArgumentError(
         absl::StrCat("rendezvous failed: ", verdict.substr(sizeof(kError) - 1)));
@@ -65,16 +84,83 @@ absl::StatusOr<std::vector<PeerInfo>> Interpret(const std::string& verdict,
   return peers;
 }
 
+// How many ranks joined ("3 of 4 ranks joined the rendezvous at S") and
+// "; missing ranks: a, b" (up to 8; empty when none is known missing).
+std::pair<std::string, std::string> JoinCounts(Store& store,
+                                               const PeerInfo& self) {
+  absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
+  std::vector<int> missing;
+  for (int r = 0; r < self.world_size && missing.size() < 8; ++r) {
+    absl::StatusOr<bool> has = store.Check({RankKey(r)});
+    if (has.ok() && !*has) missing.push_back(r);
+  }
+  return {absl::StrCat(joined.ok() ? absl::StrCat(*joined) : std::string("?"),
+                       " of ", self.world_size,
+                       " ranks joined the rendezvous at ", self.store),
+          missing.empty() ? std::string()
+                          : absl::StrCat("; missing ranks: ",
+                                         absl::StrJoin(missing, ", "))};
+}
+
+std::string JoinState(Store& store, const PeerInfo& self) {
+  auto [joined, missing] = JoinCounts(store, self);
+  return joined + missing;
+}
+
+// DeadlineExceeded naming how many ranks joined and which are missing. On
+// rank 0 the message is also published as the verdict, so that every rank
+// that joined ends with it.
+absl::Status JoinTimeout(Store& store, const PeerInfo& self,
+                         absl::Duration timeout) {
+  auto [joined, missing] = JoinCounts(store, self);
+  const std::string message = absl::StrCat(
+      joined, " within ", absl::FormatDuration(timeout), missing,
+      " (is every rank started, with the same store address and world "
+      "size?)");
+  if (self.rank == 0) {
+    absl::StatusOr<std::string> stands =
+        store.CompareSet(kVerdictKey, "", absl::StrCat(kDeadline, message));
+    if (stands.ok() && absl::StartsWith(*stands, kDeadline)) {
+      return absl::DeadlineExceededError(
+          stands->substr(sizeof(kDeadline) - 1));
+    }
+  }
+  return absl::DeadlineExceededError(message);
+}
+
+absl::Duration ProgressPeriod() {
+  static const absl::Duration period = [] {
+    int seconds = kProgressSeconds;
+    if (const char* env = std::getenv("DEVMESH_RENDEZVOUS_PROGRESS_S")) {
+      int v = 0;
+      if (absl::SimpleAtoi(env, &v) && v >= 0) seconds = v;
+    }
+    return absl::Seconds(seconds);
+  }();
+  return period;
+}
+
 // Waits until every key in `keys` is set. Every kPollInterval it looks for a
 // verdict: one that appears first ends the wait with its outcome (an error
 // published by another rank). nullopt: the keys are all set.
 absl::StatusOr<std::optional<std::vector<PeerInfo>>> WaitOrVerdict(
     Store& store, const std::vector<std::string>& keys, const PeerInfo& self,
     absl::Time deadline) {
+  const absl::Time start = absl::Now();
+  absl::Time next_progress = start + ProgressPeriod();
   while (true) {
-    const absl::Duration left = deadline - absl::Now();
+    const absl::Time now = absl::Now();
+    const absl::Duration left = deadline - now;
     if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError("rendezvous timed out");
+      return absl::DeadlineExceededError(kOwnTimeout);
+    }
+    if (ProgressPeriod() > absl::ZeroDuration() && now >= next_progress) {
+      std::fprintf(stderr, "devmesh: rank %d waiting: %s (%s left)\n",
+                   self.rank, JoinState(store, self).c_str(),
+                   absl::FormatDuration(absl::Trunc(left, absl::Milliseconds(100)))
+                       .c_str());
+      std::fflush(stderr);
+      next_progress = now + ProgressPeriod();
     }
     absl::Status waited = store.Wait(keys, std::min(left, kPollInterval));
     if (waited.ok()) return std::nullopt;
@@ -89,26 +175,6 @@ absl::StatusOr<std::optional<std::vector<PeerInfo>>> WaitOrVerdict(
       return std::optional<std::vector<PeerInfo>>(std::move(*outcome));
     }
   }
-}
-
-// DeadlineExceeded naming how many ranks joined and which are missing.
-absl::Status JoinTimeout(Store& store, const PeerInfo& self,
-                         absl::Duration timeout) {
-  absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
-  std::vector<int> missing;
-  for (int r = 0; r < self.world_size && missing.size() < 8; ++r) {
-    absl::StatusOr<bool> has = store.Check({RankKey(r)});
-    if (has.ok() && !*has) missing.push_back(r);
-  }
-  return absl::DeadlineExceededError(absl::StrCat(
-      joined.ok() ? absl::StrCat(*joined) : std::string("?"), " of ",
-      self.world_size, " ranks joined the rendezvous at ", self.store,
-      " within ", absl::FormatDuration(timeout),
-      missing.empty() ? std::string()
-                      : absl::StrCat("; missing ranks: ",
-                                     absl::StrJoin(missing, ", ")),
-      " (is every rank started, with the same store address and world "
-      "size?)"));
 }
 
 // The first way `peer` disagrees with `reference` (rank 0), or "".
@@ -169,7 +235,7 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
   // 3. Wait for self.world_size processes to have joined.
   auto joined = WaitOrVerdict(store, {CountKey(self.world_size)}, self, deadline);
   if (!joined.ok()) {
-    return absl::IsDeadlineExceeded(joined.status())
+    return IsOwnTimeout(joined.status())
                ? JoinTimeout(store, self, timeout)
                : joined.status();
   }
@@ -183,7 +249,7 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
     for (int r = 0; r < self.world_size; ++r) keys.push_back(RankKey(r));
     auto all_claimed = WaitOrVerdict(store, keys, self, deadline);
     if (!all_claimed.ok()) {
-      return absl::IsDeadlineExceeded(all_claimed.status())
+      return IsOwnTimeout(all_claimed.status())
                  ? JoinTimeout(store, self, timeout)
                  : all_claimed.status();
     }
@@ -214,7 +280,7 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
     // one out), then takes rank 0's verdict.
     auto rank0_there = WaitOrVerdict(store, {RankKey(0)}, self, deadline);
     if (!rank0_there.ok()) {
-      return absl::IsDeadlineExceeded(rank0_there.status())
+      return IsOwnTimeout(rank0_there.status())
                  ? JoinTimeout(store, self, timeout)
                  : rank0_there.status();
     }
@@ -231,7 +297,7 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
     }
     auto decided = WaitOrVerdict(store, {kVerdictKey}, self, deadline);
     if (!decided.ok()) {
-      return absl::IsDeadlineExceeded(decided.status())
+      return IsOwnTimeout(decided.status())
                  ? JoinTimeout(store, self, timeout)
                  : decided.status();
     }
@@ -251,7 +317,8 @@ absl::StatusOr<std::vector<PeerInfo>> ExchangePeerInfo(Store& store,
   absl::StatusOr<std::vector<PeerInfo>> result = Exchange(store, self, timeout);
   // A rank other than 0 that learned a verdict says so, so that a rank 0 that
   // hosts the store keeps it up until the error has reached everyone.
-  if (self.rank != 0 && absl::IsInvalidArgument(result.status())) {
+  if (self.rank != 0 && (absl::IsInvalidArgument(result.status()) ||
+                         absl::IsDeadlineExceeded(result.status()))) {
     (void)store.Add(kReadKey, 1);
   }
   return result;

@@ -244,5 +244,51 @@ TEST(PeerExchangeProcessTest, WorldSizeOffByOneFailsEveryRankFast) {
   }
 }
 
+// Real processes, rank 0 hosting the store, WORLD_SIZE 4 but rank 3 never
+// starts: every rank that joined ends with rank 0's missing-rank message
+// (rank 0 publishes it and keeps the store up until they read it), not with
+// the store connection closing under them.
+TEST(PeerExchangeProcessTest, MissingRankEveryJoinedRankGetsTheSameMessage) {
+  absl::StatusOr<Socket> probe = Socket::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(probe.ok());
+  const int port = *probe->LocalPort();
+  probe->Close();
+  // Progress lines every second on the waiting ranks (stderr, not checked
+  // here: "devmesh: rank R waiting: 3 of 4 ranks joined ...").
+  setenv("DEVMESH_RENDEZVOUS_PROGRESS_S", "1", 1);
+  std::vector<testing::RankOutcome> outcomes = testing::RunRanksDetailed(
+      3, [port](Bootstrap& outer) -> absl::Status {
+        RendezvousInfo info;
+        info.rank = outer.rank();
+        info.world_size = 4;
+        info.local_rank = outer.rank();
+        info.local_world_size = 4;
+        info.store_host = "127.0.0.1";
+        info.store_port = port;
+        BootstrapOptions options;
+        // Rank 0 times out first; the others, started a little later, would
+        // otherwise time out on their own.
+        options.timeout = outer.rank() == 0 ? absl::Seconds(2)
+                                            : absl::Seconds(4);
+        absl::StatusOr<std::unique_ptr<Bootstrap>> boot =
+            Bootstrap::Create(info, options);
+        return boot.ok() ? absl::OkStatus() : boot.status();
+      },
+      testing::RunRanksOptions{});
+  unsetenv("DEVMESH_RENDEZVOUS_PROGRESS_S");
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (const testing::RankOutcome& o : outcomes) {
+    EXPECT_EQ(o.status.code(), absl::StatusCode::kDeadlineExceeded)
+        << "rank " << o.rank << ": " << o.status;
+    EXPECT_EQ(std::string(o.status.message()),
+              absl::StrCat("3 of 4 ranks joined the rendezvous at 127.0.0.1:",
+                           port,
+                           " within 2s; missing ranks: 3 (is every rank "
+                           "started, with the same store address and world "
+                           "size?)"))
+        << "rank " << o.rank;
+  }
+}
+
 }  // namespace
 }  // namespace devmesh
