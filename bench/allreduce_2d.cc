@@ -45,6 +45,7 @@
 #include "bench/run_stats.h"
 #include "bench/bench_flags.h"
 #include "bench/device_buffer.h"
+#include "bench/explained_reporter.h"
 #include "bench/test_pattern.h"
 #include "benchmark/benchmark.h"
 #include "bootstrap/bootstrap.h"
@@ -600,7 +601,9 @@ int RunRank(const Config& config) {
   }
   NullReporter null_reporter;
   if (leader) {
-    benchmark::RunSpecifiedBenchmarks();
+    // The console lines without counters: the table below has them, in GB/s.
+    bench::ExplainedReporter reporter(/*drop_console_counters=*/true);
+    benchmark::RunSpecifiedBenchmarks(&reporter);
   } else {
     benchmark::RunSpecifiedBenchmarks(&null_reporter);
   }

@@ -49,4 +49,4 @@ BENCHMARK_CAPTURE(BM_Reduce, int64_prod, DataType::kInt64, ReduceOp::kProd);
 }  // namespace
 }  // namespace devmesh
 
-BENCHMARK_MAIN();
+// main() is //bench:bench_main_internal's.

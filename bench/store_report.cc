@@ -4,10 +4,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/explained_reporter.h"
 
 namespace devmesh::bench {
 namespace {
@@ -31,6 +33,16 @@ std::string Ratio(const std::optional<double>& a,
 StoreReport::StoreReport()
     : benchmark::ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Defaults
                                                        : OO_Tabular) {}
+
+bool StoreReport::ReportContext(const Context& context) {
+  std::ostream& real = GetErrorStream();
+  std::ostringstream err;
+  SetErrorStream(&err);
+  const bool ok = benchmark::ConsoleReporter::ReportContext(context);
+  SetErrorStream(&real);
+  real << ExplainContext(err.str());
+  return ok;
+}
 
 void StoreReport::ReportRuns(const std::vector<Run>& runs) {
   benchmark::ConsoleReporter::ReportRuns(runs);

@@ -41,6 +41,9 @@ class StoreReport : public benchmark::ConsoleReporter {
   void Describe(const std::string& name, StoreRowKey key) {
     described_[name] = std::move(key);
   }
+  // Google Benchmark's context block, with the DEBUG warning of Debian's
+  // libbenchmark explained (bench/explained_reporter.h).
+  bool ReportContext(const Context& context) override;
   void ReportRuns(const std::vector<Run>& runs) override;
 
   // The peer table on stdout; `with_torch` false: a note replaces the torch

@@ -273,6 +273,53 @@ class ReportTest(unittest.TestCase):
         finally:
             shutil.rmtree(d)
 
+    def test_plot_panels_only_what_was_measured(self):
+        rows = report.build_rows(fixture())
+        self.assertEqual(report.plot_panels(rows),
+                         ["allreduce", "layout", "bars", "store"])
+        # --sections=bound,allreduce,collectives (or --short without layout
+        # and store): no layout or store panel, so no gnuplot "empty y range".
+        measured = [r for r in rows
+                    if r["section"] in ("allreduce", "collectives")]
+        self.assertEqual(report.plot_panels(measured), ["allreduce", "bars"])
+        # Rows without values (a section that did not run) draw nothing.
+        not_run = [r for r in rows if r["section"] == "store"]
+        for r in not_run:
+            r["ratio"] = None
+        self.assertEqual(report.plot_panels(measured + not_run),
+                         ["allreduce", "bars"])
+        self.assertEqual(report.plot_panels(not_run), [])
+
+    @unittest.skipUnless(shutil.which("gnuplot"), "gnuplot not installed "
+                         "(tools/install.sh installs it)")
+    def test_plot_of_some_sections_has_no_empty_panel(self):
+        rows = [r for r in report.build_rows(fixture())
+                if r["section"] in ("allreduce", "collectives")]
+        d = tempfile.mkdtemp()
+        try:
+            png = os.path.join(d, "p.png")
+            err = os.path.join(d, "err")
+            # gnuplot's warnings go to the stderr of this process.
+            saved = os.dup(2)
+            with open(err, "w") as f:
+                os.dup2(f.fileno(), 2)
+                try:
+                    panels = report.write_plot(rows, png, "test")
+                finally:
+                    os.dup2(saved, 2)
+                    os.close(saved)
+            self.assertEqual(panels, ["allreduce", "bars"])
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            with open(err) as f:
+                self.assertNotIn("empty y range", f.read())
+            # Nothing measured: no PNG.
+            os.remove(png)
+            self.assertEqual(report.write_plot([], png, "test"), [])
+            self.assertFalse(os.path.exists(png))
+        finally:
+            shutil.rmtree(d)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -466,14 +466,20 @@ def main():
     report.write_json(os.path.join(a.out_dir, "peer_bench.json"), meta,
                       results, rows)
     png = os.path.join(a.out_dir, "peer_bench.png")
+    drawn = []
     try:
-        report.write_plot(rows, png, "devmesh / PyTorch %s and / Open MPI, %s mode, %s" % (
+        drawn = report.write_plot(rows, png, "devmesh / PyTorch %s and / Open MPI, %s mode, %s" % (
             torch.__version__, meta["mode"], meta["date_utc"]))
     except (subprocess.SubprocessError, OSError) as e:
         meta["errors"].append("plot: %s" % e)
     for e in meta["errors"]:
         log("ERROR " + e)
-    log("wrote %s/peer_bench.{json,txt,png}" % a.out_dir)
+    if drawn:
+        log("wrote %s/peer_bench.{json,txt,png} (plot panels: %s)" % (
+            a.out_dir, ", ".join(drawn)))
+    else:
+        log("wrote %s/peer_bench.{json,txt} (no plot: nothing to draw)" %
+            a.out_dir)
     return 1 if meta["errors"] else 0
 
 

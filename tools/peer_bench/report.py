@@ -309,16 +309,46 @@ def format_table(title, rows, note_lines=()):
     return "\n".join(out) + "\n"
 
 
+PANELS = ("allreduce", "layout", "bars", "store")
+
+
+def _plot_data(rows):
+    """The rows each panel draws, by panel name (PANELS); a panel whose list
+    is empty was not measured (a --sections or --short run) and is left
+    out of the plot."""
+    return {
+        "allreduce": [r for r in rows
+                      if r["section"] == "allreduce" and r["ratio"]],
+        "layout": [r for r in rows if r["section"] == "layout" and r["ratio"]
+                   and r["kind"] == "first"],
+        "bars": [r for r in rows if r["section"] in
+                 ("startup", "memory", "collectives") and r["ratio"]],
+        "store": [r for r in rows if r["section"] == "store" and r["ratio"]],
+    }
+
+
+def plot_panels(rows):
+    """The panels write_plot draws for `rows`, in order: those with values."""
+    data = _plot_data(rows)
+    return [p for p in PANELS if data[p]]
+
+
 def write_plot(rows, png, title):
-    """Four panels: all-reduce busbw against size, devmesh/PyTorch and
+    """Up to four panels, one per kind of figure that `rows` has values for
+    (plot_panels): all-reduce busbw against size, devmesh/PyTorch and
     devmesh/Open MPI per dim (with the 95% intervals; above 1 is devmesh
     faster), devmesh/PyTorch of the layout
     operations' first-call time against world size (per operation; below 1
     is devmesh faster), start-up / memory / all-gather / reduce-scatter rows
-    and store rows as bars (log scale; "better" says which way)."""
+    and store rows as bars (log scale; "better" says which way). Returns the
+    panels drawn; with none, writes no PNG."""
+    by_panel = _plot_data(rows)
+    panels = plot_panels(rows)
+    if not panels:
+        return []
     data = tempfile.mkdtemp()
     try:
-        ar = [r for r in rows if r["section"] == "allreduce" and r["ratio"]]
+        ar = by_panel["allreduce"]
         dims = sorted({r["dim"] for r in ar})
         for d in dims:
             with open(os.path.join(data, "ar_%s.dat" % d), "w") as f:
@@ -332,25 +362,21 @@ def write_plot(rows, png, title):
                     for r in mpi:
                         f.write("%d %g %g\n" % (r["bytes"], r["ratio_mpi"],
                                                 r["ci95_mpi"] or 0))
-        lay = [r for r in rows if r["section"] == "layout" and r["ratio"]
-               and r["kind"] == "first"]
+        lay = by_panel["layout"]
         ops = sorted({r["op"] for r in lay})
         for op in ops:
             with open(os.path.join(data, "lay_%s.dat" % op), "w") as f:
                 for r in lay:
                     if r["op"] == op:
                         f.write("%d %g\n" % (r["world"], r["ratio"]))
-        def write_bars(name, sections):
-            bars = [r for r in rows if r["section"] in sections and r["ratio"]]
+        def write_bars(name, bars):
             with open(os.path.join(data, name), "w") as f:
                 for i, r in enumerate(bars):
                     f.write('%d "%s (%s)" %g\n' % (
                         i, r["name"].replace('"', "'"), r["better"],
                         r["ratio"]))
-            return bars
-        bars = write_bars("bars.dat", ("startup", "memory", "collectives"))
-        store_bars = write_bars("store.dat", ("store",))
-        plots = []
+        write_bars("bars.dat", by_panel["bars"])
+        write_bars("store.dat", by_panel["store"])
         ar_plot = ", ".join(
             "'%s/ar_%s.dat' using 1:2:3 with yerrorlines title '%s / PyTorch'"
             % (data, d, d) for d in dims)
@@ -358,53 +384,76 @@ def write_plot(rows, png, title):
             "'%s/mpi_%s.dat' using 1:2:3 with yerrorlines dashtype 3 "
             "title '%s / Open MPI'" % (data, d, d) for d in dims
             if os.path.exists(os.path.join(data, "mpi_%s.dat" % d)))
-        ar_plot = ", ".join(p for p in (ar_plot, mpi_plot) if p) or "1 notitle"
+        ar_plot = ", ".join(p for p in (ar_plot, mpi_plot) if p)
         lay_plot = ", ".join(
             "'%s/lay_%s.dat' using 1:2 with linespoints title '%s'"
-            % (data, op, op) for op in ops) or "1 notitle"
-        bar_plot = ("'%s/bars.dat' using 1:3:xtic(2) with boxes notitle"
-                    % data) if bars else "1 notitle"
-        store_plot = ("'%s/store.dat' using 1:3:xtic(2) with boxes notitle"
-                      % data) if store_bars else "1 notitle"
-        script = """
-set terminal pngcairo size 1100,2100 font ',9' noenhanced
-set output '%(png)s'
-set multiplot layout 4,1 title '%(title)s'
-set grid
-set format y '%%g'
-set logscale y 10
+            % (data, op, op) for op in ops)
+        one = ", 1 with lines dashtype 2 lc 'black' notitle"
+        # Each panel sets everything it relies on, so that any subset of them
+        # draws the same as in the full plot.
+        script_of = {
+            "allreduce": """
 set title 'per-dim all-reduce: devmesh busbw / PyTorch and / Open MPI busbw (above 1: devmesh faster; bars: 95%% interval)'
 set xlabel 'message size (bytes)'
 set logscale x 2
 set format x '%%.0b%%B'
-set key top left
-plot %(ar)s, 1 with lines dashtype 2 lc 'black' notitle
+set xtics norotate font ''
+set bmargin
+set rmargin
+plot """ + ar_plot + one,
+            "layout": """
 set title 'layout operations, first call: devmesh time / PyTorch time (below 1: devmesh faster)'
 set xlabel 'world size (ranks)'
+set logscale x 2
 set format x '2^%%L'
-plot %(lay)s, 1 with lines dashtype 2 lc 'black' notitle
+set xtics norotate font ''
+set bmargin
+set rmargin
+plot """ + lay_plot + one,
+            "bars": """
 unset logscale x
 set format x '%%g'
 set title 'start-up, memory, all-gather and reduce-scatter busbw: devmesh / PyTorch (which way is better is in each label)'
 set xlabel ''
-set xtics rotate by -35 left
+set xtics rotate by -35 left font ''
 set style fill solid 0.5
 set boxwidth 0.7
 set bmargin 14
 set rmargin 14
-plot %(bar)s, 1 with lines dashtype 2 lc 'black' notitle
+plot '%(data)s/bars.dat' using 1:3:xtic(2) with boxes notitle""" + one,
+            "store": """
+unset logscale x
+set format x '%%g'
 set title 'store (//bench:store_ops against PyTorch TCPStore): devmesh / PyTorch'
+set xlabel ''
 set xtics rotate by -60 left font ',7'
-plot %(store)s, 1 with lines dashtype 2 lc 'black' notitle
+set style fill solid 0.5
+set boxwidth 0.7
+set bmargin 14
+set rmargin 14
+plot '%(data)s/store.dat' using 1:3:xtic(2) with boxes notitle""" + one,
+        }
+        script = """
+set terminal pngcairo size 1100,%(height)d font ',9' noenhanced
+set output '%(png)s'
+set multiplot layout %(n)d,1 title '%(title)s'
+set grid
+set format y '%%g'
+set logscale y 10
+set key top left
+""" + "\n".join(script_of[p] for p in panels) + """
 unset multiplot
-""" % {"png": png, "title": title.replace("'", ""), "ar": ar_plot,
-       "lay": lay_plot, "bar": bar_plot, "store": store_plot}
+"""
+        script = script % {
+            "png": png, "title": title.replace("'", ""), "data": data,
+            "n": len(panels), "height": 100 + 500 * len(panels)}
         subprocess.run(["gnuplot"], input=script, text=True, check=True,
                        timeout=60)
     finally:
         for name in os.listdir(data):
             os.remove(os.path.join(data, name))
         os.rmdir(data)
+    return panels
 
 
 def write_json(path, meta, results, rows):
