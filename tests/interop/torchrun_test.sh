@@ -69,8 +69,10 @@ check_mesh() {
   done
 }
 check_allreduce() {
-  # 1K, 2K, 4K x (dp, tp): six rows, each with wrong=0.
-  [ "$(grep -c 'manual_time.* wrong=0$' "$1")" = 6 ] && ! grep -q 'wrong=[1-9]' "$1"
+  # 1K, 2K, 4K x (dp, tp): six rows of the table, each with #wrong (the 10th
+  # column) 0.
+  [ "$(awk '$3 ~ /^(dp|tp)$/ && $1 ~ /^[0-9]+$/ && $10 == 0' "$1" | wc -l)" = 6 ] &&
+    [ "$(awk '$3 ~ /^(dp|tp)$/ && $1 ~ /^[0-9]+$/ && $10 != 0' "$1" | wc -l)" = 0 ]
 }
 check_mixed() {
   grep -q "rank 0 (python) read 3 devmesh keys" "$1" &&
