@@ -350,7 +350,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(
                               static_cast<int>(ck->key));
   if (!comm.ok()) return comm.status();
   std::shared_ptr<Communicator> raw(*std::move(comm));
-  if (mesh_group.backend() != "shm" || raw_world.backend() == "shm") {
+  if (mesh_group.backend() != "shm") {
     return raw;
   }
   ShmOptions shm;

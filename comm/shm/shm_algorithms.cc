@@ -53,7 +53,7 @@ void ReduceInOrderAndCopy(char* acc, char* out, int size, size_t count,
 absl::Status ShmAllReduceOneShot(ShmGroup g, const char* send, char* recv,
                                  size_t count, size_t elem,
                                  const ReduceFunc& reduce,
-                                 absl::string_view what) {
+                                 OpName what) {
   const ShmSegment& seg = *g.segment;
   const int n = g.sync->size();
   const int me = g.sync->rank();
@@ -74,7 +74,7 @@ absl::Status ShmAllReduceOneShot(ShmGroup g, const char* send, char* recv,
 absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
                                  size_t count, size_t elem,
                                  const ReduceFunc& reduce,
-                                 absl::string_view what) {
+                                 OpName what) {
   const ShmSegment& seg = *g.segment;
   const int n = g.sync->size();
   const int me = g.sync->rank();
@@ -124,7 +124,7 @@ size_t OneShotMaxBytes() {
 
 absl::Status ShmAllReduce(ShmGroup g, const char* send, char* recv,
                           size_t count, size_t elem, const ReduceFunc& reduce,
-                          absl::string_view what) {
+                          OpName what) {
   if (count * elem <= OneShotMaxBytes()) {
     return ShmAllReduceOneShot(g, send, recv, count, elem, reduce, what);
   }
@@ -132,7 +132,7 @@ absl::Status ShmAllReduce(ShmGroup g, const char* send, char* recv,
 }
 
 absl::Status ShmAllGather(ShmGroup g, const char* send, char* recv,
-                          size_t bytes, absl::string_view what) {
+                          size_t bytes, OpName what) {
   const ShmSegment& seg = *g.segment;
   const int n = g.sync->size();
   const int me = g.sync->rank();
@@ -156,7 +156,7 @@ absl::Status ShmAllGather(ShmGroup g, const char* send, char* recv,
 absl::Status ShmReduceScatter(ShmGroup g, const char* send, char* recv,
                               size_t count, size_t elem,
                               const ReduceFunc& reduce,
-                              absl::string_view what) {
+                              OpName what) {
   const ShmSegment& seg = *g.segment;
   const int n = g.sync->size();
   const int me = g.sync->rank();
@@ -184,7 +184,7 @@ absl::Status ShmReduceScatter(ShmGroup g, const char* send, char* recv,
 }
 
 absl::Status ShmBroadcast(ShmGroup g, const char* send, char* recv,
-                          size_t bytes, int root, absl::string_view what) {
+                          size_t bytes, int root, OpName what) {
   const ShmSegment& seg = *g.segment;
   const int me = g.sync->rank();
   const size_t chunk = seg.slot_bytes();
@@ -200,7 +200,7 @@ absl::Status ShmBroadcast(ShmGroup g, const char* send, char* recv,
 }
 
 absl::Status ShmAllToAll(ShmGroup g, const char* send, char* recv,
-                         size_t bytes, absl::string_view what) {
+                         size_t bytes, OpName what) {
   const ShmSegment& seg = *g.segment;
   const int n = g.sync->size();
   const int me = g.sync->rank();

@@ -60,37 +60,37 @@ struct ShmGroup {
 absl::Status ShmAllReduce(ShmGroup g, const char* send, char* recv,
                           size_t count, size_t elem,
                           const reduce_internal::ReduceFunc& reduce,
-                          absl::string_view what);
+                          OpName what);
 // The algorithms themselves, for benchmarks and tests.
 absl::Status ShmAllReduceOneShot(ShmGroup g, const char* send, char* recv,
                                  size_t count, size_t elem,
                                  const reduce_internal::ReduceFunc& reduce,
-                                 absl::string_view what);
+                                 OpName what);
 absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
                                  size_t count, size_t elem,
                                  const reduce_internal::ReduceFunc& reduce,
-                                 absl::string_view what);
+                                 OpName what);
 
 // recv holds size x bytes; member j's send lands at recv + j * bytes. send
 // may be recv + rank * bytes (in place).
 absl::Status ShmAllGather(ShmGroup g, const char* send, char* recv,
-                          size_t bytes, absl::string_view what);
+                          size_t bytes, OpName what);
 
 // send holds size blocks of count elements; recv gets block rank, reduced.
 // recv may be send + rank * count * elem (in place).
 absl::Status ShmReduceScatter(ShmGroup g, const char* send, char* recv,
                               size_t count, size_t elem,
                               const reduce_internal::ReduceFunc& reduce,
-                              absl::string_view what);
+                              OpName what);
 
 // root's send to every member's recv (root's too, unless send == recv).
 absl::Status ShmBroadcast(ShmGroup g, const char* send, char* recv,
-                          size_t bytes, int root, absl::string_view what);
+                          size_t bytes, int root, OpName what);
 
 // Block j of send (bytes each) to member j; block i of recv from member i.
 // send == recv is allowed; partly overlapping buffers are not.
 absl::Status ShmAllToAll(ShmGroup g, const char* send, char* recv,
-                         size_t bytes, absl::string_view what);
+                         size_t bytes, OpName what);
 
 }  // namespace shm_internal
 }  // namespace devmesh

@@ -18,12 +18,6 @@ namespace {
 
 using shm_internal::ShmGroup;
 
-bool Overlap(const void* a, const void* b, size_t bytes) {
-  const char* x = static_cast<const char*>(a);
-  const char* y = static_cast<const char*>(b);
-  return x < y + bytes && y < x + bytes;
-}
-
 bool OverlapRanges(const void* a, size_t a_bytes, const void* b,
                    size_t b_bytes) {
   const char* x = static_cast<const char*>(a);
@@ -81,10 +75,10 @@ ShmCommunicator::~ShmCommunicator() {
   if (sync_ != nullptr) sync_->Leave();
 }
 
-absl::Status ShmCommunicator::CheckOpen(absl::string_view what) const {
+absl::Status ShmCommunicator::CheckOpen(shm_internal::OpName what) const {
   if (aborted_.load()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(what, ": communicator was aborted"));
+        absl::StrCat(what(), ": communicator was aborted"));
   }
   return sync_ == nullptr ? absl::OkStatus() : sync_->CheckOpen(what);
 }
@@ -112,13 +106,16 @@ absl::Status ShmCommunicator::AllReduce(const void* send, void* recv,
       !s.ok())
     return s;
   if (auto s = CheckOp("allreduce", op); !s.ok()) return s;
-  const std::string what =
-      absl::StrCat(Describe("allreduce", dtype, count), " ", ReduceOpName(op));
+  auto what = [&] {
+    return absl::StrCat(Describe("allreduce", dtype, count), " ",
+                        ReduceOpName(op));
+  };
   if (auto s = CheckOpen(what); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   const size_t elem = DataTypeSize(dtype);
   const size_t bytes = count * elem;
-  if (send != recv && (sync_ == nullptr || Overlap(send, recv, bytes))) {
+  if (send != recv &&
+      (sync_ == nullptr || OverlapRanges(send, bytes, recv, bytes))) {
     std::memmove(recv, send, bytes);
     send = recv;
   }
@@ -142,7 +139,7 @@ absl::Status ShmCommunicator::AllGather(const void* send, void* recv,
   if (auto s = CheckBuffer("allgather", "recv", recv, count, size(), dtype);
       !s.ok())
     return s;
-  const std::string what = Describe("allgather", dtype, count);
+  auto what = [&] { return Describe("allgather", dtype, count); };
   if (auto s = CheckOpen(what); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
@@ -175,8 +172,10 @@ absl::Status ShmCommunicator::ReduceScatter(const void* send, void* recv,
       !s.ok())
     return s;
   if (auto s = CheckOp("reducescatter", op); !s.ok()) return s;
-  const std::string what = absl::StrCat(Describe("reducescatter", dtype, count),
-                                        " ", ReduceOpName(op));
+  auto what = [&] {
+    return absl::StrCat(Describe("reducescatter", dtype, count), " ",
+                        ReduceOpName(op));
+  };
   if (auto s = CheckOpen(what); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   const size_t elem = DataTypeSize(dtype);
@@ -218,8 +217,9 @@ absl::Status ShmCommunicator::Broadcast(const void* send, void* recv,
         !s.ok())
       return s;
   }
-  const std::string what =
-      absl::StrCat(Describe("broadcast", dtype, count), " root ", root);
+  auto what = [&] {
+    return absl::StrCat(Describe("broadcast", dtype, count), " root ", root);
+  };
   if (auto s = CheckOpen(what); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
@@ -241,7 +241,7 @@ absl::Status ShmCommunicator::AllToAll(const void* send, void* recv,
   if (auto s = CheckBuffer("alltoall", "recv", recv, count, size(), dtype);
       !s.ok())
     return s;
-  const std::string what = Describe("alltoall", dtype, count);
+  auto what = [&] { return Describe("alltoall", dtype, count); };
   if (auto s = CheckOpen(what); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
@@ -262,26 +262,33 @@ absl::Status ShmCommunicator::AllToAll(const void* send, void* recv,
 
 absl::Status ShmCommunicator::Send(const void* buf, size_t count,
                                    DataType dtype, int peer) {
-  if (auto s = CheckOpen("shm send"); !s.ok()) return s;
+  if (auto s = CheckOpen([] { return std::string("shm send"); }); !s.ok()) {
+    return s;
+  }
   return group_->Send(buf, count, dtype, peer);
 }
 
 absl::Status ShmCommunicator::Recv(void* buf, size_t count, DataType dtype,
                                    int peer) {
-  if (auto s = CheckOpen("shm recv"); !s.ok()) return s;
+  if (auto s = CheckOpen([] { return std::string("shm recv"); }); !s.ok()) {
+    return s;
+  }
   return group_->Recv(buf, count, dtype, peer);
 }
 
 absl::Status ShmCommunicator::Barrier() {
-  if (auto s = CheckOpen("shm barrier"); !s.ok()) return s;
+  auto what = [] { return std::string("shm barrier"); };
+  if (auto s = CheckOpen(what); !s.ok()) return s;
   if (sync_ == nullptr) return absl::OkStatus();
   sync_->NextRoundParity();
-  return sync_->Step("shm barrier");
+  return sync_->Step(what);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::Split(
     int color, int key, const SplitOptions& options) {
-  if (auto s = CheckOpen("shm split"); !s.ok()) return s;
+  if (auto s = CheckOpen([] { return std::string("shm split"); }); !s.ok()) {
+    return s;
+  }
   auto child = group_->Split(color, key, options);
   if (!child.ok() || *child == nullptr) return child;
   ShmOptions shm = options_;

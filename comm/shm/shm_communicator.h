@@ -133,7 +133,7 @@ class ShmCommunicator final : public Communicator {
   const std::shared_ptr<Communicator>& underlying() const { return group_; }
 
  private:
-  absl::Status CheckOpen(absl::string_view what) const;
+  absl::Status CheckOpen(shm_internal::OpName what) const;
   absl::Status CheckBuffer(absl::string_view op, absl::string_view name,
                            const void* ptr, size_t count, size_t blocks,
                            DataType dtype) const;

@@ -107,7 +107,6 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
     MemberLine* m = new (segment->member(i)) MemberLine();
     m->step.store(0);
     m->state.store(kMemberJoining);
-    m->cpu.store(-1);
     m->pid = 0;
     m->start_time = 0;
     m->nonce_echo = 0;

@@ -18,8 +18,8 @@
 //   data: slot(parity, member) x 2 x size, each slot_bytes long
 //
 // Memory per member: 2 x slot_bytes (kDefaultSlotBytes: 256 KiB each, so
-// 512 KiB a member) plus 64 bytes of control. Messages larger than a slot go through
-// it in rounds (shm_algorithms.h).
+// 512 KiB a member) plus 64 bytes of control. Messages larger than a slot go
+// through it in rounds (shm_algorithms.h).
 //
 // Thread-safety: ShmSegment is immutable after Create/Open; the atomics in
 // the layout are shared by every member process.
@@ -91,7 +91,6 @@ enum MemberState : uint32_t {
 struct alignas(kCacheLine) MemberLine {
   std::atomic<uint32_t> step;   // the last step this member arrived at
   std::atomic<uint32_t> state;  // MemberState
-  std::atomic<int32_t> cpu;     // the CPU it last arrived from (or -1)
   int64_t pid;                  // in the pid namespace of every member
   uint64_t start_time;          // /proc/<pid>/stat field 22
   uint64_t nonce_echo;          // the header's nonce, as this member read it

@@ -40,6 +40,14 @@ struct Report {
   char error[kTextBytes];
 };
 
+// One member's judgement of the others (step 5): ok, or the first member,
+// in group order, it found wrong and why.
+struct Verdict {
+  uint32_t ok;
+  int32_t bad_member;
+  char error[kTextBytes];
+};
+
 void CopyText(char* dst, absl::string_view text) {
   const size_t n = std::min(text.size(), kTextBytes - 1);
   std::memcpy(dst, text.data(), n);
@@ -148,7 +156,7 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   if (!gathered.ok()) return gathered;
 
   // 5. Check every other member through the segment and /proc.
-  Report verdict{};
+  Verdict verdict{};
   verdict.ok = 1;
   std::vector<ProcessIdentity> identities(n);
   for (int j = 0; j < n && verdict.ok; ++j) {
@@ -156,10 +164,10 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
     identities[j] = ProcessIdentity{r.pid, r.start_time};
     if (!r.ok) {
       verdict.ok = 0;
-      verdict.pid = j;
-      r.error[kTextBytes - 1] == '\0'
-          ? CopyText(verdict.error, r.error)
-          : CopyText(verdict.error, "(unreadable reason)");
+      verdict.bad_member = j;
+      CopyText(verdict.error, r.error[kTextBytes - 1] == '\0'
+                                  ? r.error
+                                  : "(unreadable reason)");
       break;
     }
     if (j == me || segment == nullptr) continue;
@@ -167,7 +175,7 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
     if (line->pid != r.pid || line->start_time != r.start_time ||
         line->nonce_echo != offer.nonce) {
       verdict.ok = 0;
-      verdict.pid = j;
+      verdict.bad_member = j;
       CopyText(verdict.error,
                absl::StrCat("its identity in the segment (pid ", line->pid,
                             ") is not the one it announced (pid ", r.pid,
@@ -175,7 +183,7 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
                             ranks[me]));
     } else if (CheckLiveness(identities[j]) != Liveness::kAlive) {
       verdict.ok = 0;
-      verdict.pid = j;
+      verdict.bad_member = j;
       CopyText(verdict.error,
                absl::StrCat("its pid ", r.pid, " is not visible from global "
                             "rank ", ranks[me],
@@ -184,15 +192,15 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
     }
   }
   // 6. One decision for all.
-  std::vector<Report> verdicts;
+  std::vector<Verdict> verdicts;
   if (absl::Status s = AllGatherRecords(*group, verdict, &verdicts); !s.ok()) {
     return s;
   }
   for (int i = 0; i < n; ++i) {
-    const Report& v = verdicts[i];
+    const Verdict& v = verdicts[i];
     if (v.ok) continue;
     if (!options.require) return std::optional<ShmSetup>();
-    const int bad = static_cast<int>(std::clamp<int64_t>(v.pid, 0, n - 1));
+    const int bad = std::clamp<int>(v.bad_member, 0, n - 1);
     return absl::FailedPreconditionError(absl::StrCat(
         "shm: global rank ", ranks[bad],
         " cannot share memory with the group's other members (checked by "

@@ -72,9 +72,7 @@ ShmSync::ShmSync(const ShmSegment* segment, int rank,
 
 uint32_t ShmSync::Arrive() {
   const uint32_t step = ++step_;
-  MemberLine* self = segment_->member(rank_);
-  self->cpu.store(sched_getcpu(), std::memory_order_relaxed);
-  self->step.store(step, std::memory_order_relaxed);
+  segment_->member(rank_)->step.store(step, std::memory_order_relaxed);
   const uint32_t target = step * static_cast<uint32_t>(size_);
   // seq_cst: ordered against the sleepers load below, and against a
   // waiter's sleepers increment and arrivals load (a Dekker pair), so that
@@ -97,16 +95,16 @@ void ShmSync::Ring() {
   FutexWake(&sync_->bell, INT_MAX);
 }
 
-absl::Status ShmSync::CheckOpen(absl::string_view what) const {
+absl::Status ShmSync::CheckOpen(OpName what) const {
   if (aborted_.load()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(what, ": communicator was aborted"));
+        absl::StrCat(what(), ": communicator was aborted"));
   }
   const uint32_t by = sync_->aborted_by.load();
   if (by != 0) {
     const int member = static_cast<int>(by) - 1;
     return absl::UnavailableError(absl::StrCat(
-        what, ": the group was aborted by global rank ",
+        what(), ": the group was aborted by global rank ",
         member < size_ ? global_ranks_[member] : -1));
   }
   const uint32_t dead = sync_->dead_member.load();
@@ -114,19 +112,6 @@ absl::Status ShmSync::CheckOpen(absl::string_view what) const {
     return DeadError(what, static_cast<int>(dead) - 1);
   }
   return absl::OkStatus();
-}
-
-bool ShmSync::MissingElsewhere(uint32_t step) const {
-  const int here = sched_getcpu();
-  for (int i = 0; i < size_; ++i) {
-    const MemberLine* m = segment_->member(i);
-    if (static_cast<int32_t>(m->step.load(std::memory_order_relaxed) - step) >=
-        0) {
-      continue;
-    }
-    if (m->cpu.load(std::memory_order_relaxed) != here) return true;
-  }
-  return false;
 }
 
 std::vector<int> ShmSync::Missing(uint32_t step) const {
@@ -138,13 +123,13 @@ std::vector<int> ShmSync::Missing(uint32_t step) const {
   return out;
 }
 
-absl::Status ShmSync::DeadError(absl::string_view what, int member) const {
+absl::Status ShmSync::DeadError(OpName what, int member) const {
   return absl::UnavailableError(absl::StrCat(
-      what, ": global rank ", global_ranks_[member], " (pid ",
+      what(), ": global rank ", global_ranks_[member], " (pid ",
       identities_[member].pid, ") died"));
 }
 
-absl::Status ShmSync::CheckMissing(uint32_t step, absl::string_view what,
+absl::Status ShmSync::CheckMissing(uint32_t step, OpName what,
                                    bool check_processes) {
   const uint32_t dead = sync_->dead_member.load();
   if (dead != 0 && static_cast<int>(dead) <= size_) {
@@ -173,24 +158,20 @@ absl::Status ShmSync::CheckMissing(uint32_t step, absl::string_view what,
   }
   if (left >= 0) {
     return absl::UnavailableError(absl::StrCat(
-        what, ": global rank ", global_ranks_[left],
+        what(), ": global rank ", global_ranks_[left],
         " left the group (its communicator was destroyed) before arriving"));
   }
   return absl::OkStatus();
 }
 
-absl::Status ShmSync::WaitAll(uint32_t step, absl::string_view what) {
+absl::Status ShmSync::WaitAll(uint32_t step, OpName what) {
   // A step every member reached is complete, whatever happened since (a
   // member that aborts or leaves right after its last step must not fail
   // peers still reading that step's data); the next call's CheckOpen sees it.
   if (Reached(step)) return absl::OkStatus();
-  // Spin only while a missing member may be running right now on another
-  // CPU: one that last arrived from this CPU cannot run while we spin.
-  if (SpinIterations() > 0 && MissingElsewhere(step)) {
-    for (int i = SpinIterations(); i > 0; --i) {
-      CpuRelax();
-      if (Reached(step)) return absl::OkStatus();
-    }
+  for (int i = SpinIterations(); i > 0; --i) {
+    CpuRelax();
+    if (Reached(step)) return absl::OkStatus();
   }
   const absl::Time start = absl::Now();
   if (YieldFor() > absl::ZeroDuration()) {
@@ -224,7 +205,7 @@ absl::Status ShmSync::WaitAll(uint32_t step, absl::string_view what) {
     if (now >= deadline) {
       if (Reached(step)) break;
       return absl::DeadlineExceededError(absl::StrCat(
-          what, ": global rank(s) [", absl::StrJoin(Missing(step), ", "),
+          what(), ": global rank(s) [", absl::StrJoin(Missing(step), ", "),
           "] did not arrive within ", absl::FormatDuration(timeout_)));
     }
   }

@@ -22,6 +22,7 @@
 #include "comm/registry.h"
 #include "comm/shm/shm_communicator.h"
 #include "gtest/gtest.h"
+#include "status/status_macros.h"
 #include "store/prefix_store.h"
 #include "tests/comm/fork_ranks.h"
 #include "tests/comm/shm_segments.h"
@@ -36,12 +37,6 @@ using testing::Encode;
 using testing::ForkRanks;
 using testing::InputValue;
 using testing::ReduceValues;
-
-#define RETURN_IF_ERROR_T(expr) \
-  do {                          \
-    absl::Status _s = (expr);   \
-    if (!_s.ok()) return _s;    \
-  } while (0)
 
 constexpr int kRanks = 4;
 
@@ -91,12 +86,12 @@ absl::Status CheckAllReduce(Communicator& group, DataType dtype, ReduceOp op,
     std::vector<char> send = original;
     std::vector<char> recv(send.size(), 0);
     char* out = in_place ? send.data() : recv.data();
-    RETURN_IF_ERROR_T(group.AllReduce(send.data(), out, count, dtype, op));
+    DEVMESH_RETURN_IF_ERROR(group.AllReduce(send.data(), out, count, dtype, op));
     const std::string what =
         absl::StrCat("allreduce ", DataTypeName(dtype), " ", ReduceOpName(op),
                      " x ", count, in_place ? " in place" : " out of place",
                      " on ", group.size(), " ranks");
-    RETURN_IF_ERROR_T(CheckEqual(what, expected, Decode(dtype, out, count)));
+    DEVMESH_RETURN_IF_ERROR(CheckEqual(what, expected, Decode(dtype, out, count)));
     if (!in_place && send != original) {
       return absl::InternalError(absl::StrCat(what, ": send buffer changed"));
     }
@@ -116,7 +111,7 @@ TEST(ShmTest, AllReduceEveryDtypeOpAndSizeOnDpAndTp) {
         // groups' set-up, another group's segment may still be in transit).
         int64_t pid = getpid();
         std::vector<int64_t> pids(size);
-        RETURN_IF_ERROR_T(groups->world->AllGather(&pid, pids.data(), 1,
+        DEVMESH_RETURN_IF_ERROR(groups->world->AllGather(&pid, pids.data(), 1,
                                                    DataType::kInt64));
         const std::set<std::string> left =
             testing::SegmentsOf({pids.begin(), pids.end()});
@@ -130,7 +125,7 @@ TEST(ShmTest, AllReduceEveryDtypeOpAndSizeOnDpAndTp) {
           for (DataType dtype : kAllDataTypes) {
             for (ReduceOp op : kAllReduceOps) {
               for (Communicator* g : {groups->dp.get(), groups->tp.get()}) {
-                RETURN_IF_ERROR_T(CheckAllReduce(*g, dtype, op, count));
+                DEVMESH_RETURN_IF_ERROR(CheckAllReduce(*g, dtype, op, count));
               }
             }
           }
@@ -140,7 +135,7 @@ TEST(ShmTest, AllReduceEveryDtypeOpAndSizeOnDpAndTp) {
         for (DataType dtype : {DataType::kFloat32, DataType::kBFloat16,
                                DataType::kInt64}) {
           for (ReduceOp op : kAllReduceOps) {
-            RETURN_IF_ERROR_T(CheckAllReduce(*groups->world, dtype, op,
+            DEVMESH_RETURN_IF_ERROR(CheckAllReduce(*groups->world, dtype, op,
                                              (size_t{1} << 18) + 3));
           }
         }
@@ -176,7 +171,7 @@ TEST(ShmTest, OtherCollectivesAtMultiRoundSizes) {
           std::memcpy(recv.data() + me * count, send.data(), count * 4);
           src = recv.data() + me * count;
         }
-        RETURN_IF_ERROR_T(
+        DEVMESH_RETURN_IF_ERROR(
             g->AllGather(src, recv.data(), count, DataType::kInt32));
         for (int r = 0; r < n; ++r) {
           for (size_t i = 0; i < count; ++i) {
@@ -194,7 +189,7 @@ TEST(ShmTest, OtherCollectivesAtMultiRoundSizes) {
         for (size_t i = 0; i < send.size(); ++i) send[i] = value(me, i);
         std::vector<int32_t> recv(count, -1);
         int32_t* out = in_place ? send.data() + me * count : recv.data();
-        RETURN_IF_ERROR_T(g->ReduceScatter(send.data(), out, count,
+        DEVMESH_RETURN_IF_ERROR(g->ReduceScatter(send.data(), out, count,
                                            DataType::kInt32, ReduceOp::kSum));
         for (size_t i = 0; i < count; ++i) {
           int64_t want = 0;
@@ -211,7 +206,7 @@ TEST(ShmTest, OtherCollectivesAtMultiRoundSizes) {
         if (me == root) {
           for (size_t i = 0; i < count; ++i) buf[i] = value(root, i);
         }
-        RETURN_IF_ERROR_T(g->Broadcast(buf.data(), buf.data(), count,
+        DEVMESH_RETURN_IF_ERROR(g->Broadcast(buf.data(), buf.data(), count,
                                        DataType::kInt32, root));
         for (size_t i = 0; i < count; ++i) {
           if (buf[i] != value(root, i)) {
@@ -231,7 +226,7 @@ TEST(ShmTest, OtherCollectivesAtMultiRoundSizes) {
         }
         std::vector<int32_t> recv(count * n, -1);
         int32_t* out = in_place ? send.data() : recv.data();
-        RETURN_IF_ERROR_T(
+        DEVMESH_RETURN_IF_ERROR(
             g->AllToAll(send.data(), out, count, DataType::kInt32));
         for (int r = 0; r < n; ++r) {
           for (size_t i = 0; i < count; ++i) {
@@ -243,7 +238,7 @@ TEST(ShmTest, OtherCollectivesAtMultiRoundSizes) {
           }
         }
       }
-      RETURN_IF_ERROR_T(g->Barrier());
+      DEVMESH_RETURN_IF_ERROR(g->Barrier());
     }
     return absl::OkStatus();
   }, absl::Seconds(300));
@@ -289,7 +284,7 @@ TEST(ShmTest, DpAndTpConcurrentlyFromTwoThreads) {
     std::thread dp_thread(loop, 0);
     loop(1);
     dp_thread.join();
-    RETURN_IF_ERROR_T(results[0]);
+    DEVMESH_RETURN_IF_ERROR(results[0]);
     return results[1];
   }, absl::Seconds(300));
   EXPECT_TRUE(status.ok()) << status;
@@ -325,7 +320,7 @@ TEST(ShmTest, BadArguments) {
       return absl::InternalError(s.ToString());
     }
     // Still usable after rejected calls (they touched no step).
-    RETURN_IF_ERROR_T((*world)->AllReduce(&x, &x, 1, DataType::kFloat32,
+    DEVMESH_RETURN_IF_ERROR((*world)->AllReduce(&x, &x, 1, DataType::kFloat32,
                                           ReduceOp::kSum));
     if (x != 2) return absl::InternalError(absl::StrCat("sum ", x));
     ShmOptions bad;
