@@ -141,6 +141,25 @@ absl::StatusOr<std::vector<int64_t>> MeshLayout::GroupOf(int64_t rank,
   return ranks;
 }
 
+absl::StatusOr<std::vector<int64_t>> MeshLayout::RootLineOf(int64_t rank,
+                                                            int dim) const {
+  if (absl::Status s = CheckDim(dim); !s.ok()) return s;
+  const int64_t p = root_->PositionOfRank(rank);
+  if (p < 0) {
+    return absl::NotFoundError(absl::StrCat(
+        "rank ", rank, " is not part of the root mesh of ", LayoutString()));
+  }
+  const Dim& d = dims_[dim];
+  int64_t contrib = 0;
+  DecomposePosition(d.modes, p, &contrib);
+  const int64_t base = p - contrib;
+  std::vector<int64_t> ranks(d.size);
+  for (int64_t k = 0; k < d.size; ++k) {
+    ranks[k] = root_->RankOfPosition(base + ComposeCoord(d.modes, k));
+  }
+  return ranks;
+}
+
 absl::StatusOr<int64_t> MeshLayout::NumGroups(int dim) const {
   if (absl::Status s = CheckDim(dim); !s.ok()) return s;
   return numel() / dims_[dim].size;

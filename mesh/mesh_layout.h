@@ -148,6 +148,15 @@ class MeshLayout {
   // members of rank's group along dim). OutOfRange: bad dim;
   // FailedPrecondition: rank not in this layout. O(ndim + size(dim)).
   absl::StatusOr<std::vector<int64_t>> GroupOf(int64_t rank, int dim) const;
+  // The ranks on the ROOT's line through `rank` along `dim`'s modes, in
+  // group order: GroupOf's line for a rank of this layout, and the same
+  // line shape for any other rank of the root (the group a Split by
+  // SplitColorKey would give it). Every member of a line computes the same
+  // list from the layout alone, with no exchange: device_mesh names and
+  // creates each group from it. OutOfRange: bad dim; NotFound: rank not in
+  // the root. O(ndim + size(dim)).
+  absl::StatusOr<std::vector<int64_t>> RootLineOf(int64_t rank,
+                                                  int dim) const;
   // numel / size(dim): the number of lines along dim. OutOfRange: bad dim.
   absl::StatusOr<int64_t> NumGroups(int dim) const;
 

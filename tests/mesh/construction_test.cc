@@ -64,6 +64,20 @@ TEST(FromShape, SplitColorKeyIsLineBaseAndIndex) {
   EXPECT_EQ(Ok(m.SplitColorKey(-5, 0)), (ColorKey{-1, 0}));
 }
 
+TEST(FromShape, RootLineOfIsTheLineThroughAnyRootRank) {
+  MeshLayout m = Ok(MeshLayout::FromShape({2, 4}, {"dp", "tp"}));
+  EXPECT_EQ(Ok(m.RootLineOf(6, 0)), (Ranks{2, 6}));
+  EXPECT_EQ(Ok(m.RootLineOf(6, 1)), (Ranks{4, 5, 6, 7}));
+  // A slice: rank 1 is outside the dp=1 row but still has its own tp line.
+  MeshLayout row = Ok(m.SliceThroughRank({"tp"}, 5));
+  EXPECT_EQ(Ok(row.RootLineOf(1, 0)), (Ranks{0, 1, 2, 3}));
+  EXPECT_EQ(Ok(row.RootLineOf(5, 0)), (Ranks{4, 5, 6, 7}));
+  ExpectError(m.RootLineOf(8, 1).status(), absl::StatusCode::kNotFound,
+              "rank 8 is not part of the root");
+  ExpectError(m.RootLineOf(0, 2).status(), absl::StatusCode::kOutOfRange,
+              "");
+}
+
 TEST(FromShape, UnnamedAndSizeOne) {
   MeshLayout m = Ok(MeshLayout::FromShape({1, 3, 1}));
   EXPECT_TRUE(m.dim_names().empty());

@@ -58,6 +58,28 @@ void ExpectSame(const MeshLayout& m, const AtomMesh& ref) {
   ASSERT_EQ(m.shape(), ref.Shape()) << m.LayoutString();
   ASSERT_EQ(m.dim_names(), ref.names) << m.LayoutString();
   ASSERT_EQ(m.RankTable(), ref.Ranks()) << m.LayoutString();
+  // Every root rank's RootLineOf is its group of a Split by SplitColorKey
+  // (members of its color, by key), and GroupOf for a rank of the mesh:
+  // device_mesh creates groups from RootLineOf where it used to split.
+  int64_t world = 1;
+  for (int64_t s : m.root_shape()) world *= s;
+  for (int d = 0; d < m.ndim(); ++d) {
+    std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_color;
+    for (int64_t r = 0; r < world; ++r) {
+      ColorKey ck = Ok(m.SplitColorKey(r, d));
+      by_color[ck.color].push_back({ck.key, r});
+    }
+    for (int64_t r = 0; r < world; ++r) {
+      auto members = by_color[Ok(m.SplitColorKey(r, d)).color];
+      std::sort(members.begin(), members.end());
+      std::vector<int64_t> split;
+      for (const auto& kr : members) split.push_back(kr.second);
+      const std::vector<int64_t> line = Ok(m.RootLineOf(r, d));
+      ASSERT_EQ(line, split) << m.LayoutString() << " rank " << r << " dim "
+                             << d;
+      if (m.ContainsRank(r)) ASSERT_EQ(line, Ok(m.GroupOf(r, d)));
+    }
+  }
 }
 
 // A random selection of the mesh's dims and flattened names, through a
