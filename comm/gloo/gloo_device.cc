@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -44,9 +47,8 @@ void IgnoreSigpipeUnlessHandled() {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
-    const GlooOptions& options) {
-  IgnoreSigpipeUnlessHandled();
+static absl::StatusOr<std::shared_ptr<::gloo::transport::Device>>
+CreateDevice(const GlooOptions& options) {
   ::gloo::transport::tcp::attr attr;
   if (!options.hostname.empty()) {
     attr.hostname = options.hostname;
@@ -75,6 +77,32 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
   }
   attr.hostname = "127.0.0.1";
   return TryCreate(attr, "gloo device on 127.0.0.1");
+}
+
+absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
+    const GlooOptions& options) {
+  IgnoreSigpipeUnlessHandled();
+  const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
+  // The process id is part of the key: a child of fork() has no event-loop
+  // thread, so it must never reuse a device its parent made.
+  using Key = std::tuple<pid_t, std::string, std::string, std::string>;
+  const Key key{getpid(), options.hostname, iface == nullptr ? "" : iface,
+                options.store_route_address};
+  static std::mutex* mu = new std::mutex;
+  static auto* devices =
+      new std::map<Key, std::weak_ptr<::gloo::transport::Device>>;
+  std::lock_guard<std::mutex> lock(*mu);
+  for (auto it = devices->begin(); it != devices->end();) {
+    it = it->second.expired() ? devices->erase(it) : std::next(it);
+  }
+  auto it = devices->find(key);
+  if (it != devices->end()) {
+    if (auto device = it->second.lock()) return device;
+  }
+  auto device = CreateDevice(options);
+  if (!device.ok()) return device.status();
+  (*devices)[key] = *device;
+  return device;
 }
 
 }  // namespace gloo_internal

@@ -1,9 +1,10 @@
 // devmesh/comm/gloo/gloo_device.h
 // -----------------------------------------------------------------------------
 // The Gloo TCP device (listening socket + event loop thread) of a process.
-// One device is made per world communicator and shared by every group Split
-// from it, so a child group costs only its own connections, not a new
-// listener and loop thread.
+// One device per address choice is shared by every Gloo group of the
+// process (world communicators, groups made from a mesh layout, Split
+// children), so a group costs only its own connections, not a new loop
+// thread: a rank in many groups still has one Gloo event-loop thread.
 #ifndef DEVMESH_COMM_GLOO_GLOO_DEVICE_H_
 #define DEVMESH_COMM_GLOO_GLOO_DEVICE_H_
 
@@ -22,8 +23,10 @@ namespace gloo_internal {
 // store through); else this host's name when a device can be made on it;
 // else 127.0.0.1 (PyTorch's ProcessGroupGloo rule). Side effect, once per process: SIGPIPE is ignored unless the
 // program has its own handler, so that a peer dying mid-write is an error
-// Status rather than a killed process. Errors: Unavailable when no device
-// can be made (message from Gloo).
+// Status rather than a killed process. Shared: while a device made for the
+// same (hostname, GLOO_SOCKET_IFNAME, store_route_address) in this process
+// is alive, it is returned again (never across fork()). Errors: Unavailable
+// when no device can be made (message from Gloo). Thread-safe.
 absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
     const GlooOptions& options);
 

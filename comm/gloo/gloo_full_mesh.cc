@@ -88,14 +88,33 @@ absl::Duration Remaining(absl::Time deadline) {
   return std::max(deadline - absl::Now(), absl::Milliseconds(1));
 }
 
-std::vector<std::string> Keys(const std::string& prefix, absl::string_view kind,
-                              int size) {
-  std::vector<std::string> keys;
-  keys.reserve(size);
-  for (int r = 0; r < size; ++r) {
-    keys.push_back(absl::StrCat(prefix, kind, "/", r));
+// "<prefix><kind>/<from>/<to>": what group rank `from` publishes for `to`.
+std::string PairKey(const std::string& prefix, absl::string_view kind,
+                    int from, int to) {
+  return absl::StrCat(prefix, kind, "/", from, "/", to);
+}
+
+// The keys rank `rank` publishes (one per peer) and the keys it reads (each
+// peer's key for it), with the peers' global ranks in the same order: every
+// rank moves O(size) bytes, never another member's entries for third ranks.
+struct PairKeys {
+  std::vector<std::string> mine;
+  std::vector<std::string> theirs;
+  std::vector<int> peers;         // group ranks, ascending
+  std::vector<int> peer_globals;  // their global ranks
+};
+
+PairKeys KeysFor(const std::string& prefix, absl::string_view kind, int rank,
+                 int size, const std::vector<int>& global_ranks) {
+  PairKeys k;
+  for (int i = 0; i < size; ++i) {
+    if (i == rank) continue;
+    k.mine.push_back(PairKey(prefix, kind, rank, i));
+    k.theirs.push_back(PairKey(prefix, kind, i, rank));
+    k.peers.push_back(i);
+    k.peer_globals.push_back(global_ranks[i]);
   }
-  return keys;
+  return k;
 }
 
 }  // namespace
@@ -136,7 +155,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       global_ranks[rank], ", prefix \"", prefix, "\")");
   FullMesh out;
   std::shared_ptr<::gloo::transport::Context> transport;
-  std::string my_addresses;
+  std::vector<std::string> my_addresses;  // per peer, in PairKeys order
   std::vector<::gloo::transport::Pair*> pairs(size, nullptr);
   absl::Status status = GlooCall(what, [&] {
     transport = device->createContext(rank, size);
@@ -146,7 +165,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       auto& pair = transport->createPair(i);
       pairs[i] = pair.get();
       std::vector<char> bytes = pair->address().bytes();
-      my_addresses.append(bytes.data(), bytes.size());
+      my_addresses.emplace_back(bytes.data(), bytes.size());
     }
   });
   if (!status.ok()) return status;
@@ -165,14 +184,15 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     if (!advertised.empty()) {
       what.insert(what.size() - 1, absl::StrCat(", advertising ", advertised));
     }
+    const PairKeys addr_keys = KeysFor(prefix, "addr", rank, size, global_ranks);
     ++out.store_round_trips;
-    status = store.Set(absl::StrCat(prefix, "addr/", rank), my_addresses);
+    status = store.MultiSet(addr_keys.mine, my_addresses);
     if (!status.ok()) {
       return absl::Status(status.code(),
                           absl::StrCat(what, ": store: ", status.message()));
     }
     auto addresses = StoreAllGather(
-        store, Keys(prefix, "addr", size), global_ranks, deadline, what,
+        store, addr_keys.theirs, addr_keys.peer_globals, deadline, what,
         "did not join the group (no address published)",
         &out.store_round_trips);
     if (!addresses.ok()) return addresses.status();
@@ -183,21 +203,18 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     }
     Watchdog watchdog(live, deadline);
     int failed_peer = -1;  // the pair being connected when it went wrong
-    for (int i = 0; i < size && status.ok(); ++i) {
-      if (i == rank) continue;
+    for (size_t j = 0; j < addr_keys.peers.size() && status.ok(); ++j) {
+      const int i = addr_keys.peers[j];
       failed_peer = i;
       if (watchdog.fired()) break;
-      const std::string& all = (*addresses)[i];
-      if (all.size() % (size - 1) != 0 || all.empty()) {
+      const std::string& bytes = (*addresses)[j];
+      if (bytes.empty()) {
         status = absl::InternalError(absl::StrCat(
-            what, ": global rank ", global_ranks[i], " published ",
-            all.size(), " address bytes for ", size - 1, " peers"));
+            what, ": global rank ", global_ranks[i],
+            " published an empty address for this rank"));
         break;
       }
-      const size_t each = all.size() / (size - 1);
-      const size_t slot = rank > i ? rank - 1 : rank;
-      std::vector<char> addr(all.begin() + slot * each,
-                             all.begin() + (slot + 1) * each);
+      std::vector<char> addr(bytes.begin(), bytes.end());
       status = GlooCall(
           absl::StrCat(what, ": connecting to global rank ", global_ranks[i]),
           [&] { pairs[i]->connect(addr); });
@@ -217,57 +234,50 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     if (!status.ok()) {
       // Tell the peers waiting in the barrier below, so that they fail now
       // (naming this rank) rather than at the deadline.
+      const PairKeys up_keys = KeysFor(prefix, "up", rank, size, global_ranks);
       ++out.store_round_trips;
-      (void)store.Set(absl::StrCat(prefix, "up/", rank),
-                      absl::StrCat("!", status.message()));
+      (void)store.MultiSet(
+          up_keys.mine,
+          std::vector<std::string>(up_keys.mine.size(),
+                                   absl::StrCat("!", status.message())));
       return absl::Status(
           absl::IsInternal(status) ? status.code()
                                    : absl::StatusCode::kUnavailable,
           status.message());
     }
 
-    // Barrier: publish the local end of each connection; every member's
-    // endpoints mean every member has connected every pair.
-    std::string endpoints;
+    // Barrier: publish, for each peer, the local end of the connection with
+    // it; every member's endpoints mean every member has connected every
+    // pair.
+    const PairKeys up_keys = KeysFor(prefix, "up", rank, size, global_ranks);
+    std::vector<std::string> endpoints;
     status = GlooCall(what, [&] {
-      for (int i = 0; i < size; ++i) {
-        if (i == rank) continue;
-        absl::StrAppend(&endpoints, i, " ", pairs[i]->address().str(), "\n");
-      }
+      for (int i : up_keys.peers) endpoints.push_back(pairs[i]->address().str());
     });
     if (!status.ok()) return status;
     const int64_t before_barrier = out.store_round_trips;
     ++out.store_round_trips;
-    status = store.Set(absl::StrCat(prefix, "up/", rank), endpoints);
+    status = store.MultiSet(up_keys.mine, endpoints);
     if (!status.ok()) {
       return absl::Status(status.code(),
                           absl::StrCat(what, ": store: ", status.message()));
     }
-    auto ups = StoreAllGather(store, Keys(prefix, "up", size), global_ranks,
-                            deadline, what,
-                            "did not finish connecting their pairs",
-                            &out.store_round_trips);
+    auto ups = StoreAllGather(store, up_keys.theirs, up_keys.peer_globals,
+                              deadline, what,
+                              "did not finish connecting their pairs",
+                              &out.store_round_trips);
     if (!ups.ok()) return ups.status();
     out.barrier_round_trips = out.store_round_trips - before_barrier;
-    for (int i = 0; i < size; ++i) {
-      if (i != rank && absl::StartsWith((*ups)[i], "!")) {
+    for (size_t j = 0; j < up_keys.peers.size(); ++j) {
+      const std::string& up = (*ups)[j];
+      if (absl::StartsWith(up, "!")) {
         return absl::UnavailableError(absl::StrCat(
-            what, ": global rank ", global_ranks[i],
-            " failed to connect its pairs: ",
-            absl::string_view((*ups)[i]).substr(1)));
+            what, ": global rank ", up_keys.peer_globals[j],
+            " failed to connect its pairs: ", absl::string_view(up).substr(1)));
       }
     }
-    for (int i = 0; i < size; ++i) {
-      if (i == rank) continue;
-      for (absl::string_view line :
-           absl::StrSplit((*ups)[i], '\n', absl::SkipEmpty())) {
-        std::pair<absl::string_view, absl::string_view> kv =
-            absl::StrSplit(line, absl::MaxSplits(' ', 1));
-        int peer_of = -1;
-        if (absl::SimpleAtoi(kv.first, &peer_of) && peer_of == rank) {
-          out.peer_endpoints[std::string(kv.second)] = global_ranks[i];
-        }
-      }
+    for (size_t j = 0; j < up_keys.peers.size(); ++j) {
+      out.peer_endpoints[(*ups)[j]] = up_keys.peer_globals[j];
     }
   }
   auto context =

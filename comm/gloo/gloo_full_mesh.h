@@ -15,16 +15,18 @@
 //      thread when getpeername() met a reset socket).
 //
 // Protocol, under `prefix` in the store, for a group of n ranks; 4 store
-// round trips per rank whatever n is:
-//   Set      "addr/<rank>"       this rank's n-1 listening addresses
-//   MultiGet "addr/<r>" for all  (waits; the peers' addresses)
+// round trips and O(n) bytes per rank (each rank reads only what its peers
+// wrote for it, never their entries for third ranks):
+//   MultiSet "addr/<rank>/<peer>"  for each peer, the address of the pair
+//                                  listening for that peer
+//   MultiGet "addr/<peer>/<rank>"  (waits; each peer's address for this rank)
 //   -- connect every pair; a watchdog thread closes the pairs still
 //      unconnected when the deadline passes (Gloo has no per-call bound) --
-//   Set      "up/<rank>"         the local endpoint of each connection
-//   MultiGet "up/<r>" for all    (waits: the barrier; the endpoints name the
-//                                 peer in later error messages)
-// A rank whose pairs fail sets "up/<rank>" to "!<its error>" (one more round
-// trip), so that its peers leave the barrier at once with Unavailable naming
+//   MultiSet "up/<rank>/<peer>"    the local endpoint of each connection
+//   MultiGet "up/<peer>/<rank>"    (waits: the barrier; the endpoints name
+//                                  the peer in later error messages)
+// A rank whose pairs fail sets its "up/<rank>/<peer>" keys to "!<its error>"
+// (one more round trip), so that its peers leave the barrier at once with Unavailable naming
 // it, instead of waiting for the deadline.
 //
 // Bound: the call returns by deadline + margin, margin = the watchdog's
@@ -61,7 +63,7 @@ struct FullMesh {
   // Gloo prints it in its errors) -> that peer's global rank.
   std::map<std::string, int> peer_endpoints;
   int64_t store_round_trips = 0;
-  // Of those, the barrier's (Set "up/<rank>" + MultiGet): 2 when size > 1.
+  // Of those, the barrier's (MultiSet "up/<rank>/*" + MultiGet): 2 when size > 1.
   int64_t barrier_round_trips = 0;
 };
 
