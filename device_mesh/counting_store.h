@@ -1,8 +1,10 @@
 // devmesh/device_mesh/counting_store.h
 // -----------------------------------------------------------------------------
 // CountingStore: a Store decorator that counts calls, each of which is one
-// round trip to a TCP store. //bench:group_creation reports the count per
-// rank. Thread-safe: the counter is atomic; calls forward to the base store.
+// round trip to a TCP store, and the payload bytes they move (keys and
+// values sent, values received; not the wire framing). //bench:group_creation
+// and the group-creation counting test report them per rank. Thread-safe:
+// the counters are atomic; calls forward to the base store.
 #ifndef DEVMESH_DEVICE_MESH_COUNTING_STORE_H_
 #define DEVMESH_DEVICE_MESH_COUNTING_STORE_H_
 
@@ -22,64 +24,82 @@ class CountingStore : public Store {
 
   // Calls made so far through this decorator.
   int64_t round_trips() const { return calls_.load(std::memory_order_relaxed); }
+  // Payload bytes moved so far: every key and value sent plus every value
+  // received (a failed call counts what it sent).
+  int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
   absl::Duration default_timeout() const override {
     return base_->default_timeout();
   }
   absl::Status Set(absl::string_view key, absl::string_view value) override {
-    Count();
+    Count(key.size() + value.size());
     return base_->Set(key, value);
   }
   using Store::Get;
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout) override {
-    Count();
-    return base_->Get(key, timeout);
+    Count(key.size());
+    auto value = base_->Get(key, timeout);
+    if (value.ok()) Count(value->size(), /*call=*/false);
+    return value;
   }
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override {
-    Count();
+    Count(key.size() + sizeof(delta));
     return base_->Add(key, delta);
   }
   absl::StatusOr<std::string> CompareSet(absl::string_view key,
                                          absl::string_view expected,
                                          absl::string_view desired) override {
-    Count();
-    return base_->CompareSet(key, expected, desired);
+    Count(key.size() + expected.size() + desired.size());
+    auto value = base_->CompareSet(key, expected, desired);
+    if (value.ok()) Count(value->size(), /*call=*/false);
+    return value;
   }
   using Store::Wait;
   absl::Status Wait(absl::Span<const std::string> keys,
                     absl::Duration timeout) override {
-    Count();
+    Count(KeyBytes(keys));
     return base_->Wait(keys, timeout);
   }
   absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override {
-    Count();
+    Count(KeyBytes(keys));
     return base_->Check(keys);
   }
   absl::StatusOr<bool> DeleteKey(absl::string_view key) override {
-    Count();
+    Count(key.size());
     return base_->DeleteKey(key);
   }
   absl::StatusOr<int64_t> NumKeys() override {
-    Count();
+    Count(0);
     return base_->NumKeys();
   }
   absl::StatusOr<std::vector<std::string>> MultiGet(
       absl::Span<const std::string> keys, absl::Duration timeout) override {
-    Count();
-    return base_->MultiGet(keys, timeout);
+    Count(KeyBytes(keys));
+    auto values = base_->MultiGet(keys, timeout);
+    if (values.ok()) Count(KeyBytes(*values), /*call=*/false);
+    return values;
   }
   absl::Status MultiSet(absl::Span<const std::string> keys,
                         absl::Span<const std::string> values) override {
-    Count();
+    Count(KeyBytes(keys) + KeyBytes(values));
     return base_->MultiSet(keys, values);
   }
 
  private:
-  void Count() { calls_.fetch_add(1, std::memory_order_relaxed); }
+  void Count(size_t bytes, bool call = true) {
+    if (call) calls_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  }
+  static size_t KeyBytes(absl::Span<const std::string> strings) {
+    size_t n = 0;
+    for (const std::string& s : strings) n += s.size();
+    return n;
+  }
 
   std::shared_ptr<Store> base_;
   std::atomic<int64_t> calls_{0};
+  std::atomic<int64_t> bytes_{0};
 };
 
 }  // namespace devmesh

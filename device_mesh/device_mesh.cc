@@ -173,8 +173,8 @@ DeviceMesh DeviceMesh::RootMesh() const {
                     root_->root_options);
 }
 
-std::string DeviceMesh::GroupKey(const MeshLayout& layout, int d,
-                                 const GroupOptions& options) {
+std::string DeviceMesh::GroupIdentity(const MeshLayout& layout, int d,
+                                      const GroupOptions& options) {
   std::string key = absl::StrCat(
       layout.DimModesString(d), "|", options.backend, "|",
       absl::ToInt64Nanoseconds(options.timeout.value_or(kDefaultGroupTimeout)));
@@ -183,6 +183,19 @@ std::string DeviceMesh::GroupKey(const MeshLayout& layout, int d,
     absl::StrAppend(&key, "|nccl:", n.blocking, ",", n.split_share, ",",
                     n.cga_cluster_size, ",", n.min_ctas, ",", n.max_ctas, ",",
                     n.net_name);
+  }
+  return key;
+}
+
+std::string DeviceMesh::GroupKey(const MeshLayout& layout, int d,
+                                 const GroupOptions& options) {
+  std::string key = GroupIdentity(layout, d, options);
+  if (options.nccl.has_value()) {
+    // This process's own stream and device: a dim with another stream is
+    // another communicator here, but the members need not agree on them.
+    const NcclOptions& n = *options.nccl;
+    absl::StrAppend(&key, "|local:", reinterpret_cast<uintptr_t>(n.stream),
+                    ",", n.synchronize, ",", n.cuda_device);
   }
   return key;
 }
@@ -216,31 +229,23 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     std::lock_guard<std::mutex> creating(root_->create_mu);
     group = lookup();  // another thread may have made it meanwhile
     if (group == nullptr) {
-      // A line that is the whole world in world order is the world
-      // communicator (or, with another timeout, one Split of it that this
-      // root owns): every rank of the world is on it, so every rank takes
-      // this branch.
-      bool world_line = false;
-      if (!runtime_->detached() && !options.nccl.has_value() &&
-          *layout.size(d) == runtime_->world_size()) {
-        auto line = layout.GroupOf(me, d);
-        world_line = line.ok();
-        for (int64_t i = 0; world_line && i < runtime_->world_size(); ++i) {
-          world_line = (*line)[i] == i;
-        }
-      }
+      // This rank's own line along the dim's modes, from the layout alone
+      // (member of this mesh or not, as long as it is in the root): the
+      // group is named by it, so only its members take part, in whatever
+      // order each creates its groups. A rank outside the root has none.
       absl::StatusOr<std::shared_ptr<Communicator>> made;
-      if (world_line) {
-        made = runtime_->WorldInOrder(options.backend, timeout);
+      auto line = layout.RootLineOf(me, d);
+      if (!line.ok() && !absl::IsNotFound(line.status())) {
+        return line.status();
+      }
+      if (!line.ok()) {
+        made = std::shared_ptr<Communicator>();
       } else {
-        // Every rank of the root gets its own line along these modes, member
-        // of this mesh or not; a rank outside the root passes no color.
-        // Positions are below the world size, so color and key fit an int.
-        auto ck = layout.SplitColorKey(me, d);
-        if (!ck.ok()) return ck.status();
-        made = runtime_->SplitWorld(options.backend, timeout,
-                                    static_cast<int>(ck->color),
-                                    static_cast<int>(ck->key), options.nccl);
+        // Root ranks are below the world size (MakeRoot), so they fit an int.
+        std::vector<int> members(line->begin(), line->end());
+        made = runtime_->Group(options.backend,
+                               GroupIdentity(layout, d, options), members,
+                               timeout, options.nccl);
       }
       std::lock_guard<std::mutex> lock(root_->mu);
       group = &root_->groups.emplace(key, std::move(made)).first->second;

@@ -12,21 +12,26 @@
 //   (*tp)->AllReduce(absl::MakeSpan(buf), ReduceOp::kSum);  // float32, in place
 //   auto dp_mesh = mesh->Slice({"dp"});       // a 1-d mesh through my rank
 //
-// Groups (R3, R19). A dim's group is made on first use by exactly one
-// Communicator::Split of the world communicator per rank, with the (color,
-// key) of //mesh, so no rank loops over the lines of a dim. Like PyTorch's
-// new_group this is collective over the WORLD: every rank of the world must
-// ask for the same dim's group in the same order (SPMD); a rank outside the
-// mesh takes part with no color and then gets FailedPrecondition. A group is
-// cached on the root mesh under the dim's modes, backend and timeout, so every
-// slice, flatten, unflatten, transpose or concatenation whose dim has the same
-// ranks in the same order reuses it (R11). A custom rank table keeps its
-// order inside the group (group rank i = i-th rank along the dim).
-// A dim whose line is the whole world in world order (any 1-d world mesh, a
-// flatten of all dims) is the world communicator of its backend and timeout
-// itself, with no Split; a dim with its own timeout is one Split with that
-// timeout that this root owns (MeshRuntime::WorldInOrder; Abort aborts it),
-// never a new world communicator (see mesh_runtime.h).
+// Groups (R3, R19). A dim's group is made on first use from the layout: the
+// rank's own line along the dim (MeshLayout::RootLineOf) names it, and only
+// its members take part (MeshRuntime::Group: O(1) store round trips and
+// O(group size) bytes per rank, nothing O(world) unless the line is the
+// world). So ranks may ask for their groups in any order: every group is
+// right, or its creation fails with DeadlineExceeded naming the members
+// that did not come within the timeout (PyTorch's new_group, by contrast,
+// is collective over the world in one order). A rank of the root outside
+// the mesh (a non-member of a slice) gets its own line's group, as a Split
+// would give it; a rank outside the root gets FailedPrecondition with no
+// communication. A group is cached on the root mesh under the dim's modes,
+// backend, timeout and NCCL config, so every slice, flatten, unflatten,
+// transpose or concatenation whose dim has the same ranks in the same order
+// reuses it (R11). A custom rank table keeps its order inside the group
+// (group rank i = i-th rank along the dim). A dim whose line is the whole
+// world in world order (any 1-d world mesh, a flatten of all dims) with no
+// NCCL config is the world communicator of its backend itself when the
+// world has its timeout (made then if it does not exist yet); with another
+// timeout it is a group of its own that this root owns (Abort aborts it).
+// The world communicator is never made for other dims.
 //
 // Flattened names (R8, R9): a name made by Flatten anywhere under a root is
 // accepted wherever a dim name is (Slice, mixed with other dims in any
@@ -187,11 +192,11 @@ class DeviceMesh {
   // ---- Groups (R3, R4, R5, R19) -------------------------------------------
 
   // The group of this rank along `dim` (a dim or a flattened name), made on
-  // first use (collective over the world, see "Groups" at the top of this
-  // file). No dim: dim 0 on a 1-d mesh (R4). The first call for a dim
-  // blocks for up to the group's timeout while every rank of the world
-  // splits; a failure is remembered (later calls return it without
-  // splitting again: abort and rebuild the mesh).
+  // first use (collective over the group's members, see "Groups" at the top
+  // of this file). No dim: dim 0 on a 1-d mesh (R4). The first call for a
+  // dim blocks for up to the group's timeout while the members connect; a
+  // failure is remembered (later calls return it without trying again:
+  // abort and rebuild the mesh).
   // Errors:
   //   InvalidArgument     no dim given on an n-d mesh; a flattened dim that
   //                       reaches ranks outside this mesh; no backend for
@@ -202,7 +207,9 @@ class DeviceMesh {
   //   FailedPrecondition  this rank is not in the mesh; or the runtime is
   //                       detached (FromGroups without a runtime) and the
   //                       group was not given
-  //   others              the backend's (DeadlineExceeded, Unavailable, ...)
+  //   DeadlineExceeded    members did not create the group within its
+  //                       timeout (the message names them)
+  //   others              the backend's (Unavailable naming a peer, ...)
   absl::StatusOr<std::shared_ptr<Communicator>> GetGroup(
       std::optional<MeshDim> dim = {}) const;
   // R5: the group of every dim, in dim order.
@@ -215,7 +222,7 @@ class DeviceMesh {
   // concatenations, except the runtime's world communicators (by identity,
   // MeshRuntime::IsWorldCommunicator: a world-sized dim in world order with
   // the world's timeout IS the world communicator and is left working; one
-  // with its own timeout is this root's Split and is aborted).
+  // with its own timeout is this root's own group and is aborted).
   // Later collectives on them return FailedPrecondition; GetGroup returns
   // the aborted groups. Returns the first error a group's Abort gave, else
   // OK. Never waits for a group creation in progress, nor for peers.
@@ -344,7 +351,13 @@ class DeviceMesh {
     MeshOptions options;
   };
   absl::StatusOr<DimRef> ResolveDimRef(std::optional<MeshDim> dim) const;
-  // The group cache key of dim `d` of `layout` (a layout of this root).
+  // What names dim `d`'s group of `layout` (a layout of this root) on
+  // every member alike: the dim's modes, backend, timeout and the NCCL
+  // config fields members share (MeshRuntime::Group's identity).
+  static std::string GroupIdentity(const MeshLayout& layout, int d,
+                                   const GroupOptions& options);
+  // The group cache key: GroupIdentity plus this process's own NCCL stream,
+  // synchronize and CUDA device.
   static std::string GroupKey(const MeshLayout& layout, int d,
                               const GroupOptions& options);
 

@@ -1,6 +1,11 @@
 #include "device_mesh/mesh_runtime.h"
 
+#include <cinttypes>
+#include <cstdio>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "store/prefix_store.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
@@ -77,24 +82,35 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Upgrade(
   return ShareMemory(std::move(group), options);
 }
 
-absl::StatusOr<MeshRuntime::BaseWorld> MeshRuntime::BaseWorldLocked(
-    absl::string_view transport_or_backend, absl::Duration timeout) {
-  const absl::string_view backend = TransportOf(transport_or_backend);
-  auto it = bases_.find(std::string(backend));
-  if (it != bases_.end()) return it->second;
+absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(
+    absl::string_view transport, absl::Duration timeout,
+    const NcclOptions& nccl) const {
   CommOptions options;
   options.timeout = timeout;
-  if (backend == "nccl") {
+  options.nccl = nccl;
+  if (transport == "nccl" && options.nccl.cuda_device < 0) {
     // One rank per GPU of the host, as UseLocalCudaDevice.
     auto count = CudaDeviceCount();
     if (!count.ok()) return count.status();
     options.nccl.cuda_device = local_rank_ % *count;
   }
   options.gloo.store_route_address = store_route_address_;
+  return options;
+}
+
+absl::StatusOr<MeshRuntime::BaseWorld> MeshRuntime::BaseWorldLocked(
+    absl::string_view transport_or_backend, absl::Duration timeout) {
+  const absl::string_view backend = TransportOf(transport_or_backend);
+  auto it = bases_.find(std::string(backend));
+  if (it != bases_.end()) return it->second;
+  auto options = OptionsFor(backend, timeout, NcclOptions());
+  if (!options.ok()) return options.status();
+  // Named by the backend alone, so that ranks asking for the worlds of
+  // several backends in different orders still meet.
   auto ns = std::make_shared<PrefixStore>(
-      store_, absl::StrCat("devmesh/world/", bases_.size(), "/", backend));
+      store_, absl::StrCat("devmesh/world/", backend));
   worlds_made_.fetch_add(1);
-  auto comm = CreateCommunicator(backend, ns, rank_, world_size_, options);
+  auto comm = CreateCommunicator(backend, ns, rank_, world_size_, *options);
   if (!comm.ok()) return comm.status();
   BaseWorld base{std::shared_ptr<Communicator>(std::move(*comm)), timeout};
   bases_.emplace(std::string(backend), base);
@@ -132,7 +148,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
     if (!base.ok()) return base.status();
     if (base->timeout == timeout) return base->comm;
     // The world again, in world order, with its own timeout: one Split.
-    shared = SplitOf(*base, 0, rank_, timeout, std::nullopt);
+    shared = SplitOf(*base, 0, rank_, timeout);
   }
   if (!shared.ok()) return shared.status();
   worlds_.emplace(key, *shared);
@@ -140,19 +156,82 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
   return shared;
 }
 
-absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldInOrder(
-    absl::string_view backend, absl::Duration timeout) {
-  if (absl::Status s = CheckCanCreate("world communicator", timeout);
-      !s.ok()) {
-    return s;
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
+    absl::string_view backend, absl::string_view identity,
+    const std::vector<int>& members, absl::Duration timeout,
+    std::optional<NcclOptions> nccl) {
+  if (absl::Status s = CheckCanCreate("group", timeout); !s.ok()) return s;
+  bool world_line =
+      !nccl.has_value() && static_cast<int>(members.size()) == world_size_;
+  for (int i = 0; world_line && i < world_size_; ++i) {
+    world_line = members[i] == i;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto base = BaseWorldLocked(backend, timeout);
-  if (!base.ok()) return base.status();
-  if (base->timeout == timeout) return WorldLocked(backend, timeout);
-  auto split = SplitOf(*base, 0, rank_, timeout, std::nullopt);
-  if (!split.ok()) return split.status();
-  return Upgrade(*std::move(split), backend, timeout);
+  if (world_line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto base = bases_.find(std::string(TransportOf(backend)));
+    if (base == bases_.end() || base->second.timeout == timeout) {
+      return WorldLocked(backend, timeout);
+    }
+  }
+  return NamedGroup(backend, identity, members, timeout, nccl);
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
+    absl::string_view backend, absl::string_view identity,
+    const std::vector<int>& members, absl::Duration timeout,
+    const std::optional<NcclOptions>& nccl) {
+  if (members.empty()) {
+    return absl::InvalidArgumentError("a group needs at least one member");
+  }
+  int index = -1;
+  absl::flat_hash_set<int> seen;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int r = members[i];
+    if (r < 0 || r >= world_size_ || !seen.insert(r).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group member ", r, " is repeated or outside [0, world size ",
+          world_size_, ")"));
+    }
+    if (r == rank_) index = static_cast<int>(i);
+  }
+  if (index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, " is not a member of the group [",
+        absl::StrJoin(members, ", "), "] it was asked to create"));
+  }
+  // FNV-1a 64 of the identity and the member list: the same on every
+  // member and every platform (absl::Hash is seeded per process).
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&hash](absl::string_view bytes) {
+    for (unsigned char c : bytes) {
+      hash ^= c;
+      hash *= 1099511628211ull;
+    }
+  };
+  mix(identity);
+  mix("|");
+  mix(absl::StrJoin(members, ","));
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016" PRIx64, hash);
+  const std::string name = absl::StrCat("devmesh/group/", members[0], "x",
+                                        members.size(), "/", hex);
+  int64_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = group_counts_[name]++;
+  }
+  const absl::string_view transport = TransportOf(backend);
+  auto options = OptionsFor(transport, timeout, nccl.value_or(NcclOptions()));
+  if (!options.ok()) return options.status();
+  options->global_ranks = members;
+  auto ns =
+      std::make_shared<PrefixStore>(store_, absl::StrCat(name, "/", n, "/"));
+  groups_made_.fetch_add(1);
+  auto comm = CreateCommunicator(transport, std::move(ns), index,
+                                 static_cast<int>(members.size()), *options);
+  if (!comm.ok()) return comm.status();
+  return Upgrade(std::shared_ptr<Communicator>(std::move(*comm)), backend,
+                 timeout);
 }
 
 void MeshRuntime::RememberWorld(const Communicator* comm) {
@@ -166,24 +245,10 @@ bool MeshRuntime::IsWorldCommunicator(const Communicator* comm) const {
   return world_ids_.count(comm) > 0;
 }
 
-absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitWorld(
-    absl::string_view backend, absl::Duration timeout, int color, int key,
-    std::optional<NcclOptions> nccl) {
-  if (absl::Status s = CheckCanCreate("group", timeout); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto base = BaseWorldLocked(backend, timeout);
-  if (!base.ok()) return base.status();
-  auto split = SplitOf(*base, color, key, timeout, std::move(nccl));
-  if (!split.ok()) return split.status();
-  return Upgrade(*std::move(split), backend, timeout);
-}
-
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitOf(
-    const BaseWorld& base, int color, int key, absl::Duration timeout,
-    std::optional<NcclOptions> nccl) {
+    const BaseWorld& base, int color, int key, absl::Duration timeout) {
   SplitOptions split_options;
   split_options.timeout = timeout;
-  split_options.nccl = std::move(nccl);
   splits_.fetch_add(1);
   auto child = base.comm->Split(color, key, split_options);
   if (!child.ok()) return child.status();

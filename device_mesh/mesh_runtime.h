@@ -1,30 +1,33 @@
 // devmesh/device_mesh/mesh_runtime.h
 // -----------------------------------------------------------------------------
 // MeshRuntime: what every DeviceMesh of one process shares: this process's
-// world rank and size, the bootstrap store, and ONE world communicator per
-// transport, created on first use. Backends "auto" and "shm" ride on the
-// "gloo" world: their groups are Gloo groups given shared memory where the
-// members share it (Upgrade, the one place a group's transport is chosen). Per-dim groups are Splits of it (as
-// ncclCommSplit does), each with its own timeout (and NCCL config) through
-// SplitOptions, so a group with another timeout never costs another world
-// communicator (on NCCL each costs GPU memory and start-up time). A runtime
-// is the "default process group" of PyTorch's DeviceMesh.
+// world rank and size, the bootstrap store, at most ONE world communicator
+// per transport (made only when used), and the counters of what group
+// creation cost. A runtime is the "default process group" of PyTorch's
+// DeviceMesh.
 //
-// The world communicator of a backend is created collectively: every rank of
-// the world asks for it in the same order (SPMD, as PyTorch's
-// init_process_group). So are the Splits that make mesh groups: every rank
-// must create groups in the same order, and a rank must not create groups
-// from several threads at once (the ranks' orders would then differ and
-// the split would pair up the wrong dims). Counters for
-// //bench:group_creation: Split calls, world communicators and store round
-// trips made through this runtime.
+// Mesh groups are made from the layout (Group): each rank creates only the
+// groups it belongs to, talking only to their members, under store keys
+// named by the group itself (its dim's modes, options and member list), so
+// every member derives the same keys with no exchange, and ranks may create
+// their groups in any order: a group is right, or its creation fails with
+// DeadlineExceeded naming the members that did not come. Nothing in it is
+// O(world) except a group that is the world. The world communicator of a
+// backend is made only when a world-sized dim or a caller (World) needs it;
+// its creation is collective over the world (SPMD, as PyTorch's
+// init_process_group). Backends "auto" and "shm" ride on "gloo": their
+// groups are Gloo groups given shared memory where the members share it
+// (Upgrade, the one place a group's transport is chosen).
 //
 // One runtime per store namespace: two runtimes over the same store would
-// read each other's rendezvous keys. InitDeviceMesh reuses one runtime per
-// Bootstrap; give any other runtime its own PrefixStore.
+// read each other's keys. InitDeviceMesh reuses one runtime per Bootstrap;
+// give any other runtime its own PrefixStore.
 //
-// Thread-safety: every method may be called from any thread; world creation
-// and splits are serialized (each blocks for up to its timeout).
+// Thread-safety: every method may be called from any thread. World
+// creation is serialized; Group creations of different groups may run
+// concurrently (each blocks for up to its timeout). The same group (equal
+// identity and members) must be created by its members in the same order
+// relative to other creations of that same group.
 #ifndef DEVMESH_DEVICE_MESH_MESH_RUNTIME_H_
 #define DEVMESH_DEVICE_MESH_MESH_RUNTIME_H_
 
@@ -83,40 +86,56 @@ class MeshRuntime {
   absl::StatusOr<std::shared_ptr<Communicator>> World(absl::string_view backend,
                                                       absl::Duration timeout);
 
-  // A group of the whole world in world order with `timeout`, for a mesh
-  // dim that is such a line (collective over the world). The world
-  // communicator of `backend` itself when its timeout is `timeout` (made now
-  // with `timeout` when it does not exist yet, as World); otherwise a NEW
-  // Split of it (color 0, key rank) with `timeout`, counted in
-  // split_calls() and owned by the caller alone (not cached, not returned
-  // by World: the mesh that made it may Abort it). Errors as World.
-  absl::StatusOr<std::shared_ptr<Communicator>> WorldInOrder(
-      absl::string_view backend, absl::Duration timeout);
+  // The group of `members` (world ranks in group order; this rank must be
+  // one of them) on `backend`, for a mesh dim's line through this rank.
+  // Every member passes the same `identity` (device_mesh: the dim's modes,
+  // backend, timeout and NCCL config, DeviceMesh::GroupKey) and `members`;
+  // the group is created over the store under
+  //   "devmesh/group/<first member>x<size>/<hash of identity and members>/<n>/"
+  // with n = how many times this rank created that same group before, so
+  // only the members take part: O(1) store round trips and O(size) bytes per
+  // rank (4 round trips for a Gloo group of size > 1, plus the shared-memory
+  // check's for "auto"/"shm"; comm/gloo/gloo_full_mesh.h). The child gets
+  // `timeout` and, when set, the NCCL config `nccl` (its stream and
+  // synchronize included). Not cached: a new communicator per call, owned by
+  // the caller.
+  //
+  // The whole world in world order with no NCCL config is the world
+  // communicator of `backend` (World: made now, collective over the world,
+  // when it does not exist) when the world's timeout is `timeout` or no
+  // world exists yet; otherwise a named group as above.
+  //
+  // Errors: FailedPrecondition on a detached runtime; InvalidArgument for a
+  // timeout that is not positive, or `members` empty, repeated, outside
+  // [0, world size) or without this rank; otherwise CreateCommunicator's
+  // (NotFound for an unknown backend, Unavailable for "nccl" without NCCL
+  // or a refused connection naming the peer, DeadlineExceeded naming the
+  // members that did not arrive within `timeout`) or, for "shm",
+  // FailedPrecondition naming a member that cannot map the segment.
+  absl::StatusOr<std::shared_ptr<Communicator>> Group(
+      absl::string_view backend, absl::string_view identity,
+      const std::vector<int>& members, absl::Duration timeout,
+      std::optional<NcclOptions> nccl = std::nullopt);
 
   // Whether `comm` is one of the runtime's world communicators: a base
   // world communicator or one World returned (identity, not size). Never
   // waits for a creation or Split in progress. False for nullptr.
   bool IsWorldCommunicator(const Communicator* comm) const;
 
-  // One Split of the world communicator of `backend` (collective over the
-  // world; see Communicator::Split): the child has `timeout` and, when set,
-  // the NCCL config `nccl`, whatever the world communicator's own are (one
-  // Split with options, never a new world communicator). Counts one Split.
-  absl::StatusOr<std::shared_ptr<Communicator>> SplitWorld(
-      absl::string_view backend, absl::Duration timeout, int color, int key,
-      std::optional<NcclOptions> nccl = std::nullopt);
-
-  // Split calls made through this runtime so far (SplitWorld, and World for
-  // a second timeout).
+  // Split calls made through this runtime so far (World for a second
+  // timeout; mesh groups are never Splits).
   int64_t split_calls() const { return splits_.load(); }
-  // World communicators created so far (CreateCommunicator calls; at most
-  // one per backend).
+  // World communicators created so far (at most one per backend).
   int64_t world_communicators() const { return worlds_made_.load(); }
+  // Named groups created so far by Group (not counting world communicators
+  // it returned).
+  int64_t group_creations() const { return groups_made_.load(); }
   // Calls made on the store through this runtime so far (each one round trip
-  // on a TCP store).
+  // on a TCP store), and the payload bytes they moved (CountingStore).
   int64_t store_round_trips() const {
     return store_ ? store_->round_trips() : 0;
   }
+  int64_t store_bytes() const { return store_ ? store_->bytes() : 0; }
 
   // What the rendezvous learnt about the ranks' hosts (Bootstrap::peers()):
   // hostnames()[r] is world rank r's host name (gethostname); empty when
@@ -156,6 +175,7 @@ class MeshRuntime {
   std::shared_ptr<void> keepalive_;
   std::atomic<int64_t> splits_{0};
   std::atomic<int64_t> worlds_made_{0};
+  std::atomic<int64_t> groups_made_{0};
 
   // The world communicator of a backend and the timeout it was made with.
   struct BaseWorld {
@@ -168,11 +188,20 @@ class MeshRuntime {
   // InvalidArgument naming `what` when `timeout` is not positive.
   absl::Status CheckCanCreate(absl::string_view what,
                               absl::Duration timeout) const;
-  // One Split of `base` (counted in split_calls()) with `timeout` and, for
-  // NCCL, `nccl`; the child is not cached.
+  // One Split of `base` (counted in split_calls()) with `timeout`; the
+  // child is not cached.
   absl::StatusOr<std::shared_ptr<Communicator>> SplitOf(
-      const BaseWorld& base, int color, int key, absl::Duration timeout,
-      std::optional<NcclOptions> nccl);
+      const BaseWorld& base, int color, int key, absl::Duration timeout);
+  // CommOptions for a communicator of `transport` with `timeout` and
+  // `nccl` (the CUDA device from local_rank() when `nccl` leaves it unset).
+  absl::StatusOr<CommOptions> OptionsFor(absl::string_view transport,
+                                         absl::Duration timeout,
+                                         const NcclOptions& nccl) const;
+  // The named group of Group (members checked).
+  absl::StatusOr<std::shared_ptr<Communicator>> NamedGroup(
+      absl::string_view backend, absl::string_view identity,
+      const std::vector<int>& members, absl::Duration timeout,
+      const std::optional<NcclOptions>& nccl);
   // The backend whose communicators carry `backend`'s groups: "gloo" for
   // "auto" and "shm" (a shared-memory group sits on a Gloo group of the same
   // members), else `backend` itself.
@@ -201,9 +230,11 @@ class MeshRuntime {
   // below and serializes every collective on the world communicators
   // (creation and Splits: they are not safe for concurrent calls).
   std::mutex mu_;
-  // backend -> its one world communicator. Ordered map; the store namespace
-  // of a world communicator is its creation index, the same on every rank.
+  // backend -> its one world communicator, made under the store namespace
+  // "devmesh/world/<backend>".
   std::map<std::string, BaseWorld> bases_;
+  // Group namespace (without its /<n>) -> creations so far on this rank.
+  std::map<std::string, int64_t> group_counts_;
   // (backend, timeout in ns) -> the world communicator with that timeout:
   // the base itself, or a Split of it.
   std::map<std::pair<std::string, int64_t>, std::shared_ptr<Communicator>>

@@ -55,7 +55,7 @@ TEST(MultiprocessAbort, WorldSizedDimWithOwnTimeoutIsAbortedWorldIsNot) {
     ASSIGN_OR_RETURN(g_world_dim, dp_tp.GetGroup());
     ASSIGN_OR_RETURN(world, runtime->World("auto", absl::Seconds(300)));
     RETURN_IF_ERROR(Expect(g_world_dim == world, "dp_tp is not the world"));
-    // World-sized, world order, its own timeout: a Split this root owns.
+    // World-sized, world order, its own timeout: a group this root owns.
     GroupOptions own;
     own.timeout = absl::Seconds(25);
     ASSIGN_OR_RETURN(all, mesh.Flatten("all", own));
@@ -73,12 +73,13 @@ TEST(MultiprocessAbort, WorldSizedDimWithOwnTimeoutIsAbortedWorldIsNot) {
     RETURN_IF_ERROR(Expect(world25 != g_all, "World(25 s) is 'all's group"));
     ASSIGN_OR_RETURN(g_dp, mesh.GetGroup("dp"));
     ASSIGN_OR_RETURN(g_tp, mesh.GetGroup("tp"));
-    RETURN_IF_ERROR(Expect(runtime->world_communicators() == 1 &&
-                               runtime->split_calls() == 4,
-                           absl::StrCat("worlds ", runtime->world_communicators(),
-                                        " splits ", runtime->split_calls(),
-                                        ", want 1 and 4 (dp, tp, all, World "
-                                        "25 s)")));
+    RETURN_IF_ERROR(Expect(
+        runtime->world_communicators() == 1 && runtime->split_calls() == 1 &&
+            runtime->group_creations() == 3,
+        absl::StrCat("worlds ", runtime->world_communicators(), " splits ",
+                     runtime->split_calls(), " groups ",
+                     runtime->group_creations(),
+                     ", want 1, 1 (World 25 s) and 3 (dp, tp, all)")));
     RETURN_IF_ERROR(mesh.Abort());
     RETURN_IF_ERROR(ExpectAborted(*g_all, "'all' (world-sized, own timeout)"));
     RETURN_IF_ERROR(ExpectAborted(*g_dp, "dp"));

@@ -88,7 +88,7 @@ TEST(MultiprocessIssue, WorldSizedDimsAreTheWorldCommunicator) {
     RETURN_IF_ERROR(Expect(runtime->split_calls() == 0,
                            absl::StrCat("splits ", runtime->split_calls())));
     // A flatten of all dims of a 2x2 mesh is the world too; dp and tp are
-    // one Split each.
+    // groups of their own, made from the layout.
     ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}));
     ASSIGN_OR_RETURN(flat, mesh.Flatten());
     ASSIGN_OR_RETURN(g_flat, flat.GetGroup());
@@ -97,7 +97,7 @@ TEST(MultiprocessIssue, WorldSizedDimsAreTheWorldCommunicator) {
                            absl::StrCat("splits ", runtime->split_calls())));
     RETURN_IF_ERROR(CheckAllDims(mesh));
     RETURN_IF_ERROR(CheckAllDims(flat));
-    // Not in world order ([0, 2, 1, 3]): a Split, not the world.
+    // Not in world order ([0, 2, 1, 3]): a group of its own, not the world.
     ASSIGN_OR_RETURN(t, mesh.Transpose({1, 0}));
     ASSIGN_OR_RETURN(tflat, t.Flatten("tp_dp"));
     ASSIGN_OR_RETURN(g_t, tflat.GetGroup());
@@ -109,15 +109,18 @@ TEST(MultiprocessIssue, WorldSizedDimsAreTheWorldCommunicator) {
     RETURN_IF_ERROR(world->Barrier());
     RETURN_IF_ERROR(mesh.Abort());
     RETURN_IF_ERROR(world->Barrier());
-    return Expect(runtime->split_calls() == 3 &&
-                      runtime->world_communicators() == 1,
+    return Expect(runtime->split_calls() == 0 &&
+                      runtime->world_communicators() == 1 &&
+                      runtime->group_creations() == 3,
                   absl::StrCat("splits ", runtime->split_calls(), " worlds ",
-                               runtime->world_communicators()));
+                               runtime->world_communicators(), " groups ",
+                               runtime->group_creations(),
+                               ", want 0 1 3 (dp, tp, tp_dp)"));
   });
   EXPECT_TRUE(s.ok()) << s;
 }
 
-TEST(MultiprocessIssue, PerDimTimeoutIsOneSplitNotAWorld) {
+TEST(MultiprocessIssue, PerDimTimeoutIsOneGroupNotAWorld) {
   absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
     ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
     MeshOptions options;
@@ -126,23 +129,29 @@ TEST(MultiprocessIssue, PerDimTimeoutIsOneSplitNotAWorld) {
     ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"},
                                           options));
     RETURN_IF_ERROR(CheckAllDims(mesh));
-    RETURN_IF_ERROR(Expect(runtime->world_communicators() == 1 &&
-                               runtime->split_calls() == 2,
+    RETURN_IF_ERROR(Expect(runtime->world_communicators() == 0 &&
+                               runtime->group_creations() == 2,
                            absl::StrCat("worlds ", runtime->world_communicators(),
-                                        " splits ", runtime->split_calls())));
-    // A world-sized dim with yet another timeout: one Split of the world
-    // (in world order), still one world communicator.
+                                        " groups ", runtime->group_creations(),
+                                        ", want 0 and 2")));
+    // A world-sized dim with yet another timeout while no world exists: the
+    // world communicator is made for it, with its timeout; World with the
+    // mesh's 30 s is then one Split of it: still one world communicator.
     GroupOptions own;
     own.timeout = absl::Seconds(25);
     ASSIGN_OR_RETURN(flat, mesh.Flatten("all", own));
     RETURN_IF_ERROR(CheckAllDims(flat));
     ASSIGN_OR_RETURN(g_flat, flat.GetGroup());
     ASSIGN_OR_RETURN(world, runtime->World("gloo", absl::Seconds(30)));
-    return Expect(g_flat != world && runtime->world_communicators() == 1 &&
-                      runtime->split_calls() == 3 &&
+    ASSIGN_OR_RETURN(world25, runtime->World("auto", absl::Seconds(25)));
+    return Expect(g_flat != world && world25 == g_flat &&
+                      runtime->world_communicators() == 1 &&
+                      runtime->split_calls() == 1 &&
+                      runtime->group_creations() == 2 &&
                       g_flat->global_ranks() == std::vector<int>{0, 1, 2, 3},
                   absl::StrCat("worlds ", runtime->world_communicators(),
-                               " splits ", runtime->split_calls()));
+                               " splits ", runtime->split_calls(), " groups ",
+                               runtime->group_creations()));
   });
   EXPECT_TRUE(s.ok()) << s;
 }
@@ -201,7 +210,7 @@ TEST(MultiprocessIssue, FromGroupsInfersTheTable) {
     ASSIGN_OR_RETURN(mesh, DeviceMesh::Create(runtime, "cpu", table,
                                               {"pp", "dp", "tp"}));
     ASSIGN_OR_RETURN(groups, mesh.GetAllGroups());
-    const int64_t splits = runtime->split_calls();
+    const int64_t made = runtime->group_creations();
     ASSIGN_OR_RETURN(rebuilt, DeviceMesh::FromGroups(nullptr, "cpu", groups,
                                                      std::nullopt,
                                                      {"pp", "dp", "tp"}));
@@ -212,7 +221,7 @@ TEST(MultiprocessIssue, FromGroupsInfersTheTable) {
       RETURN_IF_ERROR(Expect(g == groups[d], "FromGroups did not reuse"));
     }
     RETURN_IF_ERROR(CheckAllDims(rebuilt));
-    RETURN_IF_ERROR(Expect(runtime->split_calls() == splits, "new splits"));
+    RETURN_IF_ERROR(Expect(runtime->group_creations() == made, "new groups"));
     // Groups that are not a mesh: dp given for every dim repeats ranks.
     absl::Status bad = DeviceMesh::FromGroups(nullptr, "cpu",
                                               {groups[1], groups[1]},

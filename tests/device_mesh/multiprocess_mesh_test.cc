@@ -24,6 +24,13 @@ TEST(MultiprocessMesh, TwoByTwoEveryDimAndTransform) {
     ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
     ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}));
     RETURN_IF_ERROR(CheckAllDims(mesh));
+    // dp and tp are made from the layout: no world communicator, no Split.
+    RETURN_IF_ERROR(Expect(
+        runtime->world_communicators() == 0 && runtime->split_calls() == 0 &&
+            runtime->group_creations() == 2,
+        absl::StrCat("after dp, tp: worlds ", runtime->world_communicators(),
+                     " splits ", runtime->split_calls(), " groups ",
+                     runtime->group_creations(), ", want 0 0 2")));
     ASSIGN_OR_RETURN(tp, mesh.Slice({"tp"}));
     RETURN_IF_ERROR(CheckAllDims(tp));
     ASSIGN_OR_RETURN(flat, mesh.Flatten());
@@ -39,14 +46,17 @@ TEST(MultiprocessMesh, TwoByTwoEveryDimAndTransform) {
     ASSIGN_OR_RETURN(g_cat, cat.GetGroup(0));
     RETURN_IF_ERROR(Expect(g_tp == g_tp2 && g_tp == g_cat,
                            "tp group not reused by slice / concatenation"));
-    // dp and tp: one Split each; dp_tp is the world in world order, so it
-    // is the world communicator itself (no Split).
+    // dp_tp is the world in world order, so it is the world communicator
+    // itself (made for it: the only world communicator).
     ASSIGN_OR_RETURN(g_flat, flat.GetGroup());
     ASSIGN_OR_RETURN(world, runtime->World("auto", absl::Seconds(300)));
     RETURN_IF_ERROR(Expect(g_flat == world, "dp_tp is not the world"));
-    return Expect(runtime->split_calls() == 2,
-                  absl::StrCat("split calls ", runtime->split_calls(),
-                               ", want 2"));
+    return Expect(runtime->split_calls() == 0 &&
+                      runtime->world_communicators() == 1 &&
+                      runtime->group_creations() == 2,
+                  absl::StrCat("splits ", runtime->split_calls(), " worlds ",
+                               runtime->world_communicators(), " groups ",
+                               runtime->group_creations(), ", want 0 1 2"));
   });
   EXPECT_TRUE(s.ok()) << s;
 }
@@ -196,8 +206,9 @@ TEST(MultiprocessMesh, ConcurrentGetGroupOfOneDimSplitsOnce) {
       if (!g.ok()) return g.status();
       RETURN_IF_ERROR(Expect(*g == *got[0], "threads got different groups"));
     }
-    RETURN_IF_ERROR(Expect(runtime->split_calls() == 1,
-                           absl::StrCat("split calls ", runtime->split_calls(),
+    RETURN_IF_ERROR(Expect(runtime->group_creations() == 1,
+                           absl::StrCat("group creations ",
+                                        runtime->group_creations(),
                                         ", want 1")));
     return CheckAllDims(mesh);
   });

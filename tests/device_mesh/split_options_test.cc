@@ -1,8 +1,9 @@
 // What DeviceMesh asks of its backend, seen through a recording backend
 // registered under "recording" (one rank, no processes): a world-sized dim
-// is the world communicator (no Split), another timeout or an NCCL config is
-// one Split carrying them in SplitOptions, and only one world communicator
-// is ever created; NCCL configs survive Serialize / Deserialize.
+// is the world communicator, another timeout or an NCCL config is a group of
+// its own made with them in its CommOptions (never a Split, never a second
+// world communicator), a dim with an NCCL config makes no world at all; NCCL
+// configs survive Serialize / Deserialize.
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,10 +19,16 @@
 namespace devmesh {
 namespace {
 
-// Every Split's options, in call order.
+// Every Split's options, in call order (mesh groups make none).
 std::vector<SplitOptions>& Splits() {
   static auto* splits = new std::vector<SplitOptions>();
   return *splits;
+}
+
+// The options of every communicator the backend created, in call order.
+std::vector<CommOptions>& Created() {
+  static auto* created = new std::vector<CommOptions>();
+  return *created;
 }
 
 class RecordingComm : public Communicator {
@@ -69,20 +76,24 @@ class SplitOptionsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     ASSERT_TRUE(RegisterBackend("recording",
                                 [](std::shared_ptr<Store>, int, int,
-                                   const CommOptions&) {
+                                   const CommOptions& options) {
+                                  Created().push_back(options);
                                   return absl::StatusOr<
                                       std::unique_ptr<Communicator>>(
                                       std::make_unique<RecordingComm>());
                                 })
                     .ok());
   }
-  void SetUp() override { Splits().clear(); }
+  void SetUp() override {
+    Splits().clear();
+    Created().clear();
+  }
 
   std::shared_ptr<MeshRuntime> runtime_ = *MeshRuntime::Create(
       std::make_shared<InMemoryStore>(), 0, 1, 0);
 };
 
-TEST_F(SplitOptionsTest, WorldDimIsTheWorldOtherTimeoutIsOneSplit) {
+TEST_F(SplitOptionsTest, WorldDimIsTheWorldOtherTimeoutIsAGroupOfItsOwn) {
   MeshOptions options;
   options.all.backend = "recording";
   options.all.timeout = absl::Seconds(30);
@@ -90,9 +101,11 @@ TEST_F(SplitOptionsTest, WorldDimIsTheWorldOtherTimeoutIsOneSplit) {
   auto g = m.GetGroup("w");
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(*g, *runtime_->World("recording", absl::Seconds(30)));
-  EXPECT_EQ(runtime_->split_calls(), 0);
-  EXPECT_TRUE(Splits().empty());
-  // The same dim with its own timeout: one Split carrying it.
+  ASSERT_EQ(Created().size(), 1u);
+  EXPECT_EQ(Created()[0].timeout, absl::Seconds(30));
+  EXPECT_EQ(runtime_->world_communicators(), 1);
+  EXPECT_EQ(runtime_->group_creations(), 0);
+  // The same dim with its own timeout: a group of its own carrying it.
   GroupOptions own;
   own.timeout = absl::Seconds(7);
   DeviceMesh f = *m.Flatten("w2", own);
@@ -100,14 +113,16 @@ TEST_F(SplitOptionsTest, WorldDimIsTheWorldOtherTimeoutIsOneSplit) {
   auto g2 = f.GetGroup();
   ASSERT_TRUE(g2.ok()) << g2.status();
   EXPECT_NE(*g2, *g);
-  ASSERT_EQ(Splits().size(), 1u);
-  EXPECT_EQ(Splits()[0].timeout, absl::Seconds(7));
-  EXPECT_FALSE(Splits()[0].nccl.has_value());
+  ASSERT_EQ(Created().size(), 2u);
+  EXPECT_EQ(Created()[1].timeout, absl::Seconds(7));
+  EXPECT_EQ(Created()[1].global_ranks, std::vector<int>({0}));
+  EXPECT_TRUE(Splits().empty());
   EXPECT_EQ(runtime_->world_communicators(), 1);
-  EXPECT_EQ(runtime_->split_calls(), 1);
+  EXPECT_EQ(runtime_->split_calls(), 0);
+  EXPECT_EQ(runtime_->group_creations(), 1);
 }
 
-TEST_F(SplitOptionsTest, NcclConfigIsOneSplitAndSurvivesBytes) {
+TEST_F(SplitOptionsTest, NcclConfigIsOneGroupAndSurvivesBytes) {
   MeshOptions options;
   options.all.backend = "recording";
   NcclOptions config;
@@ -115,21 +130,28 @@ TEST_F(SplitOptionsTest, NcclConfigIsOneSplitAndSurvivesBytes) {
   config.min_ctas = 4;
   config.max_ctas = 16;
   config.net_name = "Socket";
+  config.synchronize = false;
+  int stream_tag = 0;
+  config.stream = &stream_tag;
   options.per_dim["w"].nccl = config;
   DeviceMesh m = *InitDeviceMesh(runtime_, "cpu", {1}, {"w"}, options);
   auto g = m.GetGroup("w");
   ASSERT_TRUE(g.ok()) << g.status();
-  ASSERT_EQ(Splits().size(), 1u);  // its own config: not the world itself
-  ASSERT_TRUE(Splits()[0].nccl.has_value());
-  EXPECT_EQ(Splits()[0].nccl->split_share, 1);
-  EXPECT_EQ(Splits()[0].nccl->min_ctas, 4);
-  EXPECT_EQ(Splits()[0].nccl->max_ctas, 16);
-  EXPECT_EQ(Splits()[0].nccl->net_name, "Socket");
-  EXPECT_EQ(Splits()[0].timeout, absl::Seconds(300));
-  EXPECT_EQ(runtime_->world_communicators(), 1);
-  // Cached: a second GetGroup splits nothing.
+  // Its own config: a group of its own, and no world communicator at all.
+  ASSERT_EQ(Created().size(), 1u);
+  EXPECT_EQ(runtime_->world_communicators(), 0);
+  const NcclOptions& got = Created()[0].nccl;
+  EXPECT_EQ(got.split_share, 1);
+  EXPECT_EQ(got.min_ctas, 4);
+  EXPECT_EQ(got.max_ctas, 16);
+  EXPECT_EQ(got.net_name, "Socket");
+  EXPECT_EQ(got.stream, &stream_tag);
+  EXPECT_FALSE(got.synchronize);
+  EXPECT_EQ(Created()[0].timeout, absl::Seconds(300));
+  EXPECT_TRUE(Splits().empty());
+  // Cached: a second GetGroup creates nothing.
   EXPECT_EQ(*m.GetGroup("w"), *g);
-  EXPECT_EQ(Splits().size(), 1u);
+  EXPECT_EQ(Created().size(), 1u);
   // Bytes keep the config.
   auto back = DeviceMesh::Deserialize(m.Serialize(), runtime_);
   ASSERT_TRUE(back.ok()) << back.status();
