@@ -117,8 +117,37 @@ absl::Status CheckDeviceType(absl::string_view device_type) {
   if (word) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "device type '", device_type,
-      "' must be a plain device type without an index, such as \"cpu\" or "
-      "\"cuda\" (not \"cuda:0\")"));
+      "' must be a plain device type without an index: devmesh knows "
+      "\"cpu\" and \"cuda\" (not \"cuda:0\")"));
+}
+
+absl::Status CheckDeviceTypeHasBackend(
+    absl::string_view device_type, const MeshOptions& options,
+    absl::Span<const std::string> dim_names, int ndim) {
+  if (absl::Status s = CheckDeviceType(device_type); !s.ok()) return s;
+  if (!DefaultBackendFor(device_type).empty()) return absl::OkStatus();
+  if (!options.all.backend.empty()) return absl::OkStatus();
+  bool every_dim = !dim_names.empty() &&
+                   static_cast<int>(dim_names.size()) == ndim;
+  for (const std::string& name : dim_names) {
+    auto it = options.per_dim.find(name);
+    every_dim = every_dim && it != options.per_dim.end() &&
+                !it->second.backend.empty();
+  }
+  if (every_dim) return absl::OkStatus();
+  const std::string lower = absl::AsciiStrToLower(device_type);
+  std::string hint;
+  if (lower != device_type && !DefaultBackendFor(lower).empty()) {
+    hint = absl::StrCat(" (did you mean \"", lower, "\"?)");
+  } else if (lower == "gpu") {
+    hint = " (did you mean \"cuda\"?)";
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "device type '", device_type, "' is not one devmesh knows", hint,
+      ": the device types are \"cpu\" (backend \"auto\": shared memory "
+      "within a host, else Gloo) and \"cuda\" (backend \"nccl\"); another "
+      "device type needs a backend for every dim (MeshOptions.all.backend, "
+      "R19)"));
 }
 
 }  // namespace devmesh

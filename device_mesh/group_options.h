@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "comm/options.h"
 
 namespace devmesh {
@@ -101,6 +102,16 @@ absl::string_view DefaultBackendFor(absl::string_view device_type);
 // R18: a device type is a non-empty word of letters without an index
 // ("cuda", not "cuda:0"). InvalidArgument naming it otherwise.
 absl::Status CheckDeviceType(absl::string_view device_type);
+
+// CheckDeviceType, and then InvalidArgument listing the device types devmesh
+// knows ("cpu", "cuda"; with a hint for "CPU" or "gpu") when `device_type`
+// has no default backend and `options` give none for some dim: neither
+// options.all.backend nor a per_dim backend for each of the `ndim` dims
+// named `dim_names` (R19: an override makes any device type usable).
+absl::Status CheckDeviceTypeHasBackend(absl::string_view device_type,
+                                       const MeshOptions& options,
+                                       absl::Span<const std::string> dim_names,
+                                       int ndim);
 
 }  // namespace devmesh
 

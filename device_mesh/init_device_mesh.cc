@@ -56,7 +56,12 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
           absl::StrJoin(mesh_dim_names, ", "), "]"));
     }
   }
-  if (absl::Status s = CheckDeviceType(device_type); !s.ok()) return s;
+  if (absl::Status s = CheckDeviceTypeHasBackend(
+          device_type, options, mesh_dim_names,
+          static_cast<int>(mesh_shape.size()));
+      !s.ok()) {
+    return s;
+  }
   if (runtime == nullptr || runtime->detached()) {
     return absl::FailedPreconditionError(
         "InitDeviceMesh needs an initialised bootstrap (rendezvous) first");

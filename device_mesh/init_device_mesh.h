@@ -33,7 +33,9 @@ namespace devmesh {
 
 // Over an existing runtime. Checks, in the reference's order (R18), each an
 // InvalidArgument naming the value: names unique; one name per dim; device
-// type a plain word ("cuda", not "cuda:0"); mesh_shape non-empty with
+// type a plain word ("cuda", not "cuda:0") and one devmesh knows ("cpu",
+// "cuda"; "gpu", "CPU" or "" fail here, listing them) unless every dim has a
+// backend override (R19); mesh_shape non-empty with
 // positive sizes, except at most one -1 that is inferred from the world
 // size (devmesh's own, as MPI_Dims_create: world 12 with (-1, 4) gives
 // (3, 4); (-1, 5) is InvalidArgument naming 12 and 5; two -1 are

@@ -111,7 +111,37 @@ TEST(DeviceMesh, R4DimErrors) {
   auto unnamed = InitDeviceMesh(Runtime(0, 8), "cpu", {8});
   ExpectError(unnamed->GetGroup("dp").status(), absl::StatusCode::kNotFound,
               "no dim names");
-  auto tpu = InitDeviceMesh(Runtime(0, 8), "tpu", {8});
+  // A device type devmesh does not know fails at InitDeviceMesh, listing
+  // the ones it knows, unless every dim has a backend (R19).
+  ExpectError(InitDeviceMesh(Runtime(0, 8), "tpu", {8}).status(),
+              absl::StatusCode::kInvalidArgument,
+              "device type 'tpu' is not one devmesh knows: the device types "
+              "are \"cpu\"");
+  ExpectError(InitDeviceMesh(Runtime(0, 8), "gpu", {8}).status(),
+              absl::StatusCode::kInvalidArgument,
+              "device type 'gpu' is not one devmesh knows (did you mean "
+              "\"cuda\"?)");
+  ExpectError(InitDeviceMesh(Runtime(0, 8), "CPU", {8}).status(),
+              absl::StatusCode::kInvalidArgument,
+              "device type 'CPU' is not one devmesh knows (did you mean "
+              "\"cpu\"?)");
+  ExpectError(InitDeviceMesh(Runtime(0, 8), "", {8}).status(),
+              absl::StatusCode::kInvalidArgument,
+              "devmesh knows \"cpu\" and \"cuda\"");
+  MeshOptions dp_only;
+  dp_only.per_dim["dp"].backend = "gloo";
+  ExpectError(
+      InitDeviceMesh(Runtime(0, 8), "tpu", {2, 4}, {"dp", "tp"}, dp_only)
+          .status(),
+      absl::StatusCode::kInvalidArgument, "needs a backend for every dim");
+  MeshOptions both = dp_only;
+  both.per_dim["tp"].backend = "gloo";
+  EXPECT_TRUE(
+      InitDeviceMesh(Runtime(0, 8), "tpu", {2, 4}, {"dp", "tp"}, both).ok());
+  // A mesh made another way keeps the late error at GetGroup.
+  auto tpu = DeviceMesh::FromLayout(
+      Runtime(0, 8), "tpu", *MeshLayout::FromShape({8}, {}));
+  ASSERT_TRUE(tpu.ok()) << tpu.status();
   ExpectError(tpu->GetGroup().status(), absl::StatusCode::kInvalidArgument,
               "no default backend");
 }
