@@ -1,17 +1,18 @@
 // bazel run //bench:group_creation [-- --nproc=8 --shapes=8,4x2,2x4,2x2x2]
 //
-// For each mesh shape: the time to create one world group (the baseline),
-// then the time to create every per-dim group of the mesh (GetAllGroups:
-// one Split of the world group per dim, none for a dim that is the whole
-// world in world order), and per rank the number of Split calls, of world
-// communicators and of store round trips that the groups cost, and how many
-// of those round trips are the creation barrier that makes a group complete
-// on every member before it returns anywhere (Gloo: 2 of the 6 per Split
-// child; issue 11). Each shape is
-// measured twice: as is, and with the last dim given its own timeout
-// ("+t": one Split with options, still one world communicator). Times are
-// the max over ranks. Starts --nproc local ranks with the //bootstrap launcher unless it
-// runs under torchrun, Slurm or mpirun variables.
+// For each mesh shape: the time to create every per-dim group of the mesh
+// (GetAllGroups: each rank creates only its own lines' groups, made from
+// the layout; a dim that is the whole world in world order is the world
+// communicator), then, as the baseline, the time to create one world group;
+// and per rank the mesh groups created, the world communicators, the store
+// round trips and payload bytes the mesh's groups cost, and how many of
+// those round trips are the creation barrier that makes a group complete on
+// every member before it returns anywhere (Gloo: 2 of the 4 per group;
+// issue 11). Each shape is measured twice: as is, and with the last dim
+// given its own timeout ("+t"). Times and counts are the max over ranks,
+// gathered through the store (no world communicator is needed for them).
+// Starts --nproc local ranks with the //bootstrap launcher unless it runs
+// under torchrun, Slurm or mpirun variables.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +21,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -48,11 +50,57 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 struct Sample {
   double world_s = 0;
   double groups_s = 0;
-  int64_t splits = 0;
+  int64_t groups = 0;  // mesh groups created (MeshRuntime::group_creations)
   int64_t round_trips = 0;
-  int64_t worlds = 0;
+  int64_t bytes = 0;
+  int64_t worlds = 0;  // world communicators made by the mesh's groups
   int64_t barrier_trips = 0;
 };
+
+// The max over ranks of each value, through the store: every rank Sets its
+// values, rank 0 reads them all (O(world) at rank 0 alone, after the
+// measurement) and publishes the maxima, which every rank reads back.
+absl::StatusOr<std::vector<double>> MaxOverRanks(Bootstrap& boot, Store& store,
+                                                 const std::string& prefix,
+                                                 const std::vector<double>& v) {
+  if (absl::Status s = store.Set(absl::StrCat(prefix, boot.rank()),
+                                 absl::StrJoin(v, " "));
+      !s.ok()) {
+    return s;
+  }
+  if (boot.rank() == 0) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < boot.world_size(); ++r) {
+      keys.push_back(absl::StrCat(prefix, r));
+    }
+    auto all = store.MultiGet(keys, absl::Seconds(300));
+    if (!all.ok()) return all.status();
+    std::vector<double> max = v;
+    for (const std::string& line : *all) {
+      std::vector<std::string> parts = absl::StrSplit(line, ' ');
+      for (size_t i = 0; i < max.size() && i < parts.size(); ++i) {
+        double x = 0;
+        if (absl::SimpleAtod(parts[i], &x)) max[i] = std::max(max[i], x);
+      }
+    }
+    if (absl::Status s = store.Set(absl::StrCat(prefix, "max"),
+                                   absl::StrJoin(max, " "));
+        !s.ok()) {
+      return s;
+    }
+  }
+  auto line = store.Get(absl::StrCat(prefix, "max"), absl::Seconds(300));
+  if (!line.ok()) return line.status();
+  std::vector<double> max;
+  for (absl::string_view part : absl::StrSplit(*line, ' ')) {
+    double x = 0;
+    if (!absl::SimpleAtod(part, &x)) {
+      return absl::InternalError(absl::StrCat("bad maxima \"", *line, "\""));
+    }
+    max.push_back(x);
+  }
+  return max;
+}
 
 // One measurement: a fresh runtime (its own store namespace, so the world
 // group is really created), the world group, then every dim's group.
@@ -77,46 +125,43 @@ absl::StatusOr<Sample> Measure(Bootstrap& boot, std::shared_ptr<Store> store,
   if (!mesh.ok()) return mesh.status();
   if (absl::Status s = boot.Barrier(absl::StrCat("gc/a/", index)); !s.ok()) return s;
   Sample out;
-  auto t0 = Clock::now();
-  auto world = (*runtime)->World(backend, absl::Seconds(300));
-  auto t1 = Clock::now();
-  if (!world.ok()) return world.status();
-  if (absl::Status s = boot.Barrier(absl::StrCat("gc/b/", index)); !s.ok()) return s;
   const int64_t trips_before = (*runtime)->store_round_trips();
-  auto t2 = Clock::now();
+  const int64_t bytes_before = (*runtime)->store_bytes();
+  auto t0 = Clock::now();
   auto groups = mesh->GetAllGroups();
-  auto t3 = Clock::now();
+  auto t1 = Clock::now();
   if (!groups.ok()) return groups.status();
-  out.world_s = Seconds(t0, t1);
-  out.groups_s = Seconds(t2, t3);
-  out.splits = (*runtime)->split_calls();
+  out.groups_s = Seconds(t0, t1);
+  out.groups = (*runtime)->group_creations();
   out.round_trips = (*runtime)->store_round_trips() - trips_before;
+  out.bytes = (*runtime)->store_bytes() - bytes_before;
   out.worlds = (*runtime)->world_communicators();
-  // Barrier round trips of the groups made in this window (a dim that is
-  // the world communicator was made before it).
   for (const auto& group : *groups) {
     auto* g = dynamic_cast<GlooCommunicator*>(group.get());
-    if (g != nullptr && group != *world) {
-      out.barrier_trips += g->barrier_round_trips();
-    }
+    if (g != nullptr) out.barrier_trips += g->barrier_round_trips();
   }
-  // Max over ranks, through a Gloo world group (host memory, whatever the
-  // backend measured).
-  auto metrics = (*runtime)->World("gloo", absl::Seconds(300));
-  if (!metrics.ok()) return metrics.status();
-  double times[2] = {out.world_s, out.groups_s};
-  double max_times[2];
-  absl::Status s = (*metrics)->AllReduce(times, max_times, 2,
-                                         DataType::kFloat64, ReduceOp::kMax);
-  if (!s.ok()) return s;
-  int64_t counts[4] = {out.splits, out.round_trips, out.worlds,
-                       out.barrier_trips};
-  int64_t max_counts[4];
-  s = (*metrics)->AllReduce(counts, max_counts, 4, DataType::kInt64,
-                            ReduceOp::kMax);
-  if (!s.ok()) return s;
-  return Sample{max_times[0], max_times[1], max_counts[0], max_counts[1],
-                max_counts[2], max_counts[3]};
+  // The baseline: one world group (made now unless a dim already is it).
+  if (absl::Status s = boot.Barrier(absl::StrCat("gc/b/", index)); !s.ok()) return s;
+  auto t2 = Clock::now();
+  auto world = (*runtime)->World(backend, absl::Seconds(300));
+  auto t3 = Clock::now();
+  if (!world.ok()) return world.status();
+  out.world_s = Seconds(t2, t3);
+  auto max = MaxOverRanks(
+      boot, *store, absl::StrCat("gc/max/", index, "/"),
+      {out.world_s, out.groups_s, static_cast<double>(out.groups),
+       static_cast<double>(out.round_trips), static_cast<double>(out.bytes),
+       static_cast<double>(out.worlds),
+       static_cast<double>(out.barrier_trips)});
+  if (!max.ok()) return max.status();
+  const std::vector<double>& m = *max;
+  return Sample{m[0],
+                m[1],
+                static_cast<int64_t>(m[2]),
+                static_cast<int64_t>(m[3]),
+                static_cast<int64_t>(m[4]),
+                static_cast<int64_t>(m[5]),
+                static_cast<int64_t>(m[6])};
 }
 
 double Median(std::vector<double> v) {
@@ -134,10 +179,10 @@ int RunRank() {
   const int repeats = absl::GetFlag(FLAGS_repeats);
   std::string table = absl::StrFormat(
       "# group creation, backend %s, %d ranks, median of %d\n"
-      "#%-9s %12s %12s %8s %12s %12s %16s %18s\n",
+      "#%-9s %12s %12s %8s %12s %12s %16s %16s %18s\n",
       backend, (*boot)->world_size(), repeats, "shape", "world (ms)",
-      "groups (ms)", "ratio", "splits/rank", "worlds/rank",
-      "store trips/rank", "of which barrier");
+      "groups (ms)", "ratio", "groups/rank", "worlds/rank",
+      "store trips/rank", "store B/rank", "of which barrier");
   int index = 0;
   for (absl::string_view text :
        absl::StrSplit(absl::GetFlag(FLAGS_shapes), ',')) {
@@ -164,10 +209,10 @@ int RunRank() {
     }
     const double w = Median(world), g = Median(groups);
     absl::StrAppendFormat(
-        &table, " %-9s %12.2f %12.2f %8.2f %12d %12d %16d %18d\n",
+        &table, " %-9s %12.2f %12.2f %8.2f %12d %12d %16d %16d %18d\n",
         absl::StrCat(absl::StrJoin(*shape, "x"), own_timeout ? "+t" : ""),
-        w * 1e3, g * 1e3, g / w, last.splits, last.worlds, last.round_trips,
-        last.barrier_trips);
+        w * 1e3, g * 1e3, g / w, last.groups, last.worlds, last.round_trips,
+        last.bytes, last.barrier_trips);
     }
   }
   if ((*boot)->rank() == 0) std::fputs(table.c_str(), stdout);

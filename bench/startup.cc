@@ -10,19 +10,27 @@
 // Run under a launcher (torchrun / srun / mpirun variables, or the Python
 // spawner of tools/peer_bench), each rank prints one line
 //   PEER_BENCH_STARTUP {"rank":R,"t0_ns":..,"main_ns":..,"ready_ns":..,
-//                       "communicators":C,"store_round_trips":S}
+//                       "communicators":C,"store_round_trips":S,
+//                       "store_bytes":B,"sockets":K,"maxrss_kb":M}
 // with wall-clock (CLOCK_REALTIME) nanoseconds: t0_ns is the launch time the
 // spawner put in PEER_BENCH_T0_NS (this process's main() entry when unset),
 // main_ns the entry of main(), ready_ns the end of the last all-reduce.
-// "communicators" is what this rank created: the world communicator of the
-// mesh's backend plus one per Split (MeshRuntime::split_calls);
-// "store_round_trips" the store calls made through the mesh's runtime
-// (MeshRuntime::store_round_trips: the group rendezvous, not the bootstrap's
-// own join). With no launcher variables it starts --nproc ranks itself with
+// "communicators" is what this rank created: its mesh groups
+// (MeshRuntime::group_creations) plus any world communicator (only for a
+// world-sized dim) and Split; "store_round_trips" and "store_bytes" the
+// store calls made through the mesh's runtime and the payload bytes they
+// moved (MeshRuntime::store_round_trips / store_bytes: the group
+// rendezvous, not the bootstrap's own join); "sockets" the sockets this
+// process holds when ready (listening and connected, the bootstrap's
+// store connection included: /proc/self/fd); "maxrss_kb" its peak resident
+// memory (getrusage). With no launcher variables it starts --nproc ranks itself with
 // //bootstrap's launcher (as group_creation does).
 //
 // Exit codes: 0 success, 1 a runtime error (printed), 2 bad flags.
+#include <dirent.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -52,6 +60,24 @@ int64_t WallNs() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// Sockets among this process's open file descriptors.
+int64_t OpenSockets() {
+  int64_t n = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  while (dirent* e = readdir(dir)) {
+    char target[64];
+    const std::string path = absl::StrCat("/proc/self/fd/", e->d_name);
+    ssize_t len = readlink(path.c_str(), target, sizeof(target) - 1);
+    if (len > 0) {
+      target[len] = '\0';
+      if (std::string(target).rfind("socket:", 0) == 0) ++n;
+    }
+  }
+  closedir(dir);
+  return n;
 }
 
 int Fail(const absl::Status& s, int code) {
@@ -91,13 +117,21 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   }
   const int64_t ready_ns = WallNs();
   const auto& runtime = mesh->runtime();
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
   std::printf(
       "PEER_BENCH_STARTUP {\"rank\":%d,\"t0_ns\":%lld,\"main_ns\":%lld,"
-      "\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld}\n",
+      "\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld,"
+      "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld}\n",
       mesh->GetRank(), static_cast<long long>(t0_ns),
       static_cast<long long>(main_ns), static_cast<long long>(ready_ns),
-      static_cast<long long>(1 + runtime->split_calls()),
-      static_cast<long long>(runtime->store_round_trips()));
+      static_cast<long long>(runtime->group_creations() +
+                             runtime->world_communicators() +
+                             runtime->split_calls()),
+      static_cast<long long>(runtime->store_round_trips()),
+      static_cast<long long>(runtime->store_bytes()),
+      static_cast<long long>(OpenSockets()),
+      static_cast<long long>(usage.ru_maxrss));
   std::fflush(stdout);
   return 0;
 }

@@ -213,8 +213,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
   mix(absl::StrJoin(members, ","));
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016" PRIx64, hash);
-  const std::string name = absl::StrCat("devmesh/group/", members[0], "x",
-                                        members.size(), "/", hex);
+  // Fixed length whatever the world size, so a rank's store bytes depend
+  // on its groups' sizes alone.
+  const std::string name = absl::StrCat("devmesh/group/", hex);
   int64_t n = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);

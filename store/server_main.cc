@@ -93,9 +93,15 @@ int main(int argc, char** argv) {
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
+  const devmesh::TcpStoreServerStats stats = (*server)->stats();
   server->reset();  // stops the loop, drops every client, joins the thread
-  std::printf("devmesh store server: stopped by %s\n",
-              sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  std::printf(
+      "devmesh store server: stopped by %s after serving %lld requests "
+      "(%lld payload bytes) from %lld connections\n",
+      sig == SIGTERM ? "SIGTERM" : "SIGINT",
+      static_cast<long long>(stats.requests),
+      static_cast<long long>(stats.request_bytes),
+      static_cast<long long>(stats.connections));
   std::fflush(stdout);
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "store/tcp_store_server.h"
 
+#include <atomic>
+
 #include <uv.h>
 
 #include <cstdio>
@@ -47,6 +49,14 @@ std::string PeerName(const uv_tcp_t* tcp) {
 // start and RequestStop.
 class TcpStoreServer::Impl {
  public:
+  TcpStoreServerStats Stats() const {
+    TcpStoreServerStats out;
+    out.connections = connections_.load(std::memory_order_relaxed);
+    out.requests = requests_.load(std::memory_order_relaxed);
+    out.request_bytes = request_bytes_.load(std::memory_order_relaxed);
+    return out;
+  }
+
   explicit Impl(const TcpStoreServerOptions& options)
       : service_(options.token),
         c10d_hello_token_(options.c10d_clients_with_token ? options.token
@@ -122,6 +132,7 @@ class TcpStoreServer::Impl {
     Client* c = owned.get();
     c->server = self;
     c->id = ++self->next_id_;
+    self->connections_.fetch_add(1, std::memory_order_relaxed);
     uv_tcp_init(&self->loop_, &c->tcp);
     uv_timer_init(&self->loop_, &c->timer);
     c->tcp.data = c;
@@ -255,6 +266,9 @@ class TcpStoreServer::Impl {
   }
 
   void HandleInService(Client* c, absl::string_view payload) {
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    request_bytes_.fetch_add(static_cast<int64_t>(payload.size()),
+                             std::memory_order_relaxed);
     StoreService::Outcome out = service_.Handle(c->id, payload);
     // What the request woke goes out first: torch's server sends a woken
     // WAIT's STOP_WAITING before the reply of the ADD that woke it.
@@ -362,6 +376,9 @@ class TcpStoreServer::Impl {
   }
 
   StoreService service_;
+  std::atomic<int64_t> connections_{0};
+  std::atomic<int64_t> requests_{0};
+  std::atomic<int64_t> request_bytes_{0};
   const std::string c10d_hello_token_;
   const std::function<void(absl::string_view)> log_;
   uv_loop_t loop_;
@@ -380,6 +397,8 @@ TcpStoreServer::TcpStoreServer(std::unique_ptr<Impl> impl, int port)
     : impl_(std::move(impl)), port_(port) {}
 
 TcpStoreServer::~TcpStoreServer() = default;
+
+TcpStoreServerStats TcpStoreServer::stats() const { return impl_->Stats(); }
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const TcpStoreServerOptions& options) {

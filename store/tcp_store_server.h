@@ -29,6 +29,7 @@
 #ifndef DEVMESH_STORE_TCP_STORE_SERVER_H_
 #define DEVMESH_STORE_TCP_STORE_SERVER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -61,6 +62,13 @@ struct TcpStoreServerOptions {
   std::function<void(absl::string_view)> log;
 };
 
+// What a server has served so far (TcpStoreServer::stats).
+struct TcpStoreServerStats {
+  int64_t connections = 0;    // clients accepted
+  int64_t requests = 0;       // requests handled (both protocols)
+  int64_t request_bytes = 0;  // their payload bytes, as received
+};
+
 class TcpStoreServer {
  public:
   // Binds, listens (backlog = the host's somaxconn) and starts the loop
@@ -81,6 +89,10 @@ class TcpStoreServer {
 
   // The port the server listens on (the chosen one when options.port was 0).
   int port() const { return port_; }
+
+  // Counts so far; read from any thread (relaxed atomics: each field is
+  // exact, the three may be a few requests apart).
+  TcpStoreServerStats stats() const;
 
   class Impl;  // defined in tcp_store_server.cc
 

@@ -144,8 +144,12 @@ void ServeThenStop(int sig, absl::string_view name) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   waiter.join();
   EXPECT_EQ(parked.code(), absl::StatusCode::kUnavailable) << parked;
+  // Its counts: the two clients above, and every request they sent
+  // (handshakes and the parked Get included), the same on every run.
   EXPECT_EQ(server.ReadLine(absl::Seconds(5)),
-            absl::StrCat("devmesh store server: stopped by ", name));
+            absl::StrCat("devmesh store server: stopped by ", name,
+                         " after serving 11 requests (190 payload bytes) "
+                         "from 2 connections"));
   // Nothing listens there any more.
   EXPECT_FALSE(
       Socket::Connect("127.0.0.1", port, absl::Now() + absl::Milliseconds(200))
