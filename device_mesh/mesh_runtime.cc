@@ -226,7 +226,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
   if (!options.ok()) return options.status();
   options->global_ranks = members;
   auto ns =
-      std::make_shared<PrefixStore>(store_, absl::StrCat(name, "/", n, "/"));
+      std::make_shared<PrefixStore>(store_, absl::StrCat(name, "/", n));
   groups_made_.fetch_add(1);
   auto comm = CreateCommunicator(transport, std::move(ns), index,
                                  static_cast<int>(members.size()), *options);

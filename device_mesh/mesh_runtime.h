@@ -91,7 +91,7 @@ class MeshRuntime {
   // Every member passes the same `identity` (device_mesh: the dim's modes,
   // backend, timeout and NCCL config, DeviceMesh::GroupKey) and `members`;
   // the group is created over the store under
-  //   "devmesh/group/<64-bit hash of identity and members, 16 hex digits>/<n>/"
+  //   "devmesh/group/<64-bit hash of identity and members, 16 hex digits>/<n>"
   // with n = how many times this rank created that same group before, so
   // only the members take part: O(1) store round trips and O(size) bytes per
   // rank (4 round trips for a Gloo group of size > 1, plus the shared-memory
