@@ -9,12 +9,14 @@
 //
 // Run under a launcher (torchrun / srun / mpirun variables, or the Python
 // spawner of tools/peer_bench), each rank prints one line
-//   PEER_BENCH_STARTUP {"rank":R,"t0_ns":..,"main_ns":..,"ready_ns":..,
+//   PEER_BENCH_STARTUP {"rank":R,"t0_ns":..,"main_ns":..,"init_ns":..,
+//                       "ready_ns":..,
 //                       "communicators":C,"store_round_trips":S,
 //                       "store_bytes":B,"sockets":K,"maxrss_kb":M}
 // with wall-clock (CLOCK_REALTIME) nanoseconds: t0_ns is the launch time the
 // spawner put in PEER_BENCH_T0_NS (this process's main() entry when unset),
-// main_ns the entry of main(), ready_ns the end of the last all-reduce.
+// main_ns the entry of main(), init_ns the return of InitDeviceMesh (the
+// rendezvous done), ready_ns the end of the last all-reduce.
 // "communicators" is what this rank created: its mesh groups
 // (MeshRuntime::group_creations) plus any world communicator (only for a
 // world-sized dim) and Split; "store_round_trips" and "store_bytes" the
@@ -99,6 +101,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   options.all.backend = "gloo";
   auto mesh = InitDeviceMesh("cpu", shape, names, options);
   if (!mesh.ok()) return Fail(mesh.status(), 1);
+  const int64_t init_ns = WallNs();
   for (int d = 0; d < mesh->ndim(); ++d) {
     auto group = mesh->GetGroup(d);
     if (!group.ok()) return Fail(group.status(), 1);
@@ -121,10 +124,11 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   getrusage(RUSAGE_SELF, &usage);
   std::printf(
       "PEER_BENCH_STARTUP {\"rank\":%d,\"t0_ns\":%lld,\"main_ns\":%lld,"
-      "\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld,"
+      "\"init_ns\":%lld,\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld,"
       "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld}\n",
       mesh->GetRank(), static_cast<long long>(t0_ns),
-      static_cast<long long>(main_ns), static_cast<long long>(ready_ns),
+      static_cast<long long>(main_ns), static_cast<long long>(init_ns),
+      static_cast<long long>(ready_ns),
       static_cast<long long>(runtime->group_creations() +
                              runtime->world_communicators() +
                              runtime->split_calls()),

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# tools/scale_check.sh: group creation at scale (issue 19), end to end. Starts
+# //bench:startup (InitDeviceMesh, GetGroup on every dim, one checked
+# all-reduce per dim) on N ranks and prints, per run, launch to usable (the
+# last rank), and the maximum per rank of the store round trips and payload
+# bytes that group creation cost, communicators, sockets held when ready
+# (the store host's clients left out) and peak RSS, then the requests the
+# store served (tools/scale_check/summarize.py).
+#
+#   tools/scale_check.sh [--mesh=16x16] [--runs=3]
+#       one host: N = the mesh's size, started by //bench:startup's own
+#       launcher (rank 0 hosts the store).
+#   sudo tools/scale_check.sh --hosts=8 --mesh=32x32 [--runs=1]
+#       H network-namespace "hosts" on this machine (each its own address,
+#       host name and port space, joined by a bridge in a namespace of its
+#       own), N/H consecutive ranks on each, so a mesh's inner dim of at most
+#       N/H ranks stays inside a host; the store is //store:server on host 1
+#       (DEVMESH_STORE_ADDR: no rank hosts it). Namespaces, bridge and every
+#       process are removed by a trap, also on failure or interrupt.
+#
+# Flags: --expect_round_trips=T fails a run in which some rank's group
+# creation made other than T store round trips (4 per group of size > 1);
+# --max_sockets=S fails a run in which a rank held more than S sockets
+# (bound: the sum over its groups of size - 1, plus its store connection).
+# Every launch is bounded by --timeout_s (default 300). Exit status: 0 when
+# every run passed its checks, 1 otherwise, 2 on bad flags.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MESH=16x16 HOSTS=1 RUNS=3 TIMEOUT_S=300 EXPECT_TRIPS="" MAX_SOCKETS=""
+for arg in "$@"; do
+  case "$arg" in
+    --mesh=*) MESH="${arg#*=}" ;;
+    --hosts=*) HOSTS="${arg#*=}" ;;
+    --runs=*) RUNS="${arg#*=}" ;;
+    --timeout_s=*) TIMEOUT_S="${arg#*=}" ;;
+    --expect_round_trips=*) EXPECT_TRIPS="${arg#*=}" ;;
+    --max_sockets=*) MAX_SOCKETS="${arg#*=}" ;;
+    *) echo "scale_check: unknown flag $arg" >&2; exit 2 ;;
+  esac
+done
+NPROC=1
+IFS=x read -r -a DIMS <<< "$MESH"
+for d in "${DIMS[@]}"; do
+  [[ "$d" =~ ^[1-9][0-9]*$ ]] || { echo "scale_check: bad --mesh=$MESH" >&2; exit 2; }
+  NPROC=$((NPROC * d))
+done
+[[ "$HOSTS" =~ ^[1-9][0-9]*$ && "$RUNS" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "scale_check: --hosts and --runs must be positive integers" >&2; exit 2; }
+if [ $((NPROC % HOSTS)) -ne 0 ] || [ "$HOSTS" -gt 200 ]; then
+  echo "scale_check: $NPROC ranks do not split over $HOSTS hosts (at most 200)" >&2; exit 2
+fi
+PER_HOST=$((NPROC / HOSTS))
+CHECKS=(--expect_ranks "$NPROC")
+[ -n "$EXPECT_TRIPS" ] && CHECKS+=(--expect_round_trips "$EXPECT_TRIPS")
+[ -n "$MAX_SOCKETS" ] && CHECKS+=(--max_sockets "$MAX_SOCKETS")
+
+WORK="$(mktemp -d /tmp/scale_check.XXXXXX)"
+NS_PREFIX="dmsc-h" SWITCH_NS="dmsc-sw" NET="10.231.9" BRIDGE="dmscbr0"
+hosts_down() {
+  local n ns pids
+  for n in $(seq "$HOSTS") sw; do
+    ns="$NS_PREFIX$n"; [ "$n" = sw ] && ns="$SWITCH_NS"
+    pids=$(ip netns pids "$ns" 2>/dev/null) || continue
+    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+    rm -rf "/etc/netns/$ns"
+  done
+}
+cleanup() {
+  [ "$HOSTS" -gt 1 ] && hosts_down
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The hosts: namespace N has eth0 = $NET.N on the bridge of $SWITCH_NS.
+hosts_up() {
+  hosts_down
+  local n ns hosts_file="$WORK/hosts"
+  printf '127.0.0.1 localhost\n' > "$hosts_file"
+  for n in $(seq "$HOSTS"); do printf '%s.%d dmsc%d\n' "$NET" "$n" "$n" >> "$hosts_file"; done
+  ip netns add "$SWITCH_NS" || return 1
+  ip -n "$SWITCH_NS" link add "$BRIDGE" type bridge || return 1
+  ip -n "$SWITCH_NS" link set "$BRIDGE" up
+  for n in $(seq "$HOSTS"); do
+    ns="$NS_PREFIX$n"
+    ip netns add "$ns" || return 1
+    mkdir -p "/etc/netns/$ns" && cp "$hosts_file" "/etc/netns/$ns/hosts"
+    ip -n "$SWITCH_NS" link add "p$n" type veth peer name eth0 netns "$ns" || return 1
+    ip -n "$SWITCH_NS" link set "p$n" master "$BRIDGE" up
+    ip -n "$ns" addr add "$NET.$n/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+  done
+}
+# on_host N CMD...: CMD in host N's network namespace, host name dmscN.
+on_host() {
+  local n="$1"; shift
+  ip netns exec "$NS_PREFIX$n" unshare --uts sh -c 'hostname "$0" && exec "$@"' "dmsc$n" "$@"
+}
+
+echo "scale_check: building //bench:startup //store:server"
+timeout 1200 bazel build //bench:startup //store:server >"$WORK/build.log" 2>&1 ||
+  { tail -20 "$WORK/build.log" >&2; echo "scale_check: build failed" >&2; exit 1; }
+mkdir -p "$WORK/bin"
+cp bazel-bin/bench/startup bazel-bin/store/server "$WORK/bin/"
+if [ "$HOSTS" -gt 1 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "scale_check: --hosts > 1 needs root (network namespaces)" >&2; exit 2; }
+  hosts_up || { echo "scale_check: could not make the namespace hosts" >&2; exit 1; }
+fi
+echo "scale_check: mesh $MESH, $NPROC ranks over $HOSTS host(s), $RUNS run(s)"
+printf '%-14s %6s %5s %10s %10s %10s %10s %12s %12s %8s %8s %9s\n' run ranks \
+  hosts "started s" "joined s" "groups s" "usable s" trips/rank bytes/rank \
+  comms sockets "rss MiB"
+FAILED=0
+for run in $(seq "$RUNS"); do
+  LOGS=()
+  served=""
+  if [ "$HOSTS" -eq 1 ]; then
+    timeout "$TIMEOUT_S" "$WORK/bin/startup" --mesh_shape="$MESH" >"$WORK/run$run.log" 2>&1
+    rc=$?
+    LOGS=("$WORK/run$run.log")
+    STORE_RANK=0
+  else
+    port=$((29600 + run))
+    on_host 1 "$WORK/bin/server" --port="$port" --bind="$NET.1" >"$WORK/server$run.log" 2>&1 &
+    server_pid=$!
+    for i in $(seq 50); do grep -q listening "$WORK/server$run.log" 2>/dev/null && break; sleep 0.1; done
+    t0=$(date +%s%N)
+    export WORLD_SIZE="$NPROC" LOCAL_WORLD_SIZE="$PER_HOST" \
+      MASTER_ADDR="$NET.1" MASTER_PORT="$port" \
+      DEVMESH_STORE_ADDR="$NET.1:$port" PEER_BENCH_T0_NS="$t0"
+    pids=()
+    for n in $(seq "$HOSTS"); do
+      # One shell per host starts its ranks (not one namespace entry each).
+      on_host "$n" bash -c '
+        for i in $(seq 0 $(($3 - 1))); do
+          RANK=$(($2 * $3 + i)) LOCAL_RANK=$i "$1" --mesh_shape="$4" &
+        done
+        wait' startup "$WORK/bin/startup" "$((n - 1))" "$PER_HOST" "$MESH" \
+        >"$WORK/run$run.h$n.log" 2>&1 &
+      pids+=($!)
+      LOGS+=("$WORK/run$run.h$n.log")
+    done
+    rc=0
+    deadline=$(( $(date +%s) + TIMEOUT_S ))
+    for p in "${pids[@]}"; do
+      while kill -0 "$p" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
+      if kill -0 "$p" 2>/dev/null; then rc=124; fi
+      wait "$p" 2>/dev/null || { r=$?; [ "$rc" -eq 0 ] && rc=$r; }
+    done
+    [ "$rc" -eq 124 ] && pkill -9 -f "$WORK/bin/startup" 2>/dev/null
+    # $! is the shell of on_host (a function); the server is its child.
+    pkill -TERM -f "$WORK/bin/server" 2>/dev/null; wait "$server_pid" 2>/dev/null
+    served=$(grep -o "after serving .*" "$WORK/server$run.log" | head -1)
+    [ -z "$served" ] && served="(no count: $(tail -2 "$WORK/server$run.log" | tr "\n" " "))"
+    STORE_RANK=-1
+  fi
+  python3 tools/scale_check/summarize.py --label "run $run" --hosts "$HOSTS" \
+    --store_rank "$STORE_RANK" "${CHECKS[@]}" "${LOGS[@]}"
+  src=$?
+  [ -n "$served" ] && echo "               store: $served"
+  if [ "$rc" -ne 0 ] || [ "$src" -ne 0 ]; then
+    echo "scale_check: run $run failed (launch exit $rc); last lines:" >&2
+    cat "${LOGS[@]}" | grep -v PEER_BENCH_STARTUP | tail -5 >&2
+    FAILED=1
+  fi
+done
+exit "$FAILED"

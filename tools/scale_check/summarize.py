@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""tools/scale_check/summarize.py: one row from the PEER_BENCH_STARTUP lines
+that //bench:startup's ranks print (read from the files given, or stdin).
+
+  summarize.py [--hosts H] [--store_rank R] [--expect_ranks N]
+               [--expect_round_trips T] [--max_sockets S] [--label L] LOG...
+
+Prints one table row: label, ranks, hosts, launch to the last rank's
+main() (seconds: process start-up on this machine's cores), launch to the
+last rank's InitDeviceMesh return (the rendezvous), the longest time a rank
+took from there to its groups usable, launch to usable
+(the last rank's ready time minus the launch time, seconds), and the maximum over
+ranks of the store round trips, store payload bytes and communicators of
+group creation, of the sockets a rank holds when ready (the rank that hosts
+the store, --store_rank, is left out: its store clients are not its groups'),
+and of peak RSS (MiB). Exit status 1, with the reason on stderr, when a
+check given by --expect_ranks / --expect_round_trips / --max_sockets fails
+(every rank reported; every rank's round trips equal T; no rank above S
+sockets); 0 otherwise.
+"""
+import argparse
+import json
+import sys
+
+TAG = "PEER_BENCH_STARTUP "
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("logs", nargs="*")
+    p.add_argument("--hosts", type=int, default=1)
+    p.add_argument("--store_rank", type=int, default=-1)
+    p.add_argument("--expect_ranks", type=int)
+    p.add_argument("--expect_round_trips", type=int)
+    p.add_argument("--max_sockets", type=int)
+    p.add_argument("--label", default="")
+    p.add_argument("--header", action="store_true")
+    a = p.parse_args()
+    lines = []
+    for path in a.logs or ["-"]:
+        f = sys.stdin if path == "-" else open(path, errors="replace")
+        lines += [l for l in f if TAG in l]
+    rows = {}
+    for l in lines:
+        r = json.loads(l.split(TAG, 1)[1])
+        rows[r["rank"]] = r
+    errors = []
+    if not rows:
+        print("summarize: no PEER_BENCH_STARTUP line", file=sys.stderr)
+        return 1
+    t0 = min(r["t0_ns"] for r in rows.values())
+    usable = (max(r["ready_ns"] for r in rows.values()) - t0) / 1e9
+    started = (max(r["main_ns"] for r in rows.values()) - t0) / 1e9
+    # The rendezvous ends together for all (rank 0 publishes the table);
+    # groups: the slowest rank's own creation time, after its rendezvous.
+    joined = (max(r.get("init_ns", r["main_ns"]) for r in rows.values())
+              - t0) / 1e9
+    groups_s = max(r["ready_ns"] - r.get("init_ns", r["main_ns"])
+                   for r in rows.values()) / 1e9
+    trips = [r["store_round_trips"] for r in rows.values()]
+    groups = [r for k, r in rows.items() if k != a.store_rank]
+    sockets = max(r["sockets"] for r in groups) if groups else 0
+    if a.header:
+        print("%-14s %6s %5s %10s %10s %10s %10s %12s %12s %8s %8s %9s" % (
+            "run", "ranks", "hosts", "started s", "joined s", "groups s",
+            "usable s", "trips/rank",
+            "bytes/rank", "comms", "sockets", "rss MiB"))
+    print("%-14s %6d %5d %10.2f %10.2f %10.2f %10.2f %12d %12d %8d %8d %9.1f" % (
+        a.label, len(rows), a.hosts, started, joined, groups_s, usable,
+        max(trips),
+        max(r["store_bytes"] for r in rows.values()),
+        max(r["communicators"] for r in rows.values()), sockets,
+        max(r["maxrss_kb"] for r in rows.values()) / 1024.0))
+    if a.expect_ranks is not None and len(rows) != a.expect_ranks:
+        missing = sorted(set(range(a.expect_ranks)) - set(rows))[:20]
+        errors.append("%d of %d ranks reported; missing e.g. %s" % (
+            len(rows), a.expect_ranks, missing))
+    if a.expect_round_trips is not None:
+        bad = sorted(k for k, r in rows.items()
+                     if r["store_round_trips"] != a.expect_round_trips)
+        if bad:
+            errors.append("ranks %s made %s store round trips, not %d" % (
+                bad[:10], [rows[k]["store_round_trips"] for k in bad[:10]],
+                a.expect_round_trips))
+    if a.max_sockets is not None and sockets > a.max_sockets:
+        errors.append("a rank held %d sockets, above the bound %d" % (
+            sockets, a.max_sockets))
+    for e in errors:
+        print("summarize: " + e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
