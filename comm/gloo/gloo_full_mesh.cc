@@ -1,8 +1,12 @@
 // devmesh/comm/gloo/gloo_full_mesh.cc
 #include "comm/gloo/gloo_full_mesh.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -16,6 +20,7 @@
 #include "comm/gloo/gloo_status.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/pair.h"
+#include "gloo/transport/tcp/address.h"
 
 namespace devmesh {
 namespace gloo_internal {
@@ -83,6 +88,34 @@ class Watchdog {
   bool fired_ = false;
   std::thread thread_;
 };
+
+// Whether this side of a pair is the one that connects (Gloo's TCP rule in
+// Pair::connect: the side whose listening address compares greater, by IP
+// bytes and then port, connects to the other's; the other only waits for
+// the accept). False when either address is not a TCP one.
+bool ConnectingSide(const ::gloo::transport::Address& self,
+                    const std::string& peer_bytes) {
+  const auto* mine = dynamic_cast<const ::gloo::transport::tcp::Address*>(&self);
+  if (mine == nullptr) return false;
+  const ::gloo::transport::tcp::Address peer(
+      std::vector<char>(peer_bytes.begin(), peer_bytes.end()));
+  const sockaddr_storage& a = mine->getSockaddr();
+  const sockaddr_storage& b = peer.getSockaddr();
+  if (a.ss_family != b.ss_family) return false;
+  int rv = 0;
+  if (a.ss_family == AF_INET) {
+    const auto* sa = reinterpret_cast<const sockaddr_in*>(&a);
+    const auto* sb = reinterpret_cast<const sockaddr_in*>(&b);
+    rv = std::memcmp(&sa->sin_addr, &sb->sin_addr, sizeof(in_addr));
+    if (rv == 0) rv = sa->sin_port - sb->sin_port;
+  } else if (a.ss_family == AF_INET6) {
+    const auto* sa = reinterpret_cast<const sockaddr_in6*>(&a);
+    const auto* sb = reinterpret_cast<const sockaddr_in6*>(&b);
+    rv = std::memcmp(&sa->sin6_addr, &sb->sin6_addr, sizeof(in6_addr));
+    if (rv == 0) rv = sa->sin6_port - sb->sin6_port;
+  }
+  return rv > 0;
+}
 
 absl::Duration Remaining(absl::Time deadline) {
   return std::max(deadline - absl::Now(), absl::Milliseconds(1));
@@ -202,10 +235,29 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       if (p != nullptr) live.push_back(p);
     }
     Watchdog watchdog(live, deadline);
-    int failed_peer = -1;  // the pair being connected when it went wrong
-    for (size_t j = 0; j < addr_keys.peers.size() && status.ok(); ++j) {
+    size_t reached = 0;  // position in `order` of the pair being connected
+    // Connect the pairs this rank connects first, then wait for those its
+    // peers connect: a connect completes without the peer's main thread
+    // (its event loop accepts), so a rank never sits waiting for a peer
+    // that is itself still working through lower indices of its own list
+    // (index order made such waits chain along the group). Measured at 256
+    // ranks on one host (farm-bench, 8 pairs): wall 0.86x of index order,
+    // interval 0.72-1.52, within the machine's noise.
+    std::vector<size_t> order;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t j = 0; j < addr_keys.peers.size(); ++j) {
+        bool connects = false;
+        (void)GlooCall(what, [&] {
+          connects = ConnectingSide(pairs[addr_keys.peers[j]]->address(),
+                                    (*addresses)[j]);
+        });
+        if (connects == (pass == 0)) order.push_back(j);
+      }
+    }
+    for (size_t k = 0; k < order.size() && status.ok(); ++k) {
+      const size_t j = order[k];
       const int i = addr_keys.peers[j];
-      failed_peer = i;
+      reached = k;
       if (watchdog.fired()) break;
       const std::string& bytes = (*addresses)[j];
       if (bytes.empty()) {
@@ -221,11 +273,12 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     }
     watchdog.Stop();
     if (watchdog.fired()) {
+      // Pairs before `reached` connected; the rest were not confirmed.
       std::vector<int> unconfirmed;
-      for (int i = std::max(failed_peer, 0); i < size; ++i) {
-        // Pairs before failed_peer connected; the rest were not confirmed.
-        if (i != rank) unconfirmed.push_back(global_ranks[i]);
+      for (size_t k = reached; k < order.size(); ++k) {
+        unconfirmed.push_back(addr_keys.peer_globals[order[k]]);
       }
+      std::sort(unconfirmed.begin(), unconfirmed.end());
       return absl::DeadlineExceededError(absl::StrCat(
           what, ": connections to global rank(s) [",
           absl::StrJoin(unconfirmed, ", "), "] not made within ",
