@@ -10,9 +10,10 @@ machine (PyTorch with the python running this script):
   bound       membw on one core, then one process per CPU at once (copy and
               add GB/s); report.bound_busbw turns it into the all-reduce
               busbw that memory bandwidth allows.
-  startup     bench/startup vs torch_startup.py, 8 local ranks started the
-              same way (spawn.py), per shape, --startup_repeats launches
-              each, alternating devmesh and PyTorch.
+  startup     bench/startup vs torch_startup.py, local ranks started the
+              same way (spawn.py), per shape (8 ranks in four shapes, then
+              16 as 4x4 and 32 as 8x4 in the full mode), --startup_repeats
+              launches each, alternating devmesh and PyTorch.
   allreduce   bench/allreduce_2d (2x2 dp,tp float32, --target_ci=0 so every
               size runs exactly --iters iterations) vs torch_allreduce.py and
               mpi_allreduce under mpirun (MPIRUN_ARGS), the same measurement
@@ -393,7 +394,7 @@ def main():
     # SIGTERM (peer_bench.sh's timeout or trap) unwinds, so that run_group
     # and spawn.run_ranks stop the process groups they started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    full = dict(shapes="8,4x2,2x4,2x2x2", startup_repeats=3, rounds=3,
+    full = dict(shapes="8,4x2,2x4,2x2x2,4x4,8x4", startup_repeats=3, rounds=3,
                 iters=20, warmup=5, min_bytes=1 << 10, max_bytes=64 << 20,
                 sizes="", worlds="8,1024,32768,1048576", samples=7, calls=200,
                 collective_sizes=[1 << 20, 16 << 20], membw_reps=10)
