@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # tools/gpu_check.sh: on a machine with NVIDIA GPUs, builds and runs devmesh's
 # NCCL tests (//tests/comm:nccl_test: world size 1 collectives, Split of a
-# world of one, init timeout, Abort) and prints a short table. NCCL allows
+# world of one, init timeout, Abort; //tests/device_mesh:nccl_mesh_test: a
+# mesh dim with its own NCCL config made from the layout on the caller's
+# stream with synchronize off, and a world-sized dim that is the world
+# communicator) and prints a short table. NCCL allows
 # one rank per GPU, so with one GPU the checks run at world size 1.
 #
 #   tools/gpu_check.sh            # uses bazel from PATH
@@ -18,9 +21,10 @@ else
   echo "nvidia-smi not found: the NCCL tests will skip (no CUDA device visible)"
 fi
 
-echo "== building and running //tests/comm:nccl_test"
+echo "== building and running //tests/comm:nccl_test //tests/device_mesh:nccl_mesh_test"
 log=$(mktemp)
-$BAZEL test //tests/comm:nccl_test --test_output=all --cache_test_results=no \
+$BAZEL test //tests/comm:nccl_test //tests/device_mesh:nccl_mesh_test \
+  --test_output=all --cache_test_results=no \
   >"$log" 2>&1
 rc=$?
 

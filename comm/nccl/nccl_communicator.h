@@ -12,6 +12,18 @@
 // done; past the timeout it calls ncclCommAbort and returns DeadlineExceeded.
 // The store must be a fresh namespace per world communicator (a PrefixStore).
 //
+// Mesh groups (device_mesh's MeshRuntime::Group) are created this same way,
+// not by ncclCommSplit: each group's leader (its rank 0) makes the unique id
+// and Sets it under the group's own store namespace, and only the group's
+// members init, with the group's NcclOptions (config, stream, synchronize).
+// Why: ncclCommSplit is collective over the parent (bootstrapSplit
+// all-gathers every parent rank's (color, key)), so splitting per dim needs
+// a world communicator and an O(world) step, which a mesh with no
+// world-sized dim never needs; splitShare's resource sharing is the one
+// thing lost, and NcclOptions::split_share still applies to a user's own
+// Split. Per group and rank: one store round trip (Set for the leader, Get
+// for the others) and the id's 128 bytes.
+//
 // Collectives are enqueued on the stream; the call then waits for the stream
 // (polling ncclCommGetAsyncError, bounded by the timeout) unless
 // NcclOptions::synchronize is false. Split is ncclCommSplit with the same
