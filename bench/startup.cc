@@ -31,6 +31,7 @@
 // Exit codes: 0 success, 1 a runtime error (printed), 2 bad flags.
 #include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,19 +65,18 @@ int64_t WallNs() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-// Sockets among this process's open file descriptors.
+// Sockets among this process's open file descriptors (fstat of each entry
+// of /proc/self/fd: cheaper than readlink when 1024 ranks share 2 cores).
 int64_t OpenSockets() {
   int64_t n = 0;
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return -1;
+  const int self = dirfd(dir);
   while (dirent* e = readdir(dir)) {
-    char target[64];
-    const std::string path = absl::StrCat("/proc/self/fd/", e->d_name);
-    ssize_t len = readlink(path.c_str(), target, sizeof(target) - 1);
-    if (len > 0) {
-      target[len] = '\0';
-      if (std::string(target).rfind("socket:", 0) == 0) ++n;
-    }
+    int fd = -1;
+    if (!absl::SimpleAtoi(e->d_name, &fd) || fd == self) continue;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) ++n;
   }
   closedir(dir);
   return n;

@@ -22,11 +22,13 @@
 # creation made other than T store round trips (4 per group of size > 1);
 # --max_sockets=S fails a run in which a rank held more than S sockets
 # (bound: the sum over its groups of size - 1, plus its store connection).
-# Every launch is bounded by --timeout_s (default 300). Exit status: 0 when
+# Binaries are built with -c opt, as `bazel run` builds them for users
+# (-c=fastbuild for a debug build). Every launch is bounded by --timeout_s
+# (default 300). Exit status: 0 when
 # every run passed its checks, 1 otherwise, 2 on bad flags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-MESH=16x16 HOSTS=1 RUNS=3 TIMEOUT_S=300 EXPECT_TRIPS="" MAX_SOCKETS=""
+MESH=16x16 HOSTS=1 RUNS=3 TIMEOUT_S=300 EXPECT_TRIPS="" MAX_SOCKETS="" MODE=opt
 for arg in "$@"; do
   case "$arg" in
     --mesh=*) MESH="${arg#*=}" ;;
@@ -35,6 +37,7 @@ for arg in "$@"; do
     --timeout_s=*) TIMEOUT_S="${arg#*=}" ;;
     --expect_round_trips=*) EXPECT_TRIPS="${arg#*=}" ;;
     --max_sockets=*) MAX_SOCKETS="${arg#*=}" ;;
+    -c=*|--compilation_mode=*) MODE="${arg#*=}" ;;
     *) echo "scale_check: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -99,8 +102,8 @@ on_host() {
   ip netns exec "$NS_PREFIX$n" unshare --uts sh -c 'hostname "$0" && exec "$@"' "dmsc$n" "$@"
 }
 
-echo "scale_check: building //bench:startup //store:server"
-timeout 1200 bazel build //bench:startup //store:server >"$WORK/build.log" 2>&1 ||
+echo "scale_check: building //bench:startup //store:server (-c $MODE)"
+timeout 1200 bazel build -c "$MODE" //bench:startup //store:server >"$WORK/build.log" 2>&1 ||
   { tail -20 "$WORK/build.log" >&2; echo "scale_check: build failed" >&2; exit 1; }
 mkdir -p "$WORK/bin"
 cp bazel-bin/bench/startup bazel-bin/store/server "$WORK/bin/"
