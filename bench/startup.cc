@@ -19,7 +19,7 @@
 // rendezvous done), ready_ns the end of the last all-reduce.
 // "communicators" is what this rank created: its mesh groups
 // (MeshRuntime::group_creations) plus any world communicator (only for a
-// world-sized dim) and Split; "store_round_trips" and "store_bytes" the
+// world-sized dim); "store_round_trips" and "store_bytes" the
 // store calls made through the mesh's runtime and the payload bytes they
 // moved (MeshRuntime::store_round_trips / store_bytes: the group
 // rendezvous, not the bootstrap's own join); "sockets" the sockets this
@@ -130,8 +130,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
       static_cast<long long>(main_ns), static_cast<long long>(init_ns),
       static_cast<long long>(ready_ns),
       static_cast<long long>(runtime->group_creations() +
-                             runtime->world_communicators() +
-                             runtime->split_calls()),
+                             runtime->world_communicators()),
       static_cast<long long>(runtime->store_round_trips()),
       static_cast<long long>(runtime->store_bytes()),
       static_cast<long long>(OpenSockets()),

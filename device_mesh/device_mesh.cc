@@ -43,6 +43,7 @@ absl::StatusOr<DeviceMesh> DeviceMesh::MakeRoot(
   }
   auto root = std::make_shared<device_mesh_internal::RootState>(
       layout.RootLayout(), options);
+  if (!runtime->detached()) root->root_index = runtime->NextRootIndex();
   return DeviceMesh(std::move(runtime), std::move(root), std::move(layout),
                     std::string(device_type), std::move(options));
 }
@@ -174,9 +175,10 @@ DeviceMesh DeviceMesh::RootMesh() const {
 }
 
 std::string DeviceMesh::GroupIdentity(const MeshLayout& layout, int d,
-                                      const GroupOptions& options) {
+                                      const GroupOptions& options) const {
   std::string key = absl::StrCat(
-      layout.DimModesString(d), "|", options.backend, "|",
+      "root", root_->root_index, "|", layout.DimModesString(d), "|",
+      options.backend, "|",
       absl::ToInt64Nanoseconds(options.timeout.value_or(kDefaultGroupTimeout)));
   if (options.nccl.has_value()) {
     const NcclOptions& n = *options.nccl;
@@ -188,17 +190,20 @@ std::string DeviceMesh::GroupIdentity(const MeshLayout& layout, int d,
 }
 
 std::string DeviceMesh::GroupKey(const MeshLayout& layout, int d,
-                                 const GroupOptions& options) {
-  std::string key = GroupIdentity(layout, d, options);
-  if (options.nccl.has_value()) {
-    // This process's own stream and device: a dim with another stream is
-    // another communicator here, but the members need not agree on them.
-    const NcclOptions& n = *options.nccl;
-    absl::StrAppend(&key, "|local:", reinterpret_cast<uintptr_t>(n.stream),
-                    ",", n.synchronize, ",", n.cuda_device);
-  }
-  return key;
+                                 const GroupOptions& options) const {
+  return GroupIdentity(layout, d, options);
 }
+
+namespace {
+// The process-local NCCL fields of `options` as text ("" without NCCL).
+std::string LocalFields(const GroupOptions& options) {
+  if (!options.nccl.has_value()) return "";
+  const NcclOptions& n = *options.nccl;
+  return absl::StrCat("stream=", absl::Hex(reinterpret_cast<uintptr_t>(n.stream)),
+                      ", synchronize=", n.synchronize,
+                      ", cuda_device=", n.cuda_device);
+}
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     std::optional<MeshDim> dim) const {
@@ -218,11 +223,23 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
   }
   const absl::Duration timeout = options.timeout.value_or(kDefaultGroupTimeout);
   const std::string key = GroupKey(layout, d, options);
+  const std::string local = LocalFields(options);
   const int me = runtime_->rank();
+  absl::Status local_mismatch;
   auto lookup = [&]() -> const absl::StatusOr<std::shared_ptr<Communicator>>* {
     std::lock_guard<std::mutex> lock(root_->mu);
     auto it = root_->groups.find(key);
-    return it == root_->groups.end() ? nullptr : &it->second;
+    if (it == root_->groups.end()) return nullptr;
+    auto l = root_->group_locals.find(key);
+    if (l != root_->group_locals.end() && l->second != local) {
+      local_mismatch = absl::InvalidArgumentError(absl::StrCat(
+          "mesh dim ", ref->name, " asks for the group of ranks along ",
+          layout.DimModesString(d), " with NCCL ", local,
+          ", but this root already made that group with ", l->second,
+          ": one group has one stream; give the dim other options (a "
+          "timeout, say) for a group of its own"));
+    }
+    return &it->second;
   };
   const absl::StatusOr<std::shared_ptr<Communicator>>* group = lookup();
   if (group == nullptr) {
@@ -249,8 +266,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       }
       std::lock_guard<std::mutex> lock(root_->mu);
       group = &root_->groups.emplace(key, std::move(made)).first->second;
+      root_->group_locals.emplace(key, local);
     }
   }
+  if (!local_mismatch.ok()) return local_mismatch;
   if (!group->ok()) return group->status();
   if (**group == nullptr || !layout_.ContainsRank(me)) {
     return absl::FailedPreconditionError(

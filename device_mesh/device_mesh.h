@@ -13,25 +13,31 @@
 //   auto dp_mesh = mesh->Slice({"dp"});       // a 1-d mesh through my rank
 //
 // Groups (R3, R19). A dim's group is made on first use from the layout: the
-// rank's own line along the dim (MeshLayout::RootLineOf) names it, and only
-// its members take part (MeshRuntime::Group: O(1) store round trips and
+// rank's own line along the dim (MeshLayout::RootLineOf) names it, together
+// with the root's index on the runtime and the dim's options, and only its
+// members take part (MeshRuntime::Group: O(1) store round trips and
 // O(group size) bytes per rank, nothing O(world) unless the line is the
-// world). So ranks may ask for their groups in any order: every group is
-// right, or its creation fails with DeadlineExceeded naming the members
-// that did not come within the timeout (PyTorch's new_group, by contrast,
-// is collective over the world in one order). A rank of the root outside
-// the mesh (a non-member of a slice) gets its own line's group, as a Split
-// would give it; a rank outside the root gets FailedPrecondition with no
-// communication. A group is cached on the root mesh under the dim's modes,
-// backend, timeout and NCCL config, so every slice, flatten, unflatten,
-// transpose or concatenation whose dim has the same ranks in the same order
-// reuses it (R11). A custom rank table keeps its order inside the group
-// (group rank i = i-th rank along the dim). A dim whose line is the whole
-// world in world order (any 1-d world mesh, a flatten of all dims) with no
-// NCCL config is the world communicator of its backend itself when the
-// world has its timeout (made then if it does not exist yet); with another
-// timeout it is a group of its own that this root owns (Abort aborts it).
-// The world communicator is never made for other dims.
+// world). So ranks may ask for the dims of a mesh in any order: every group
+// is right, or its creation fails with DeadlineExceeded naming the members
+// that did not come within the timeout; that happens when orders wait on
+// each other in a circle, for instance two ranks asking for two groups they
+// both belong to in opposite orders (PyTorch's new_group, by contrast, is
+// collective over the world in one order). Every rank makes its root meshes
+// (InitDeviceMesh, Create, FromLayout, FromGroups, Deserialize) in the same
+// order, as it would make process groups; a rank that makes an extra root
+// sees the groups of its later roots time out, never pair with another
+// root's. A rank of the root outside the mesh (a non-member of a slice)
+// gets its own line's group, as a Split would give it; a rank outside the
+// root gets FailedPrecondition with no communication. A group is cached on
+// the root mesh under the dim's modes, backend, timeout and NCCL config, so
+// every slice, flatten, unflatten, transpose or concatenation whose dim has
+// the same ranks in the same order reuses it (R11). A custom rank table
+// keeps its order inside the group (group rank i = i-th rank along the
+// dim). A dim whose line is the whole world in world order (any 1-d world
+// mesh, a flatten of all dims) with no NCCL config is the runtime's world
+// communicator of its backend and timeout (MeshRuntime::World, shared by
+// every mesh, made then if it does not exist yet). No world communicator is
+// made for other dims.
 //
 // Flattened names (R8, R9): a name made by Flatten anywhere under a root is
 // accepted wherever a dim name is (Slice, mixed with other dims in any
@@ -220,9 +226,9 @@ class DeviceMesh {
   // Deserialize of a root layout): aborts every group made so far by this
   // root and its slices, flattens, unflattens, transposes and
   // concatenations, except the runtime's world communicators (by identity,
-  // MeshRuntime::IsWorldCommunicator: a world-sized dim in world order with
-  // the world's timeout IS the world communicator and is left working; one
-  // with its own timeout is this root's own group and is aborted).
+  // MeshRuntime::IsWorldCommunicator: a world-sized dim in world order
+  // without an NCCL config IS a world communicator, shared with every other
+  // mesh, and is left working).
   // Later collectives on them return FailedPrecondition; GetGroup returns
   // the aborted groups. Returns the first error a group's Abort gave, else
   // OK. Never waits for a group creation in progress, nor for peers.
@@ -352,14 +358,15 @@ class DeviceMesh {
   };
   absl::StatusOr<DimRef> ResolveDimRef(std::optional<MeshDim> dim) const;
   // What names dim `d`'s group of `layout` (a layout of this root) on
-  // every member alike: the dim's modes, backend, timeout and the NCCL
-  // config fields members share (MeshRuntime::Group's identity).
-  static std::string GroupIdentity(const MeshLayout& layout, int d,
-                                   const GroupOptions& options);
-  // The group cache key: GroupIdentity plus this process's own NCCL stream,
-  // synchronize and CUDA device.
-  static std::string GroupKey(const MeshLayout& layout, int d,
-                              const GroupOptions& options);
+  // every member alike: the root's index, the dim's modes, backend, timeout
+  // and the NCCL config fields members share (MeshRuntime::Group's
+  // identity).
+  std::string GroupIdentity(const MeshLayout& layout, int d,
+                            const GroupOptions& options) const;
+  // The group cache key: GroupIdentity (the process-local NCCL fields are
+  // checked against the cached group's, RootState::group_locals).
+  std::string GroupKey(const MeshLayout& layout, int d,
+                       const GroupOptions& options) const;
 
   std::shared_ptr<MeshRuntime> runtime_;
   std::shared_ptr<device_mesh_internal::RootState> root_;

@@ -90,7 +90,7 @@ absl::StatusOr<DeviceMesh> DeviceMesh::FromGroups(
     }
     const int dim = static_cast<int>(d);
     GroupOptions dim_options = made->options_.For(made->dim_group_names()[d]);
-    made->root_->groups[GroupKey(made->layout_, dim, dim_options)] =
+    made->root_->groups[made->GroupKey(made->layout_, dim, dim_options)] =
         groups[d];
   }
   return made;

@@ -127,12 +127,16 @@ absl::Status CheckDeviceTypeHasBackend(
   if (absl::Status s = CheckDeviceType(device_type); !s.ok()) return s;
   if (!DefaultBackendFor(device_type).empty()) return absl::OkStatus();
   if (!options.all.backend.empty()) return absl::OkStatus();
-  bool every_dim = !dim_names.empty() &&
-                   static_cast<int>(dim_names.size()) == ndim;
-  for (const std::string& name : dim_names) {
-    auto it = options.per_dim.find(name);
-    every_dim = every_dim && it != options.per_dim.end() &&
-                !it->second.backend.empty();
+  // Each dim by its name or as "dim_<i>" (R3), as ValidateMeshOptions.
+  auto has_backend = [&](const std::string& key) {
+    auto it = options.per_dim.find(key);
+    return it != options.per_dim.end() && !it->second.backend.empty();
+  };
+  bool every_dim = ndim > 0;
+  for (int d = 0; d < ndim && every_dim; ++d) {
+    const bool named = static_cast<size_t>(d) < dim_names.size();
+    every_dim = (named && has_backend(dim_names[d])) ||
+                has_backend(absl::StrCat("dim_", d));
   }
   if (every_dim) return absl::OkStatus();
   const std::string lower = absl::AsciiStrToLower(device_type);

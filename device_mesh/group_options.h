@@ -40,12 +40,19 @@ struct GroupOptions {
   // the mesh-wide value, else 300 s (PyTorch's default process-group
   // timeout is 30 min for NCCL; devmesh errs shorter).
   std::optional<absl::Duration> timeout;
-  // The dim's NCCL config (ncclCommSplit's ncclConfig_t: blocking,
-  // split_share, CTAs, cga_cluster_size, net_name; cuda_device, stream and
-  // synchronize stay the world communicator's). Unset: the world's. A dim
-  // that sets it is always one Split with that config (SplitOptions::nccl),
-  // never the world communicator itself; backends other than NCCL ignore
-  // it. devmesh's own: PyTorch passes pg_options to split_group.
+  // The dim's NCCL config: the ncclConfig_t fields (blocking, split_share,
+  // CTAs, cga_cluster_size, net_name), which every member must give alike,
+  // and this process's own cuda_device, stream and synchronize, which reach
+  // the group too (collectives on the caller's stream; synchronize = false
+  // returns once enqueued). Unset: NCCL's defaults on a stream of the
+  // group's own. A dim that sets it is always a group of its own made with
+  // it, never the world communicator; asking a root for the same group
+  // (same ranks and shared fields) with another stream, synchronize or
+  // device is InvalidArgument (one group has one stream). Backends other
+  // than NCCL ignore it. Serialize keeps the shared fields only (a stream
+  // is a pointer of this process): a deserialized mesh's groups use their
+  // own stream with synchronize on. devmesh's own: PyTorch passes
+  // pg_options to split_group.
   std::optional<NcclOptions> nccl;
 };
 
@@ -83,13 +90,15 @@ absl::StatusOr<MeshOptions> ValidateMeshOptions(
 
 // The text form of `g`, for error messages and for comparing two options:
 // "{backend=gloo, timeout=25s, nccl=unset}"; an unset backend or timeout
-// reads "unset"; a set nccl lists the ncclConfig_t fields a dim's Split
-// uses ("nccl={blocking=1, split_share=0, cga_cluster_size=-1, min_ctas=-1,
+// reads "unset"; a set nccl lists the ncclConfig_t fields a dim's group
+// is made with ("nccl={blocking=1, split_share=0, cga_cluster_size=-1, min_ctas=-1,
 // max_ctas=-1, net_name=''}"); cuda_device, stream and synchronize are left
-// out (they stay the world communicator's, see GroupOptions::nccl).
+// out (process-local, see GroupOptions::nccl).
 std::string GroupOptionsString(const GroupOptions& g);
 
-// Whether `a` and `b` make the same group: equal GroupOptionsString.
+// Whether `a` and `b` name the same group on every member: equal
+// GroupOptionsString (the process-local NCCL fields are not compared;
+// GetGroup checks them against the group's).
 bool SameGroupOptions(const GroupOptions& a, const GroupOptions& b);
 
 // InvalidArgument when `g.timeout` is set and not positive, naming `where`.

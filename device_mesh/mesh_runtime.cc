@@ -98,29 +98,6 @@ absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(
   return options;
 }
 
-absl::StatusOr<MeshRuntime::BaseWorld> MeshRuntime::BaseWorldLocked(
-    absl::string_view transport_or_backend, absl::Duration timeout) {
-  const absl::string_view backend = TransportOf(transport_or_backend);
-  auto it = bases_.find(std::string(backend));
-  if (it != bases_.end()) return it->second;
-  auto options = OptionsFor(backend, timeout, NcclOptions());
-  if (!options.ok()) return options.status();
-  // Named by the backend alone, so that ranks asking for the worlds of
-  // several backends in different orders still meet.
-  auto ns = std::make_shared<PrefixStore>(
-      store_, absl::StrCat("devmesh/world/", backend));
-  worlds_made_.fetch_add(1);
-  auto comm = CreateCommunicator(backend, ns, rank_, world_size_, *options);
-  if (!comm.ok()) return comm.status();
-  BaseWorld base{std::shared_ptr<Communicator>(std::move(*comm)), timeout};
-  bases_.emplace(std::string(backend), base);
-  worlds_.emplace(std::make_pair(std::string(backend),
-                                 absl::ToInt64Nanoseconds(timeout)),
-                  base.comm);
-  RememberWorld(base.comm.get());
-  return base;
-}
-
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
     absl::string_view backend, absl::Duration timeout) {
   if (absl::Status s = CheckCanCreate("world communicator", timeout);
@@ -133,27 +110,37 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
     absl::string_view backend, absl::Duration timeout) {
-  auto key = std::make_pair(std::string(backend),
-                            absl::ToInt64Nanoseconds(timeout));
+  const int64_t timeout_ns = absl::ToInt64Nanoseconds(timeout);
+  auto key = std::make_pair(std::string(backend), timeout_ns);
   auto it = worlds_.find(key);
   if (it != worlds_.end()) return it->second;
-  absl::StatusOr<std::shared_ptr<Communicator>> shared;
+  absl::StatusOr<std::shared_ptr<Communicator>> made;
   if (TransportOf(backend) != backend) {
     // Shared memory over the transport's world with this timeout.
     auto transport = WorldLocked(TransportOf(backend), timeout);
-    if (!transport.ok()) return transport.status();
-    shared = Upgrade(*transport, backend, timeout);
+    made = transport.ok() ? Upgrade(*transport, backend, timeout)
+                          : transport.status();
   } else {
-    auto base = BaseWorldLocked(backend, timeout);
-    if (!base.ok()) return base.status();
-    if (base->timeout == timeout) return base->comm;
-    // The world again, in world order, with its own timeout: one Split.
-    shared = SplitOf(*base, 0, rank_, timeout);
+    auto options = OptionsFor(backend, timeout, NcclOptions());
+    if (!options.ok()) {
+      made = options.status();
+    } else {
+      // Named by backend and timeout alone, the same on every rank whatever
+      // else each asked for before.
+      auto ns = std::make_shared<PrefixStore>(
+          store_, absl::StrCat("devmesh/world/", backend, "/", timeout_ns));
+      worlds_made_.fetch_add(1);
+      auto comm = CreateCommunicator(backend, ns, rank_, world_size_, *options);
+      made = comm.ok() ? absl::StatusOr<std::shared_ptr<Communicator>>(
+                             std::shared_ptr<Communicator>(std::move(*comm)))
+                       : comm.status();
+    }
   }
-  if (!shared.ok()) return shared.status();
-  worlds_.emplace(key, *shared);
-  RememberWorld(shared->get());
-  return shared;
+  // Kept, failure included: every rank's later call gets the same answer
+  // rather than a retry that its peers would not make.
+  worlds_.emplace(key, made);
+  if (made.ok()) RememberWorld(made->get());
+  return made;
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
@@ -166,13 +153,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
   for (int i = 0; world_line && i < world_size_; ++i) {
     world_line = members[i] == i;
   }
-  if (world_line) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto base = bases_.find(std::string(TransportOf(backend)));
-    if (base == bases_.end() || base->second.timeout == timeout) {
-      return WorldLocked(backend, timeout);
-    }
-  }
+  if (world_line) return World(backend, timeout);
   return NamedGroup(backend, identity, members, timeout, nccl);
 }
 
@@ -218,7 +199,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
   const std::string name = absl::StrCat("devmesh/group/", hex);
   int64_t n = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(names_mu_);
     n = group_counts_[name]++;
   }
   const absl::string_view transport = TransportOf(backend);
@@ -230,7 +211,14 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
   groups_made_.fetch_add(1);
   auto comm = CreateCommunicator(transport, std::move(ns), index,
                                  static_cast<int>(members.size()), *options);
-  if (!comm.ok()) return comm.status();
+  if (!comm.ok()) {
+    // Name the group (NCCL's own errors do not name its members).
+    return absl::Status(
+        comm.status().code(),
+        absl::StrCat(comm.status().message(), " (creating the ", transport,
+                     " group of global ranks [", absl::StrJoin(members, ", "),
+                     "])"));
+  }
   return Upgrade(std::shared_ptr<Communicator>(std::move(*comm)), backend,
                  timeout);
 }
@@ -244,16 +232,6 @@ bool MeshRuntime::IsWorldCommunicator(const Communicator* comm) const {
   if (comm == nullptr) return false;
   std::lock_guard<std::mutex> lock(ids_mu_);
   return world_ids_.count(comm) > 0;
-}
-
-absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::SplitOf(
-    const BaseWorld& base, int color, int key, absl::Duration timeout) {
-  SplitOptions split_options;
-  split_options.timeout = timeout;
-  splits_.fetch_add(1);
-  auto child = base.comm->Split(color, key, split_options);
-  if (!child.ok()) return child.status();
-  return std::shared_ptr<Communicator>(std::move(*child));
 }
 
 }  // namespace devmesh

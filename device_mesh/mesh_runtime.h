@@ -1,20 +1,20 @@
 // devmesh/device_mesh/mesh_runtime.h
 // -----------------------------------------------------------------------------
 // MeshRuntime: what every DeviceMesh of one process shares: this process's
-// world rank and size, the bootstrap store, at most ONE world communicator
-// per transport (made only when used), and the counters of what group
-// creation cost. A runtime is the "default process group" of PyTorch's
+// world rank and size, the bootstrap store, the world communicators (one
+// per (backend, timeout), made only when used), and the counters of what
+// group creation cost. A runtime is the "default process group" of PyTorch's
 // DeviceMesh.
 //
 // Mesh groups are made from the layout (Group): each rank creates only the
 // groups it belongs to, talking only to their members, under store keys
-// named by the group itself (its dim's modes, options and member list), so
-// every member derives the same keys with no exchange, and ranks may create
-// their groups in any order: a group is right, or its creation fails with
-// DeadlineExceeded naming the members that did not come. Nothing in it is
-// O(world) except a group that is the world. The world communicator of a
-// backend is made only when a world-sized dim or a caller (World) needs it;
-// its creation is collective over the world (SPMD, as PyTorch's
+// named by the group itself (its root's index, dim's modes, options and
+// member list), so every member derives the same keys with no exchange, and
+// ranks may create their groups in any order: a group is right, or its
+// creation fails with DeadlineExceeded naming the members that did not
+// come. Nothing in it is O(world) except a group that is the world. A world
+// communicator is made only when a world-sized dim or a caller (World)
+// needs it; its creation is collective over the world (SPMD, as PyTorch's
 // init_process_group). Backends "auto" and "shm" ride on "gloo": their
 // groups are Gloo groups given shared memory where the members share it
 // (Upgrade, the one place a group's transport is chosen).
@@ -24,10 +24,11 @@
 // give any other runtime its own PrefixStore.
 //
 // Thread-safety: every method may be called from any thread. World
-// creation is serialized; Group creations of different groups may run
-// concurrently (each blocks for up to its timeout). The same group (equal
-// identity and members) must be created by its members in the same order
-// relative to other creations of that same group.
+// creations are serialized among themselves; named groups never wait for
+// them, and creations of different groups may run concurrently (each blocks
+// for up to its timeout). The same group (equal identity and members)
+// created more than once pairs by count: the n-th on one member with the
+// n-th on the others.
 #ifndef DEVMESH_DEVICE_MESH_MESH_RUNTIME_H_
 #define DEVMESH_DEVICE_MESH_MESH_RUNTIME_H_
 
@@ -75,43 +76,50 @@ class MeshRuntime {
   bool detached() const { return store_ == nullptr; }
 
   // The world communicator of `backend` with `timeout`, made on first use
-  // (collective over the world). Only ONE world communicator per backend is
-  // ever created (the first call's timeout); asking for another timeout
-  // gives a Split of it with that timeout (color 0, key rank: the world in
-  // world order), counted in split_calls(), cached. Errors:
-  // FailedPrecondition on a detached runtime; InvalidArgument for a timeout
-  // that is not positive; otherwise CreateCommunicator's (NotFound for an
-  // unknown backend, Unavailable for "nccl" without NCCL,
-  // DeadlineExceeded) or Split's.
+  // (collective over the world) under the store namespace
+  // "devmesh/world/<backend>/<timeout in ns>" and kept (a failure too: later
+  // calls return it, as they would on every rank). One per (backend,
+  // timeout): named by those alone, so ranks agree on it whatever else each
+  // asked for before; two world communicators of one backend and different
+  // timeouts are two sets of connections ("auto"/"shm" ride on the "gloo"
+  // world of the same timeout). Errors: FailedPrecondition on a detached
+  // runtime; InvalidArgument for a timeout that is not positive; otherwise
+  // CreateCommunicator's (NotFound for an unknown backend, Unavailable for
+  // "nccl" without NCCL, DeadlineExceeded naming the ranks that did not
+  // come).
   absl::StatusOr<std::shared_ptr<Communicator>> World(absl::string_view backend,
                                                       absl::Duration timeout);
 
   // The group of `members` (world ranks in group order; this rank must be
   // one of them) on `backend`, for a mesh dim's line through this rank.
-  // Every member passes the same `identity` (device_mesh: the dim's modes,
-  // backend, timeout and NCCL config, DeviceMesh::GroupKey) and `members`;
-  // the group is created over the store under
+  // Every member passes the same `identity` (device_mesh: its root mesh's
+  // index, the dim's modes, backend, timeout and NCCL config,
+  // DeviceMesh::GroupIdentity) and `members`; the group is created over the
+  // store under
   //   "devmesh/group/<64-bit hash of identity and members, 16 hex digits>/<n>"
-  // with n = how many times this rank created that same group before, so
-  // only the members take part: O(1) store round trips and O(size) bytes per
+  // with n = how many times this rank created that same group before (the
+  // n-th creation of one (identity, members) meets the n-th on every
+  // member; device_mesh makes each at most once per rank), so only the
+  // members take part: O(1) store round trips and O(size) bytes per
   // rank (4 round trips for a Gloo group of size > 1, plus the shared-memory
   // check's for "auto"/"shm"; comm/gloo/gloo_full_mesh.h). The child gets
   // `timeout` and, when set, the NCCL config `nccl` (its stream and
   // synchronize included). Not cached: a new communicator per call, owned by
   // the caller.
   //
-  // The whole world in world order with no NCCL config is the world
-  // communicator of `backend` (World: made now, collective over the world,
-  // when it does not exist) when the world's timeout is `timeout` or no
-  // world exists yet; otherwise a named group as above.
+  // The whole world in world order with no NCCL config is
+  // World(backend, timeout) (made now, collective over the world, when it
+  // does not exist); otherwise a named group as above, NCCL-configured
+  // world-sized dims included.
   //
   // Errors: FailedPrecondition on a detached runtime; InvalidArgument for a
   // timeout that is not positive, or `members` empty, repeated, outside
   // [0, world size) or without this rank; otherwise CreateCommunicator's
   // (NotFound for an unknown backend, Unavailable for "nccl" without NCCL
   // or a refused connection naming the peer, DeadlineExceeded naming the
-  // members that did not arrive within `timeout`) or, for "shm",
-  // FailedPrecondition naming a member that cannot map the segment.
+  // members that did not arrive within `timeout`; each message ends with
+  // the group's global ranks) or, for "shm", FailedPrecondition naming a
+  // member that cannot map the segment.
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,
@@ -119,17 +127,22 @@ class MeshRuntime {
 
   // Whether `comm` is one of the runtime's world communicators: a base
   // world communicator or one World returned (identity, not size). Never
-  // waits for a creation or Split in progress. False for nullptr.
+  // waits for a creation in progress. False for nullptr.
   bool IsWorldCommunicator(const Communicator* comm) const;
 
-  // Split calls made through this runtime so far (World for a second
-  // timeout; mesh groups are never Splits).
-  int64_t split_calls() const { return splits_.load(); }
-  // World communicators created so far (at most one per backend).
+  // World communicators this runtime set out to create so far (one per
+  // (transport, timeout) asked for; "auto" and "shm" count their "gloo"
+  // world).
   int64_t world_communicators() const { return worlds_made_.load(); }
-  // Named groups created so far by Group (not counting world communicators
-  // it returned).
+  // Named groups Group set out to create so far (attempts, failed ones
+  // included; not the world communicators it returned).
   int64_t group_creations() const { return groups_made_.load(); }
+  // A new index for a root mesh made over this runtime (0, 1, ...): part of
+  // its groups' identity, so that two roots with equal layouts never share
+  // a group. Every rank makes its root meshes in the same order (SPMD, as it
+  // makes process groups in PyTorch); a rank that makes an extra root sees
+  // its later roots' groups end in DeadlineExceeded, never a wrong group.
+  int64_t NextRootIndex() { return roots_made_.fetch_add(1); }
   // Calls made on the store through this runtime so far (each one round trip
   // on a TCP store), and the payload bytes they moved (CountingStore).
   int64_t store_round_trips() const {
@@ -173,25 +186,16 @@ class MeshRuntime {
   int world_size_;
   int local_rank_;
   std::shared_ptr<void> keepalive_;
-  std::atomic<int64_t> splits_{0};
   std::atomic<int64_t> worlds_made_{0};
   std::atomic<int64_t> groups_made_{0};
+  std::atomic<int64_t> roots_made_{0};
 
-  // The world communicator of a backend and the timeout it was made with.
-  struct BaseWorld {
-    std::shared_ptr<Communicator> comm;
-    absl::Duration timeout;
-  };
   // Adds `comm` to world_ids_.
   void RememberWorld(const Communicator* comm);
   // FailedPrecondition when detached (no store to create groups with);
   // InvalidArgument naming `what` when `timeout` is not positive.
   absl::Status CheckCanCreate(absl::string_view what,
                               absl::Duration timeout) const;
-  // One Split of `base` (counted in split_calls()) with `timeout`; the
-  // child is not cached.
-  absl::StatusOr<std::shared_ptr<Communicator>> SplitOf(
-      const BaseWorld& base, int color, int key, absl::Duration timeout);
   // CommOptions for a communicator of `transport` with `timeout` and
   // `nccl` (the CUDA device from local_rank() when `nccl` leaves it unset).
   absl::StatusOr<CommOptions> OptionsFor(absl::string_view transport,
@@ -218,28 +222,25 @@ class MeshRuntime {
   // World for `backend` with `timeout`; requires mu_ held.
   absl::StatusOr<std::shared_ptr<Communicator>> WorldLocked(
       absl::string_view backend, absl::Duration timeout);
-  // The base world of TransportOf(backend). Requires mu_ held.
-  absl::StatusOr<BaseWorld> BaseWorldLocked(absl::string_view backend,
-                                            absl::Duration timeout);
   std::vector<std::string> hostnames_;  // per world rank; set once
   std::string store_route_address_;     // set once
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built with
   // TSan, and a mutex TSan cannot see makes every test under
-  // --config=tsan report races that are not there. mu_ guards the maps
-  // below and serializes every collective on the world communicators
-  // (creation and Splits: they are not safe for concurrent calls).
+  // --config=tsan report races that are not there. mu_ guards worlds_ and
+  // serializes world creations (collectives over the world); names_mu_
+  // guards group_counts_ alone, so a named group never waits behind a world
+  // creation.
   std::mutex mu_;
-  // backend -> its one world communicator, made under the store namespace
-  // "devmesh/world/<backend>".
-  std::map<std::string, BaseWorld> bases_;
+  // (backend, timeout in ns) -> that world communicator, or the error its
+  // creation ended with.
+  std::map<std::pair<std::string, int64_t>,
+           absl::StatusOr<std::shared_ptr<Communicator>>>
+      worlds_;
+  std::mutex names_mu_;
   // Group namespace (without its /<n>) -> creations so far on this rank.
   std::map<std::string, int64_t> group_counts_;
-  // (backend, timeout in ns) -> the world communicator with that timeout:
-  // the base itself, or a Split of it.
-  std::map<std::pair<std::string, int64_t>, std::shared_ptr<Communicator>>
-      worlds_;
-  // The communicators in bases_ and worlds_ (held there for the runtime's
+  // The communicators in worlds_ (held there for the runtime's
   // lifetime, so an address is never reused), under a mutex of its own so
   // that IsWorldCommunicator never waits behind mu_.
   mutable std::mutex ids_mu_;

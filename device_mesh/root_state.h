@@ -6,6 +6,7 @@
 #ifndef DEVMESH_DEVICE_MESH_ROOT_STATE_H_
 #define DEVMESH_DEVICE_MESH_ROOT_STATE_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,16 +34,27 @@ struct RootState {
   const MeshLayout root_layout;
   const MeshOptions root_options;
 
+  // This root's index on its runtime (MeshRuntime::NextRootIndex; -1 on a
+  // detached runtime): part of every group's identity. Set once by
+  // DeviceMesh::MakeRoot before the root is shared.
+  int64_t root_index = -1;
+
   // std::mutex rather than absl::Mutex: see mesh_runtime.h.
-  // create_mu serializes group creation (a collective over the world, held
-  // for up to the group's timeout); mu guards the maps below and is only
-  // held briefly, so Abort and look-ups never wait for a creation.
+  // create_mu serializes this root's group creations (each a collective
+  // over the group's members, held for up to the group's timeout); mu
+  // guards the maps below and is only held briefly, so Abort and look-ups
+  // never wait for a creation.
   std::mutex create_mu;
   std::mutex mu;
   // Group cache key (GroupKey) -> this rank's group along such dims, or the
-  // error its creation ended with (kept, so that a rank never splits again
-  // while the others do not).
+  // error its creation ended with (kept, so that a rank never creates it
+  // again while the others do not).
   std::map<std::string, absl::StatusOr<std::shared_ptr<Communicator>>> groups;
+  // Group cache key -> the process-local NCCL fields (stream, synchronize,
+  // CUDA device) its group was made with: a later request for the same
+  // group with others is an InvalidArgument, not a second group that its
+  // peers would never create.
+  std::map<std::string, std::string> group_locals;
   // R9: flatten name -> (layout, options) of the flattened mesh.
   std::map<std::string, std::pair<MeshLayout, MeshOptions>> flattened;
 };

@@ -273,16 +273,22 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     }
     watchdog.Stop();
     if (watchdog.fired()) {
-      // Pairs before `reached` connected; the rest were not confirmed.
-      std::vector<int> unconfirmed;
-      for (size_t k = reached; k < order.size(); ++k) {
-        unconfirmed.push_back(addr_keys.peer_globals[order[k]]);
+      // Pairs before `reached` connected; the one at `reached` was being
+      // waited on; the rest were not checked yet.
+      const int waited = order.empty()
+                             ? -1
+                             : addr_keys.peer_globals[order[std::min(
+                                   reached, order.size() - 1)]];
+      std::vector<int> unchecked;
+      for (size_t k = reached + 1; k < order.size(); ++k) {
+        unchecked.push_back(addr_keys.peer_globals[order[k]]);
       }
-      std::sort(unconfirmed.begin(), unconfirmed.end());
+      std::sort(unchecked.begin(), unchecked.end());
       return absl::DeadlineExceededError(absl::StrCat(
-          what, ": connections to global rank(s) [",
-          absl::StrJoin(unconfirmed, ", "), "] not made within ",
-          absl::FormatDuration(timeout), " (pairs closed by the watchdog)"));
+          what, ": connection to global rank ", waited, " not made within ",
+          absl::FormatDuration(timeout),
+          " (pairs closed by the watchdog); pairs to global rank(s) [",
+          absl::StrJoin(unchecked, ", "), "] not checked yet"));
     }
     if (!status.ok()) {
       // Tell the peers waiting in the barrier below, so that they fail now

@@ -138,6 +138,14 @@ TEST(DeviceMesh, R4DimErrors) {
   both.per_dim["tp"].backend = "gloo";
   EXPECT_TRUE(
       InitDeviceMesh(Runtime(0, 8), "tpu", {2, 4}, {"dp", "tp"}, both).ok());
+  // Keys "dim_<i>" count, on named and unnamed meshes alike.
+  MeshOptions by_index;
+  by_index.per_dim["dim_0"].backend = "gloo";
+  by_index.per_dim["dim_1"].backend = "gloo";
+  EXPECT_TRUE(InitDeviceMesh(Runtime(0, 8), "tpu", {2, 4}, {}, by_index).ok());
+  EXPECT_TRUE(InitDeviceMesh(Runtime(0, 8), "tpu", {2, 4}, {"dp", "tp"},
+                             by_index)
+                  .ok());
   // A mesh made another way keeps the late error at GetGroup.
   auto tpu = DeviceMesh::FromLayout(
       Runtime(0, 8), "tpu", *MeshLayout::FromShape({8}, {}));

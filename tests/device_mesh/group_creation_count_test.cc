@@ -163,7 +163,6 @@ std::vector<Cost> CreateGroups(int64_t outer, int rank) {
                          runtime->store_bytes() - bytes, (*group)->size()});
   }
   EXPECT_EQ(runtime->world_communicators(), 0);
-  EXPECT_EQ(runtime->split_calls(), 0);
   EXPECT_EQ(runtime->group_creations(), 3);
   for (const std::string& key : store->touched) {
     EXPECT_TRUE(absl::StartsWith(key, "devmesh/group/")) << key;

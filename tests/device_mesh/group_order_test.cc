@@ -78,6 +78,10 @@ TEST(GroupOrder, CircularWaitEndsInDeadlineExceededNamingTheMember) {
                                            "] did not join the group")),
         absl::StrCat("first GetGroup: ", g.status().ToString(),
                      ", want DeadlineExceeded naming global rank ", partner)));
+    // No rank goes on to its second dim before all have failed their first
+    // (else a partner's second GetGroup could publish in this rank's group
+    // while it is still waiting).
+    RETURN_IF_ERROR(b.Barrier("circular/first-done"));
     // The failure is kept: asking again returns it without trying again.
     auto again = mesh.GetGroup(first);
     RETURN_IF_ERROR(Expect(again.status() == g.status(),
@@ -86,6 +90,68 @@ TEST(GroupOrder, CircularWaitEndsInDeadlineExceededNamingTheMember) {
     // group): an error, never a group.
     auto other = mesh.GetGroup(1 - first);
     return Expect(!other.ok(), "the second dim formed a group in a circle");
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Two world-sized dims of different timeouts asked for in opposite orders
+// (even ranks 'w' at 2 s then 'all' at 3 s, odd ranks the reverse): each is
+// the world communicator of its own timeout, named by it, so neither can
+// pair with the other; both orders wait in a circle and end in
+// DeadlineExceeded, never in a group of the wrong timeout.
+TEST(GroupOrder, WorldSizedDimsOfOtherTimeoutsNeverPair) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    MeshOptions options;
+    options.all.backend = "gloo";
+    options.all.timeout = absl::Seconds(2);
+    ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {4}, {"w"}, options));
+    GroupOptions three;
+    three.timeout = absl::Seconds(3);
+    ASSIGN_OR_RETURN(all, mesh.Flatten("all", three));
+    const bool even = b.rank() % 2 == 0;
+    auto first = even ? mesh.GetGroup("w") : all.GetGroup();
+    RETURN_IF_ERROR(Expect(absl::IsDeadlineExceeded(first.status()),
+                           absl::StrCat("first world-sized dim: ",
+                                        first.status().ToString(),
+                                        ", want DeadlineExceeded")));
+    return b.Barrier("worlds/done");
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Two roots with equal layouts are two sets of groups (the root's index is
+// part of each group's name). Ranks 0 and 1 (tp line {0, 1}) use them in
+// opposite orders: their first tp groups wait for each other and end in
+// DeadlineExceeded; ranks 2 and 3 (same order) get right groups, one per
+// root, and aborting the first root leaves the second's working.
+TEST(GroupOrder, TwoRootsOfOneLayoutNeverShareAGroup) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    MeshOptions options;
+    options.all.backend = "gloo";
+    options.all.timeout = absl::Seconds(2);
+    ASSIGN_OR_RETURN(m1, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"},
+                                        options));
+    ASSIGN_OR_RETURN(m2, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"},
+                                        options));
+    const int me = b.rank();
+    if (me == 0) {
+      auto g = m2.GetGroup("tp");
+      RETURN_IF_ERROR(Expect(absl::IsDeadlineExceeded(g.status()),
+                             absl::StrCat("rank 0 m2.tp: ", g.status().ToString())));
+    } else if (me == 1) {
+      auto g = m1.GetGroup("tp");
+      RETURN_IF_ERROR(Expect(absl::IsDeadlineExceeded(g.status()),
+                             absl::StrCat("rank 1 m1.tp: ", g.status().ToString())));
+    } else {
+      ASSIGN_OR_RETURN(g1, m1.GetGroup("tp"));
+      ASSIGN_OR_RETURN(g2, m2.GetGroup("tp"));
+      RETURN_IF_ERROR(Expect(g1 != g2, "two roots share a group"));
+      RETURN_IF_ERROR(m1.Abort());
+      RETURN_IF_ERROR(CheckDimGroup(m2, 1));
+    }
+    return b.Barrier("roots/done");
   });
   EXPECT_TRUE(s.ok()) << s;
 }

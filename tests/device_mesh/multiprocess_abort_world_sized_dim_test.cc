@@ -1,8 +1,8 @@
-// Real processes over Gloo (4 ranks): DeviceMesh::Abort on a root aborts a
-// world-sized dim in world order that has its own timeout (a Split the root
-// owns), its other dims' groups too, and leaves the runtime's world
-// communicators working: the one a world-sized dim with the world's timeout
-// is, and one World() gave for another timeout. Exact values throughout.
+// Real processes over Gloo (4 ranks): DeviceMesh::Abort on a root aborts
+// the groups the root made (dp, tp) and leaves the runtime's world
+// communicators working: a world-sized dim in world order is World(backend,
+// its timeout), whatever the timeout, and is shared, not the root's. Exact
+// values throughout.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,7 +43,7 @@ absl::Status ExpectAborted(Communicator& comm, const std::string& what) {
                              ", want FailedPrecondition"));
 }
 
-TEST(MultiprocessAbort, WorldSizedDimWithOwnTimeoutIsAbortedWorldIsNot) {
+TEST(MultiprocessAbort, MeshGroupsAreAbortedWorldCommunicatorsAreNot) {
   absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
     const int me = b.rank();
     ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
@@ -55,42 +55,40 @@ TEST(MultiprocessAbort, WorldSizedDimWithOwnTimeoutIsAbortedWorldIsNot) {
     ASSIGN_OR_RETURN(g_world_dim, dp_tp.GetGroup());
     ASSIGN_OR_RETURN(world, runtime->World("auto", absl::Seconds(300)));
     RETURN_IF_ERROR(Expect(g_world_dim == world, "dp_tp is not the world"));
-    // World-sized, world order, its own timeout: a group this root owns.
+    // World-sized, world order, its own timeout: the world communicator of
+    // that timeout (one per (backend, timeout), named by them alone), shared
+    // with the runtime like the first one.
     GroupOptions own;
     own.timeout = absl::Seconds(25);
     ASSIGN_OR_RETURN(all, mesh.Flatten("all", own));
     ASSIGN_OR_RETURN(g_all, all.GetGroup());
     RETURN_IF_ERROR(CheckAllDims(all));
+    ASSIGN_OR_RETURN(world25, runtime->World("auto", absl::Seconds(25)));
     RETURN_IF_ERROR(Expect(
-        g_all != world && g_all->global_ranks() == std::vector<int>{0, 1, 2, 3},
-        "'all' is not its own group of ranks [0, 1, 2, 3]"));
+        g_all == world25 && g_all != world &&
+            g_all->global_ranks() == std::vector<int>{0, 1, 2, 3},
+        "'all' is not World(auto, 25 s) of ranks [0, 1, 2, 3]"));
     RETURN_IF_ERROR(Expect(runtime->IsWorldCommunicator(world.get()) &&
-                               !runtime->IsWorldCommunicator(g_all.get()),
+                               runtime->IsWorldCommunicator(g_all.get()),
                            "IsWorldCommunicator"));
-    // A world communicator World() gives for 25 s: the runtime's, not the
-    // root's (a Split of its own, not 'all's group).
-    ASSIGN_OR_RETURN(world25, runtime->World("gloo", absl::Seconds(25)));
-    RETURN_IF_ERROR(Expect(world25 != g_all, "World(25 s) is 'all's group"));
+    // dp and tp: groups of this root's own.
     ASSIGN_OR_RETURN(g_dp, mesh.GetGroup("dp"));
     ASSIGN_OR_RETURN(g_tp, mesh.GetGroup("tp"));
     RETURN_IF_ERROR(Expect(
-        runtime->world_communicators() == 1 && runtime->split_calls() == 1 &&
-            runtime->group_creations() == 3,
-        absl::StrCat("worlds ", runtime->world_communicators(), " splits ",
-                     runtime->split_calls(), " groups ",
+        runtime->world_communicators() == 2 && runtime->group_creations() == 2,
+        absl::StrCat("worlds ", runtime->world_communicators(), " groups ",
                      runtime->group_creations(),
-                     ", want 1, 1 (World 25 s) and 3 (dp, tp, all)")));
+                     ", want 2 (gloo 300 s, 25 s) and 2 (dp, tp)")));
     RETURN_IF_ERROR(mesh.Abort());
-    RETURN_IF_ERROR(ExpectAborted(*g_all, "'all' (world-sized, own timeout)"));
     RETURN_IF_ERROR(ExpectAborted(*g_dp, "dp"));
     RETURN_IF_ERROR(ExpectAborted(*g_tp, "tp"));
     // GetGroup returns the aborted group, not a new one.
-    ASSIGN_OR_RETURN(again, all.GetGroup());
-    RETURN_IF_ERROR(Expect(again == g_all, "GetGroup('all') after Abort"));
+    ASSIGN_OR_RETURN(again, mesh.GetGroup("dp"));
+    RETURN_IF_ERROR(Expect(again == g_dp, "GetGroup('dp') after Abort"));
     // The world communicators still work, with exact results.
     RETURN_IF_ERROR(SumIsSix(*world, me, "world (300 s)"));
     RETURN_IF_ERROR(SumIsSix(*g_world_dim, me, "dp_tp (the world)"));
-    RETURN_IF_ERROR(SumIsSix(*world25, me, "World(25 s)"));
+    RETURN_IF_ERROR(SumIsSix(*g_all, me, "'all' (the world of 25 s)"));
     return world->Barrier();
   });
   EXPECT_TRUE(s.ok()) << s;

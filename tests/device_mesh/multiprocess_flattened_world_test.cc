@@ -85,16 +85,16 @@ TEST(MultiprocessIssue, WorldSizedDimsAreTheWorldCommunicator) {
     ASSIGN_OR_RETURN(world, runtime->World("auto", absl::Seconds(300)));
     RETURN_IF_ERROR(Expect(g_line == world, "1-d world mesh is not the world"));
     RETURN_IF_ERROR(CheckAllDims(line));
-    RETURN_IF_ERROR(Expect(runtime->split_calls() == 0,
-                           absl::StrCat("splits ", runtime->split_calls())));
+    RETURN_IF_ERROR(Expect(runtime->world_communicators() == 1,
+                           absl::StrCat("worlds ", runtime->world_communicators())));
     // A flatten of all dims of a 2x2 mesh is the world too; dp and tp are
     // groups of their own, made from the layout.
     ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}));
     ASSIGN_OR_RETURN(flat, mesh.Flatten());
     ASSIGN_OR_RETURN(g_flat, flat.GetGroup());
     RETURN_IF_ERROR(Expect(g_flat == world, "dp_tp is not the world"));
-    RETURN_IF_ERROR(Expect(runtime->split_calls() == 0,
-                           absl::StrCat("splits ", runtime->split_calls())));
+    RETURN_IF_ERROR(Expect(runtime->world_communicators() == 1,
+                           absl::StrCat("worlds ", runtime->world_communicators())));
     RETURN_IF_ERROR(CheckAllDims(mesh));
     RETURN_IF_ERROR(CheckAllDims(flat));
     // Not in world order ([0, 2, 1, 3]): a group of its own, not the world.
@@ -109,18 +109,24 @@ TEST(MultiprocessIssue, WorldSizedDimsAreTheWorldCommunicator) {
     RETURN_IF_ERROR(world->Barrier());
     RETURN_IF_ERROR(mesh.Abort());
     RETURN_IF_ERROR(world->Barrier());
-    return Expect(runtime->split_calls() == 0 &&
-                      runtime->world_communicators() == 1 &&
+    return Expect(runtime->world_communicators() == 1 &&
                       runtime->group_creations() == 3,
-                  absl::StrCat("splits ", runtime->split_calls(), " worlds ",
-                               runtime->world_communicators(), " groups ",
-                               runtime->group_creations(),
-                               ", want 0 1 3 (dp, tp, tp_dp)"));
+                  absl::StrCat("worlds ", runtime->world_communicators(),
+                               " groups ", runtime->group_creations(),
+                               ", want 1 3 (dp, tp, tp_dp)"));
   });
   EXPECT_TRUE(s.ok()) << s;
 }
 
-TEST(MultiprocessIssue, PerDimTimeoutIsOneGroupNotAWorld) {
+// The world ranks 0..3 summed over `world`: 6.
+absl::Status SumOfRanksIsSix(Communicator& world) {
+  int64_t mine = world.rank(), sum = -1;
+  RETURN_IF_ERROR(world.AllReduce(&mine, &sum, 1, DataType::kInt64,
+                                  ReduceOp::kSum));
+  return Expect(sum == 6, absl::StrCat("world sum ", sum, ", want 6"));
+}
+
+TEST(MultiprocessIssue, PerDimTimeoutsMakeNoWorldAWorldSizedDimIsWorldOfItsTimeout) {
   absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
     ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
     MeshOptions options;
@@ -134,9 +140,8 @@ TEST(MultiprocessIssue, PerDimTimeoutIsOneGroupNotAWorld) {
                            absl::StrCat("worlds ", runtime->world_communicators(),
                                         " groups ", runtime->group_creations(),
                                         ", want 0 and 2")));
-    // A world-sized dim with yet another timeout while no world exists: the
-    // world communicator is made for it, with its timeout; World with the
-    // mesh's 30 s is then one Split of it: still one world communicator.
+    // A world-sized dim with yet another timeout is World(auto, 25 s); World
+    // with the mesh's 30 s is another world communicator (one per timeout).
     GroupOptions own;
     own.timeout = absl::Seconds(25);
     ASSIGN_OR_RETURN(flat, mesh.Flatten("all", own));
@@ -144,14 +149,14 @@ TEST(MultiprocessIssue, PerDimTimeoutIsOneGroupNotAWorld) {
     ASSIGN_OR_RETURN(g_flat, flat.GetGroup());
     ASSIGN_OR_RETURN(world, runtime->World("gloo", absl::Seconds(30)));
     ASSIGN_OR_RETURN(world25, runtime->World("auto", absl::Seconds(25)));
+    RETURN_IF_ERROR(SumOfRanksIsSix(*world));
     return Expect(g_flat != world && world25 == g_flat &&
-                      runtime->world_communicators() == 1 &&
-                      runtime->split_calls() == 1 &&
+                      runtime->world_communicators() == 2 &&
                       runtime->group_creations() == 2 &&
                       g_flat->global_ranks() == std::vector<int>{0, 1, 2, 3},
                   absl::StrCat("worlds ", runtime->world_communicators(),
-                               " splits ", runtime->split_calls(), " groups ",
-                               runtime->group_creations()));
+                               " groups ", runtime->group_creations(),
+                               ", want 2 and 2"));
   });
   EXPECT_TRUE(s.ok()) << s;
 }

@@ -26,11 +26,10 @@ TEST(MultiprocessMesh, TwoByTwoEveryDimAndTransform) {
     RETURN_IF_ERROR(CheckAllDims(mesh));
     // dp and tp are made from the layout: no world communicator, no Split.
     RETURN_IF_ERROR(Expect(
-        runtime->world_communicators() == 0 && runtime->split_calls() == 0 &&
+        runtime->world_communicators() == 0 &&
             runtime->group_creations() == 2,
         absl::StrCat("after dp, tp: worlds ", runtime->world_communicators(),
-                     " splits ", runtime->split_calls(), " groups ",
-                     runtime->group_creations(), ", want 0 0 2")));
+                     " groups ", runtime->group_creations(), ", want 0 2")));
     ASSIGN_OR_RETURN(tp, mesh.Slice({"tp"}));
     RETURN_IF_ERROR(CheckAllDims(tp));
     ASSIGN_OR_RETURN(flat, mesh.Flatten());
@@ -51,12 +50,11 @@ TEST(MultiprocessMesh, TwoByTwoEveryDimAndTransform) {
     ASSIGN_OR_RETURN(g_flat, flat.GetGroup());
     ASSIGN_OR_RETURN(world, runtime->World("auto", absl::Seconds(300)));
     RETURN_IF_ERROR(Expect(g_flat == world, "dp_tp is not the world"));
-    return Expect(runtime->split_calls() == 0 &&
-                      runtime->world_communicators() == 1 &&
+    return Expect(runtime->world_communicators() == 1 &&
                       runtime->group_creations() == 2,
-                  absl::StrCat("splits ", runtime->split_calls(), " worlds ",
-                               runtime->world_communicators(), " groups ",
-                               runtime->group_creations(), ", want 0 1 2"));
+                  absl::StrCat("worlds ", runtime->world_communicators(),
+                               " groups ", runtime->group_creations(),
+                               ", want 1 2"));
   });
   EXPECT_TRUE(s.ok()) << s;
 }
@@ -116,8 +114,8 @@ TEST(MultiprocessMesh, SizeOneDimsAndRanksOutsideTheMesh) {
     ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {1, 4, 1},
                                           {"x", "y", "z"}));
     RETURN_IF_ERROR(CheckAllDims(mesh));
-    // A mesh of ranks {0, 1} only: ranks 2 and 3 take part in the split
-    // without a color and get FailedPrecondition.
+    // A mesh of ranks {0, 1} only: ranks 2 and 3 are outside its root, take
+    // no part, and get FailedPrecondition.
     ASSIGN_OR_RETURN(pair, DeviceMesh::Create(runtime, "cpu", {0, 1}, {"p"}));
     auto g = pair.GetGroup("p");
     if (b.rank() < 2) {
@@ -191,7 +189,7 @@ TEST(MultiprocessMesh, DeserializedMeshRebuildsItsGroups) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
-TEST(MultiprocessMesh, ConcurrentGetGroupOfOneDimSplitsOnce) {
+TEST(MultiprocessMesh, ConcurrentGetGroupOfOneDimCreatesOnce) {
   absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
     ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
     ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}));

@@ -17,6 +17,10 @@
 
 #ifdef DEVMESH_TEST_HAS_NCCL
 #include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 #endif
 
 namespace devmesh {
@@ -32,6 +36,14 @@ TEST(NcclMesh, WithoutAGpuCudaMeshesFailClearly) {
 }
 
 #ifdef DEVMESH_TEST_HAS_NCCL
+// Holds the stream until the test releases it (a host function on it).
+std::atomic<bool> g_release{false};
+void CUDART_CB HoldStream(void*) {
+  while (!g_release.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 TEST(NcclMesh, ConfiguredDimIsItsOwnGroupOnTheCallersStream) {
   auto count = CudaDeviceCount();
   if (!count.ok()) GTEST_SKIP() << count.status().message();
@@ -52,15 +64,20 @@ TEST(NcclMesh, ConfiguredDimIsItsOwnGroupOnTheCallersStream) {
   ASSERT_TRUE(tp.ok()) << tp.status();
   EXPECT_EQ(runtime->world_communicators(), 0);
   EXPECT_EQ(runtime->group_creations(), 1);
-  EXPECT_EQ(runtime->split_calls(), 0);
   void* mem = nullptr;
   ASSERT_EQ(cudaMalloc(&mem, sizeof(float)), cudaSuccess);
   float* dev = static_cast<float*>(mem);
   const float value = 3.5f;
   ASSERT_EQ(cudaMemcpy(dev, &value, sizeof(float), cudaMemcpyHostToDevice),
             cudaSuccess);
+  // The caller's stream is held: an all-reduce on it that returns while the
+  // stream still has work queued ran on that stream and did not wait.
+  g_release = false;
+  ASSERT_EQ(cudaLaunchHostFunc(stream, HoldStream, nullptr), cudaSuccess);
   ASSERT_TRUE((*tp)->AllReduce(dev, dev, 1, DataType::kFloat32,
                                ReduceOp::kSum).ok());
+  EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady);
+  g_release = true;
   // synchronize = false: the caller waits for its own stream.
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   float back = 0;

@@ -1,9 +1,9 @@
 // What DeviceMesh asks of its backend, seen through a recording backend
 // registered under "recording" (one rank, no processes): a world-sized dim
-// is the world communicator, another timeout or an NCCL config is a group of
-// its own made with them in its CommOptions (never a Split, never a second
-// world communicator), a dim with an NCCL config makes no world at all; NCCL
-// configs survive Serialize / Deserialize.
+// is the world communicator of its timeout, a dim with an NCCL config is a
+// group of its own made with it in its CommOptions (stream and synchronize
+// included) and makes no world at all; never a Split; NCCL configs survive
+// Serialize / Deserialize; one group has one stream.
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,7 +93,7 @@ class SplitOptionsTest : public ::testing::Test {
       std::make_shared<InMemoryStore>(), 0, 1, 0);
 };
 
-TEST_F(SplitOptionsTest, WorldDimIsTheWorldOtherTimeoutIsAGroupOfItsOwn) {
+TEST_F(SplitOptionsTest, WorldDimIsTheWorldOfItsTimeout) {
   MeshOptions options;
   options.all.backend = "recording";
   options.all.timeout = absl::Seconds(30);
@@ -105,7 +105,8 @@ TEST_F(SplitOptionsTest, WorldDimIsTheWorldOtherTimeoutIsAGroupOfItsOwn) {
   EXPECT_EQ(Created()[0].timeout, absl::Seconds(30));
   EXPECT_EQ(runtime_->world_communicators(), 1);
   EXPECT_EQ(runtime_->group_creations(), 0);
-  // The same dim with its own timeout: a group of its own carrying it.
+  // The same dim with its own timeout: the world communicator of that
+  // timeout, made with it (one per (backend, timeout)).
   GroupOptions own;
   own.timeout = absl::Seconds(7);
   DeviceMesh f = *m.Flatten("w2", own);
@@ -113,13 +114,12 @@ TEST_F(SplitOptionsTest, WorldDimIsTheWorldOtherTimeoutIsAGroupOfItsOwn) {
   auto g2 = f.GetGroup();
   ASSERT_TRUE(g2.ok()) << g2.status();
   EXPECT_NE(*g2, *g);
+  EXPECT_EQ(*g2, *runtime_->World("recording", absl::Seconds(7)));
   ASSERT_EQ(Created().size(), 2u);
   EXPECT_EQ(Created()[1].timeout, absl::Seconds(7));
-  EXPECT_EQ(Created()[1].global_ranks, std::vector<int>({0}));
   EXPECT_TRUE(Splits().empty());
-  EXPECT_EQ(runtime_->world_communicators(), 1);
-  EXPECT_EQ(runtime_->split_calls(), 0);
-  EXPECT_EQ(runtime_->group_creations(), 1);
+  EXPECT_EQ(runtime_->world_communicators(), 2);
+  EXPECT_EQ(runtime_->group_creations(), 0);
 }
 
 TEST_F(SplitOptionsTest, NcclConfigIsOneGroupAndSurvivesBytes) {
@@ -172,6 +172,30 @@ TEST_F(SplitOptionsTest, NcclConfigIsOneGroupAndSurvivesBytes) {
               absl::StatusCode::kInvalidArgument)
         << n;
   }
+}
+
+TEST_F(SplitOptionsTest, SameGroupWithAnotherStreamIsInvalidArgument) {
+  MeshOptions options;
+  options.all.backend = "recording";
+  int a = 0, b = 0;
+  NcclOptions config;
+  config.stream = &a;
+  options.per_dim["w"].nccl = config;
+  DeviceMesh m = *InitDeviceMesh(runtime_, "cpu", {1}, {"w"}, options);
+  ASSERT_TRUE(m.GetGroup("w").ok());
+  // A flatten of the same ranks with the same config but another stream:
+  // the same group on every member, so not a second one here.
+  GroupOptions other;
+  other.backend = "recording";
+  other.nccl = config;
+  other.nccl->stream = &b;
+  DeviceMesh f = *m.Flatten("w2", other);
+  auto g = f.GetGroup();
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << g.status();
+  EXPECT_NE(g.status().message().find("one group has one stream"),
+            std::string::npos)
+      << g.status();
+  EXPECT_EQ(Created().size(), 1u);
 }
 
 }  // namespace
