@@ -122,14 +122,7 @@ bool MeshLayout::ContainsRank(int64_t rank) const {
   return InLayout(root_->PositionOfRank(rank));
 }
 
-absl::StatusOr<std::vector<int64_t>> MeshLayout::GroupOf(int64_t rank,
-                                                         int dim) const {
-  if (absl::Status s = CheckDim(dim); !s.ok()) return s;
-  const int64_t p = root_->PositionOfRank(rank);
-  if (!InLayout(p)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", rank, " is not part of the mesh ", LayoutString()));
-  }
+std::vector<int64_t> MeshLayout::LineThrough(int64_t p, int dim) const {
   const Dim& d = dims_[dim];
   int64_t contrib = 0;
   DecomposePosition(d.modes, p, &contrib);
@@ -141,6 +134,17 @@ absl::StatusOr<std::vector<int64_t>> MeshLayout::GroupOf(int64_t rank,
   return ranks;
 }
 
+absl::StatusOr<std::vector<int64_t>> MeshLayout::GroupOf(int64_t rank,
+                                                         int dim) const {
+  if (absl::Status s = CheckDim(dim); !s.ok()) return s;
+  const int64_t p = root_->PositionOfRank(rank);
+  if (!InLayout(p)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank, " is not part of the mesh ", LayoutString()));
+  }
+  return LineThrough(p, dim);
+}
+
 absl::StatusOr<std::vector<int64_t>> MeshLayout::RootLineOf(int64_t rank,
                                                             int dim) const {
   if (absl::Status s = CheckDim(dim); !s.ok()) return s;
@@ -149,15 +153,7 @@ absl::StatusOr<std::vector<int64_t>> MeshLayout::RootLineOf(int64_t rank,
     return absl::NotFoundError(absl::StrCat(
         "rank ", rank, " is not part of the root mesh of ", LayoutString()));
   }
-  const Dim& d = dims_[dim];
-  int64_t contrib = 0;
-  DecomposePosition(d.modes, p, &contrib);
-  const int64_t base = p - contrib;
-  std::vector<int64_t> ranks(d.size);
-  for (int64_t k = 0; k < d.size; ++k) {
-    ranks[k] = root_->RankOfPosition(base + ComposeCoord(d.modes, k));
-  }
-  return ranks;
+  return LineThrough(p, dim);
 }
 
 absl::StatusOr<int64_t> MeshLayout::NumGroups(int dim) const {

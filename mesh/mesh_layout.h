@@ -323,6 +323,9 @@ class MeshLayout {
                      absl::InlinedVector<int, 2> root_dims);
   // Position of a checked coordinate.
   int64_t PositionAt(absl::Span<const int64_t> coord) const;
+  // The ranks on the line through root position p along dim's modes, in
+  // group order (dim checked by the caller).
+  std::vector<int64_t> LineThrough(int64_t p, int dim) const;
   // Coordinate of a root position p; false when p is not in this layout.
   bool CoordOfPosition(int64_t p, std::vector<int64_t>* coord) const;
   // True when root position p is in this layout.

@@ -13,6 +13,7 @@
 #include "device_mesh/init_device_mesh.h"
 #include "device_mesh/mesh_stack.h"
 #include "gtest/gtest.h"
+#include "tests/device_mesh/members_only_comm.h"
 
 namespace devmesh {
 namespace {
@@ -337,48 +338,10 @@ TEST(DeviceMesh, MoreRErrors) {
 }
 
 // A group that only knows its members: enough for FromGroups' checks.
-class FakeGroup : public Communicator {
+class FakeGroup : public testing::MembersOnlyComm {
  public:
   FakeGroup(std::vector<int> ranks, int rank)
-      : ranks_(std::move(ranks)), rank_(rank) {}
-  absl::string_view backend() const override { return "gloo"; }
-  int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(ranks_.size()); }
-  const std::vector<int>& global_ranks() const override { return ranks_; }
-  absl::Status AllReduce(const void*, void*, size_t, DataType,
-                         ReduceOp) override { return Unused(); }
-  absl::Status AllGather(const void*, void*, size_t, DataType) override {
-    return Unused();
-  }
-  absl::Status ReduceScatter(const void*, void*, size_t, DataType,
-                             ReduceOp) override { return Unused(); }
-  absl::Status Broadcast(const void*, void*, size_t, DataType, int) override {
-    return Unused();
-  }
-  absl::Status AllToAll(const void*, void*, size_t, DataType) override {
-    return Unused();
-  }
-  absl::Status Send(const void*, size_t, DataType, int) override {
-    return Unused();
-  }
-  absl::Status Recv(void*, size_t, DataType, int) override { return Unused(); }
-  absl::Status Barrier() override { return Unused(); }
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
-      int, int, const SplitOptions&) override {
-    return Unused();
-  }
-  absl::Status Abort() override {
-    ++aborts;
-    return absl::OkStatus();
-  }
-  int aborts = 0;
-
- private:
-  static absl::Status Unused() {
-    return absl::InternalError("FakeGroup runs no collective");
-  }
-  std::vector<int> ranks_;
-  int rank_;
+      : MembersOnlyComm("gloo", rank, std::move(ranks)) {}
 };
 
 // Issue 11: Abort on a sub-mesh is refused (PyTorch's rule) and aborts
@@ -440,7 +403,7 @@ TEST(DeviceMesh, R17FromGroups) {
   ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp}, std::nullopt,
                                      {"dp", "tp"})
                   .status(),
-              absl::StatusCode::kInternal, "FakeGroup runs no collective");
+              absl::StatusCode::kInternal, "gloo test backend runs no collective");
   ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp}).status(),
               absl::StatusCode::kInvalidArgument, "mesh_dim_names are required");
   ExpectError(DeviceMesh::FromGroups(nullptr, "cpu", {dp, tp},

@@ -22,6 +22,7 @@
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
 #include "gtest/gtest.h"
+#include "tests/device_mesh/members_only_comm.h"
 #include "store/memory_store.h"
 
 namespace devmesh {
@@ -62,47 +63,6 @@ class PeersPresentStore : public InMemoryStore {
   std::set<std::string> touched;
 };
 
-// A communicator that only knows its members.
-class ModelComm : public Communicator {
- public:
-  ModelComm(int rank, std::vector<int> members)
-      : rank_(rank), members_(std::move(members)) {}
-  absl::string_view backend() const override { return "model"; }
-  int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(members_.size()); }
-  const std::vector<int>& global_ranks() const override { return members_; }
-  absl::Status AllReduce(const void*, void*, size_t, DataType,
-                         ReduceOp) override { return None(); }
-  absl::Status AllGather(const void*, void*, size_t, DataType) override {
-    return None();
-  }
-  absl::Status ReduceScatter(const void*, void*, size_t, DataType,
-                             ReduceOp) override { return None(); }
-  absl::Status Broadcast(const void*, void*, size_t, DataType, int) override {
-    return None();
-  }
-  absl::Status AllToAll(const void*, void*, size_t, DataType) override {
-    return None();
-  }
-  absl::Status Send(const void*, size_t, DataType, int) override {
-    return None();
-  }
-  absl::Status Recv(void*, size_t, DataType, int) override { return None(); }
-  absl::Status Barrier() override { return None(); }
-  using Communicator::Split;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
-      int, int, const SplitOptions&) override {
-    return None();
-  }
-  absl::Status Abort() override { return absl::OkStatus(); }
-
- private:
-  static absl::Status None() {
-    return absl::InternalError("the model transport runs no collective");
-  }
-  int rank_;
-  std::vector<int> members_;
-};
 
 // Gloo's connection protocol, store side only (4 round trips for size > 1).
 absl::StatusOr<std::unique_ptr<Communicator>> ModelConnect(
@@ -124,7 +84,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ModelConnect(
     }
   }
   return std::unique_ptr<Communicator>(
-      new ModelComm(rank, options.global_ranks));
+      new testing::MembersOnlyComm("model", rank, options.global_ranks));
 }
 
 struct Cost {

@@ -15,6 +15,7 @@
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
 #include "gtest/gtest.h"
+#include "tests/device_mesh/members_only_comm.h"
 
 namespace devmesh {
 namespace {
@@ -31,30 +32,9 @@ std::vector<CommOptions>& Created() {
   return *created;
 }
 
-class RecordingComm : public Communicator {
+class RecordingComm : public testing::MembersOnlyComm {
  public:
-  absl::string_view backend() const override { return "recording"; }
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  const std::vector<int>& global_ranks() const override { return ranks_; }
-  absl::Status AllReduce(const void*, void*, size_t, DataType,
-                         ReduceOp) override { return None(); }
-  absl::Status AllGather(const void*, void*, size_t, DataType) override {
-    return None();
-  }
-  absl::Status ReduceScatter(const void*, void*, size_t, DataType,
-                             ReduceOp) override { return None(); }
-  absl::Status Broadcast(const void*, void*, size_t, DataType, int) override {
-    return None();
-  }
-  absl::Status AllToAll(const void*, void*, size_t, DataType) override {
-    return None();
-  }
-  absl::Status Send(const void*, size_t, DataType, int) override {
-    return None();
-  }
-  absl::Status Recv(void*, size_t, DataType, int) override { return None(); }
-  absl::Status Barrier() override { return None(); }
+  RecordingComm() : MembersOnlyComm("recording", 0, {0}) {}
   using Communicator::Split;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int, const SplitOptions& options) override {
@@ -62,13 +42,6 @@ class RecordingComm : public Communicator {
     if (color == kNoColor) return std::unique_ptr<Communicator>();
     return std::unique_ptr<Communicator>(new RecordingComm());
   }
-  absl::Status Abort() override { return absl::OkStatus(); }
-
- private:
-  static absl::Status None() {
-    return absl::InternalError("the recording backend runs no collective");
-  }
-  std::vector<int> ranks_ = {0};
 };
 
 class SplitOptionsTest : public ::testing::Test {
