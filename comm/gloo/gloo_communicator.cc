@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -351,6 +353,12 @@ absl::Status GlooCommunicator::Barrier() {
 absl::Status GlooCommunicator::Abort() {
   if (aborted_.exchange(true)) return absl::OkStatus();
   if (context_ == nullptr) return absl::OkStatus();
+  // Shut the sockets down first, so that Gloo's event loop fails every wait
+  // on them (Pair::close alone wakes none), then close what is left once
+  // the loop has seen them.
+  if (gloo_internal::ShutdownConnections(connection_ends_) > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   return GlooCall("gloo abort", [&] { context_->closeConnections(); });
 }
 

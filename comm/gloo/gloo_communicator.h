@@ -33,10 +33,13 @@
 // on the DeadlineExceeded path (to name the missing ranks). Collectives,
 // Send, Recv, Barrier: Gloo's timeout T on each of its blocking waits (the
 // operation's option, else the context's, which devmesh sets to T), so a
-// call ends at most T after its peers stop making progress. Abort: closes the connections without
-// waiting for peers (one event-loop tick per pair); a collective running in
-// another thread then fails at the latest when its timeout T passes (Gloo
-// cannot wake its waits early). Destruction: closes the connections, one
+// call ends at most T after its peers stop making progress. Abort: shuts the
+// group's sockets down under Gloo (gloo_shutdown.h), so that Gloo's event
+// loop fails every wait on them, then closes the connections (20 ms after,
+// so that the loop has seen the shutdowns), never waiting for peers; a
+// collective running in another thread then fails at once with "connection
+// closed", and the peers' collectives on this group too (an unbound send
+// Gloo had already queued for writing still ends only at its timeout). Destruction: closes the connections, one
 // event-loop tick per pair, never waits for peers. These bounds assume the
 // store answers (its own timeouts bound it otherwise).
 //
@@ -66,6 +69,7 @@
 #include "absl/time/time.h"
 #include "store/store.h"
 #include "comm/communicator.h"
+#include "comm/gloo/gloo_shutdown.h"
 #include "comm/options.h"
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
@@ -164,6 +168,8 @@ class GlooCommunicator final : public Communicator {
   // Each peer's "[ip]:port" end of its connection with this rank -> its
   // global rank (gloo_full_mesh.h).
   std::map<std::string, int> peer_endpoints_;
+  // Socket addresses of this group's connections (gloo_shutdown.h).
+  std::vector<gloo_internal::ConnectionEnd> connection_ends_;
 };
 
 }  // namespace devmesh

@@ -243,15 +243,32 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     // (index order made such waits chain along the group). Measured at 256
     // ranks on one host (farm-bench, 8 pairs): wall 0.86x of index order,
     // interval 0.72-1.52, within the machine's noise.
+    std::vector<bool> connects(addr_keys.peers.size(), false);
+    for (size_t j = 0; j < addr_keys.peers.size(); ++j) {
+      const auto& self = pairs[addr_keys.peers[j]]->address();
+      (void)GlooCall(what, [&] {
+        connects[j] = ConnectingSide(self, (*addresses)[j]);
+      });
+      // How Abort finds this connection's socket (gloo_shutdown.h).
+      ConnectionEnd end;
+      const auto* mine =
+          dynamic_cast<const ::gloo::transport::tcp::Address*>(&self);
+      if (connects[j]) {
+        const std::string& b = (*addresses)[j];
+        end.addr = ::gloo::transport::tcp::Address(
+                       std::vector<char>(b.begin(), b.end()))
+                       .getSockaddr();
+        out.connection_ends.push_back(end);
+      } else if (mine != nullptr) {
+        end.local = true;
+        end.addr = mine->getSockaddr();
+        out.connection_ends.push_back(end);
+      }
+    }
     std::vector<size_t> order;
     for (int pass = 0; pass < 2; ++pass) {
       for (size_t j = 0; j < addr_keys.peers.size(); ++j) {
-        bool connects = false;
-        (void)GlooCall(what, [&] {
-          connects = ConnectingSide(pairs[addr_keys.peers[j]]->address(),
-                                    (*addresses)[j]);
-        });
-        if (connects == (pass == 0)) order.push_back(j);
+        if (connects[j] == (pass == 0)) order.push_back(j);
       }
     }
     for (size_t k = 0; k < order.size() && status.ok(); ++k) {

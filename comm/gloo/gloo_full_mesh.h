@@ -50,6 +50,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/gloo/gloo_shutdown.h"
 #include "store/store.h"
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
@@ -63,6 +64,8 @@ struct FullMesh {
   // Gloo prints it in its errors) -> that peer's global rank.
   std::map<std::string, int> peer_endpoints;
   int64_t store_round_trips = 0;
+  // The connections' socket addresses, for Abort (gloo_shutdown.h).
+  std::vector<ConnectionEnd> connection_ends;
   // Of those, the barrier's (MultiSet "up/<rank>/*" + MultiGet): 2 when size > 1.
   int64_t barrier_round_trips = 0;
 };

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -48,6 +49,59 @@ TEST(GlooErrorsTest, PeerThatDiesFailsTheOthersWithinTheTimeout) {
     }
     return absl::OkStatus();
   }, absl::Seconds(60));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Abort ends a collective blocked in another thread at once, not at its
+// timeout (30 s here), and the peer's next collective on the group fails at
+// once too: Abort shuts the group's sockets down under Gloo
+// (gloo_shutdown.h). Rank 1 joins the group but not the all-reduce.
+TEST(GlooErrorsTest, AbortWakesACollectiveBlockedInAnotherThread) {
+  absl::Status status = ForkRanks(2, [](int rank, int size,
+                                        std::shared_ptr<Store> store)
+                                         -> absl::Status {
+    CommOptions options;
+    options.timeout = absl::Seconds(30);
+    auto comm = CreateCommunicator("gloo", store, rank, size, options);
+    if (!comm.ok()) return comm.status();
+    std::vector<float> data(1024, 1.0f);
+    if (rank == 0) {
+      absl::Status blocked;
+      absl::Time ended;
+      std::thread collective([&] {
+        blocked = (*comm)->AllReduce(data.data(), data.data(), data.size(),
+                                     DataType::kFloat32, ReduceOp::kSum);
+        ended = absl::Now();
+      });
+      absl::SleepFor(absl::Milliseconds(300));
+      const absl::Time aborted = absl::Now();
+      absl::Status abort = (*comm)->Abort();
+      collective.join();
+      if (!abort.ok()) return abort;
+      if (blocked.ok()) {
+        return absl::InternalError("the blocked all-reduce succeeded");
+      }
+      if (ended - aborted > absl::Seconds(2)) {
+        return absl::InternalError(absl::StrCat(
+            "the blocked all-reduce ended ",
+            absl::FormatDuration(ended - aborted), " after Abort: ",
+            blocked.ToString()));
+      }
+      return absl::OkStatus();
+    }
+    // Rank 1: after rank 0 aborted, a collective fails at once.
+    absl::SleepFor(absl::Seconds(1));
+    const absl::Time start = absl::Now();
+    absl::Status s = (*comm)->AllReduce(data.data(), data.data(), data.size(),
+                                        DataType::kFloat32, ReduceOp::kSum);
+    if (s.ok()) return absl::InternalError("all-reduce with an aborted peer");
+    if (absl::Now() - start > absl::Seconds(2)) {
+      return absl::InternalError(absl::StrCat(
+          "the peer's all-reduce took ", absl::FormatDuration(absl::Now() - start),
+          ": ", s.ToString()));
+    }
+    return absl::OkStatus();
+  }, absl::Seconds(90));
   EXPECT_TRUE(status.ok()) << status;
 }
 

@@ -77,7 +77,9 @@ void ExpectSame(const MeshLayout& m, const AtomMesh& ref) {
       const std::vector<int64_t> line = Ok(m.RootLineOf(r, d));
       ASSERT_EQ(line, split) << m.LayoutString() << " rank " << r << " dim "
                              << d;
-      if (m.ContainsRank(r)) ASSERT_EQ(line, Ok(m.GroupOf(r, d)));
+      if (m.ContainsRank(r)) {
+        ASSERT_EQ(line, Ok(m.GroupOf(r, d)));
+      }
     }
   }
 }
