@@ -30,6 +30,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "device_mesh/device_mesh.h"
+#include "device_mesh/guarded_communicator.h"
 #include "device_mesh/init_device_mesh.h"
 
 ABSL_FLAG(int, nproc, 8, "local ranks to launch");
@@ -137,7 +138,11 @@ absl::StatusOr<Sample> Measure(Bootstrap& boot, std::shared_ptr<Store> store,
   out.bytes = (*runtime)->store_bytes() - bytes_before;
   out.worlds = (*runtime)->world_communicators();
   for (const auto& group : *groups) {
-    auto* g = dynamic_cast<GlooCommunicator*>(group.get());
+    Communicator* backend = group.get();
+    if (auto* guarded = dynamic_cast<GuardedCommunicator*>(backend)) {
+      backend = guarded->inner();
+    }
+    auto* g = dynamic_cast<GlooCommunicator*>(backend);
     if (g != nullptr) out.barrier_trips += g->barrier_round_trips();
   }
   // The baseline: one world group (made now unless a dim already is it).

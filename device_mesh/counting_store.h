@@ -22,6 +22,8 @@ class CountingStore : public Store {
  public:
   explicit CountingStore(std::shared_ptr<Store> base) : base_(std::move(base)) {}
 
+  // The decorated store (calls on it are not counted).
+  const std::shared_ptr<Store>& base() const { return base_; }
   // Calls made so far through this decorator.
   int64_t round_trips() const { return calls_.load(std::memory_order_relaxed); }
   // Payload bytes moved so far: every key and value sent plus every value

@@ -2,14 +2,17 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "store/prefix_store.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
 #include "comm/shm/shm_communicator.h"
+#include "device_mesh/guarded_communicator.h"
 
 namespace devmesh {
 
@@ -104,8 +107,39 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
       !s.ok()) {
     return s;
   }
+  EnsureWatch();
   std::lock_guard<std::mutex> lock(mu_);
-  return WorldLocked(backend, timeout);
+  auto raw = WorldLocked(backend, timeout);
+  if (!raw.ok()) return raw.status();
+  // One guarded handle per world communicator, so that World returns the
+  // same pointer every time.
+  auto it = guarded_worlds_.find(raw->get());
+  if (it != guarded_worlds_.end()) return it->second;
+  std::shared_ptr<Communicator> guarded = Guard(*raw);
+  guarded_worlds_.emplace(raw->get(), guarded);
+  RememberWorld(guarded.get());
+  return guarded;
+}
+
+void MeshRuntime::EnsureWatch() {
+  std::call_once(watch_once_, [this] {
+    const char* off = std::getenv("DEVMESH_FAILURE_WATCH");
+    if (detached() || (off != nullptr && std::string(off) == "0")) return;
+    int64_t period_ms = 250;
+    if (const char* p = std::getenv("DEVMESH_LEASE_PERIOD_MS"); p != nullptr) {
+      int64_t v = 0;
+      if (absl::SimpleAtoi(p, &v) && v > 0) period_ms = v;
+    }
+    watch_ = FailureWatch::Start(store_->base(), rank_,
+                                 absl::Milliseconds(period_ms));
+  });
+}
+
+std::shared_ptr<Communicator> MeshRuntime::Guard(
+    std::shared_ptr<Communicator> raw) {
+  if (raw == nullptr || watch_ == nullptr) return raw;
+  watch_->Register(raw);
+  return std::make_shared<GuardedCommunicator>(std::move(raw), watch_);
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
@@ -154,7 +188,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
     world_line = members[i] == i;
   }
   if (world_line) return World(backend, timeout);
-  return NamedGroup(backend, identity, members, timeout, nccl);
+  EnsureWatch();
+  auto group = NamedGroup(backend, identity, members, timeout, nccl);
+  if (!group.ok()) return group.status();
+  return Guard(*std::move(group));
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(

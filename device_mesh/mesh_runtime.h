@@ -49,6 +49,7 @@
 #include "store/store.h"
 #include "comm/communicator.h"
 #include "device_mesh/counting_store.h"
+#include "device_mesh/failure_watch.h"
 
 namespace devmesh {
 
@@ -192,6 +193,13 @@ class MeshRuntime {
 
   // Adds `comm` to world_ids_.
   void RememberWorld(const Communicator* comm);
+  // Starts the failure watch once (not on a detached runtime, nor with
+  // DEVMESH_FAILURE_WATCH=0; lease period DEVMESH_LEASE_PERIOD_MS, default
+  // 250 ms; device_mesh/failure_watch.h).
+  void EnsureWatch();
+  // `raw` registered with the watch and wrapped in a GuardedCommunicator
+  // (`raw` itself without a watch).
+  std::shared_ptr<Communicator> Guard(std::shared_ptr<Communicator> raw);
   // FailedPrecondition when detached (no store to create groups with);
   // InvalidArgument naming `what` when `timeout` is not positive.
   absl::Status CheckCanCreate(absl::string_view what,
@@ -237,6 +245,10 @@ class MeshRuntime {
   std::map<std::pair<std::string, int64_t>,
            absl::StatusOr<std::shared_ptr<Communicator>>>
       worlds_;
+  // Raw world communicator -> the guarded handle World returns for it.
+  std::map<const Communicator*, std::shared_ptr<Communicator>> guarded_worlds_;
+  std::once_flag watch_once_;
+  std::shared_ptr<FailureWatch> watch_;  // set once by EnsureWatch
   std::mutex names_mu_;
   // Group namespace (without its /<n>) -> creations so far on this rank.
   std::map<std::string, int64_t> group_counts_;

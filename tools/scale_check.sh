@@ -21,7 +21,8 @@
 # Flags: --expect_round_trips=T fails a run in which some rank's group
 # creation made other than T store round trips (4 per group of size > 1);
 # --max_sockets=S fails a run in which a rank held more than S sockets
-# (bound: the sum over its groups of size - 1, plus its store connection).
+# (bound: the sum over its groups of size - 1, plus its two store
+# connections: its own and its failure watch's, device_mesh/failure_watch.h).
 # Binaries are built with -c opt, as `bazel run` builds them for users
 # (-c=fastbuild for a debug build). Every launch is bounded by --timeout_s
 # (default 300). Exit status: 0 when

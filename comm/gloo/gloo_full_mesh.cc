@@ -253,6 +253,20 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       ConnectionEnd end;
       const auto* mine =
           dynamic_cast<const ::gloo::transport::tcp::Address*>(&self);
+      {
+        // Gloo names a peer in its errors by the listening address it
+        // connected to or accepted from ("[ip]:port"): map that too.
+        const std::string& bytes = (*addresses)[j];
+        (void)GlooCall(what, [&] {
+          std::string name = ::gloo::transport::tcp::Address(
+                                 std::vector<char>(bytes.begin(), bytes.end()))
+                                 .str();
+          if (size_t seq = name.find('$'); seq != std::string::npos) {
+            name.resize(seq);
+          }
+          out.peer_endpoints[name] = addr_keys.peer_globals[j];
+        });
+      }
       if (connects[j]) {
         const std::string& b = (*addresses)[j];
         end.addr = ::gloo::transport::tcp::Address(
