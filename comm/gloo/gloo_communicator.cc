@@ -353,12 +353,15 @@ absl::Status GlooCommunicator::Barrier() {
 absl::Status GlooCommunicator::Abort() {
   if (aborted_.exchange(true)) return absl::OkStatus();
   if (context_ == nullptr) return absl::OkStatus();
-  // Shut the sockets down first, so that Gloo's event loop fails every wait
-  // on them (Pair::close alone wakes none), then close what is left once
-  // the loop has seen them.
-  if (gloo_internal::ShutdownConnections(connection_ends_) > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // Shut the sockets down, so that Gloo's event loop fails every wait on
+  // them and then closes each pair itself (Pair::close alone wakes none,
+  // and a pair closed before the loop saw its shutdown would leave a later
+  // receive on it waiting for the whole timeout). Only when some connection
+  // was not found are the pairs closed here, after the loop had 20 ms for
+  // the rest.
+  const int shut = gloo_internal::ShutdownConnections(connection_ends_);
+  if (shut == static_cast<int>(connection_ends_.size())) return absl::OkStatus();
+  if (shut > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   return GlooCall("gloo abort", [&] { context_->closeConnections(); });
 }
 

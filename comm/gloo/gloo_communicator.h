@@ -35,8 +35,8 @@
 // operation's option, else the context's, which devmesh sets to T), so a
 // call ends at most T after its peers stop making progress. Abort: shuts the
 // group's sockets down under Gloo (gloo_shutdown.h), so that Gloo's event
-// loop fails every wait on them, then closes the connections (20 ms after,
-// so that the loop has seen the shutdowns), never waiting for peers; a
+// loop fails every wait on them and closes each pair itself (a connection
+// not found is closed directly, 20 ms after), never waiting for peers; a
 // collective running in another thread then fails at once with "connection
 // closed", and the peers' collectives on this group too (an unbound send
 // Gloo had already queued for writing still ends only at its timeout). Destruction: closes the connections, one
