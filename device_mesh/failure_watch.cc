@@ -1,6 +1,7 @@
 // devmesh/device_mesh/failure_watch.cc
 #include "device_mesh/failure_watch.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <utility>
@@ -16,6 +17,10 @@ constexpr char kDeathKey[] = "devmesh/job/death";
 
 std::string LeaseKey(int rank) {
   return absl::StrCat("devmesh/job/lease/", rank);
+}
+
+std::string LeftKey(int rank) {
+  return absl::StrCat("devmesh/job/left/", rank);
 }
 
 // The global rank an error names as its peer: the last "global rank N" in
@@ -47,7 +52,8 @@ struct FailureWatch::State {
   absl::Duration period;
   std::atomic<bool> stop{false};
   mutable std::mutex mu;
-  std::string verdict;  // guarded by mu
+  std::string verdict;     // a death, guarded by mu
+  std::string store_note;  // the store's last trouble, guarded by mu
   std::vector<std::weak_ptr<Communicator>> comms;  // guarded by mu
 
   // Records `text` as the verdict (first one wins) and aborts every
@@ -71,34 +77,36 @@ struct FailureWatch::State {
   }
 
   void Run() {
-    int failures = 0;
+    Loop();
+    // A rank that ends its runtime left; it did not die (Explain reads
+    // this). Here, on the detached thread, so that a store that is gone
+    // never holds up the process's exit.
+    (void)store->Set(LeftKey(rank), "1");
+  }
+
+  void Loop() {
     while (!stop.load()) {
+      const absl::Time start = absl::Now();
       absl::Status renewed = store->Add(LeaseKey(rank), 1).status();
       auto death = store->Get(kDeathKey, period);
       if (stop.load()) return;
-      if (death.ok()) {
-        Decide(*death);
-        // Keep renewing: this rank is alive (a Shrink reads the leases).
-        absl::SleepFor(period);
-        continue;
-      }
-      const bool store_down =
-          !renewed.ok() || (!absl::IsDeadlineExceeded(death.status()) &&
-                            !absl::IsNotFound(death.status()));
-      failures = store_down ? failures + 1 : 0;
-      if (failures >= 2) {
-        // Recorded for Explain, without aborting: a job whose rank 0 (the
-        // store's host) ends first must not stop groups that no longer
-        // need the store.
+      if (death.ok()) Decide(*death);
+      const absl::Status trouble =
+          !renewed.ok() ? renewed
+          : (death.ok() || absl::IsDeadlineExceeded(death.status()) ||
+             absl::IsNotFound(death.status()))
+              ? absl::OkStatus()
+              : death.status();
+      {
+        // Noted for Explain, without aborting anything (a rank 0 that hosts
+        // the store may end first while groups that no longer need it
+        // finish), and the lease goes on being renewed should it come back.
         std::lock_guard<std::mutex> lock(mu);
-        if (verdict.empty()) {
-          verdict = absl::StrCat(
-              "the store went away (",
-              (!renewed.ok() ? renewed : death.status()).ToString(), ")");
-        }
-        return;
+        store_note = trouble.ok() ? "" : trouble.ToString();
       }
-      if (store_down) absl::SleepFor(period);
+      // Never faster than one round per period, whatever the store answers.
+      const absl::Duration left = period - (absl::Now() - start);
+      if (left > absl::ZeroDuration()) absl::SleepFor(left);
     }
   }
 };
@@ -117,8 +125,22 @@ std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
 FailureWatch::~FailureWatch() { state_->stop.store(true); }
 
 void FailureWatch::Register(std::weak_ptr<Communicator> comm) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  state_->comms.push_back(std::move(comm));
+  std::shared_ptr<Communicator> late;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto& comms = state_->comms;
+    comms.erase(std::remove_if(comms.begin(), comms.end(),
+                               [](const std::weak_ptr<Communicator>& w) {
+                                 return w.expired();
+                               }),
+                comms.end());
+    if (state_->verdict.empty()) {
+      comms.push_back(std::move(comm));
+      return;
+    }
+    late = comm.lock();  // made after the verdict: aborted at once
+  }
+  if (late != nullptr) (void)late->Abort();
 }
 
 std::string FailureWatch::verdict() const { return state_->Verdict(); }
@@ -134,6 +156,19 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
         absl::StrCat(verdict, " -- this call: ", error.message()));
   };
   if (std::string v = state_->Verdict(); !v.empty()) return explained(v);
+  std::string note;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    note = state_->store_note;
+  }
+  if (!note.empty()) {
+    // The store is not answering: no lease can be read. Say so, keep the
+    // code.
+    return absl::Status(error.code(),
+                        absl::StrCat(error.message(),
+                                     " (the job's store is not answering: ",
+                                     note, ")"));
+  }
   Store& store = *state_->store;
   if (auto v = store.Get(kDeathKey, absl::Milliseconds(1)); v.ok()) {
     state_->Decide(*v);
@@ -142,7 +177,8 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   // The suspects: the peer the error names, else every other member.
   std::vector<int> suspects;
   if (const int peer = PeerNamed(error.message());
-      peer >= 0 && peer != state_->rank) {
+      peer >= 0 && peer != state_->rank &&
+      std::find(members.begin(), members.end(), peer) != members.end()) {
     suspects.push_back(peer);
   } else {
     for (int r : members) {
@@ -156,6 +192,10 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
     const int peer = suspects[i];
     auto after = store.Add(LeaseKey(peer), 0);
     if (before[i].ok() && after.ok() && *before[i] == *after) {
+      // A rank that ended its runtime left; it did not die.
+      if (auto left = store.Check({LeftKey(peer)}); left.ok() && *left) {
+        continue;
+      }
       const std::string text = absl::StrCat(
           "global rank ", peer, " died (its lease was not renewed for ",
           absl::FormatDuration(state_->period * kLeaseMisses),

@@ -13,17 +13,20 @@
 //     registered with Register (Gloo's Abort wakes waits at once,
 //     comm/gloo/gloo_shutdown.h), so survivors that are blocked on live
 //     peers wake too;
-//   - when the store stops answering (two periods of errors), records the
-//     verdict "the store went away" for Explain and stops, without
-//     aborting (a rank 0 that hosts the store may end first while other
-//     groups, which no longer need it, finish).
+//   - when the store does not answer, notes it for Explain (which then
+//     adds it to the error, keeping its code) without aborting anything (a
+//     rank 0 that hosts the store may end first while groups that no
+//     longer need it finish), and goes on renewing should it come back.
+// A rank whose runtime ends sets "devmesh/job/left/<rank>": it left, and
+// is never called dead. A communicator registered after a verdict is
+// aborted at once.
 //
 // Explain(error, members), called by device_mesh's communicators when a
 // collective fails with Unavailable or DeadlineExceeded: a verdict already
 // known is returned at once; else the lease of the peer the error names
-// ("global rank N", as Gloo's errors do; every other member of the group
+// ("global rank N" of the group, as Gloo's errors do; every other member
 // when it names none) is read twice, `kLeaseMisses` periods apart:
-// unchanged means dead (not on one peer's word: the lease
+// unchanged, without a "left" mark, means dead (not on one peer's word: the lease
 // decides), and the verdict is published with CompareSet, so the first
 // publisher's text is everyone's; else the verdict key is waited for a few
 // periods (a rank woken by the abort names a live peer). The returned
@@ -38,8 +41,9 @@
 // death ends every survivor's wait in about 0.5 s.
 //
 // Thread-safety: every method may be called from any thread. The thread is
-// detached when the watch is destroyed and ends within one period (it owns
-// what it touches through shared pointers).
+// detached at Start and ends within one period after the watch is
+// destroyed (it owns what it touches through shared pointers). Every rank
+// of a job must use the same lease period (DEVMESH_LEASE_PERIOD_MS).
 #ifndef DEVMESH_DEVICE_MESH_FAILURE_WATCH_H_
 #define DEVMESH_DEVICE_MESH_FAILURE_WATCH_H_
 

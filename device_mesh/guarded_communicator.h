@@ -13,10 +13,13 @@
 #ifndef DEVMESH_DEVICE_MESH_GUARDED_COMMUNICATOR_H_
 #define DEVMESH_DEVICE_MESH_GUARDED_COMMUNICATOR_H_
 
+#include <atomic>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "comm/communicator.h"
 #include "device_mesh/failure_watch.h"
 
@@ -76,16 +79,28 @@ class GuardedCommunicator final : public Communicator {
     return std::unique_ptr<Communicator>(
         new GuardedCommunicator(std::move(shared), watch_));
   }
-  absl::Status Abort() override { return inner_->Abort(); }
+  absl::Status Abort() override {
+    aborted_.store(true);
+    return inner_->Abort();
+  }
 
  private:
   absl::Status Check(absl::Status s) {
     if (s.ok() || watch_ == nullptr) return s;
+    if (aborted_.load()) return s;  // aborted here: nothing to explain
+    if (absl::IsFailedPrecondition(s)) {
+      // Aborted by the job's verdict: say which.
+      const std::string verdict = watch_->verdict();
+      if (verdict.empty()) return s;
+      return absl::Status(s.code(), absl::StrCat(verdict, " -- this call: ",
+                                                 s.message()));
+    }
     return watch_->Explain(s, inner_->global_ranks());
   }
 
   std::shared_ptr<Communicator> inner_;
   std::shared_ptr<FailureWatch> watch_;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace devmesh

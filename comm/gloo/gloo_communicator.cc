@@ -6,8 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <chrono>
-#include <thread>
+#include <set>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -356,13 +355,15 @@ absl::Status GlooCommunicator::Abort() {
   // Shut the sockets down, so that Gloo's event loop fails every wait on
   // them and then closes each pair itself (Pair::close alone wakes none,
   // and a pair closed before the loop saw its shutdown would leave a later
-  // receive on it waiting for the whole timeout). Only when some connection
-  // was not found are the pairs closed here, after the loop had 20 ms for
-  // the rest.
-  const int shut = gloo_internal::ShutdownConnections(connection_ends_);
-  if (shut == static_cast<int>(connection_ends_.size())) return absl::OkStatus();
-  if (shut > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  return GlooCall("gloo abort", [&] { context_->closeConnections(); });
+  // receive on it waiting for the whole timeout). Only the pairs whose
+  // socket was not found (gone already, or never found) are closed here.
+  const std::set<int> shut = gloo_internal::ShutdownConnections(connections_);
+  return GlooCall("gloo abort", [&] {
+    for (int i = 0; i < size_; ++i) {
+      if (i == rank_ || shut.count(i) > 0) continue;
+      if (auto& pair = context_->getPair(i)) pair->close();
+    }
+  });
 }
 
 }  // namespace devmesh

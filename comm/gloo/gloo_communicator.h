@@ -35,8 +35,9 @@
 // operation's option, else the context's, which devmesh sets to T), so a
 // call ends at most T after its peers stop making progress. Abort: shuts the
 // group's sockets down under Gloo (gloo_shutdown.h), so that Gloo's event
-// loop fails every wait on them and closes each pair itself (a connection
-// not found is closed directly, 20 ms after), never waiting for peers; a
+// loop fails every wait on them and closes each pair itself (a pair whose
+// socket is gone already, or was never found, is closed directly: a no-op
+// when Gloo closed it), never waiting for peers; a
 // collective running in another thread then fails at once with "connection
 // closed", and the peers' collectives on this group too (an unbound send
 // Gloo had already queued for writing still ends only at its timeout). Destruction: closes the connections, one
@@ -168,8 +169,9 @@ class GlooCommunicator final : public Communicator {
   // Each peer's "[ip]:port" end of its connection with this rank -> its
   // global rank (gloo_full_mesh.h).
   std::map<std::string, int> peer_endpoints_;
-  // Socket addresses of this group's connections (gloo_shutdown.h).
-  std::vector<gloo_internal::ConnectionEnd> connection_ends_;
+  // Peer group rank -> the inode of the socket of its connection
+  // (gloo_shutdown.h).
+  std::map<int, ino_t> connections_;
 };
 
 }  // namespace devmesh

@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   comm->store_round_trips_ = mesh->store_round_trips;
   comm->barrier_round_trips_ = mesh->barrier_round_trips;
   comm->peer_endpoints_ = std::move(mesh->peer_endpoints);
-  comm->connection_ends_ = std::move(mesh->connection_ends);
+  comm->connections_ = std::move(mesh->connections);
   comm->context_ = std::move(mesh->context);
   return comm;
 }

@@ -251,6 +251,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       });
       // How Abort finds this connection's socket (gloo_shutdown.h).
       ConnectionEnd end;
+      end.peer = addr_keys.peers[j];
       const auto* mine =
           dynamic_cast<const ::gloo::transport::tcp::Address*>(&self);
       {
@@ -369,6 +370,8 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     for (size_t j = 0; j < up_keys.peers.size(); ++j) {
       out.peer_endpoints[(*ups)[j]] = up_keys.peer_globals[j];
     }
+    // Every pair is connected now: find their sockets once, for Abort.
+    out.connections = FindConnections(out.connection_ends);
   }
   auto context =
       std::make_shared<InstalledContext>(rank, size, device, transport);

@@ -7,37 +7,48 @@
 // for its whole timeout. A socket shut down under Gloo, by contrast, reads
 // as "connection closed" on Gloo's event-loop thread, which calls
 // Pair::signalException: every buffer registered on the pair and every
-// pending unbound send and receive fails at once. The peers' ends see the
-// same, so they fail at once too instead of at their timeout. (Unbound
-// sends already queued for writing are not signalled by that Gloo version;
-// those still end at the timeout.)
+// pending unbound send and receive fails at once, and the loop closes the
+// pair. The peers' ends see the same. (A message Gloo is halfway through
+// reading, or an unbound send it already queued for writing, is not
+// signalled by that Gloo version: such a call still ends at its timeout.)
 //
-// Gloo keeps a pair's socket private, so the group remembers at creation
-// which socket addresses identify each connection: for a pair this side
-// accepted, the local address is the pair's own listening address (Debian's
-// Gloo listens once per pair); for a pair this side connected, the remote
-// address is the peer's listening address for it.
+// Gloo keeps a pair's socket private, so the group finds its sockets once,
+// right after creation (FindConnections: the sockets whose local or remote
+// address is one of the pairs' listening addresses, Debian's Gloo listening
+// once per pair), and remembers each by its inode, which no other socket
+// has while it is open. Abort then acts on a duplicate of each descriptor
+// whose socket has a remembered inode, so a descriptor closed and reused
+// meanwhile is never touched.
 #ifndef DEVMESH_COMM_GLOO_GLOO_SHUTDOWN_H_
 #define DEVMESH_COMM_GLOO_GLOO_SHUTDOWN_H_
 
 #include <sys/socket.h>
+#include <sys/types.h>
 
+#include <map>
+#include <set>
 #include <vector>
 
 namespace devmesh {
 namespace gloo_internal {
 
-// One connection of a group, by one of its socket addresses.
+// One connection of a group, by one of its socket addresses, and the group
+// rank of the peer at its other end.
 struct ConnectionEnd {
   bool local = false;  // true: match getsockname; false: match getpeername
   sockaddr_storage addr{};
+  int peer = -1;
 };
 
-// shutdown(2)s (SHUT_RDWR) every socket of this process whose local or
-// remote address (as each end says) equals one of `ends` (family, address
-// and port). Returns how many it shut down. Reads /proc/self/fd; a socket
-// that closes meanwhile is skipped. Thread-safe; never blocks.
-int ShutdownConnections(const std::vector<ConnectionEnd>& ends);
+// The inodes of this process's connected sockets that match `ends`, per
+// peer group rank. Reads /proc/self/fd; call right after the group's
+// creation barrier, while every pair is connected. Thread-safe.
+std::map<int, ino_t> FindConnections(const std::vector<ConnectionEnd>& ends);
+
+// shutdown(2)s (SHUT_RDWR), through a duplicate descriptor, every socket of
+// this process whose inode is one of `inodes`' values; returns the peers
+// whose socket it found. Thread-safe; never blocks.
+std::set<int> ShutdownConnections(const std::map<int, ino_t>& inodes);
 
 }  // namespace gloo_internal
 }  // namespace devmesh

@@ -16,16 +16,14 @@
 // --config=tsan (sigkill_during_collective), with no ~UnboundBuffer frame on
 // either stack. So the suppression is the methods of that one class.
 //
-// Second: devmesh's Abort shuts a group's sockets down under Gloo
-// (comm/gloo/gloo_shutdown.cc: fstat, getsockname, getpeername, shutdown on
-// the fds of /proc/self/fd) while Gloo's event loop may close one of them
-// (Pair::changeState), and TSan models that as a race on the descriptor.
-// Gloo keeps its sockets and their mutex private, so there is no lock to
-// share; the only hazard would be a descriptor closed and reused for another
-// socket in between, and a socket is shut down only when its local or remote
-// address is one of the group's own connections (a per-pair listening
-// address), which a reused descriptor of another socket does not have.
+// Second: devmesh's Abort duplicates the descriptors of /proc/self/fd
+// (comm/gloo/gloo_shutdown.cc) while Gloo's event loop may close one of
+// them (Pair::changeState), and TSan models that as a race on the
+// descriptor. Gloo keeps its sockets and their mutex private, so there is
+// no lock to share; the work is done on the duplicate, and a socket is shut
+// down only when its inode is one of the group's own sockets, found once
+// after creation, so a descriptor closed and reused meanwhile is harmless.
 extern "C" const char* __tsan_default_suppressions() {
   return "race:gloo::transport::tcp::UnboundBuffer::\n"
-         "race:devmesh::gloo_internal::ShutdownConnections\n";
+         "race:devmesh::gloo_internal::(anonymous namespace)::ForEachSocket\n";
 }
