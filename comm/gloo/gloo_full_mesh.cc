@@ -90,17 +90,10 @@ class Watchdog {
 };
 
 // Whether this side of a pair is the one that connects (Gloo's TCP rule in
-// Pair::connect: the side whose listening address compares greater, by IP
-// bytes and then port, connects to the other's; the other only waits for
-// the accept). False when either address is not a TCP one.
-bool ConnectingSide(const ::gloo::transport::Address& self,
-                    const std::string& peer_bytes) {
-  const auto* mine = dynamic_cast<const ::gloo::transport::tcp::Address*>(&self);
-  if (mine == nullptr) return false;
-  const ::gloo::transport::tcp::Address peer(
-      std::vector<char>(peer_bytes.begin(), peer_bytes.end()));
-  const sockaddr_storage& a = mine->getSockaddr();
-  const sockaddr_storage& b = peer.getSockaddr();
+// Pair::connect: the side whose listening address `self` compares greater
+// than the peer's `peer`, by IP bytes and then port, connects; the other
+// only waits for the accept).
+bool ConnectingSide(const sockaddr_storage& a, const sockaddr_storage& b) {
   if (a.ss_family != b.ss_family) return false;
   int rv = 0;
   if (a.ss_family == AF_INET) {
@@ -243,42 +236,32 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     // (index order made such waits chain along the group). Measured at 256
     // ranks on one host (farm-bench, 8 pairs): wall 0.86x of index order,
     // interval 0.72-1.52, within the machine's noise.
+    // Per peer, from its address (parsed once, inside GlooCall: the bytes
+    // come from the store): whether this side connects, the name Gloo's
+    // errors give the peer ("[ip]:port", its listening address), and the
+    // socket address by which Abort finds the connection (gloo_shutdown.h).
     std::vector<bool> connects(addr_keys.peers.size(), false);
+    std::vector<ConnectionEnd> ends;
     for (size_t j = 0; j < addr_keys.peers.size(); ++j) {
-      const auto& self = pairs[addr_keys.peers[j]]->address();
+      const std::string& bytes = (*addresses)[j];
+      const auto* mine = dynamic_cast<const ::gloo::transport::tcp::Address*>(
+          &pairs[addr_keys.peers[j]]->address());
+      if (mine == nullptr || bytes.empty()) continue;
       (void)GlooCall(what, [&] {
-        connects[j] = ConnectingSide(self, (*addresses)[j]);
+        const ::gloo::transport::tcp::Address peer(
+            std::vector<char>(bytes.begin(), bytes.end()));
+        std::string name = peer.str();
+        if (size_t seq = name.find('$'); seq != std::string::npos) {
+          name.resize(seq);
+        }
+        out.peer_endpoints[name] = addr_keys.peer_globals[j];
+        connects[j] = ConnectingSide(mine->getSockaddr(), peer.getSockaddr());
+        ConnectionEnd end;
+        end.peer = addr_keys.peers[j];
+        end.local = !connects[j];
+        end.addr = connects[j] ? peer.getSockaddr() : mine->getSockaddr();
+        ends.push_back(end);
       });
-      // How Abort finds this connection's socket (gloo_shutdown.h).
-      ConnectionEnd end;
-      end.peer = addr_keys.peers[j];
-      const auto* mine =
-          dynamic_cast<const ::gloo::transport::tcp::Address*>(&self);
-      {
-        // Gloo names a peer in its errors by the listening address it
-        // connected to or accepted from ("[ip]:port"): map that too.
-        const std::string& bytes = (*addresses)[j];
-        (void)GlooCall(what, [&] {
-          std::string name = ::gloo::transport::tcp::Address(
-                                 std::vector<char>(bytes.begin(), bytes.end()))
-                                 .str();
-          if (size_t seq = name.find('$'); seq != std::string::npos) {
-            name.resize(seq);
-          }
-          out.peer_endpoints[name] = addr_keys.peer_globals[j];
-        });
-      }
-      if (connects[j]) {
-        const std::string& b = (*addresses)[j];
-        end.addr = ::gloo::transport::tcp::Address(
-                       std::vector<char>(b.begin(), b.end()))
-                       .getSockaddr();
-        out.connection_ends.push_back(end);
-      } else if (mine != nullptr) {
-        end.local = true;
-        end.addr = mine->getSockaddr();
-        out.connection_ends.push_back(end);
-      }
     }
     std::vector<size_t> order;
     for (int pass = 0; pass < 2; ++pass) {
@@ -371,7 +354,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       out.peer_endpoints[(*ups)[j]] = up_keys.peer_globals[j];
     }
     // Every pair is connected now: find their sockets once, for Abort.
-    out.connections = FindConnections(out.connection_ends);
+    out.connections = FindConnections(ends);
   }
   auto context =
       std::make_shared<InstalledContext>(rank, size, device, transport);

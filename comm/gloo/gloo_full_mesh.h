@@ -64,9 +64,8 @@ struct FullMesh {
   // Gloo prints it in its errors) -> that peer's global rank.
   std::map<std::string, int> peer_endpoints;
   int64_t store_round_trips = 0;
-  // The connections' socket addresses, and their sockets' inodes per peer
-  // group rank (found after the barrier), for Abort (gloo_shutdown.h).
-  std::vector<ConnectionEnd> connection_ends;
+  // The inode of each connection's socket per peer group rank (found after
+  // the barrier), for Abort (gloo_shutdown.h).
   std::map<int, ino_t> connections;
   // Of those, the barrier's (MultiSet "up/<rank>/*" + MultiGet): 2 when size > 1.
   int64_t barrier_round_trips = 0;
