@@ -13,6 +13,7 @@
 namespace devmesh {
 
 using device_mesh_internal::kDefaultGroupTimeout;
+using device_mesh_internal::LocalFields;
 
 absl::StatusOr<DeviceMesh> DeviceMesh::MakeRoot(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
@@ -177,6 +178,7 @@ DeviceMesh DeviceMesh::RootMesh() const {
 std::string DeviceMesh::GroupIdentity(const MeshLayout& layout, int d,
                                       const GroupOptions& options) const {
   std::string key = absl::StrCat(
+      root_->epoch > 0 ? absl::StrCat("epoch", root_->epoch, "|") : "",
       "root", root_->root_index, "|", layout.DimModesString(d), "|",
       options.backend, "|",
       absl::ToInt64Nanoseconds(options.timeout.value_or(kDefaultGroupTimeout)));
@@ -194,8 +196,7 @@ std::string DeviceMesh::GroupKey(const MeshLayout& layout, int d,
   return GroupIdentity(layout, d, options);
 }
 
-namespace {
-// The process-local NCCL fields of `options` as text ("" without NCCL).
+namespace device_mesh_internal {
 std::string LocalFields(const GroupOptions& options) {
   if (!options.nccl.has_value()) return "";
   const NcclOptions& n = *options.nccl;
@@ -203,7 +204,7 @@ std::string LocalFields(const GroupOptions& options) {
                       ", synchronize=", n.synchronize,
                       ", cuda_device=", n.cuda_device);
 }
-}  // namespace
+}  // namespace device_mesh_internal
 
 absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     std::optional<MeshDim> dim) const {

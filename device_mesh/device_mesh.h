@@ -112,6 +112,51 @@ namespace device_mesh_internal {
 struct RootState;
 }  // namespace device_mesh_internal
 
+// ---- Elastic recovery (DeviceMesh::Shrink; devmesh's own) -------------------
+
+struct ShrinkOptions {
+  // How long Shrink waits for every live member of the mesh to call it
+  // (members whose lease stops are not waited for).
+  absl::Duration timeout = absl::Seconds(60);
+  // A member that has not called Shrink counts as dead when its lease does
+  // not advance for this long; default FailureWatch::kLeaseMisses lease
+  // periods (DEVMESH_LEASE_PERIOD_MS). At least two periods.
+  std::optional<absl::Duration> lease;
+  // Shrink fails (FailedPrecondition, on every survivor alike) rather than
+  // leave fewer replicas than this.
+  int64_t min_replicas = 1;
+  // Further deaths during a Shrink (found when a group's rebuild fails with
+  // a verdict of the new epoch) start another round, up to this many
+  // rounds in all.
+  int max_rounds = 3;
+};
+
+// What one Shrink did, as seen from this rank.
+struct ShrinkReport {
+  int64_t epoch = 0;                      // the new mesh's epoch
+  std::vector<int> dead;                  // global ranks found dead, sorted
+  std::vector<int64_t> removed_replicas;  // their replicas' coordinates along
+                                          // the replica dim of the old mesh
+  std::vector<int> removed_live;          // live ranks of removed replicas
+  // This rank's groups of the new mesh, as "<dim> [<global ranks>]": kept
+  // (the old epoch's communicator, idle and whole on every member) or made
+  // anew under the new epoch.
+  std::vector<std::string> kept;
+  std::vector<std::string> rebuilt;
+  int rounds = 1;  // agreements it took (more when ranks died during it)
+  // When this rank learnt the job's verdict (InfinitePast when it learnt
+  // none before calling Shrink); Shrink's start to the agreement; the
+  // agreement to every group of the new mesh ready.
+  absl::Time verdict_time = absl::InfinitePast();
+  absl::Duration agree;
+  absl::Duration rebuild;
+  // One line: "epoch 1: dead [2]; removed replicas [1] (live [3]); kept
+  // tp [0, 1]; rebuilt dp [0, 4]; agree 12ms, rebuild 40ms".
+  std::string ToString() const;
+};
+
+struct ShrinkResult;
+
 class DeviceMesh {
  public:
   // ---- Construction ---------------------------------------------------------
@@ -238,6 +283,54 @@ class DeviceMesh {
   // ("the scope of a submesh abort is ambiguous": its groups are shared).
   absl::Status Abort() const;
 
+  // ---- Elastic recovery (devmesh's own; issue 20) ---------------------------
+
+  // After a collective failed because members died (the job's verdict,
+  // device_mesh/failure_watch.h), every live rank of this root mesh calls
+  // Shrink along the replica dim `replica_dim` (a dim of this mesh, dp in a
+  // (dp, tp) mesh: a replica is the sub-mesh at one coordinate along it).
+  // Shrink
+  //   - agrees with the other live members on who is dead (a member is dead
+  //     when its lease stops, never on one peer's word; every survivor gets
+  //     the same set, or the same error; device_mesh/epoch_agreement.h);
+  //   - removes every replica that holds a dead rank, so the mesh stays
+  //     rectangular: (dp=3, tp=2) with a death in one replica becomes
+  //     (dp=2, tp=2), same names, device type and options;
+  //   - keeps each group of the new mesh whose members are a group of the
+  //     old one that every member found idle and whole (same number of
+  //     completed calls, none failed, none aborted): its communicator is
+  //     reused; every other dim's group is made anew, now, under the new
+  //     epoch (no key or connection of the old epoch is reused). Flattened
+  //     dims are not carried over (flatten the new mesh again);
+  //   - moves this rank's failure watch to the new epoch.
+  // The old mesh's groups keep refusing calls; do not Abort the old mesh
+  // (a kept group is shared with the new one).
+  // Errors (the same on every survivor where marked *):
+  //   FailedPrecondition  not a root mesh; a detached runtime or no failure
+  //                       watch (DEVMESH_FAILURE_WATCH=0); a mesh of an
+  //                       older epoch (use the mesh Shrink returned); this
+  //                       rank was declared dead (fenced: every call fails
+  //                       from now on); this rank is alive in a removed
+  //                       replica (the message names the epoch: exit or
+  //                       stay as a spare); *fewer replicas than
+  //                       min_replicas would remain; *not more than half of
+  //                       the epoch's ranks are alive (no split brain)
+  //   OutOfRange, NotFound  as for a dim of GetGroup
+  //   InvalidArgument     a lease shorter than two periods, min_replicas or
+  //                       max_rounds < 1
+  //   DeadlineExceeded    *live members did not call Shrink within timeout
+  //                       (the message names them)
+  //   Unavailable         the store did not answer (the message says that
+  //                       recovery needs a store no rank hosts)
+  //   others              a rebuilt group's creation error
+  // Thread-safety: call from one thread per rank, with no collective of
+  // this mesh in flight on this rank.
+  absl::StatusOr<ShrinkResult> Shrink(MeshDim replica_dim,
+                                      const ShrinkOptions& options = {}) const;
+
+  // The job epoch of this mesh's root (0 until a Shrink).
+  int64_t epoch() const;
+
   // ---- Neighbours (devmesh's own; MPI_Cart_shift, mesh/cart_shift.h) -------
 
   // The source and destination of this rank at `displacement` steps along
@@ -340,6 +433,13 @@ class DeviceMesh {
         device_type_(std::move(device_type)),
         options_(std::move(options)) {}
 
+  // One round of Shrink (device_mesh_shrink.cc); sets `*again` (and
+  // returns the new mesh, its groups not all made) when a rank died during
+  // the rebuild.
+  absl::StatusOr<ShrinkResult> ShrinkOnce(int replica_dim,
+                                          const ShrinkOptions& options,
+                                          absl::Duration lease,
+                                          bool* again) const;
   static absl::StatusOr<DeviceMesh> MakeRoot(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       MeshLayout layout, MeshOptions options);
@@ -373,6 +473,12 @@ class DeviceMesh {
   MeshLayout layout_;
   std::string device_type_;
   MeshOptions options_;
+};
+
+// What Shrink returns: the new root mesh and what happened.
+struct ShrinkResult {
+  DeviceMesh mesh;
+  ShrinkReport report;
 };
 
 }  // namespace devmesh

@@ -13,20 +13,9 @@
 namespace devmesh {
 namespace {
 
-constexpr char kDeathKey[] = "devmesh/job/death";
-
-std::string LeaseKey(int rank) {
-  return absl::StrCat("devmesh/job/lease/", rank);
-}
-
-std::string LeftKey(int rank) {
-  return absl::StrCat("devmesh/job/left/", rank);
-}
-
-// The global rank an error names as its peer: the last "global rank N" in
-// the message (Gloo's "(peer: global rank N)", the connect errors'
-// "connecting to global rank N"); -1 when none.
-int PeerNamed(absl::string_view message) {
+// The global rank after the last (or, with `first`, the first) "global rank "
+// in `message`; -1 when none.
+int RankAfterTag(absl::string_view message, bool first) {
   int found = -1;
   const absl::string_view tag = "global rank ";
   for (size_t at = message.find(tag); at != absl::string_view::npos;
@@ -39,41 +28,98 @@ int PeerNamed(absl::string_view message) {
     if (absl::SimpleAtoi(message.substr(at + tag.size(), end - at - tag.size()),
                          &r)) {
       found = r;
+      if (first) return found;
     }
   }
   return found;
 }
 
+// The global rank an error names as its peer: the last "global rank N" in
+// the message (Gloo's "(peer: global rank N)", the connect errors'
+// "connecting to global rank N"); -1 when none.
+int PeerNamed(absl::string_view message) {
+  return RankAfterTag(message, /*first=*/false);
+}
+
+std::string FencedText(int rank, const std::string& verdict) {
+  return absl::StrCat(
+      "global rank ", rank,
+      " (this rank) is fenced out of the job: the others declared it dead (",
+      verdict,
+      ") and went on without it; it must not take part in a collective again "
+      "(exit, or start over as a new job)");
+}
+
 }  // namespace
+
+int VerdictRank(absl::string_view verdict) {
+  return RankAfterTag(verdict, /*first=*/true);
+}
+
+std::string FailureWatch::LeaseKey(int rank) {
+  return absl::StrCat("devmesh/job/lease/", rank);
+}
+
+std::string FailureWatch::LeftKey(int rank) {
+  return absl::StrCat("devmesh/job/left/", rank);
+}
+
+std::string FailureWatch::EpochKey(int64_t epoch, absl::string_view what) {
+  return absl::StrCat("devmesh/epoch/", epoch, "/", what);
+}
 
 struct FailureWatch::State {
   std::shared_ptr<Store> store;
   int rank = 0;
   absl::Duration period;
+  absl::Duration silence;
   std::atomic<bool> stop{false};
   mutable std::mutex mu;
-  std::string verdict;     // a death, guarded by mu
-  std::string store_note;  // the store's last trouble, guarded by mu
-  std::vector<std::weak_ptr<Communicator>> comms;  // guarded by mu
+  // Guarded by mu:
+  int64_t epoch = 0;
+  std::vector<int> members;  // the epoch's, sorted
+  std::string verdict;       // the epoch's death, "" before
+  int verdict_rank = -1;
+  absl::Time verdict_time = absl::InfinitePast();
+  std::string fenced;      // why this rank is fenced, "" when it is not
+  std::string store_note;  // the store's last trouble
+  std::vector<std::weak_ptr<WatchedGroup>> groups;
 
-  // Records `text` as the verdict (first one wins) and aborts every
-  // registered communicator.
-  void Decide(const std::string& text) {
-    std::vector<std::shared_ptr<Communicator>> live;
+  // Records `text` as `at_epoch`'s verdict (first one wins; ignored when
+  // the epoch moved on) and tells every registered group.
+  void Decide(int64_t at_epoch, const std::string& text) {
+    std::vector<std::shared_ptr<WatchedGroup>> live;
+    int dead = VerdictRank(text);
+    bool self = false;
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (!verdict.empty()) return;
+      if (at_epoch != epoch || !verdict.empty()) return;
       verdict = text;
-      for (auto& weak : comms) {
-        if (auto comm = weak.lock()) live.push_back(std::move(comm));
+      verdict_rank = dead;
+      verdict_time = absl::Now();
+      self = dead == rank;
+      if (self && fenced.empty()) fenced = FencedText(rank, text);
+      for (auto& weak : groups) {
+        if (auto g = weak.lock()) live.push_back(std::move(g));
       }
     }
-    for (auto& comm : live) (void)comm->Abort();
+    for (auto& g : live) g->OnVerdict(dead, text, self);
   }
 
-  std::string Verdict() const {
-    std::lock_guard<std::mutex> lock(mu);
-    return verdict;
+  void FenceWith(const std::string& why) {
+    std::vector<std::shared_ptr<WatchedGroup>> live;
+    std::string text;
+    int dead = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (fenced.empty()) fenced = why;
+      text = verdict.empty() ? why : verdict;
+      dead = verdict.empty() ? rank : verdict_rank;
+      for (auto& weak : groups) {
+        if (auto g = weak.lock()) live.push_back(std::move(g));
+      }
+    }
+    for (auto& g : live) g->OnVerdict(dead, text, /*fenced=*/true);
   }
 
   void Run() {
@@ -84,13 +130,55 @@ struct FailureWatch::State {
     (void)store->Set(LeftKey(rank), "1");
   }
 
+  // The successor of this rank among `m` (sorted), -1 when alone.
+  int Successor(const std::vector<int>& m) const {
+    if (m.size() < 2) return -1;
+    auto it = std::upper_bound(m.begin(), m.end(), rank);
+    return it == m.end() ? m.front() : *it;
+  }
+
   void Loop() {
+    int watched = -1;        // the successor whose lease is followed
+    int64_t seen = -1;       // its lease value when last changed
+    absl::Time seen_at;      // when that value was first read
     while (!stop.load()) {
       const absl::Time start = absl::Now();
+      int64_t at_epoch;
+      int successor;
+      bool has_verdict;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        at_epoch = epoch;
+        successor = Successor(members);
+        has_verdict = !verdict.empty();
+      }
       absl::Status renewed = store->Add(LeaseKey(rank), 1).status();
-      auto death = store->Get(kDeathKey, period);
+      if (successor != watched) {
+        watched = successor;
+        seen = -1;
+      }
+      if (watched >= 0 && !has_verdict && renewed.ok()) {
+        auto lease = store->Add(LeaseKey(watched), 0);
+        const absl::Time now = absl::Now();
+        if (lease.ok() && *lease != seen) {
+          seen = *lease;
+          seen_at = now;
+        } else if (lease.ok() && seen > 0 && now - seen_at >= silence) {
+          // A lease that started and then stopped: dead, unless it left.
+          auto left = store->Check({LeftKey(watched)});
+          if (left.ok() && !*left) {
+            const std::string text = absl::StrCat(
+                "global rank ", watched, " died (its lease was not renewed "
+                "for ", absl::FormatDuration(now - seen_at),
+                "; first reported by global rank ", rank, ")");
+            auto won = store->CompareSet(EpochKey(at_epoch, "death"), "", text);
+            Decide(at_epoch, won.ok() ? *won : text);
+          }
+        }
+      }
+      auto death = store->Get(EpochKey(at_epoch, "death"), period);
       if (stop.load()) return;
-      if (death.ok()) Decide(*death);
+      if (death.ok()) Decide(at_epoch, *death);
       const absl::Status trouble =
           !renewed.ok() ? renewed
           : (death.ok() || absl::IsDeadlineExceeded(death.status()) ||
@@ -112,38 +200,104 @@ struct FailureWatch::State {
 };
 
 std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
-                                                  int rank,
-                                                  absl::Duration period) {
+                                                  int rank, int world_size,
+                                                  absl::Duration period,
+                                                  absl::Duration silence) {
   auto state = std::make_shared<State>();
   state->store = std::move(store);
   state->rank = rank;
   state->period = period;
+  state->silence = std::max(silence, period * 2);
+  for (int r = 0; r < world_size; ++r) state->members.push_back(r);
   std::thread([state] { state->Run(); }).detach();
   return std::shared_ptr<FailureWatch>(new FailureWatch(state));
 }
 
 FailureWatch::~FailureWatch() { state_->stop.store(true); }
 
-void FailureWatch::Register(std::weak_ptr<Communicator> comm) {
-  std::shared_ptr<Communicator> late;
+void FailureWatch::Register(std::weak_ptr<WatchedGroup> group) {
+  std::shared_ptr<WatchedGroup> late;
+  std::string text;
+  int dead = -1;
+  bool self = false;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    auto& comms = state_->comms;
-    comms.erase(std::remove_if(comms.begin(), comms.end(),
-                               [](const std::weak_ptr<Communicator>& w) {
-                                 return w.expired();
-                               }),
-                comms.end());
-    if (state_->verdict.empty()) {
-      comms.push_back(std::move(comm));
-      return;
-    }
-    late = comm.lock();  // made after the verdict: aborted at once
+    auto& groups = state_->groups;
+    groups.erase(std::remove_if(groups.begin(), groups.end(),
+                                [](const std::weak_ptr<WatchedGroup>& w) {
+                                  return w.expired();
+                                }),
+                 groups.end());
+    groups.push_back(group);
+    if (state_->verdict.empty() && state_->fenced.empty()) return;
+    late = group.lock();  // made after the verdict: told at once
+    text = state_->verdict.empty() ? state_->fenced : state_->verdict;
+    dead = state_->verdict.empty() ? state_->rank : state_->verdict_rank;
+    self = !state_->fenced.empty();
   }
-  if (late != nullptr) (void)late->Abort();
+  if (late != nullptr) late->OnVerdict(dead, text, self);
 }
 
-std::string FailureWatch::verdict() const { return state_->Verdict(); }
+std::string FailureWatch::verdict() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->verdict;
+}
+
+int FailureWatch::verdict_rank() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->verdict_rank;
+}
+
+absl::Time FailureWatch::verdict_time() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->verdict_time;
+}
+
+std::string FailureWatch::fenced() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->fenced;
+}
+
+void FailureWatch::Fence(const std::string& why) { state_->FenceWith(why); }
+
+int64_t FailureWatch::epoch() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->epoch;
+}
+
+std::vector<int> FailureWatch::members() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->members;
+}
+
+int FailureWatch::rank() const { return state_->rank; }
+absl::Duration FailureWatch::period() const { return state_->period; }
+absl::Duration FailureWatch::silence() const { return state_->silence; }
+Store& FailureWatch::store() const { return *state_->store; }
+
+void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (epoch <= state_->epoch) return;
+  state_->epoch = epoch;
+  state_->members = std::move(members);
+  state_->verdict.clear();
+  state_->verdict_rank = -1;
+  state_->verdict_time = absl::InfinitePast();
+  // The old epoch's groups stay refused; they are not told of new verdicts.
+  state_->groups.clear();
+}
+
+absl::StatusOr<std::string> FailureWatch::ReadVerdict(int64_t epoch) {
+  auto v = state_->store->Get(EpochKey(epoch, "death"), absl::Milliseconds(1));
+  if (v.ok()) {
+    state_->Decide(epoch, *v);
+    return v;
+  }
+  if (absl::IsDeadlineExceeded(v.status())) {
+    return absl::NotFoundError(absl::StrCat("no verdict in epoch ", epoch));
+  }
+  return v.status();
+}
 
 absl::Status FailureWatch::Explain(const absl::Status& error,
                                    const std::vector<int>& members) {
@@ -151,15 +305,23 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
                       absl::IsDeadlineExceeded(error))) {
     return error;
   }
-  auto explained = [&](const std::string& verdict) {
+  auto explained = [&]() {
+    if (std::string f = fenced(); !f.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(f, " -- this call: ", error.message()));
+    }
+    const std::string v = verdict();
+    if (v.empty()) return error;  // the epoch moved on meanwhile
     return absl::UnavailableError(
-        absl::StrCat(verdict, " -- this call: ", error.message()));
+        absl::StrCat(v, " -- this call: ", error.message()));
   };
-  if (std::string v = state_->Verdict(); !v.empty()) return explained(v);
+  if (!verdict().empty() || !fenced().empty()) return explained();
   std::string note;
+  int64_t at_epoch;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     note = state_->store_note;
+    at_epoch = state_->epoch;
   }
   if (!note.empty()) {
     // The store is not answering: no lease can be read. Say so, keep the
@@ -170,10 +332,8 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
                                      note, ")"));
   }
   Store& store = *state_->store;
-  if (auto v = store.Get(kDeathKey, absl::Milliseconds(1)); v.ok()) {
-    state_->Decide(*v);
-    return explained(state_->Verdict());
-  }
+  const std::string death_key = EpochKey(at_epoch, "death");
+  if (ReadVerdict(at_epoch).ok()) return explained();
   // The suspects: the peer the error names, else every other member.
   std::vector<int> suspects;
   if (const int peer = PeerNamed(error.message());
@@ -200,16 +360,16 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
           "global rank ", peer, " died (its lease was not renewed for ",
           absl::FormatDuration(state_->period * kLeaseMisses),
           "; first reported by global rank ", state_->rank, ")");
-      auto won = store.CompareSet(kDeathKey, "", text);
-      state_->Decide(won.ok() ? *won : text);
-      return explained(state_->Verdict());
+      auto won = store.CompareSet(death_key, "", text);
+      state_->Decide(at_epoch, won.ok() ? *won : text);
+      return explained();
     }
   }
   // A live peer (it was woken by a verdict, or it aborted its group): wait a
   // little for a verdict from elsewhere.
-  if (auto v = store.Get(kDeathKey, state_->period * kLeaseMisses); v.ok()) {
-    state_->Decide(*v);
-    return explained(state_->Verdict());
+  if (auto v = store.Get(death_key, state_->period * kLeaseMisses); v.ok()) {
+    state_->Decide(at_epoch, *v);
+    return explained();
   }
   return error;
 }

@@ -1,49 +1,69 @@
 // devmesh/device_mesh/failure_watch.h
 // -----------------------------------------------------------------------------
-// FailureWatch: a job-wide verdict on which rank died, so that a death
-// anywhere ends every survivor's blocked collective within about a second,
-// and every survivor's error names the same rank (issue 20, first step).
+// FailureWatch: a job-wide verdict on which rank died, per epoch, so that a
+// death anywhere ends every survivor's blocked collective within about a
+// second, every survivor's error names the same rank, and DeviceMesh::Shrink
+// can go on without it (issue 20).
+//
+// Epochs. A job starts in epoch 0 with every world rank a member; each
+// DeviceMesh::Shrink that succeeds moves the survivors to the next epoch
+// with fewer members (AdvanceEpoch). Every store key of an epoch is under
+// "devmesh/epoch/<e>/", so no key of an old epoch is ever read as a new
+// one's.
 //
 // Per runtime, one thread (started with the runtime's first group):
 //   - renews this rank's lease: Add("devmesh/job/lease/<rank>", 1) every
-//     `period` (the lease counter advancing is the rank being alive);
-//   - waits on the store for the verdict key "devmesh/job/death" (a parked
-//     Get of `period`, on a connection of its own: store clients open one
-//     per concurrent call), and when it appears aborts every communicator
-//     registered with Register (Gloo's Abort wakes waits at once,
-//     comm/gloo/gloo_shutdown.h), so survivors that are blocked on live
-//     peers wake too;
-//   - when the store does not answer, notes it for Explain (which then
-//     adds it to the error, keeping its code) without aborting anything (a
-//     rank 0 that hosts the store may end first while groups that no
-//     longer need it finish), and goes on renewing should it come back.
-// A rank whose runtime ends sets "devmesh/job/left/<rank>": it left, and
-// is never called dead. A communicator registered after a verdict is
-// aborted at once.
+//     `period` (the lease counter advancing is the rank being alive; the
+//     lease is job-wide, across epochs);
+//   - watches the lease of its successor among the epoch's members (the
+//     next member in rank order, cyclic): a lease that has started and then
+//     does not advance for `silence` (and no "left" mark) is a death, with
+//     no error needed as evidence, so a rank that is SIGSTOPped longer than
+//     `silence` is declared dead even while its peers wait on it quietly;
+//   - waits on the store for the epoch's verdict key
+//     "devmesh/epoch/<e>/death" (a parked Get of `period`, on a connection of
+//     its own: store clients open one per concurrent call), and when it
+//     appears tells every registered group (WatchedGroup::OnVerdict): a
+//     group refuses new calls, and one that holds the dead rank or has a
+//     call in flight is aborted (Gloo's Abort wakes waits at once,
+//     comm/gloo/gloo_shutdown.h). An idle group of live members is left
+//     intact, so that Shrink can keep it;
+//   - when the store does not answer, notes it for Explain (which then adds
+//     it to the error, keeping its code) without aborting anything, and goes
+//     on renewing should it come back.
+// A rank whose runtime ends sets "devmesh/job/left/<rank>": it left, and is
+// never called dead.
+//
+// Fencing. A rank that learns a verdict naming itself (it was stopped for
+// longer than the lease and came back) is fenced: every later call of every
+// registered group returns FailedPrecondition, and so does Shrink; it never
+// takes part in a collective again.
 //
 // Explain(error, members), called by device_mesh's communicators when a
 // collective fails with Unavailable or DeadlineExceeded: a verdict already
 // known is returned at once; else the lease of the peer the error names
 // ("global rank N" of the group, as Gloo's errors do; every other member
 // when it names none) is read twice, `kLeaseMisses` periods apart:
-// unchanged, without a "left" mark, means dead (not on one peer's word: the lease
-// decides), and the verdict is published with CompareSet, so the first
-// publisher's text is everyone's; else the verdict key is waited for a few
-// periods (a rank woken by the abort names a live peer). The returned
+// unchanged, without a "left" mark, means dead (the error is the evidence,
+// the lease decides), and the verdict is published with CompareSet, so the
+// first publisher's text is everyone's; else the verdict key is waited for a
+// few periods (a rank woken by the abort names a live peer). The returned
 // status is Unavailable "global rank X died (its lease was not renewed for
 // T; first reported by global rank Y) -- this call: <the original error>",
 // the same prefix on every survivor; or `error` itself when there is no
 // verdict (the peer is alive: it aborted or closed its group).
 //
-// Bounds: detection = the failed call's Explain, at most kLeaseMisses
-// periods (+ store round trips); propagation = one parked Get on every
-// other rank (immediate) + one Abort. With the default period (200 ms), a
-// death ends every survivor's wait in about 0.5 s.
+// Bounds: detection of a killed rank = the failed call's Explain, at most
+// kLeaseMisses periods (+ store round trips); of a silent one, `silence`;
+// propagation = one parked Get on every other rank (immediate) + one Abort.
+// With the defaults (period 250 ms), a killed rank's survivors fail in
+// about 0.8 s.
 //
 // Thread-safety: every method may be called from any thread. The thread is
 // detached at Start and ends within one period after the watch is
 // destroyed (it owns what it touches through shared pointers). Every rank
-// of a job must use the same lease period (DEVMESH_LEASE_PERIOD_MS).
+// of a job must use the same lease period and silence
+// (DEVMESH_LEASE_PERIOD_MS, DEVMESH_LEASE_SILENCE_MS; mesh_runtime.h).
 #ifndef DEVMESH_DEVICE_MESH_FAILURE_WATCH_H_
 #define DEVMESH_DEVICE_MESH_FAILURE_WATCH_H_
 
@@ -55,44 +75,97 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "comm/communicator.h"
 #include "store/store.h"
 
 namespace devmesh {
 
+// What a verdict is told to (GuardedCommunicator).
+class WatchedGroup {
+ public:
+  virtual ~WatchedGroup() = default;
+  // The job's verdict of this group's epoch: global rank `dead` died
+  // (`verdict` is the text); `fenced` when `dead` is this rank. Refuse new
+  // calls; abort when the group holds `dead` or has a call in flight.
+  virtual void OnVerdict(int dead, const std::string& verdict,
+                         bool fenced) = 0;
+};
+
 class FailureWatch {
  public:
-  // Lease periods without renewal after which a suspected peer is dead.
+  // Lease periods without renewal after which a peer that an error names
+  // is dead.
   static constexpr int kLeaseMisses = 3;
 
-  // Starts the thread for rank `rank` over `store` (the runtime's, not
-  // counted in its round trips) with lease period `period` (> 0).
+  // Store keys (every rank derives the same).
+  static std::string LeaseKey(int rank);
+  static std::string LeftKey(int rank);
+  static std::string EpochKey(int64_t epoch, absl::string_view what);
+
+  // Starts the thread for rank `rank` of a world of `world_size` over
+  // `store` (the runtime's, not counted in its round trips) with lease
+  // period `period` (> 0) and silence `silence` (> period).
   static std::shared_ptr<FailureWatch> Start(std::shared_ptr<Store> store,
-                                             int rank, absl::Duration period);
+                                             int rank, int world_size,
+                                             absl::Duration period,
+                                             absl::Duration silence);
   ~FailureWatch();
   FailureWatch(const FailureWatch&) = delete;
   FailureWatch& operator=(const FailureWatch&) = delete;
 
-  // Aborts `comm` when a verdict comes (held weakly: a communicator already
-  // gone is skipped).
-  void Register(std::weak_ptr<Communicator> comm);
+  // Tells `group` of the current epoch's verdict (held weakly: a group
+  // already gone is skipped); one registered after the verdict is told at
+  // once.
+  void Register(std::weak_ptr<WatchedGroup> group);
 
   // See the top of this file. OK stays OK; codes other than Unavailable and
-  // DeadlineExceeded are returned as they are.
-  // `members`: the failed call's group (global ranks), the suspects when
-  // the error names no peer.
+  // DeadlineExceeded are returned as they are. `members`: the failed call's
+  // group (global ranks), the suspects when the error names no peer.
+  // FailedPrecondition when the verdict names this rank (fenced).
   absl::Status Explain(const absl::Status& error,
                        const std::vector<int>& members);
 
-  // The verdict, once there is one ("" before).
+  // The current epoch's verdict, once there is one ("" before); the dead
+  // rank it names (-1 before); when it was learnt here.
   std::string verdict() const;
+  int verdict_rank() const;
+  absl::Time verdict_time() const;
+  // The verdict of `epoch` as it stands in the store now (NotFound when
+  // there is none; the store's error when it does not answer). Learns it
+  // when `epoch` is the current one.
+  absl::StatusOr<std::string> ReadVerdict(int64_t epoch);
+
+  // "" or why this rank is fenced (FailedPrecondition text).
+  std::string fenced() const;
+  // Fences this rank with `why` (Shrink, when the agreement counts it dead
+  // or it comes back after the survivors moved on): every registered group
+  // refuses from now on.
+  void Fence(const std::string& why);
+
+  int64_t epoch() const;
+  std::vector<int> members() const;
+  // Moves this rank to `epoch` (> the current one) with `members` (sorted
+  // global ranks, this rank among them): the verdict is cleared, the groups
+  // registered so far stay refused, and the thread watches the new epoch's
+  // verdict key and successor.
+  void AdvanceEpoch(int64_t epoch, std::vector<int> members);
+
+  int rank() const;
+  absl::Duration period() const;
+  absl::Duration silence() const;
+  Store& store() const;
 
  private:
   struct State;
-  explicit FailureWatch(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  explicit FailureWatch(std::shared_ptr<State> state)
+      : state_(std::move(state)) {}
   std::shared_ptr<State> state_;
 };
+
+// The global rank a verdict text names ("global rank N died ..."), -1 when
+// none.
+int VerdictRank(absl::string_view verdict);
 
 }  // namespace devmesh
 

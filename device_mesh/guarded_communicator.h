@@ -2,19 +2,32 @@
 // -----------------------------------------------------------------------------
 // GuardedCommunicator: the Communicator a MeshRuntime hands out (mesh groups
 // and world communicators). It forwards every call to the backend's
-// communicator, and when a collective, Send, Recv or Barrier fails with
-// Unavailable or DeadlineExceeded it returns FailureWatch::Explain of the
-// error: the job's verdict on which rank died, the same on every survivor
-// (device_mesh/failure_watch.h). Split's children are guarded too. The cost
-// on success is one virtual call. inner() is the backend's communicator
-// (benchmarks that look at Gloo's counters).
+// communicator, and:
+//   - when a collective, Send, Recv or Barrier fails with Unavailable or
+//     DeadlineExceeded it returns FailureWatch::Explain of the error: the
+//     job's verdict on which rank died, the same on every survivor
+//     (device_mesh/failure_watch.h);
+//   - when the job's verdict comes (OnVerdict) it refuses every later call
+//     (Unavailable with the verdict, or FailedPrecondition when this rank is
+//     fenced) and aborts the backend's communicator when it holds the dead
+//     rank or has a call in flight; an idle group of live members is left
+//     intact for DeviceMesh::Shrink to keep (it hands the same backend
+//     communicator to the next epoch in a new guard);
+//   - counts the calls that completed, and whether any failed or was cut
+//     short (state()), which Shrink compares across a group's members.
+// Split's children are guarded too. The cost on success is two atomic
+// increments and one load.
 //
-// Thread-safety: as the inner communicator's.
+// Thread-safety: as the inner communicator's; OnVerdict and state() may be
+// called from any thread.
 #ifndef DEVMESH_DEVICE_MESH_GUARDED_COMMUNICATOR_H_
 #define DEVMESH_DEVICE_MESH_GUARDED_COMMUNICATOR_H_
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,13 +38,34 @@
 
 namespace devmesh {
 
-class GuardedCommunicator final : public Communicator {
+class GuardedCommunicator final
+    : public Communicator,
+      public WatchedGroup,
+      public std::enable_shared_from_this<GuardedCommunicator> {
  public:
-  GuardedCommunicator(std::shared_ptr<Communicator> inner,
-                      std::shared_ptr<FailureWatch> watch)
-      : inner_(std::move(inner)), watch_(std::move(watch)) {}
+  // Use Make: the watch holds the guard weakly.
+  static std::shared_ptr<GuardedCommunicator> Make(
+      std::shared_ptr<Communicator> inner, std::shared_ptr<FailureWatch> watch) {
+    auto guard = std::shared_ptr<GuardedCommunicator>(
+        new GuardedCommunicator(std::move(inner), watch));
+    if (watch != nullptr) watch->Register(guard);
+    return guard;
+  }
 
   Communicator* inner() const { return inner_.get(); }
+  const std::shared_ptr<Communicator>& inner_shared() const { return inner_; }
+
+  // What Shrink compares across a group's members: calls that returned OK,
+  // and whether the group is clean (no call failed, none in flight, not
+  // aborted, the verdict found it idle).
+  struct State {
+    int64_t completed = 0;
+    bool clean = false;
+  };
+  State state() const {
+    return State{completed_.load(),
+                 !tainted_.load() && in_flight_.load() == 0};
+  }
 
   absl::string_view backend() const override { return inner_->backend(); }
   int rank() const override { return inner_->rank(); }
@@ -41,59 +75,115 @@ class GuardedCommunicator final : public Communicator {
   }
   absl::Status AllReduce(const void* send, void* recv, size_t count,
                          DataType dtype, ReduceOp op) override {
-    return Check(inner_->AllReduce(send, recv, count, dtype, op));
+    return Run([&] { return inner_->AllReduce(send, recv, count, dtype, op); });
   }
   absl::Status AllGather(const void* send, void* recv, size_t count,
                          DataType dtype) override {
-    return Check(inner_->AllGather(send, recv, count, dtype));
+    return Run([&] { return inner_->AllGather(send, recv, count, dtype); });
   }
   absl::Status ReduceScatter(const void* send, void* recv, size_t count,
                              DataType dtype, ReduceOp op) override {
-    return Check(inner_->ReduceScatter(send, recv, count, dtype, op));
+    return Run(
+        [&] { return inner_->ReduceScatter(send, recv, count, dtype, op); });
   }
   absl::Status Broadcast(const void* send, void* recv, size_t count,
                          DataType dtype, int root) override {
-    return Check(inner_->Broadcast(send, recv, count, dtype, root));
+    return Run(
+        [&] { return inner_->Broadcast(send, recv, count, dtype, root); });
   }
   absl::Status AllToAll(const void* send, void* recv, size_t count,
                         DataType dtype) override {
-    return Check(inner_->AllToAll(send, recv, count, dtype));
+    return Run([&] { return inner_->AllToAll(send, recv, count, dtype); });
   }
   absl::Status Send(const void* buf, size_t count, DataType dtype,
                     int peer) override {
-    return Check(inner_->Send(buf, count, dtype, peer));
+    return Run([&] { return inner_->Send(buf, count, dtype, peer); });
   }
   absl::Status Recv(void* buf, size_t count, DataType dtype,
                     int peer) override {
-    return Check(inner_->Recv(buf, count, dtype, peer));
+    return Run([&] { return inner_->Recv(buf, count, dtype, peer); });
   }
-  absl::Status Barrier() override { return Check(inner_->Barrier()); }
+  absl::Status Barrier() override {
+    return Run([&] { return inner_->Barrier(); });
+  }
   using Communicator::Split;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
-      int color, int key, const SplitOptions& options) override {
-    auto child = inner_->Split(color, key, options);
-    if (!child.ok()) return Check(child.status());
-    if (*child == nullptr || watch_ == nullptr) return child;
-    std::shared_ptr<Communicator> shared(std::move(*child));
-    watch_->Register(shared);
-    return std::unique_ptr<Communicator>(
-        new GuardedCommunicator(std::move(shared), watch_));
-  }
+      int color, int key, const SplitOptions& options) override;
   absl::Status Abort() override {
     aborted_.store(true);
+    tainted_.store(true);
     return inner_->Abort();
   }
 
+  void OnVerdict(int dead, const std::string& verdict, bool fenced) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      refusal_ = fenced ? absl::FailedPreconditionError(absl::StrCat(
+                              watch_->fenced(), " -- this call was refused"))
+                        : absl::UnavailableError(absl::StrCat(
+                              verdict,
+                              " -- this call was refused: the job lost a "
+                              "rank; call Shrink on the root mesh to go on "
+                              "with the survivors, or exit"));
+    }
+    refused_.store(true);  // seq_cst: pairs with Run's in_flight_ increment
+    const auto& ranks = inner_->global_ranks();
+    const bool holds_dead =
+        std::find(ranks.begin(), ranks.end(), dead) != ranks.end();
+    if (fenced || holds_dead || in_flight_.load() > 0) {
+      tainted_.store(true);
+      (void)inner_->Abort();
+    }
+  }
+
  private:
+  GuardedCommunicator(std::shared_ptr<Communicator> inner,
+                      std::shared_ptr<FailureWatch> watch)
+      : inner_(std::move(inner)), watch_(std::move(watch)) {}
+
+  // Holds a guard for Split's unique_ptr child.
+  class Owner;
+
+  absl::Status Refusal() const {
+    if (!refused_.load()) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(mu_);
+    return refusal_;
+  }
+
+  template <typename F>
+  absl::Status Run(F call) {
+    in_flight_.fetch_add(1);  // seq_cst: either OnVerdict sees it, or we
+                              // see refused_
+    if (refused_.load()) {
+      in_flight_.fetch_sub(1);
+      return Refusal();
+    }
+    absl::Status s = call();
+    if (s.ok()) {
+      completed_.fetch_add(1);
+    } else {
+      tainted_.store(true);
+    }
+    in_flight_.fetch_sub(1);
+    return Check(std::move(s));
+  }
+
   absl::Status Check(absl::Status s) {
     if (s.ok() || watch_ == nullptr) return s;
     if (aborted_.load()) return s;  // aborted here: nothing to explain
+    if (std::string f = watch_->fenced(); !f.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(f, " -- this call: ", s.message()));
+    }
     if (absl::IsFailedPrecondition(s)) {
       // Aborted by the job's verdict: say which.
-      const std::string verdict = watch_->verdict();
-      if (verdict.empty()) return s;
-      return absl::Status(s.code(), absl::StrCat(verdict, " -- this call: ",
-                                                 s.message()));
+      if (refused_.load()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        return absl::Status(refusal_.code(),
+                            absl::StrCat(refusal_.message(), " (",
+                                         s.message(), ")"));
+      }
+      return s;
     }
     return watch_->Explain(s, inner_->global_ranks());
   }
@@ -101,7 +191,78 @@ class GuardedCommunicator final : public Communicator {
   std::shared_ptr<Communicator> inner_;
   std::shared_ptr<FailureWatch> watch_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> tainted_{false};
+  std::atomic<bool> refused_{false};
+  std::atomic<int> in_flight_{0};
+  std::atomic<int64_t> completed_{0};
+  mutable std::mutex mu_;
+  absl::Status refusal_;  // guarded by mu_
 };
+
+// A Communicator that forwards to a guard it owns (Split's unique_ptr
+// children).
+class GuardedCommunicator::Owner final : public Communicator {
+ public:
+  explicit Owner(std::shared_ptr<GuardedCommunicator> guard)
+      : guard_(std::move(guard)) {}
+  absl::string_view backend() const override { return guard_->backend(); }
+  int rank() const override { return guard_->rank(); }
+  int size() const override { return guard_->size(); }
+  const std::vector<int>& global_ranks() const override {
+    return guard_->global_ranks();
+  }
+  absl::Status AllReduce(const void* send, void* recv, size_t count,
+                         DataType dtype, ReduceOp op) override {
+    return guard_->AllReduce(send, recv, count, dtype, op);
+  }
+  absl::Status AllGather(const void* send, void* recv, size_t count,
+                         DataType dtype) override {
+    return guard_->AllGather(send, recv, count, dtype);
+  }
+  absl::Status ReduceScatter(const void* send, void* recv, size_t count,
+                             DataType dtype, ReduceOp op) override {
+    return guard_->ReduceScatter(send, recv, count, dtype, op);
+  }
+  absl::Status Broadcast(const void* send, void* recv, size_t count,
+                         DataType dtype, int root) override {
+    return guard_->Broadcast(send, recv, count, dtype, root);
+  }
+  absl::Status AllToAll(const void* send, void* recv, size_t count,
+                        DataType dtype) override {
+    return guard_->AllToAll(send, recv, count, dtype);
+  }
+  absl::Status Send(const void* buf, size_t count, DataType dtype,
+                    int peer) override {
+    return guard_->Send(buf, count, dtype, peer);
+  }
+  absl::Status Recv(void* buf, size_t count, DataType dtype,
+                    int peer) override {
+    return guard_->Recv(buf, count, dtype, peer);
+  }
+  absl::Status Barrier() override { return guard_->Barrier(); }
+  using Communicator::Split;
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+      int color, int key, const SplitOptions& options) override {
+    return guard_->Split(color, key, options);
+  }
+  absl::Status Abort() override { return guard_->Abort(); }
+
+ private:
+  std::shared_ptr<GuardedCommunicator> guard_;
+};
+
+inline absl::StatusOr<std::unique_ptr<Communicator>> GuardedCommunicator::Split(
+    int color, int key, const SplitOptions& options) {
+  if (absl::Status refused = Refusal(); !refused.ok()) return refused;
+  auto child = inner_->Split(color, key, options);
+  if (!child.ok()) return Check(child.status());
+  if (*child == nullptr || watch_ == nullptr) return child;
+  std::shared_ptr<Communicator> shared(std::move(*child));
+  // A unique_ptr child: the watch follows it through a guard owned by
+  // the returned wrapper.
+  return std::unique_ptr<Communicator>(
+      new Owner(Make(std::move(shared), watch_)));
+}
 
 }  // namespace devmesh
 

@@ -125,21 +125,34 @@ void MeshRuntime::EnsureWatch() {
   std::call_once(watch_once_, [this] {
     const char* off = std::getenv("DEVMESH_FAILURE_WATCH");
     if (detached() || (off != nullptr && std::string(off) == "0")) return;
-    int64_t period_ms = 250;
-    if (const char* p = std::getenv("DEVMESH_LEASE_PERIOD_MS"); p != nullptr) {
+    auto env_ms = [](const char* name, int64_t fallback) {
       int64_t v = 0;
-      if (absl::SimpleAtoi(p, &v) && v > 0) period_ms = v;
-    }
-    watch_ = FailureWatch::Start(store_->base(), rank_,
-                                 absl::Milliseconds(period_ms));
+      const char* p = std::getenv(name);
+      return p != nullptr && absl::SimpleAtoi(p, &v) && v > 0 ? v : fallback;
+    };
+    const int64_t period_ms = env_ms("DEVMESH_LEASE_PERIOD_MS", 250);
+    const int64_t silence_ms = env_ms("DEVMESH_LEASE_SILENCE_MS", 2000);
+    watch_ = FailureWatch::Start(store_->base(), rank_, world_size_,
+                                 absl::Milliseconds(period_ms),
+                                 absl::Milliseconds(silence_ms));
   });
+}
+
+std::shared_ptr<FailureWatch> MeshRuntime::watch() {
+  EnsureWatch();
+  return watch_;
 }
 
 std::shared_ptr<Communicator> MeshRuntime::Guard(
     std::shared_ptr<Communicator> raw) {
   if (raw == nullptr || watch_ == nullptr) return raw;
-  watch_->Register(raw);
-  return std::make_shared<GuardedCommunicator>(std::move(raw), watch_);
+  return GuardedCommunicator::Make(std::move(raw), watch_);
+}
+
+std::shared_ptr<Communicator> MeshRuntime::Rewrap(
+    std::shared_ptr<Communicator> raw) {
+  EnsureWatch();
+  return Guard(std::move(raw));
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(

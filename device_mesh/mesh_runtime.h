@@ -151,6 +151,17 @@ class MeshRuntime {
   }
   int64_t store_bytes() const { return store_ ? store_->bytes() : 0; }
 
+  // The failure watch (started now if not yet; device_mesh/failure_watch.h);
+  // nullptr on a detached runtime or with DEVMESH_FAILURE_WATCH=0. Its lease
+  // period is DEVMESH_LEASE_PERIOD_MS (default 250 ms) and its silence (a
+  // lease that stops for that long, with no error as evidence, is a death)
+  // DEVMESH_LEASE_SILENCE_MS (default 2000 ms); every rank of a job must set
+  // the same.
+  std::shared_ptr<FailureWatch> watch();
+  // `raw` (a backend communicator DeviceMesh::Shrink keeps for the next
+  // epoch) in a new guard registered with the watch's current epoch.
+  std::shared_ptr<Communicator> Rewrap(std::shared_ptr<Communicator> raw);
+
   // What the rendezvous learnt about the ranks' hosts (Bootstrap::peers()):
   // hostnames()[r] is world rank r's host name (gethostname); empty when
   // unknown (a runtime not made by MeshRuntimeFromBootstrap). Used by
@@ -194,8 +205,7 @@ class MeshRuntime {
   // Adds `comm` to world_ids_.
   void RememberWorld(const Communicator* comm);
   // Starts the failure watch once (not on a detached runtime, nor with
-  // DEVMESH_FAILURE_WATCH=0; lease period DEVMESH_LEASE_PERIOD_MS, default
-  // 250 ms; device_mesh/failure_watch.h).
+  // DEVMESH_FAILURE_WATCH=0; see watch()).
   void EnsureWatch();
   // `raw` registered with the watch and wrapped in a GuardedCommunicator
   // (`raw` itself without a watch).

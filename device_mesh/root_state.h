@@ -38,6 +38,11 @@ struct RootState {
   // detached runtime): part of every group's identity. Set once by
   // DeviceMesh::MakeRoot before the root is shared.
   int64_t root_index = -1;
+  // The job epoch this root belongs to (FailureWatch::epoch): 0, or the
+  // epoch of the DeviceMesh::Shrink that made it. Part of every group's
+  // identity from epoch 1 on, so no key or connection of an old epoch is
+  // reused. Set once before the root is shared.
+  int64_t epoch = 0;
 
   // std::mutex rather than absl::Mutex: see mesh_runtime.h.
   // create_mu serializes this root's group creations (each a collective
@@ -58,6 +63,10 @@ struct RootState {
   // R9: flatten name -> (layout, options) of the flattened mesh.
   std::map<std::string, std::pair<MeshLayout, MeshOptions>> flattened;
 };
+
+// The process-local NCCL fields of `options` as text ("" without NCCL):
+// the value of RootState::group_locals.
+std::string LocalFields(const GroupOptions& options);
 
 }  // namespace device_mesh_internal
 }  // namespace devmesh

@@ -1,0 +1,335 @@
+// devmesh/device_mesh/device_mesh_shrink.cc
+// DeviceMesh::Shrink (device_mesh.h): agree on the dead, drop their
+// replicas, keep the idle whole groups, rebuild the rest under a new epoch.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/epoch_agreement.h"
+#include "device_mesh/guarded_communicator.h"
+#include "device_mesh/root_state.h"
+
+namespace devmesh {
+
+using device_mesh_internal::AgreeOnSurvivors;
+using device_mesh_internal::Agreement;
+using device_mesh_internal::LocalFields;
+
+namespace {
+
+// A group's name in arrival payloads: FNV-1a of its cache key and members,
+// the same on every member.
+std::string GroupTag(const std::string& key, const std::vector<int>& members) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](absl::string_view s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(key);
+  mix("|");
+  mix(absl::StrJoin(members, ","));
+  return absl::StrCat(absl::Hex(h, absl::kZeroPad16));
+}
+
+struct GroupState {
+  int64_t completed = 0;
+  bool clean = false;
+};
+
+// "tag=completed/clean;..." -> tag -> state. Unparsable entries are left
+// out (their groups are rebuilt).
+std::map<std::string, GroupState> ParsePayload(absl::string_view payload) {
+  std::map<std::string, GroupState> out;
+  for (absl::string_view entry : absl::StrSplit(payload, ';', absl::SkipEmpty())) {
+    std::vector<absl::string_view> kv = absl::StrSplit(entry, '=');
+    if (kv.size() != 2) continue;
+    std::vector<absl::string_view> st = absl::StrSplit(kv[1], '/');
+    GroupState g;
+    int clean = 0;
+    if (st.size() != 2 || !absl::SimpleAtoi(st[0], &g.completed) ||
+        !absl::SimpleAtoi(st[1], &clean)) {
+      continue;
+    }
+    g.clean = clean == 1;
+    out[std::string(kv[0])] = g;
+  }
+  return out;
+}
+
+std::string Describe(const std::string& dim, const std::vector<int>& ranks) {
+  return absl::StrCat(dim, " [", absl::StrJoin(ranks, ", "), "]");
+}
+
+}  // namespace
+
+std::string ShrinkReport::ToString() const {
+  return absl::StrCat(
+      "epoch ", epoch, ": dead [", absl::StrJoin(dead, ", "),
+      "]; removed replicas [", absl::StrJoin(removed_replicas, ", "),
+      "] (live [", absl::StrJoin(removed_live, ", "), "]); kept ",
+      kept.empty() ? "none" : absl::StrJoin(kept, ", "), "; rebuilt ",
+      rebuilt.empty() ? "none" : absl::StrJoin(rebuilt, ", "), "; rounds ",
+      rounds, "; agree ", absl::FormatDuration(agree), ", rebuild ",
+      absl::FormatDuration(rebuild));
+}
+
+int64_t DeviceMesh::epoch() const { return root_->epoch; }
+
+absl::StatusOr<ShrinkResult> DeviceMesh::Shrink(
+    MeshDim replica_dim, const ShrinkOptions& options) const {
+  if (layout_ != root_->root_layout) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Shrink needs the root mesh, got the sub-mesh ", ToString(),
+        "; call RootMesh().Shrink(...)"));
+  }
+  if (runtime_->detached()) {
+    return absl::FailedPreconditionError(
+        "Shrink needs a runtime with a store; this mesh was made from groups "
+        "alone");
+  }
+  if (options.min_replicas < 1 || options.max_rounds < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Shrink needs min_replicas >= 1 and max_rounds >= 1, got ",
+        options.min_replicas, " and ", options.max_rounds));
+  }
+  auto rd = ResolveDim(replica_dim);
+  if (!rd.ok()) return rd.status();
+  std::shared_ptr<FailureWatch> watch = runtime_->watch();
+  if (watch == nullptr) {
+    return absl::FailedPreconditionError(
+        "Shrink needs the failure watch (unset DEVMESH_FAILURE_WATCH=0)");
+  }
+  const absl::Duration lease =
+      options.lease.value_or(watch->period() * FailureWatch::kLeaseMisses);
+  if (lease < watch->period() * 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Shrink's lease (", absl::FormatDuration(lease),
+        ") must be at least two lease periods (",
+        absl::FormatDuration(watch->period() * 2), ")"));
+  }
+  const absl::Time verdict_time = watch->verdict_time();
+  DeviceMesh current = *this;
+  ShrinkReport total;
+  std::set<int> dead;
+  for (int round = 1;; ++round) {
+    bool again = false;
+    auto step = current.ShrinkOnce(*rd, options, lease, &again);
+    if (!step.ok()) return step.status();
+    const ShrinkReport& r = step->report;
+    dead.insert(r.dead.begin(), r.dead.end());
+    total.agree += r.agree;
+    total.rebuild += r.rebuild;
+    total.kept = r.kept;
+    total.rebuilt = r.rebuilt;
+    total.epoch = r.epoch;
+    total.rounds = round;
+    current = step->mesh;
+    if (!again) break;
+    if (round >= options.max_rounds) {
+      return absl::UnavailableError(absl::StrCat(
+          "Shrink gave up after ", round, " rounds: ranks kept dying (dead so "
+          "far: [", absl::StrJoin(dead, ", "), "]; last: ",
+          watch->verdict(), ")"));
+    }
+  }
+  total.dead.assign(dead.begin(), dead.end());
+  total.verdict_time = verdict_time;
+  // Replicas of this mesh with no rank in the new one, and their live ranks.
+  std::vector<int64_t> coord = *layout_.CoordinateOf(runtime_->rank());
+  for (int64_t i = 0; i < layout_.shape()[*rd]; ++i) {
+    coord[*rd] = i;
+    if (!current.layout().ContainsRank(*layout_.RankAt(coord))) {
+      total.removed_replicas.push_back(i);
+    }
+  }
+  for (int64_t r : layout_.RankTable()) {
+    if (!current.layout().ContainsRank(r) && !dead.count(static_cast<int>(r))) {
+      total.removed_live.push_back(static_cast<int>(r));
+    }
+  }
+  return ShrinkResult{std::move(current), std::move(total)};
+}
+
+absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
+                                                    const ShrinkOptions& options,
+                                                    absl::Duration lease,
+                                                    bool* again) const {
+  std::shared_ptr<FailureWatch> watch = runtime_->watch();
+  const int64_t e = root_->epoch;
+  const int me = runtime_->rank();
+  if (std::string f = watch->fenced(); !f.empty()) {
+    return absl::FailedPreconditionError(f);
+  }
+  if (watch->epoch() != e) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this mesh is of epoch ", e, " but the job is at epoch ",
+        watch->epoch(), ": shrink the mesh the last Shrink returned"));
+  }
+  if (!layout_.ContainsRank(me)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "global rank ", me, " is not part of ", ToString()));
+  }
+
+  // What this rank knows of its groups, for the others to compare.
+  std::vector<std::pair<std::string, std::shared_ptr<GuardedCommunicator>>>
+      groups;
+  {
+    std::lock_guard<std::mutex> lock(root_->mu);
+    for (auto& [key, group] : root_->groups) {
+      if (!group.ok() || *group == nullptr) continue;
+      if (auto g = std::dynamic_pointer_cast<GuardedCommunicator>(*group)) {
+        groups.emplace_back(key, std::move(g));
+      }
+    }
+  }
+  std::string payload;
+  for (const auto& [key, g] : groups) {
+    const GuardedCommunicator::State st = g->state();
+    absl::StrAppend(&payload, GroupTag(key, g->global_ranks()), "=",
+                    st.completed, "/", st.clean ? 1 : 0, ";");
+  }
+  std::vector<int> members;
+  for (int64_t r : layout_.RankTable()) members.push_back(static_cast<int>(r));
+  std::sort(members.begin(), members.end());
+
+  const absl::Time start = absl::Now();
+  auto agreement =
+      AgreeOnSurvivors(*watch, e, members, payload, lease, options.timeout);
+  if (!agreement.ok()) return agreement.status();
+  const absl::Time agreed = absl::Now();
+
+  // Everything below is computed from the agreement alone, so it is the
+  // same on every survivor.
+  ShrinkReport report;
+  report.epoch = e + 1;
+  report.dead = agreement->dead;
+  report.agree = agreed - start;
+  std::set<int64_t> removed;
+  for (int r : agreement->dead) {
+    if (auto c = layout_.CoordinateOf(r)) removed.insert((*c)[rd]);
+  }
+  const int64_t replicas = layout_.shape()[rd];
+  const std::string dim_name = dim_group_names()[rd];
+  if (agreement->survivors.size() * 2 <= members.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Shrink of epoch ", e, ": only ", agreement->survivors.size(), " of ",
+        members.size(), " ranks are alive (dead: [",
+        absl::StrJoin(agreement->dead, ", "),
+        "]); going on needs more than half (no split brain)"));
+  }
+  if (replicas - static_cast<int64_t>(removed.size()) < options.min_replicas) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Shrink of epoch ", e, " would leave ",
+        replicas - static_cast<int64_t>(removed.size()), " of ", replicas,
+        " replicas along mesh dim ", dim_name, " (dead: [",
+        absl::StrJoin(agreement->dead, ", "), "]), below min_replicas ",
+        options.min_replicas));
+  }
+  std::vector<int64_t> my_coord = *layout_.CoordinateOf(me);
+  if (removed.count(my_coord[rd])) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "global rank ", me, " was removed in epoch ", e + 1, ": its replica ",
+        my_coord[rd], " along mesh dim ", dim_name,
+        " lost global rank(s) [", absl::StrJoin(agreement->dead, ", "),
+        "]; this rank is alive and may exit or stay as a spare"));
+  }
+
+  // The new root: the old rank table without the removed replicas.
+  std::vector<int64_t> kept_replicas;
+  for (int64_t i = 0; i < replicas; ++i) {
+    if (!removed.count(i)) kept_replicas.push_back(i);
+  }
+  std::vector<int64_t> shape = layout_.shape();
+  shape[rd] = static_cast<int64_t>(kept_replicas.size());
+  std::vector<int64_t> flat;
+  std::vector<int64_t> c(shape.size(), 0);
+  for (bool more = true; more;) {
+    std::vector<int64_t> old = c;
+    old[rd] = kept_replicas[c[rd]];
+    flat.push_back(*layout_.RankAt(old));
+    more = false;
+    for (int d = static_cast<int>(c.size()) - 1; d >= 0; --d) {
+      if (++c[d] < shape[d]) {
+        more = true;
+        break;
+      }
+      c[d] = 0;
+    }
+  }
+  auto new_layout = MeshLayout::FromRanks(flat, shape, layout_.dim_names());
+  if (!new_layout.ok()) return new_layout.status();
+  auto root = std::make_shared<device_mesh_internal::RootState>(
+      new_layout->RootLayout(), root_->root_options);
+  root->root_index = root_->root_index;
+  root->epoch = e + 1;
+  DeviceMesh next(runtime_, root, *new_layout, device_type_, options_);
+  watch->AdvanceEpoch(e + 1, agreement->survivors);
+
+  std::map<int, std::map<std::string, GroupState>> states;
+  for (const auto& [r, p] : agreement->payloads) states[r] = ParsePayload(p);
+  std::vector<int> rebuild;
+  for (int d = 0; d < ndim(); ++d) {
+    const std::string name = dim_group_names()[d];
+    GroupOptions go = options_.For(name);
+    if (go.backend.empty()) go.backend = std::string(DefaultBackendFor(device_type_));
+    auto line = next.layout().RootLineOf(me, d);
+    if (!line.ok()) return line.status();
+    const std::vector<int> line_ranks(line->begin(), line->end());
+    const std::string old_key = GroupKey(layout_, d, go);
+    std::shared_ptr<GuardedCommunicator> old;
+    for (const auto& [key, g] : groups) {
+      if (key == old_key) old = g;
+    }
+    bool keep = old != nullptr && old->global_ranks() == line_ranks;
+    if (keep) {
+      const std::string tag = GroupTag(old_key, line_ranks);
+      const GroupState mine = states[me][tag];
+      for (int m : line_ranks) {
+        auto it = states[m].find(tag);
+        keep = keep && it != states[m].end() && it->second.clean &&
+               it->second.completed == mine.completed;
+      }
+    }
+    if (!keep) {
+      rebuild.push_back(d);
+      continue;
+    }
+    const std::string new_key = next.GroupKey(next.layout(), d, go);
+    std::lock_guard<std::mutex> lock(root->mu);
+    root->groups.emplace(new_key, runtime_->Rewrap(old->inner_shared()));
+    root->group_locals.emplace(new_key, LocalFields(go));
+    report.kept.push_back(Describe(name, line_ranks));
+  }
+  // Made anew in dim order on every survivor (named groups, so the order
+  // only has to avoid waiting in a circle).
+  for (int d : rebuild) {
+    auto g = next.GetGroup(d);
+    if (!g.ok()) {
+      // A death during the rebuild: the new epoch's verdict starts another
+      // round; anything else is this Shrink's error.
+      (void)watch->Explain(
+          absl::UnavailableError(g.status().message()),
+          std::vector<int>(agreement->survivors));
+      if (!watch->verdict().empty()) {
+        *again = true;
+        report.rebuild = absl::Now() - agreed;
+        return ShrinkResult{std::move(next), std::move(report)};
+      }
+      return g.status();
+    }
+    report.rebuilt.push_back(Describe(dim_group_names()[d], (*g)->global_ranks()));
+  }
+  report.rebuild = absl::Now() - agreed;
+  return ShrinkResult{std::move(next), std::move(report)};
+}
+
+}  // namespace devmesh

@@ -1,0 +1,189 @@
+// devmesh/device_mesh/epoch_agreement.cc
+#include "device_mesh/epoch_agreement.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace devmesh {
+namespace device_mesh_internal {
+namespace {
+
+std::string Ranks(const std::vector<int>& ranks) {
+  return absl::StrJoin(ranks, ",");
+}
+
+absl::StatusOr<std::vector<int>> ParseRanks(absl::string_view text) {
+  std::vector<int> out;
+  if (text.empty()) return out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int r = 0;
+    if (!absl::SimpleAtoi(part, &r)) {
+      return absl::InternalError(absl::StrCat("bad rank list '", text, "'"));
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+// The decision's text as an Agreement (payloads not read yet) or its error.
+absl::StatusOr<Agreement> ParseDecision(absl::string_view text) {
+  if (absl::ConsumePrefix(&text, "error=")) {
+    const size_t semi = text.find(';');
+    int code = static_cast<int>(absl::StatusCode::kUnknown);
+    if (semi == absl::string_view::npos ||
+        !absl::SimpleAtoi(text.substr(0, semi), &code)) {
+      return absl::InternalError(absl::StrCat("bad decision 'error=", text, "'"));
+    }
+    return absl::Status(static_cast<absl::StatusCode>(code),
+                        text.substr(semi + 1));
+  }
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ';');
+  if (parts.size() != 2 || !absl::ConsumePrefix(&parts[0], "survivors=") ||
+      !absl::ConsumePrefix(&parts[1], "dead=")) {
+    return absl::InternalError(absl::StrCat("bad decision '", text, "'"));
+  }
+  Agreement a;
+  auto survivors = ParseRanks(parts[0]);
+  if (!survivors.ok()) return survivors.status();
+  auto dead = ParseRanks(parts[1]);
+  if (!dead.ok()) return dead.status();
+  a.survivors = *std::move(survivors);
+  a.dead = *std::move(dead);
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
+                                           const std::vector<int>& members,
+                                           const std::string& payload,
+                                           absl::Duration lease,
+                                           absl::Duration timeout) {
+  Store& store = watch.store();
+  const int me = watch.rank();
+  auto arrive_key = [&](int r) {
+    return FailureWatch::EpochKey(epoch, absl::StrCat("arrive/", r));
+  };
+  const std::string decision_key = FailureWatch::EpochKey(epoch, "decision");
+  auto store_error = [&](const absl::Status& s) {
+    return absl::Status(
+        s.code(), absl::StrCat("Shrink could not reach the job's store (",
+                               s.message(),
+                               "); recovery needs a store that no rank hosts "
+                               "(torchrun's agent store, //store:server, or "
+                               "//bootstrap:launch)"));
+  };
+  if (absl::Status s = store.Set(arrive_key(me), payload); !s.ok()) {
+    return store_error(s);
+  }
+
+  std::set<int> dead;
+  // The verdict's rank: its lease was seen to stop already.
+  if (auto v = watch.ReadVerdict(epoch); v.ok()) {
+    const int r = VerdictRank(*v);
+    if (r >= 0 && r != me) dead.insert(r);
+  }
+  std::set<int> arrived = {me};
+  struct Lease {
+    int64_t value = -1;
+    absl::Time since;
+  };
+  std::map<int, Lease> leases;
+  const absl::Time start = absl::Now();
+  const absl::Duration poll =
+      std::max(absl::Milliseconds(5), watch.period() / 5);
+
+  std::string decided;
+  while (true) {
+    if (auto d = store.Get(decision_key, absl::Milliseconds(1)); d.ok()) {
+      decided = *d;
+      break;
+    } else if (!absl::IsDeadlineExceeded(d.status())) {
+      return store_error(d.status());
+    }
+    std::vector<int> pending;
+    for (int r : members) {
+      if (arrived.count(r) || dead.count(r)) continue;
+      auto here = store.Check({arrive_key(r)});
+      if (!here.ok()) return store_error(here.status());
+      if (*here) {
+        arrived.insert(r);
+        continue;
+      }
+      auto left = store.Check({FailureWatch::LeftKey(r)});
+      if (!left.ok()) return store_error(left.status());
+      if (*left) {
+        dead.insert(r);
+        continue;
+      }
+      auto value = store.Add(FailureWatch::LeaseKey(r), 0);
+      if (!value.ok()) return store_error(value.status());
+      const absl::Time now = absl::Now();
+      Lease& l = leases[r];
+      if (*value != l.value) {
+        l.value = *value;
+        l.since = now;
+      } else if (now - l.since >= lease) {
+        dead.insert(r);
+        continue;
+      }
+      pending.push_back(r);
+    }
+    std::string mine;
+    if (pending.empty()) {
+      std::vector<int> survivors;
+      for (int r : members) {
+        if (arrived.count(r) && !dead.count(r)) survivors.push_back(r);
+      }
+      mine = absl::StrCat("survivors=", Ranks(survivors), ";dead=",
+                          Ranks(std::vector<int>(dead.begin(), dead.end())));
+    } else if (absl::Now() - start >= timeout) {
+      mine = absl::StrCat(
+          "error=", static_cast<int>(absl::StatusCode::kDeadlineExceeded),
+          ";Shrink of epoch ", epoch, ": global rank(s) [",
+          absl::StrJoin(pending, ", "),
+          "] neither called Shrink nor stopped renewing their lease within ",
+          absl::FormatDuration(timeout),
+          " (every live member of the mesh must call Shrink)");
+    }
+    if (!mine.empty()) {
+      auto won = store.CompareSet(decision_key, "", mine);
+      if (!won.ok()) return store_error(won.status());
+      decided = *won;
+      break;
+    }
+    absl::SleepFor(poll);
+  }
+
+  auto agreement = ParseDecision(decided);
+  if (!agreement.ok()) return agreement.status();
+  if (!std::binary_search(agreement->survivors.begin(),
+                          agreement->survivors.end(), me)) {
+    const std::string why = absl::StrCat(
+        "global rank ", me, " (this rank) is not a survivor of epoch ", epoch,
+        ": the others found global rank(s) [",
+        absl::StrJoin(agreement->dead, ", "),
+        "] dead and went on without them; this rank is fenced out of the job "
+        "(exit, or start over as a new job)");
+    watch.Fence(why);
+    return absl::FailedPreconditionError(why);
+  }
+  std::vector<std::string> keys;
+  for (int r : agreement->survivors) keys.push_back(arrive_key(r));
+  auto values = store.MultiGet(keys, absl::Seconds(10));
+  if (!values.ok()) return store_error(values.status());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    agreement->payloads[agreement->survivors[i]] = (*values)[i];
+  }
+  return agreement;
+}
+
+}  // namespace device_mesh_internal
+}  // namespace devmesh

@@ -1,0 +1,59 @@
+// devmesh/device_mesh/epoch_agreement.h
+// -----------------------------------------------------------------------------
+// AgreeOnSurvivors (internal to //device_mesh): the store protocol by which
+// the live members of an epoch agree on who is dead, for DeviceMesh::Shrink.
+// Every member that calls it gets the same answer, or the same error.
+//
+// Keys, under "devmesh/epoch/<e>/" (FailureWatch::EpochKey):
+//   arrive/<r>  set once by member r on arrival: its `payload` (what it
+//               knows of its groups; Shrink compares these across a group);
+//   decision    set once, by CompareSet, by the first member that sees every
+//               member either arrived or dead; its value is everyone's answer:
+//               "survivors=<ranks>;dead=<ranks>" or "error=<code>;<message>".
+// A member is dead when the epoch's verdict names it (the watch already saw
+// its lease stop), when it left (ended its runtime), or when its lease does
+// not advance for `lease` while it has not arrived. A live member that has
+// not arrived is waited for (its lease advances), up to `timeout`; then the
+// decision is the error DeadlineExceeded naming the members still missing.
+// A member that arrives after the decision and is not a survivor (it was
+// stopped, or slow past its lease) gets FailedPrecondition and is fenced.
+//
+// Cost: one Set, then per poll (every period / 5) one Get of the decision
+// plus, for each member not yet arrived, one Check and one lease read; the
+// payloads of the survivors in one MultiGet.
+#ifndef DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
+#define DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "device_mesh/failure_watch.h"
+
+namespace devmesh {
+namespace device_mesh_internal {
+
+struct Agreement {
+  std::vector<int> survivors;          // sorted global ranks
+  std::vector<int> dead;               // sorted global ranks
+  std::map<int, std::string> payloads;  // survivor -> its arrival payload
+};
+
+// Collective over the live `members` (sorted global ranks, this rank among
+// them) of `watch`'s `epoch`. Errors: the decided error (the same on every
+// member); FailedPrecondition when this rank is not a survivor of the
+// decision (it is fenced through `watch`); the store's error (Unavailable)
+// when the store does not answer.
+absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
+                                           const std::vector<int>& members,
+                                           const std::string& payload,
+                                           absl::Duration lease,
+                                           absl::Duration timeout);
+
+}  // namespace device_mesh_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_

@@ -1,0 +1,425 @@
+// DeviceMesh::Shrink with real processes and real faults (issue 20): the
+// worked example (examples/elastic) trains a (dp=3, tp=2) mesh over 6
+// processes on Gloo, started by the test (no launcher that stops the
+// others), while a fault is injected at step kFaultStep:
+//   kill_between_steps   rank 2 SIGKILLs itself before the step's first call
+//   kill_mid_dp          rank 2 is SIGKILLed by its own thread 2 ms into the
+//                        dp all-reduce
+//   kill_mid_tp          the same in the tp all-reduce
+//   kill_replica         ranks 2 and 3 (all of replica 1) SIGKILL themselves
+//   kill_lowest          rank 0 SIGKILLs itself
+//   second_kill          rank 2 dies, then rank 4 dies as it enters Shrink
+//   stop_long            rank 2 is SIGSTOPped for 4 s (> the 2 s silence)
+//                        and continued: it must be fenced (FailedPrecondition
+//                        from every call), the others go on without it
+//   stop_short           rank 2 is SIGSTOPped for 0.4 s: no shrink at all
+//   control              no fault: no shrink
+// Each run checks: every survivor's final parameters equal a fresh run with
+// the replicas the survivors resumed with (bit for bit), every survivor
+// resumed at the same step, at most 1 step lost, the dead and removed ranks
+// are the expected ones, removed live ranks were told FailedPrecondition,
+// no process hangs (RunRanks' 60 s limit) and no false shrink. It prints
+// the recovery time (fault to the first collective of the new epoch done on
+// every survivor) split into detect (fault to the first verdict), agree and
+// rebuild, with p50 / p95 / max per scenario. --shrink_runs sets the runs
+// per scenario (CI: 2; the closing note's long mode: 30).
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "bootstrap/testing/multiprocess.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/init_device_mesh.h"
+#include "examples/elastic/elastic_training.h"
+#include "gtest/gtest.h"
+#include "tests/device_mesh/mesh_checks.h"
+
+ABSL_FLAG(int, shrink_runs, 2, "launches per scenario");
+
+namespace devmesh {
+namespace {
+
+using ::devmesh::elastic_example::Point;
+using ::devmesh::elastic_example::Reference;
+using ::devmesh::elastic_example::TrainOptions;
+using ::devmesh::elastic_example::TrainResult;
+using ::devmesh::testing::Expect;
+using ::devmesh::testing::RankOutcome;
+using ::devmesh::testing::RunRanksDetailed;
+using ::devmesh::testing::RunRanksOptions;
+using ::devmesh::testing::RuntimeOf;
+
+constexpr int kRanks = 6;
+constexpr int64_t kSteps = 24;
+constexpr int64_t kFaultStep = 10;
+
+enum class Fault {
+  kNone,
+  kKillBetweenSteps,
+  kKillMidDp,
+  kKillMidTp,
+  kStop,
+};
+
+struct Scenario {
+  std::string name;
+  Fault fault = Fault::kNone;
+  std::vector<int> victims;     // ranks the fault hits at kFaultStep
+  int second_victim = -1;       // dies as it enters Shrink
+  absl::Duration stop;          // for kStop
+  // Expected:
+  std::vector<int> dead;        // found dead by Shrink
+  std::vector<int> removed;     // live ranks of removed replicas
+  std::vector<int> fenced;      // ranks that must be fenced
+  int64_t replicas = 3;         // at the end
+};
+
+std::vector<Scenario> Scenarios() {
+  std::vector<Scenario> s;
+  s.push_back({"kill_between_steps", Fault::kKillBetweenSteps, {2}, -1, {},
+               {2}, {3}, {}, 2});
+  s.push_back({"kill_mid_dp", Fault::kKillMidDp, {2}, -1, {}, {2}, {3}, {}, 2});
+  s.push_back({"kill_mid_tp", Fault::kKillMidTp, {2}, -1, {}, {2}, {3}, {}, 2});
+  s.push_back({"kill_replica", Fault::kKillBetweenSteps, {2, 3}, -1, {},
+               {2, 3}, {}, {}, 2});
+  s.push_back({"kill_lowest", Fault::kKillBetweenSteps, {0}, -1, {}, {0}, {1},
+               {}, 2});
+  s.push_back({"second_kill", Fault::kKillBetweenSteps, {2}, 4, {}, {2, 4},
+               {3, 5}, {}, 1});
+  s.push_back({"stop_long", Fault::kStop, {2}, -1, absl::Seconds(4), {2}, {3},
+               {2}, 2});
+  s.push_back({"stop_short", Fault::kStop, {2}, -1, absl::Milliseconds(400),
+               {}, {}, {}, 3});
+  s.push_back({"control", Fault::kNone, {}, -1, {}, {}, {}, {}, 3});
+  return s;
+}
+
+bool Has(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::string Dir(const std::string& run) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/shrink_", run);
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void RecordFault(const std::string& dir) {
+  WriteFile(absl::StrCat(dir, "/fault_ns"),
+            absl::StrCat(absl::GetCurrentTimeNanos()));
+}
+
+// Stops this process for `d`: a child sends SIGCONT after `d` and exits;
+// this process reaps it after it continues.
+void StopFor(absl::Duration d) {
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    struct timespec ts = absl::ToTimespec(d);
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    kill(parent, SIGCONT);
+    _exit(0);
+  }
+  raise(SIGSTOP);
+  int status = 0;
+  waitpid(child, &status, 0);
+}
+
+int64_t Ns(absl::Time t) {
+  return t == absl::InfinitePast() ? 0 : absl::ToUnixNanos(t);
+}
+
+absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
+  const int me = b.rank();
+  ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+  MeshOptions options;
+  options.all.backend = "gloo";
+  options.all.timeout = absl::Seconds(30);  // a hang shows as a failure
+  ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {3, 2}, {"dp", "tp"},
+                                        options));
+  TrainOptions train;
+  train.steps = kSteps;
+  train.shrink.timeout = absl::Seconds(20);
+  const bool victim = Has(sc.victims, me);
+  auto hook = [&](Point p, int64_t step, int64_t epoch) {
+    if (epoch != 0) return;
+    if (p == Point::kShrinkStart && me == sc.second_victim) {
+      raise(SIGKILL);
+    }
+    if (!victim || step != kFaultStep) return;
+    switch (sc.fault) {
+      case Fault::kKillBetweenSteps:
+        if (p == Point::kBeforeShardAllReduce) {
+          RecordFault(dir);
+          raise(SIGKILL);
+        }
+        break;
+      case Fault::kKillMidDp:
+      case Fault::kKillMidTp:
+        if (p == (sc.fault == Fault::kKillMidDp ? Point::kBeforeReplicaAllReduce
+                                                : Point::kBeforeShardAllReduce)) {
+          std::thread([dir] {
+            absl::SleepFor(absl::Milliseconds(2));
+            RecordFault(dir);
+            raise(SIGKILL);
+          }).detach();
+        }
+        break;
+      case Fault::kStop:
+        if (p == Point::kBeforeShardAllReduce) {
+          RecordFault(dir);
+          StopFor(sc.stop);
+        }
+        break;
+      case Fault::kNone:
+        break;
+    }
+  };
+  ASSIGN_OR_RETURN(result, elastic_example::Train(mesh, train, hook));
+
+  std::string line = absl::StrCat("rank=", me, " steps=", result.steps,
+                                   " epoch=", result.epoch, " left=",
+                                   result.left_because.empty() ? 0 : 1);
+  if (Has(sc.fenced, me)) {
+    // Fenced: the failed call and every later one is FailedPrecondition.
+    RETURN_IF_ERROR(Expect(
+        absl::StartsWith(result.last_error, "FAILED_PRECONDITION") &&
+            absl::StrContains(result.last_error, "fenced"),
+        absl::StrCat("fenced rank's failed call: ", result.last_error)));
+    RETURN_IF_ERROR(Expect(absl::StrContains(result.left_because, "fenced"),
+                           absl::StrCat("fenced rank's Shrink: ",
+                                        result.left_because)));
+    for (const char* dim : {"dp", "tp"}) {
+      ASSIGN_OR_RETURN(group, mesh.GetGroup(dim));
+      float x = 1;
+      absl::Status again = group->AllReduce(&x, &x, 1, DataType::kFloat32,
+                                            ReduceOp::kSum);
+      RETURN_IF_ERROR(Expect(absl::IsFailedPrecondition(again),
+                             absl::StrCat("fenced rank's later call on ", dim,
+                                          ": ", again.ToString())));
+      RETURN_IF_ERROR(Expect(absl::IsFailedPrecondition(group->Barrier()),
+                             "fenced rank's Barrier"));
+    }
+    WriteFile(absl::StrCat(dir, "/", me), line);
+    return absl::OkStatus();
+  }
+  if (Has(sc.removed, me)) {
+    RETURN_IF_ERROR(Expect(
+        absl::StrContains(result.left_because, "was removed in epoch 1"),
+        absl::StrCat("removed rank: '", result.left_because, "'")));
+    WriteFile(absl::StrCat(dir, "/", me), line);
+    return absl::OkStatus();
+  }
+  // A survivor: its parameters equal a fresh run's.
+  RETURN_IF_ERROR(Expect(result.left_because.empty(),
+                         absl::StrCat("survivor left: ", result.left_because)));
+  RETURN_IF_ERROR(Expect(result.steps == kSteps, "steps"));
+  std::vector<std::pair<int64_t, int64_t>> schedule = {{0, 3}};
+  for (const auto& r : result.recoveries) {
+    schedule.emplace_back(r.resumed_step, r.replicas);
+  }
+  const std::vector<float> want =
+      Reference(result.shards, result.shard, kSteps, schedule);
+  RETURN_IF_ERROR(Expect(
+      result.params == want,
+      absl::StrCat("rank ", me, " params [", absl::StrJoin(result.params, ","),
+                   "], a fresh run gives [", absl::StrJoin(want, ","), "]")));
+  const int64_t expected_recoveries = sc.dead.empty() ? 0 : 1;
+  RETURN_IF_ERROR(Expect(
+      static_cast<int64_t>(result.recoveries.size()) == expected_recoveries,
+      absl::StrCat("rank ", me, ": ", result.recoveries.size(),
+                   " recoveries, want ", expected_recoveries,
+                   result.recoveries.empty()
+                       ? ""
+                       : absl::StrCat(" (first: ",
+                                      result.recoveries[0].report.ToString(),
+                                      "; after ", result.recoveries[0].error,
+                                      ")"))));
+  if (!result.recoveries.empty()) {
+    const auto& r = result.recoveries[0];
+    absl::StrAppend(&line, " failed=", r.failed_step, " resumed=",
+                    r.resumed_step, " replicas=", r.replicas, " failed_ns=",
+                    Ns(r.failed_at), " resumed_ns=", Ns(r.resumed_at),
+                    " verdict_ns=", Ns(r.report.verdict_time), " agree_us=",
+                    absl::ToInt64Microseconds(r.report.agree), " rebuild_us=",
+                    absl::ToInt64Microseconds(r.report.rebuild), " dead=",
+                    absl::StrJoin(r.report.dead, ","), " kept=",
+                    r.report.kept.size(), " rebuilt=", r.report.rebuilt.size());
+  }
+  WriteFile(absl::StrCat(dir, "/", me), line);
+  return absl::OkStatus();
+}
+
+std::map<std::string, std::string> Fields(const std::string& line) {
+  std::map<std::string, std::string> out;
+  for (absl::string_view kv : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (p.size() == 2) out[p[0]] = p[1];
+  }
+  return out;
+}
+
+int64_t Int(const std::map<std::string, std::string>& f, const std::string& k) {
+  int64_t v = -1;
+  auto it = f.find(k);
+  if (it != f.end()) (void)absl::SimpleAtoi(it->second, &v);
+  return v;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(q * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+class ShrinkTest : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(ShrinkTest, SurvivorsGoOnWithTheRightState) {
+  const Scenario& sc = GetParam();
+  const int runs = absl::GetFlag(FLAGS_shrink_runs);
+  int failures = 0;
+  std::vector<double> recovery, detect, agree, rebuild;
+  double slowest = 0;
+  for (int n = 0; n < runs; ++n) {
+    const std::string run = absl::StrCat(sc.name, "_", n);
+    const std::string dir = Dir(run);
+    std::string cmd = absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'");
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    RunRanksOptions options;
+    options.timeout = absl::Seconds(60);
+    const absl::Time start = absl::Now();
+    std::vector<RankOutcome> out = RunRanksDetailed(
+        kRanks, [&](Bootstrap& b) { return Body(b, sc, dir); }, options);
+    slowest = std::max(slowest, absl::ToDoubleSeconds(absl::Now() - start));
+    bool ok = true;
+    auto fail = [&](const std::string& why) {
+      ok = false;
+      ADD_FAILURE() << sc.name << " run " << n << ": " << why;
+    };
+    std::map<int, std::map<std::string, std::string>> f;
+    for (const RankOutcome& o : out) {
+      const bool killed =
+          (Has(sc.victims, o.rank) && sc.fault != Fault::kStop &&
+           sc.fault != Fault::kNone) ||
+          o.rank == sc.second_victim;
+      if (killed) {
+        if (o.reported) fail(absl::StrCat("rank ", o.rank, " was not killed"));
+        continue;
+      }
+      if (!o.reported || !o.status.ok()) {
+        fail(absl::StrCat("rank ", o.rank, ": ", o.status.ToString(), " (exit ",
+                          o.exit_code, ")"));
+        continue;
+      }
+      f[o.rank] = Fields(ReadFile(absl::StrCat(dir, "/", o.rank)));
+    }
+    // Survivors agree on where they resumed; at most one step lost.
+    int64_t resumed = -2, last_resumed_ns = 0, first_verdict_ns = INT64_MAX;
+    int64_t max_agree = 0, max_rebuild = 0;
+    for (auto& [rank, fields] : f) {
+      if (Has(sc.removed, rank) || Has(sc.fenced, rank)) continue;
+      if (Int(fields, "epoch") != (sc.dead.empty() ? 0 : 1)) {
+        fail(absl::StrCat("rank ", rank, " ends at epoch ",
+                          Int(fields, "epoch")));
+      }
+      if (sc.dead.empty()) continue;
+      if (fields["dead"] != absl::StrJoin(sc.dead, ",")) {
+        fail(absl::StrCat("rank ", rank, " found dead [", fields["dead"],
+                          "], want [", absl::StrJoin(sc.dead, ","), "]"));
+      }
+      if (Int(fields, "replicas") != sc.replicas) {
+        fail(absl::StrCat("rank ", rank, " has ", Int(fields, "replicas"),
+                          " replicas"));
+      }
+      if (Int(fields, "failed") - Int(fields, "resumed") > 1) {
+        fail(absl::StrCat("rank ", rank, " lost ",
+                          Int(fields, "failed") - Int(fields, "resumed"),
+                          " steps"));
+      }
+      if (resumed != -2 && resumed != Int(fields, "resumed")) {
+        fail("survivors resumed at different steps");
+      }
+      resumed = Int(fields, "resumed");
+      last_resumed_ns = std::max(last_resumed_ns, Int(fields, "resumed_ns"));
+      const int64_t v = Int(fields, "verdict_ns");
+      if (v > 0) first_verdict_ns = std::min(first_verdict_ns, v);
+      max_agree = std::max(max_agree, Int(fields, "agree_us"));
+      max_rebuild = std::max(max_rebuild, Int(fields, "rebuild_us"));
+    }
+    if (!sc.dead.empty() && ok) {
+      int64_t fault_ns = 0;
+      (void)absl::SimpleAtoi(ReadFile(absl::StrCat(dir, "/fault_ns")),
+                             &fault_ns);
+      recovery.push_back((last_resumed_ns - fault_ns) / 1e6);
+      if (first_verdict_ns != INT64_MAX) {
+        detect.push_back((first_verdict_ns - fault_ns) / 1e6);
+      }
+      agree.push_back(max_agree / 1e3);
+      rebuild.push_back(max_rebuild / 1e3);
+      std::printf("shrink %s run %d: recovery %.0f ms (detect %.0f, agree %.0f, "
+                  "rebuild %.0f), resumed at step %lld\n",
+                  sc.name.c_str(), n, recovery.back(),
+                  detect.empty() ? -1.0 : detect.back(), agree.back(),
+                  rebuild.back(), static_cast<long long>(resumed));
+    }
+    if (!ok) ++failures;
+  }
+  std::printf("shrink %s: %d launches, %d failed, slowest launch %.1f s",
+              sc.name.c_str(), runs, failures, slowest);
+  if (!recovery.empty()) {
+    std::printf("; recovery ms p50 %.0f p95 %.0f max %.0f; detect p50 %.0f; "
+                "agree p50 %.0f; rebuild p50 %.0f",
+                Percentile(recovery, 0.5), Percentile(recovery, 0.95),
+                Percentile(recovery, 1.0), Percentile(detect, 0.5),
+                Percentile(agree, 0.5), Percentile(rebuild, 0.5));
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  EXPECT_EQ(failures, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, ShrinkTest, ::testing::ValuesIn(Scenarios()),
+                         [](const ::testing::TestParamInfo<Scenario>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace devmesh
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  return RUN_ALL_TESTS();
+}
