@@ -159,7 +159,13 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
       decided = *won;
       break;
     }
-    absl::SleepFor(poll);
+    // Parked on the decision: woken as soon as another member decides.
+    if (auto d = store.Get(decision_key, poll); d.ok()) {
+      decided = *d;
+      break;
+    } else if (!absl::IsDeadlineExceeded(d.status())) {
+      return store_error(d.status());
+    }
   }
 
   auto agreement = ParseDecision(decided);

@@ -18,9 +18,10 @@
 // A member that arrives after the decision and is not a survivor (it was
 // stopped, or slow past its lease) gets FailedPrecondition and is fenced.
 //
-// Cost: one Set, then per poll (every period / 5) one Get of the decision
-// plus, for each member not yet arrived, one Check and one lease read; the
-// payloads of the survivors in one MultiGet.
+// Cost: one Set; then per poll (a parked Get of the decision for period / 5,
+// which returns as soon as another member decides), for each member not yet
+// arrived, one Check, one Check of its "left" mark and one lease read; the
+// survivors' payloads in one MultiGet.
 #ifndef DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
 #define DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
 

@@ -358,6 +358,9 @@ absl::Status GlooCommunicator::Abort() {
   // receive on it waiting for the whole timeout). Only the pairs whose
   // socket was not found (gone already, or never found) are closed here.
   const std::set<int> shut = gloo_internal::ShutdownConnections(connections_);
+  // And every wait of the group's buffers, the message Gloo is halfway
+  // through reading included (the shutdown alone leaves that one waiting).
+  if (abortable_ != nullptr) abortable_->AbortWaits();
   return GlooCall("gloo abort", [&] {
     for (int i = 0; i < size_; ++i) {
       if (i == rank_ || shut.count(i) > 0) continue;

@@ -70,6 +70,7 @@
 #include "absl/time/time.h"
 #include "store/store.h"
 #include "comm/communicator.h"
+#include "comm/gloo/gloo_abortable_context.h"
 #include "comm/gloo/gloo_shutdown.h"
 #include "comm/options.h"
 #include "gloo/context.h"
@@ -172,6 +173,9 @@ class GlooCommunicator final : public Communicator {
   // Peer group rank -> the inode of the socket of its connection
   // (gloo_shutdown.h).
   std::map<int, ino_t> connections_;
+  // The transport context, whose AbortWaits ends every wait of the group's
+  // buffers (gloo_abortable_context.h).
+  std::shared_ptr<gloo_internal::AbortableContext> abortable_;
 };
 
 }  // namespace devmesh

@@ -66,6 +66,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   comm->barrier_round_trips_ = mesh->barrier_round_trips;
   comm->peer_endpoints_ = std::move(mesh->peer_endpoints);
   comm->connections_ = std::move(mesh->connections);
+  comm->abortable_ = std::move(mesh->abortable);
   comm->context_ = std::move(mesh->context);
   return comm;
 }

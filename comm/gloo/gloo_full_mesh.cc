@@ -184,8 +184,10 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
   std::vector<std::string> my_addresses;  // per peer, in PairKeys order
   std::vector<::gloo::transport::Pair*> pairs(size, nullptr);
   absl::Status status = GlooCall(what, [&] {
-    transport = device->createContext(rank, size);
-    transport->setTimeout(absl::ToChronoMilliseconds(timeout));
+    auto inner = device->createContext(rank, size);
+    inner->setTimeout(absl::ToChronoMilliseconds(timeout));
+    out.abortable = std::make_shared<AbortableContext>(std::move(inner));
+    transport = out.abortable;
     for (int i = 0; i < size; ++i) {
       if (i == rank) continue;
       auto& pair = transport->createPair(i);

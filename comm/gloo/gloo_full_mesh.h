@@ -50,6 +50,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/gloo/gloo_abortable_context.h"
 #include "comm/gloo/gloo_shutdown.h"
 #include "store/store.h"
 #include "gloo/context.h"
@@ -60,6 +61,9 @@ namespace gloo_internal {
 
 struct FullMesh {
   std::shared_ptr<::gloo::Context> context;
+  // Its transport context: Abort ends every wait through it
+  // (gloo_abortable_context.h).
+  std::shared_ptr<AbortableContext> abortable;
   // "[ip]:port" of each peer's end of its connection with this rank (as
   // Gloo prints it in its errors) -> that peer's global rank.
   std::map<std::string, int> peer_endpoints;

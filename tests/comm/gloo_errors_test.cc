@@ -1,9 +1,11 @@
 // devmesh/tests/comm/gloo_errors_test.cc
 // Gloo error paths: a peer that dies, a peer that never arrives, bad
 // arguments, Abort.
+#include <signal.h>
 #include <unistd.h>
 
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -99,6 +101,75 @@ TEST(GlooErrorsTest, AbortWakesACollectiveBlockedInAnotherThread) {
       return absl::InternalError(absl::StrCat(
           "the peer's all-reduce took ", absl::FormatDuration(absl::Now() - start),
           ": ", s.ToString()));
+    }
+    return absl::OkStatus();
+  }, absl::Seconds(90));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Abort also ends a receive that Gloo is halfway through reading, and a send
+// it is halfway through writing: rank 1 stops itself (SIGSTOP) 20 ms into a
+// 512 MiB Send, so rank 0's Recv has part of the message and waits for the
+// rest on a live connection; rank 0 aborts, continues rank 1, and rank 1
+// aborts too. Gloo's connection errors reach neither buffer
+// (gloo_abortable_context.h): without AbortableContext each call ends only
+// at its 30 s timeout.
+TEST(GlooErrorsTest, AbortWakesCallsHalfwayThroughAMessage) {
+  absl::Status status = ForkRanks(2, [](int rank, int size,
+                                        std::shared_ptr<Store> store)
+                                         -> absl::Status {
+    CommOptions options;
+    options.timeout = absl::Seconds(30);
+    auto comm = CreateCommunicator("gloo", store, rank, size, options);
+    if (!comm.ok()) return comm.status();
+    std::vector<float> data(size_t{128} << 20, 1.0f);
+    absl::Status result;
+    absl::Time ended;
+    std::thread call([&] {
+      result = rank == 1 ? (*comm)->Send(data.data(), data.size(),
+                                         DataType::kFloat32, 0)
+                         : (*comm)->Recv(data.data(), data.size(),
+                                         DataType::kFloat32, 1);
+      ended = absl::Now();
+    });
+    absl::Time aborted;
+    if (rank == 1) {
+      if (auto s = store->Set("pid", std::to_string(getpid())); !s.ok()) {
+        call.join();
+        return s;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+      raise(SIGSTOP);  // the whole process, mid-send
+      auto go = store->Get("rank 0 aborted", absl::Seconds(30));
+      aborted = absl::Now();
+      absl::Status abort = (*comm)->Abort();
+      call.join();
+      if (!go.ok()) return go.status();
+      if (!abort.ok()) return abort;
+    } else {
+      auto pid = store->Get("pid", absl::Seconds(30));
+      if (!pid.ok()) {
+        (void)(*comm)->Abort();
+        call.join();
+        return pid.status();
+      }
+      absl::SleepFor(absl::Milliseconds(500));
+      aborted = absl::Now();
+      absl::Status abort = (*comm)->Abort();
+      call.join();
+      kill(std::stoi(*pid), SIGCONT);
+      if (auto s = store->Set("rank 0 aborted", "1"); !s.ok()) return s;
+      if (!abort.ok()) return abort;
+    }
+    const char* what = rank == 1 ? "send" : "receive";
+    if (result.ok()) {
+      return absl::InternalError(
+          absl::StrCat("the ", what, " succeeded with its peer stopped"));
+    }
+    if (ended - aborted > absl::Seconds(2)) {
+      return absl::InternalError(absl::StrCat(
+          "the ", what, " ended ", absl::FormatDuration(ended - aborted),
+          " after Abort: ", result.ToString()));
     }
     return absl::OkStatus();
   }, absl::Seconds(90));

@@ -1,0 +1,76 @@
+// devmesh/comm/gloo/gloo_abortable_context.h
+// -----------------------------------------------------------------------------
+// AbortableContext: a Gloo transport context that forwards to the device's
+// own (pairs, timeouts and all), with one addition: every unbound buffer it
+// makes (Gloo's algorithms make theirs through the context) is wrapped so
+// that AbortWaits() ends every wait on every live buffer at once, by
+// throwing ::gloo::IoException("the group was aborted ...") out of waitRecv /
+// waitSend. It closes the one gap the socket shutdown of gloo_shutdown.h
+// leaves: Debian's Gloo (2022-05) does not signal the buffer of a message it
+// is halfway through reading when the connection fails
+// (Pair::signalException reaches the pending operations only), so such a
+// receive would wait for the group's whole timeout.
+//
+// How: a buffer's wait is Gloo's own (tcp::UnboundBuffer::waitRecv, with its
+// timeout); AbortWaits calls the buffer's public abortWaitRecv /
+// abortWaitSend, which wake the wait (or make the next one return at once),
+// and the wrapper then throws. A buffer made after AbortWaits throws at its
+// first use. Buffers are tracked under a mutex that AbortWaits holds while it
+// touches them and that each wrapper's destructor takes, so no buffer is
+// touched after it is gone. A wrapper rather than a subclass of Gloo's TCP
+// context: Debian's package lacks a header (gloo/common/memory.h) that the
+// TCP context's class definition needs.
+//
+// Set the timeout on the inner context before wrapping it (the wrapper
+// copies it; Gloo's buffers read the inner one).
+//
+// Thread-safety: AbortWaits may be called from any thread, concurrently with
+// the collectives it aborts.
+#ifndef DEVMESH_COMM_GLOO_GLOO_ABORTABLE_CONTEXT_H_
+#define DEVMESH_COMM_GLOO_GLOO_ABORTABLE_CONTEXT_H_
+
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+
+#include "gloo/transport/context.h"
+#include "gloo/transport/unbound_buffer.h"
+
+namespace devmesh {
+namespace gloo_internal {
+
+class AbortableBuffer;
+
+class AbortableContext final
+    : public ::gloo::transport::Context,
+      public std::enable_shared_from_this<AbortableContext> {
+ public:
+  explicit AbortableContext(std::shared_ptr<::gloo::transport::Context> inner);
+
+  std::unique_ptr<::gloo::transport::Pair>& getPair(int rank) override {
+    return inner_->getPair(rank);
+  }
+  std::unique_ptr<::gloo::transport::Pair>& createPair(int rank) override {
+    return inner_->createPair(rank);
+  }
+  std::unique_ptr<::gloo::transport::UnboundBuffer> createUnboundBuffer(
+      void* ptr, size_t size) override;
+
+  // Ends every wait of every live buffer and of every buffer made from now on.
+  void AbortWaits();
+
+ private:
+  friend class AbortableBuffer;
+  void Add(AbortableBuffer* buffer);
+  void Remove(AbortableBuffer* buffer);
+
+  std::shared_ptr<::gloo::transport::Context> inner_;
+  std::mutex buffers_mu_;
+  bool aborted_ = false;                          // guarded by buffers_mu_
+  std::unordered_set<AbortableBuffer*> buffers_;  // guarded by buffers_mu_
+};
+
+}  // namespace gloo_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_GLOO_GLOO_ABORTABLE_CONTEXT_H_
