@@ -21,8 +21,12 @@
 // context: Debian's package lacks a header (gloo/common/memory.h) that the
 // TCP context's class definition needs.
 //
-// Set the timeout on the inner context before wrapping it (the wrapper
-// copies it; Gloo's buffers read the inner one).
+// Call AbortWaits only after closing every pair of the context
+// (GlooCommunicator::Abort does): Pair::close waits for Gloo's loop to leave
+// the pair, whereas a woken call returns at once, and its caller may free a
+// buffer the loop is still reading into. Set the timeout on the inner
+// context before wrapping it (the wrapper copies it; Gloo's buffers read the
+// inner one).
 //
 // Thread-safety: AbortWaits may be called from any thread, concurrently with
 // the collectives it aborts.

@@ -352,20 +352,22 @@ absl::Status GlooCommunicator::Barrier() {
 absl::Status GlooCommunicator::Abort() {
   if (aborted_.exchange(true)) return absl::OkStatus();
   if (context_ == nullptr) return absl::OkStatus();
-  // Shut the sockets down, so that Gloo's event loop fails every wait on
-  // them and then closes each pair itself (Pair::close alone wakes none,
-  // and a pair closed before the loop saw its shutdown would leave a later
-  // receive on it waiting for the whole timeout). Only the pairs whose
-  // socket was not found (gone already, or never found) are closed here.
-  const std::set<int> shut = gloo_internal::ShutdownConnections(connections_);
-  // And every wait of the group's buffers, the message Gloo is halfway
-  // through reading included (the shutdown alone leaves that one waiting).
-  if (abortable_ != nullptr) abortable_->AbortWaits();
+  // 1. Shut the sockets down: the peers read "connection closed" at once, and
+  //    Gloo's loop here fails every pending operation on them.
+  (void)gloo_internal::ShutdownConnections(connections_);
   return GlooCall("gloo abort", [&] {
+    // 2. Close every pair. Pair::close takes the pair's lock, which Gloo's
+    //    loop holds while it reads into or writes from a buffer, so once it
+    //    returns no transport thread touches a caller's buffer again (a
+    //    message halfway read is abandoned, not finished into freed memory).
     for (int i = 0; i < size_; ++i) {
-      if (i == rank_ || shut.count(i) > 0) continue;
+      if (i == rank_) continue;
       if (auto& pair = context_->getPair(i)) pair->close();
     }
+    // 3. Only then wake every wait, those Gloo's pair errors never reach
+    //    included (gloo_abortable_context.h): the woken call returns, and
+    //    its caller may free its buffer.
+    if (abortable_ != nullptr) abortable_->AbortWaits();
   });
 }
 

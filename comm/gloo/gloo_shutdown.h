@@ -10,7 +10,8 @@
 // pending unbound send and receive fails at once, and the loop closes the
 // pair. The peers' ends see the same. (A message Gloo is halfway through
 // reading, or an unbound send it already queued for writing, is not
-// signalled by that Gloo version; Abort wakes those through the group's
+// signalled by that Gloo version; Abort closes every pair, which waits for
+// Gloo's loop to leave it, and then wakes those through the group's
 // AbortableContext, gloo_abortable_context.h.)
 //
 // Gloo keeps a pair's socket private, so the group finds its sockets once,

@@ -92,22 +92,27 @@ struct Scenario {
   std::vector<int> removed;     // live ranks of removed replicas
   std::vector<int> fenced;      // ranks that must be fenced
   int64_t replicas = 3;         // at the end
+  // Groups each survivor keeps (-1: any; a kill mid-collective leaves it to
+  // timing which groups were idle).
+  int kept = -1;
 };
 
 std::vector<Scenario> Scenarios() {
   std::vector<Scenario> s;
+  // Between steps, every tp group of a surviving replica is idle and whole:
+  // kept; the dp groups are rebuilt.
   s.push_back({"kill_between_steps", Fault::kKillBetweenSteps, {2}, -1, {},
-               {2}, {3}, {}, 2});
+               {2}, {3}, {}, 2, 1});
   s.push_back({"kill_mid_dp", Fault::kKillMidDp, {2}, -1, {}, {2}, {3}, {}, 2});
   s.push_back({"kill_mid_tp", Fault::kKillMidTp, {2}, -1, {}, {2}, {3}, {}, 2});
   s.push_back({"kill_replica", Fault::kKillBetweenSteps, {2, 3}, -1, {},
-               {2, 3}, {}, {}, 2});
+               {2, 3}, {}, {}, 2, 1});
   s.push_back({"kill_lowest", Fault::kKillBetweenSteps, {0}, -1, {}, {0}, {1},
-               {}, 2});
+               {}, 2, 1});
   s.push_back({"second_kill", Fault::kKillBetweenSteps, {2}, 4, {}, {2, 4},
-               {3, 5}, {}, 1});
+               {3, 5}, {}, 1, 1});
   s.push_back({"stop_long", Fault::kStop, {2}, -1, absl::Seconds(4), {2}, {3},
-               {2}, 2});
+               {2}, 2, 1});
   s.push_back({"stop_short", Fault::kStop, {2}, -1, absl::Milliseconds(400),
                {}, {}, {}, 3});
   s.push_back({"control", Fault::kNone, {}, -1, {}, {}, {}, {}, 3});
@@ -362,6 +367,12 @@ TEST_P(ShrinkTest, SurvivorsGoOnWithTheRightState) {
       if (Int(fields, "replicas") != sc.replicas) {
         fail(absl::StrCat("rank ", rank, " has ", Int(fields, "replicas"),
                           " replicas"));
+      }
+      if (sc.kept >= 0 && (Int(fields, "kept") != sc.kept ||
+                           Int(fields, "rebuilt") != 2 - sc.kept)) {
+        fail(absl::StrCat("rank ", rank, " kept ", fields["kept"],
+                          " groups and rebuilt ", fields["rebuilt"], ", want ",
+                          sc.kept, " and ", 2 - sc.kept));
       }
       if (Int(fields, "failed") - Int(fields, "resumed") > 1) {
         fail(absl::StrCat("rank ", rank, " lost ",
