@@ -72,9 +72,18 @@ absl::StatusOr<TrainResult> Train(DeviceMesh mesh, const TrainOptions& o,
   DEVMESH_ASSIGN_OR_RETURN(out.shard, mesh.GetLocalRank(o.shard_dim));
   DEVMESH_ASSIGN_OR_RETURN(out.shards, mesh.size(o.shard_dim));
   std::vector<float> params = Initial(out.shard);
-  std::map<int64_t, std::vector<float>> history = {{0, params}};
-  std::vector<float> buf(static_cast<size_t>(o.pad) + kShard);
   int64_t done = 0;
+  if (!o.start_params.empty()) {
+    if (o.start_params.size() != params.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "start_params has ", o.start_params.size(), " values, want ",
+          params.size()));
+    }
+    params = o.start_params;
+    done = o.start_step;
+  }
+  std::map<int64_t, std::vector<float>> history = {{done, params}};
+  std::vector<float> buf(static_cast<size_t>(o.pad) + kShard);
   while (done < o.steps) {
     absl::Status s = Step(mesh, o, hook, done, params, buf);
     if (s.ok()) {
@@ -83,6 +92,7 @@ absl::StatusOr<TrainResult> Train(DeviceMesh mesh, const TrainOptions& o,
       while (history.size() > static_cast<size_t>(kHistory)) {
         history.erase(history.begin());
       }
+      if (o.on_step_done) o.on_step_done(done, params);
       continue;
     }
     // A failed step: shrink, then agree on where to resume. A death during

@@ -48,6 +48,14 @@ struct TrainOptions {
   std::string replica_dim = "dp";
   std::string shard_dim = "tp";
   ShrinkOptions shrink;
+  // Resume from a checkpoint: start at `start_step` with `start_params`
+  // (this rank's shard; empty: the initial parameters at step 0).
+  int64_t start_step = 0;
+  std::vector<float> start_params;
+  // Called after every completed step with the steps done so far and the
+  // parameters then (a checkpoint writer, a timer); may be null.
+  std::function<void(int64_t done, const std::vector<float>& params)>
+      on_step_done;
 };
 
 // Where a fault may be injected (the test's hook).

@@ -12,16 +12,28 @@
 // --host_store: the launcher hosts the store, so that it outlives any rank;
 // --keep_going: a dead rank does not stop the others (the launcher's exit
 // code is still the dead rank's, 137).
+//
+// For tools/recovery_bench.sh: --checkpoint_dir=D writes each rank's last
+// kHistory steps to D/rank<r> after every step and, at start, resumes from
+// the last step every rank has there (the relaunch baseline); --report_times
+// prints "kill_ns=<unix ns>" before the kill and "first_step_ns=<unix ns>"
+// when the first step after a recovery (or after a resume) completes.
 #include <signal.h>
 
 #include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "device_mesh/init_device_mesh.h"
 #include "examples/elastic/elastic_training.h"
 
@@ -30,10 +42,63 @@ ABSL_FLAG(int64_t, steps, 24, "training steps");
 ABSL_FLAG(int, kill_rank, -1, "the rank that SIGKILLs itself (-1: none)");
 ABSL_FLAG(int64_t, kill_step, 10, "the step at whose start it does");
 ABSL_FLAG(std::string, backend, "gloo", "the groups' backend");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "keep each rank's last steps in DIR/rank<r>; resume from there");
+ABSL_FLAG(bool, report_times, false,
+          "print kill_ns= and first_step_ns= lines (tools/recovery_bench.sh)");
 
 namespace {
 
 using devmesh::elastic_example::Point;
+
+// A rank's checkpoint: one line per kept step, "<step> <p0> <p1> ...".
+using Checkpoint = std::map<int64_t, std::vector<float>>;
+
+Checkpoint ReadCheckpoint(const std::string& path) {
+  Checkpoint out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int64_t step = 0;
+    if (f.empty() || !absl::SimpleAtoi(f[0], &step)) continue;
+    std::vector<float> p;
+    for (size_t i = 1; i < f.size(); ++i) {
+      float v = 0;
+      if (absl::SimpleAtof(f[i], &v)) p.push_back(v);
+    }
+    out[step] = p;
+  }
+  return out;
+}
+
+// Written to a temporary file and renamed, so a kill never leaves half.
+void WriteCheckpoint(const std::string& path, const Checkpoint& ckpt) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    for (const auto& [step, p] : ckpt) {
+      out << step << " " << absl::StrJoin(p, " ") << "\n";
+    }
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+// The last step in every rank's checkpoint: the minimum over the mesh of
+// each rank's newest (-1 when some rank has none).
+absl::StatusOr<int64_t> CommonStep(const devmesh::DeviceMesh& mesh,
+                                   const Checkpoint& ckpt) {
+  int64_t step = ckpt.empty() ? -1 : ckpt.rbegin()->first;
+  for (const char* dim : {"dp", "tp"}) {
+    auto group = mesh.GetGroup(dim);
+    if (!group.ok()) return group.status();
+    absl::Status s = (*group)->AllReduce(&step, &step, 1,
+                                         devmesh::DataType::kInt64,
+                                         devmesh::ReduceOp::kMin);
+    if (!s.ok()) return s;
+  }
+  return step;
+}
 
 int Run() {
   const char* world_env = std::getenv("WORLD_SIZE");
@@ -57,12 +122,52 @@ int Run() {
   devmesh::elastic_example::TrainOptions train;
   train.steps = absl::GetFlag(FLAGS_steps);
   train.pad = 1 << 16;
+  const bool times = absl::GetFlag(FLAGS_report_times);
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  const std::string ckpt_path = absl::StrCat(dir, "/rank", me);
+  Checkpoint ckpt;
+  bool report_next = false;  // the next completed step is reported
+  if (!dir.empty()) {
+    ckpt = ReadCheckpoint(ckpt_path);
+    auto step = CommonStep(*mesh, ckpt);
+    if (!step.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", me, step.status().ToString().c_str());
+      return 1;
+    }
+    if (*step >= 0 && ckpt.count(*step)) {
+      train.start_step = *step;
+      train.start_params = ckpt[*step];
+      report_next = true;
+      std::printf("rank %d: resumed from the checkpoint of step %lld\n", me,
+                  static_cast<long long>(*step));
+    }
+  }
+  train.on_step_done = [&](int64_t done, const std::vector<float>& params) {
+    if (!dir.empty()) {
+      ckpt[done] = params;
+      while (ckpt.size() > static_cast<size_t>(devmesh::elastic_example::kHistory)) {
+        ckpt.erase(ckpt.begin());
+      }
+      WriteCheckpoint(ckpt_path, ckpt);
+    }
+    if (times && report_next) {
+      report_next = false;
+      std::printf("first_step_ns=%lld\n",
+                  static_cast<long long>(absl::GetCurrentTimeNanos()));
+      std::fflush(stdout);
+    }
+  };
   auto hook = [&](Point p, int64_t step, int64_t epoch) {
+    if (p == Point::kShrinkStart) report_next = true;
     if (epoch == 0 && me == absl::GetFlag(FLAGS_kill_rank) &&
         step == absl::GetFlag(FLAGS_kill_step) &&
         p == Point::kBeforeShardAllReduce) {
       std::printf("rank %d: SIGKILL at step %lld\n", me,
                   static_cast<long long>(step));
+      if (times) {
+        std::printf("kill_ns=%lld\n",
+                    static_cast<long long>(absl::GetCurrentTimeNanos()));
+      }
       std::fflush(stdout);
       raise(SIGKILL);
     }

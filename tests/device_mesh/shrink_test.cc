@@ -14,6 +14,9 @@
 //                        from every call), the others go on without it
 //   stop_short           rank 2 is SIGSTOPped for 0.4 s: no shrink at all
 //   control              no fault: no shrink
+//   below_min_replicas   rank 2 dies with min_replicas 3: every live rank's
+//                        Shrink refuses, with the same text
+//   no_majority          ranks 0-2 die: 3 of 6 is not a majority, refused
 // Each run checks: every survivor's final parameters equal a fresh run with
 // the replicas the survivors resumed with (bit for bit), every survivor
 // resumed at the same step, at most 1 step lost, the dead and removed ranks
@@ -95,6 +98,10 @@ struct Scenario {
   // Groups each survivor keeps (-1: any; a kill mid-collective leaves it to
   // timing which groups were idle).
   int kept = -1;
+  // Shrink refuses: every live rank gets FailedPrecondition containing
+  // this, the same text on all.
+  int64_t min_replicas = 1;
+  std::string refused;
 };
 
 std::vector<Scenario> Scenarios() {
@@ -116,6 +123,16 @@ std::vector<Scenario> Scenarios() {
   s.push_back({"stop_short", Fault::kStop, {2}, -1, absl::Milliseconds(400),
                {}, {}, {}, 3});
   s.push_back({"control", Fault::kNone, {}, -1, {}, {}, {}, {}, 3});
+  // Refusals, the same on every live rank: fewer replicas than asked for;
+  // not more than half of the ranks alive (ranks 0-2 die, 3 of 6 remain).
+  s.push_back({"below_min_replicas", Fault::kKillBetweenSteps, {2}, -1, {},
+               {2}, {}, {}, 3, -1, 3,
+               "would leave 2 of 3 replicas along mesh dim dp (dead: [2]), "
+               "below min_replicas 3"});
+  s.push_back({"no_majority", Fault::kKillBetweenSteps, {0, 1, 2}, -1, {},
+               {0, 1, 2}, {}, {}, 3, -1, 1,
+               "only 3 of 6 ranks are alive (dead: [0, 1, 2]); going on "
+               "needs more than half (no split brain)"});
   return s;
 }
 
@@ -176,6 +193,7 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
   TrainOptions train;
   train.steps = kSteps;
   train.shrink.timeout = absl::Seconds(20);
+  train.shrink.min_replicas = sc.min_replicas;
   const bool victim = Has(sc.victims, me);
   auto hook = [&](Point p, int64_t step, int64_t epoch) {
     if (epoch != 0) return;
@@ -216,6 +234,15 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
   std::string line = absl::StrCat("rank=", me, " steps=", result.steps,
                                    " epoch=", result.epoch, " left=",
                                    result.left_because.empty() ? 0 : 1);
+  if (!sc.refused.empty()) {
+    RETURN_IF_ERROR(Expect(
+        absl::StrContains(result.left_because, sc.refused),
+        absl::StrCat("rank ", me, ": Shrink said '", result.left_because,
+                     "', want '", sc.refused, "'")));
+    WriteFile(absl::StrCat(dir, "/", me),
+              absl::StrCat(line, " refused=", result.left_because));
+    return absl::OkStatus();
+  }
   if (Has(sc.fenced, me)) {
     // Fenced: the failed call and every later one is FailedPrecondition.
     RETURN_IF_ERROR(Expect(
@@ -349,6 +376,17 @@ TEST_P(ShrinkTest, SurvivorsGoOnWithTheRightState) {
         continue;
       }
       f[o.rank] = Fields(ReadFile(absl::StrCat(dir, "/", o.rank)));
+    }
+    if (!sc.refused.empty()) {
+      std::set<std::string> texts;
+      for (auto& [rank, fields] : f) {
+        const std::string line = ReadFile(absl::StrCat(dir, "/", rank));
+        const size_t at = line.find(" refused=");
+        texts.insert(at == std::string::npos ? "(none)" : line.substr(at));
+      }
+      if (texts.size() != 1) fail("live ranks were refused with different texts");
+      if (!ok) ++failures;
+      continue;
     }
     // Survivors agree on where they resumed; at most one step lost.
     int64_t resumed = -2, last_resumed_ns = 0, first_verdict_ns = INT64_MAX;
