@@ -272,7 +272,11 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   root->root_index = root_->root_index;
   root->epoch = e + 1;
   DeviceMesh next(runtime_, root, *new_layout, device_type_, options_);
-  watch->AdvanceEpoch(e + 1, agreement->survivors);
+  // The new epoch's members are the new mesh's ranks (not the live ranks
+  // of removed replicas, which may exit or idle as spares).
+  std::vector<int> next_members(flat.begin(), flat.end());
+  std::sort(next_members.begin(), next_members.end());
+  watch->AdvanceEpoch(e + 1, next_members);
 
   std::map<int, std::map<std::string, GroupState>> states;
   for (const auto& [r, p] : agreement->payloads) states[r] = ParsePayload(p);
@@ -316,9 +320,8 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     if (!g.ok()) {
       // A death during the rebuild: the new epoch's verdict starts another
       // round; anything else is this Shrink's error.
-      (void)watch->Explain(
-          absl::UnavailableError(g.status().message()),
-          std::vector<int>(agreement->survivors));
+      (void)watch->Explain(absl::UnavailableError(g.status().message()),
+                           next_members);
       if (!watch->verdict().empty()) {
         *again = true;
         report.rebuild = absl::Now() - agreed;

@@ -119,7 +119,7 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
       }
       auto left = store.Check({FailureWatch::LeftKey(r)});
       if (!left.ok()) return store_error(left.status());
-      if (*left) {
+      if (*left || watch.ProcessGoneHere(r)) {
         dead.insert(r);
         continue;
       }

@@ -1,8 +1,14 @@
 // devmesh/device_mesh/failure_watch.cc
 #include "device_mesh/failure_watch.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -50,6 +56,60 @@ std::string FencedText(int rank, const std::string& verdict) {
       "(exit, or start over as a new job)");
 }
 
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The state (field 3) and start time in clock ticks since boot (field 22) of
+// /proc/<pid>/stat; false when there is no such process.
+bool ProcStat(const std::string& pid, char* state, std::string* start) {
+  const std::string stat = ReadFirstLine(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');  // the command may hold spaces
+  if (paren == std::string::npos) return false;
+  std::vector<std::string> f =
+      absl::StrSplit(stat.substr(paren + 1), ' ', absl::SkipEmpty());
+  // f[0] is field 3 (state), f[19] field 22 (starttime).
+  if (f.size() < 20 || f[0].empty()) return false;
+  *state = f[0][0];
+  *start = f[19];
+  return true;
+}
+
+// Where this process can be found again: "<boot id>|<pid namespace
+// inode>|<pid>|<start time>".
+std::string SelfProcInfo() {
+  struct stat ns;
+  const std::string ns_ino =
+      stat("/proc/self/ns/pid", &ns) == 0 ? absl::StrCat(ns.st_ino) : "";
+  char state = 0;
+  std::string start;
+  const std::string pid = absl::StrCat(getpid());
+  if (!ProcStat(pid, &state, &start)) start = "";
+  return absl::StrCat(ReadFirstLine("/proc/sys/kernel/random/boot_id"), "|",
+                      ns_ino, "|", pid, "|", start);
+}
+
+// True when `info` (another rank's SelfProcInfo) names a process of this
+// kernel and PID namespace that is gone: no such process, a zombie, or
+// another process under its PID. False when it is alive (stopped
+// included) or not visible from here.
+bool ProcessGone(const std::string& self, const std::string& info) {
+  std::vector<std::string> mine = absl::StrSplit(self, '|');
+  std::vector<std::string> theirs = absl::StrSplit(info, '|');
+  if (mine.size() != 4 || theirs.size() != 4 || mine[0].empty() ||
+      mine[1].empty() || theirs[3].empty() || mine[0] != theirs[0] ||
+      mine[1] != theirs[1]) {
+    return false;
+  }
+  char state = 0;
+  std::string start;
+  if (!ProcStat(theirs[2], &state, &start)) return true;
+  return start != theirs[3] || state == 'Z' || state == 'X';
+}
+
 }  // namespace
 
 int VerdictRank(absl::string_view verdict) {
@@ -62,6 +122,10 @@ std::string FailureWatch::LeaseKey(int rank) {
 
 std::string FailureWatch::LeftKey(int rank) {
   return absl::StrCat("devmesh/job/left/", rank);
+}
+
+std::string FailureWatch::ProcKey(int rank) {
+  return absl::StrCat("devmesh/job/proc/", rank);
 }
 
 std::string FailureWatch::EpochKey(int64_t epoch, absl::string_view what) {
@@ -84,6 +148,36 @@ struct FailureWatch::State {
   std::string fenced;      // why this rank is fenced, "" when it is not
   std::string store_note;  // the store's last trouble
   std::vector<std::weak_ptr<WatchedGroup>> groups;
+  const std::string self_proc = SelfProcInfo();
+  std::map<int, std::string> procs;  // other ranks' SelfProcInfo, guarded by mu
+
+  // Whether `peer`'s process is gone, seen from this kernel (ProcessGone);
+  // its info is read from the store once.
+  bool Gone(int peer) {
+    std::string info;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = procs.find(peer);
+      if (it != procs.end()) info = it->second;
+    }
+    if (info.empty()) {
+      // Published when the peer's watch started; not waited for when absent.
+      auto there = store->Check({ProcKey(peer)});
+      if (!there.ok() || !*there) return false;
+      auto v = store->Get(ProcKey(peer), absl::Seconds(5));
+      if (!v.ok()) return false;
+      info = *v;
+      std::lock_guard<std::mutex> lock(mu);
+      procs[peer] = info;
+    }
+    return ProcessGone(self_proc, info);
+  }
+
+  std::string GoneText(int peer) const {
+    return absl::StrCat("global rank ", peer,
+                        " died (its process on this host is gone; first "
+                        "reported by global rank ", rank, ")");
+  }
 
   // Records `text` as `at_epoch`'s verdict (first one wins; ignored when
   // the epoch moved on) and tells every registered group.
@@ -123,6 +217,7 @@ struct FailureWatch::State {
   }
 
   void Run() {
+    (void)store->Set(ProcKey(rank), self_proc);
     Loop();
     // A rank that ends its runtime left; it did not die (Explain reads
     // this). Here, on the detached thread, so that a store that is gone
@@ -260,6 +355,8 @@ std::string FailureWatch::fenced() const {
 
 void FailureWatch::Fence(const std::string& why) { state_->FenceWith(why); }
 
+bool FailureWatch::ProcessGoneHere(int rank) { return state_->Gone(rank); }
+
 int64_t FailureWatch::epoch() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->epoch;
@@ -343,6 +440,19 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   } else {
     for (int r : members) {
       if (r != state_->rank) suspects.push_back(r);
+    }
+  }
+  // A suspect whose process this kernel shows gone is dead now (the
+  // kernel's word, not a peer's); the others are left to their leases.
+  for (int peer : suspects) {
+    if (state_->Gone(peer)) {
+      // A rank that ended its runtime left; it did not die.
+      if (auto left = store.Check({LeftKey(peer)}); left.ok() && *left) {
+        continue;
+      }
+      auto won = store.CompareSet(death_key, "", state_->GoneText(peer));
+      state_->Decide(at_epoch, won.ok() ? *won : state_->GoneText(peer));
+      return explained();
     }
   }
   std::vector<absl::StatusOr<int64_t>> before;

@@ -39,11 +39,22 @@
 // registered group returns FailedPrecondition, and so does Shrink; it never
 // takes part in a collective again.
 //
+// Processes on this host. Each watch also publishes where its process can
+// be found ("devmesh/job/proc/<rank>": boot id, PID namespace, PID, start
+// time). A rank whose process runs on the same kernel and PID namespace
+// and is gone (no /proc entry, a zombie, or another process under its PID)
+// is dead at once when a call failed on it (Explain) or it did not come to
+// Shrink (epoch_agreement.h): the kernel's word, not a peer's; across hosts
+// (or namespaces) only the lease decides. The successor check does not use
+// it: a process that exits at the end of its job is gone too, and only an
+// error says that a peer needed it.
+//
 // Explain(error, members), called by device_mesh's communicators when a
 // collective fails with Unavailable or DeadlineExceeded: a verdict already
-// known is returned at once; else the lease of the peer the error names
-// ("global rank N" of the group, as Gloo's errors do; every other member
-// when it names none) is read twice, `kLeaseMisses` periods apart:
+// known is returned at once; else a suspect (the peer the error names,
+// "global rank N" of the group, as Gloo's errors do; every other member
+// when it names none) whose process is gone on this host is dead now; else
+// the suspects' leases are read twice, `kLeaseMisses` periods apart:
 // unchanged, without a "left" mark, means dead (the error is the evidence,
 // the lease decides), and the verdict is published with CompareSet, so the
 // first publisher's text is everyone's; else the verdict key is waited for a
@@ -53,8 +64,9 @@
 // the same prefix on every survivor; or `error` itself when there is no
 // verdict (the peer is alive: it aborted or closed its group).
 //
-// Bounds: detection of a killed rank = the failed call's Explain, at most
-// kLeaseMisses periods (+ store round trips); of a silent one, `silence`;
+// Bounds: detection of a killed rank = the failed call's Explain: at once
+// on the same host, else kLeaseMisses periods (+ store round trips); of a
+// silent one, `silence`;
 // propagation = one parked Get on every other rank (immediate) + one Abort.
 // With the defaults (period 250 ms), a killed rank's survivors fail in
 // about 0.8 s.
@@ -101,6 +113,9 @@ class FailureWatch {
   // Store keys (every rank derives the same).
   static std::string LeaseKey(int rank);
   static std::string LeftKey(int rank);
+  // "<boot id>|<pid namespace inode>|<pid>|<start time>" of the rank's
+  // process, set when its watch starts.
+  static std::string ProcKey(int rank);
   static std::string EpochKey(int64_t epoch, absl::string_view what);
 
   // Starts the thread for rank `rank` of a world of `world_size` over
@@ -142,6 +157,11 @@ class FailureWatch {
   // or it comes back after the survivors moved on): every registered group
   // refuses from now on.
   void Fence(const std::string& why);
+
+  // True when `rank`'s process runs on this kernel, in this PID namespace,
+  // and is gone (no such process, a zombie, or another process under its
+  // PID). False when it is alive, stopped, elsewhere or unknown.
+  bool ProcessGoneHere(int rank);
 
   int64_t epoch() const;
   std::vector<int> members() const;

@@ -32,8 +32,9 @@ done
 VENV="${DEVMESH_TORCH_VENV:-/opt/devmesh/torch-venv}"
 bazel build -c opt //examples/elastic:elastic_training_main //bootstrap:launch \
   >/dev/null 2>&1 || { echo "recovery_bench: build failed" >&2; exit 1; }
-BIN="$(bazel cquery -c opt --output=files //examples/elastic:elastic_training_main 2>/dev/null)"
-LAUNCH="$(bazel cquery -c opt --output=files //bootstrap:launch 2>/dev/null)"
+OUT="$(bazel info -c opt bazel-bin 2>/dev/null)"
+BIN="$OUT/examples/elastic/elastic_training_main"
+LAUNCH="$OUT/bootstrap/launch"
 WORK="$(mktemp -d /tmp/recovery_bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 RESULTS="$WORK/results.txt"

@@ -48,6 +48,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bootstrap/testing/multiprocess.h"
@@ -95,8 +96,9 @@ struct Scenario {
   std::vector<int> removed;     // live ranks of removed replicas
   std::vector<int> fenced;      // ranks that must be fenced
   int64_t replicas = 3;         // at the end
-  // Groups each survivor keeps (-1: any; a kill mid-collective leaves it to
-  // timing which groups were idle).
+  // Groups each survivor keeps (-1: any; which groups were idle when the
+  // verdict came is left to timing after a kill). Whatever is kept, every
+  // member of a group decides alike (checked always).
   int kept = -1;
   // Shrink refuses: every live rank gets FailedPrecondition containing
   // this, the same text on all.
@@ -106,18 +108,18 @@ struct Scenario {
 
 std::vector<Scenario> Scenarios() {
   std::vector<Scenario> s;
-  // Between steps, every tp group of a surviving replica is idle and whole:
-  // kept; the dp groups are rebuilt.
   s.push_back({"kill_between_steps", Fault::kKillBetweenSteps, {2}, -1, {},
-               {2}, {3}, {}, 2, 1});
+               {2}, {3}, {}, 2});
   s.push_back({"kill_mid_dp", Fault::kKillMidDp, {2}, -1, {}, {2}, {3}, {}, 2});
   s.push_back({"kill_mid_tp", Fault::kKillMidTp, {2}, -1, {}, {2}, {3}, {}, 2});
   s.push_back({"kill_replica", Fault::kKillBetweenSteps, {2, 3}, -1, {},
-               {2, 3}, {}, {}, 2, 1});
+               {2, 3}, {}, {}, 2});
   s.push_back({"kill_lowest", Fault::kKillBetweenSteps, {0}, -1, {}, {0}, {1},
-               {}, 2, 1});
+               {}, 2});
   s.push_back({"second_kill", Fault::kKillBetweenSteps, {2}, 4, {}, {2, 4},
-               {3, 5}, {}, 1, 1});
+               {3, 5}, {}, 1});
+  // Found dead 2 s after it stopped: by then every tp group of a surviving
+  // replica is idle and whole, so each is kept; the dp groups are rebuilt.
   s.push_back({"stop_long", Fault::kStop, {2}, -1, absl::Seconds(4), {2}, {3},
                {2}, 2, 1});
   s.push_back({"stop_short", Fault::kStop, {2}, -1, absl::Milliseconds(400),
@@ -292,12 +294,14 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
       static_cast<int64_t>(result.recoveries.size()) == expected_recoveries,
       absl::StrCat("rank ", me, ": ", result.recoveries.size(),
                    " recoveries, want ", expected_recoveries,
-                   result.recoveries.empty()
-                       ? ""
-                       : absl::StrCat(" (first: ",
-                                      result.recoveries[0].report.ToString(),
-                                      "; after ", result.recoveries[0].error,
-                                      ")"))));
+                   [&] {
+                     std::string all;
+                     for (const auto& r : result.recoveries) {
+                       absl::StrAppend(&all, " [", r.report.ToString(),
+                                       "; after ", r.error, "]");
+                     }
+                     return all;
+                   }())));
   if (!result.recoveries.empty()) {
     const auto& r = result.recoveries[0];
     absl::StrAppend(&line, " failed=", r.failed_step, " resumed=",
@@ -307,7 +311,17 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
                     absl::ToInt64Microseconds(r.report.agree), " rebuild_us=",
                     absl::ToInt64Microseconds(r.report.rebuild), " dead=",
                     absl::StrJoin(r.report.dead, ","), " kept=",
-                    r.report.kept.size(), " rebuilt=", r.report.rebuilt.size());
+                    r.report.kept.size(), " rebuilt=", r.report.rebuilt.size(),
+                    " kept_groups=", [&] {
+                      // "tp [0, 1]" -> "tp:0|1"
+                      std::vector<std::string> out;
+                      for (std::string g : r.report.kept) {
+                        absl::StrReplaceAll({{" [", ":"}, {", ", "|"}, {"]", ""}},
+                                            &g);
+                        out.push_back(g);
+                      }
+                      return absl::StrJoin(out, ",");
+                    }());
   }
   WriteFile(absl::StrCat(dir, "/", me), line);
   return absl::OkStatus();
@@ -411,6 +425,21 @@ TEST_P(ShrinkTest, SurvivorsGoOnWithTheRightState) {
         fail(absl::StrCat("rank ", rank, " kept ", fields["kept"],
                           " groups and rebuilt ", fields["rebuilt"], ", want ",
                           sc.kept, " and ", 2 - sc.kept));
+      }
+      // A kept group is kept by every member.
+      for (absl::string_view g :
+           absl::StrSplit(fields["kept_groups"], ',', absl::SkipEmpty())) {
+        const std::string group(g);
+        const std::string members = group.substr(group.find(':') + 1);
+        for (absl::string_view m : absl::StrSplit(members, '|')) {
+          int other = -1;
+          if (!absl::SimpleAtoi(m, &other) || !f.count(other) ||
+              !absl::StrContains(absl::StrCat(",", f[other]["kept_groups"], ","),
+                                 absl::StrCat(",", group, ","))) {
+            fail(absl::StrCat("rank ", rank, " kept ", group, " but rank ",
+                              std::string(m), " did not"));
+          }
+        }
       }
       if (Int(fields, "failed") - Int(fields, "resumed") > 1) {
         fail(absl::StrCat("rank ", rank, " lost ",
