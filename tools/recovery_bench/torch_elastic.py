@@ -53,7 +53,16 @@ def main():
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     world = int(os.environ["WORLD_SIZE"])
     rank = int(os.environ["RANK"])
-    dist.init_process_group("gloo")
+    # The agent's store keeps the first attempt's keys, and the restarted
+    # workers' Gloo groups (same names) then read the dead attempt's
+    # addresses ("Connection refused" in connectFullMesh; torch 2.15.0,
+    # seen here). A store prefix per attempt, as torchft does, avoids it.
+    store = dist.TCPStore(os.environ["MASTER_ADDR"],
+                          int(os.environ["MASTER_PORT"]), world,
+                          is_master=False)
+    dist.init_process_group("gloo", store=dist.PrefixStore(
+        "recovery_bench/attempt_%d" % attempt, store), rank=rank,
+        world_size=world)
     mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
     dp, tp = mesh.get_group("dp"), mesh.get_group("tp")
     replica = mesh.get_local_rank("dp")
