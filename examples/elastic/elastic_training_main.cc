@@ -101,23 +101,17 @@ absl::StatusOr<int64_t> CommonStep(const devmesh::DeviceMesh& mesh,
 }
 
 int Run() {
-  const char* world_env = std::getenv("WORLD_SIZE");
-  const int world = world_env != nullptr ? std::atoi(world_env) : 1;
-  const int tp = absl::GetFlag(FLAGS_tp);
-  if (tp < 1 || world % tp != 0) {
-    std::fprintf(stderr, "world size %d is not a multiple of --tp=%d\n", world,
-                 tp);
-    return 2;
-  }
   devmesh::MeshOptions options;
   options.all.backend = absl::GetFlag(FLAGS_backend);
   options.all.timeout = absl::Seconds(60);
-  auto mesh = devmesh::InitDeviceMesh("cpu", {world / tp, tp}, {"dp", "tp"},
-                                      options);
+  // dp = world size / tp, from whichever launcher started the job.
+  auto mesh = devmesh::InitDeviceMesh("cpu", {-1, absl::GetFlag(FLAGS_tp)},
+                                      {"dp", "tp"}, options);
   if (!mesh.ok()) {
     std::fprintf(stderr, "%s\n", mesh.status().ToString().c_str());
     return 1;
   }
+  const int64_t replicas = *mesh->size("dp");
   const int me = mesh->GetRank();
   devmesh::elastic_example::TrainOptions train;
   train.steps = absl::GetFlag(FLAGS_steps);
@@ -184,7 +178,7 @@ int Run() {
                 result->left_because.c_str());
     return 0;
   }
-  std::vector<std::pair<int64_t, int64_t>> schedule = {{0, world / tp}};
+  std::vector<std::pair<int64_t, int64_t>> schedule = {{0, replicas}};
   std::string recovered;
   for (const auto& r : result->recoveries) {
     schedule.emplace_back(r.resumed_step, r.replicas);
