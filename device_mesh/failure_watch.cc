@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -63,17 +64,24 @@ std::string ReadFirstLine(const std::string& path) {
   return line;
 }
 
-// The state (field 3) and start time in clock ticks since boot (field 22) of
-// /proc/<pid>/stat; false when there is no such process.
-bool ProcStat(const std::string& pid, char* state, std::string* start) {
+// The state (field 3), whether it is exiting (PF_EXITING, 0x4, in the flags
+// of field 9: set as soon as the kernel starts tearing the process down,
+// before its sockets close) and the start time in clock ticks since boot
+// (field 22) of /proc/<pid>/stat; false when there is no such process.
+bool ProcStat(const std::string& pid, char* state, bool* exiting,
+              std::string* start) {
   const std::string stat = ReadFirstLine(absl::StrCat("/proc/", pid, "/stat"));
   const size_t paren = stat.rfind(')');  // the command may hold spaces
   if (paren == std::string::npos) return false;
   std::vector<std::string> f =
       absl::StrSplit(stat.substr(paren + 1), ' ', absl::SkipEmpty());
-  // f[0] is field 3 (state), f[19] field 22 (starttime).
-  if (f.size() < 20 || f[0].empty()) return false;
+  // f[0] is field 3 (state), f[6] field 9 (flags), f[19] field 22.
+  uint64_t flags = 0;
+  if (f.size() < 20 || f[0].empty() || !absl::SimpleAtoi(f[6], &flags)) {
+    return false;
+  }
   *state = f[0][0];
+  *exiting = (flags & 0x4) != 0;
   *start = f[19];
   return true;
 }
@@ -85,9 +93,10 @@ std::string SelfProcInfo() {
   const std::string ns_ino =
       stat("/proc/self/ns/pid", &ns) == 0 ? absl::StrCat(ns.st_ino) : "";
   char state = 0;
+  bool exiting = false;
   std::string start;
   const std::string pid = absl::StrCat(getpid());
-  if (!ProcStat(pid, &state, &start)) start = "";
+  if (!ProcStat(pid, &state, &exiting, &start)) start = "";
   return absl::StrCat(ReadFirstLine("/proc/sys/kernel/random/boot_id"), "|",
                       ns_ino, "|", pid, "|", start);
 }
@@ -105,9 +114,10 @@ bool ProcessGone(const std::string& self, const std::string& info) {
     return false;
   }
   char state = 0;
+  bool exiting = false;
   std::string start;
-  if (!ProcStat(theirs[2], &state, &start)) return true;
-  return start != theirs[3] || state == 'Z' || state == 'X';
+  if (!ProcStat(theirs[2], &state, &exiting, &start)) return true;
+  return start != theirs[3] || exiting || state == 'Z' || state == 'X';
 }
 
 }  // namespace
@@ -457,7 +467,26 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   }
   std::vector<absl::StatusOr<int64_t>> before;
   for (int r : suspects) before.push_back(store.Add(LeaseKey(r), 0));
-  absl::SleepFor(state_->period * kLeaseMisses);
+  // While the leases run, a suspect's process may still turn out gone (the
+  // socket can close a moment before the kernel marks the process), and
+  // another rank may publish the verdict first.
+  const absl::Time lease_end = absl::Now() + state_->period * kLeaseMisses;
+  for (int poll = 1; absl::Now() < lease_end; ++poll) {
+    absl::SleepFor(std::min(absl::Milliseconds(10), lease_end - absl::Now()));
+    for (int peer : suspects) {
+      if (!state_->Gone(peer)) continue;
+      if (auto left = store.Check({LeftKey(peer)}); left.ok() && *left) continue;
+      auto won = store.CompareSet(death_key, "", state_->GoneText(peer));
+      state_->Decide(at_epoch, won.ok() ? *won : state_->GoneText(peer));
+      return explained();
+    }
+    if (poll % 5 == 0) {
+      if (auto v = store.Get(death_key, absl::Milliseconds(1)); v.ok()) {
+        state_->Decide(at_epoch, *v);
+        return explained();
+      }
+    }
+  }
   for (size_t i = 0; i < suspects.size(); ++i) {
     const int peer = suspects[i];
     auto after = store.Add(LeaseKey(peer), 0);
