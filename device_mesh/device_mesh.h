@@ -303,8 +303,9 @@ class DeviceMesh {
   //     epoch (no key or connection of the old epoch is reused). Flattened
   //     dims are not carried over (flatten the new mesh again);
   //   - moves this rank's failure watch to the new epoch.
-  // The old mesh's groups keep refusing calls; do not Abort the old mesh
-  // (a kept group is shared with the new one).
+  // With no dead rank it gives the same mesh under the next epoch. The old
+  // mesh's groups refuse every call from then on (Unavailable); do not
+  // Abort the old mesh (a kept group is shared with the new one).
   // Errors (the same on every survivor where marked *):
   //   FailedPrecondition  not a root mesh; a detached runtime or no failure
   //                       watch (DEVMESH_FAILURE_WATCH=0); a mesh of an

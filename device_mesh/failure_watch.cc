@@ -383,15 +383,26 @@ absl::Duration FailureWatch::silence() const { return state_->silence; }
 Store& FailureWatch::store() const { return *state_->store; }
 
 void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  if (epoch <= state_->epoch) return;
-  state_->epoch = epoch;
-  state_->members = std::move(members);
-  state_->verdict.clear();
-  state_->verdict_rank = -1;
-  state_->verdict_time = absl::InfinitePast();
-  // The old epoch's groups stay refused; they are not told of new verdicts.
-  state_->groups.clear();
+  std::vector<std::shared_ptr<WatchedGroup>> old;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (epoch <= state_->epoch) return;
+    state_->epoch = epoch;
+    state_->members = std::move(members);
+    state_->verdict.clear();
+    state_->verdict_rank = -1;
+    state_->verdict_time = absl::InfinitePast();
+    for (auto& weak : state_->groups) {
+      if (auto g = weak.lock()) old.push_back(std::move(g));
+    }
+    state_->groups.clear();
+  }
+  // The old epoch's groups refuse from now on (most already do, after the
+  // verdict), and are not told of the new epoch's verdicts.
+  const std::string text = absl::StrCat(
+      "this group belongs to epoch ", epoch - 1, " and the job moved on to "
+      "epoch ", epoch, " (DeviceMesh::Shrink)");
+  for (auto& g : old) g->OnVerdict(-1, text, /*fenced=*/false);
 }
 
 absl::StatusOr<std::string> FailureWatch::ReadVerdict(int64_t epoch) {

@@ -166,9 +166,9 @@ class FailureWatch {
   int64_t epoch() const;
   std::vector<int> members() const;
   // Moves this rank to `epoch` (> the current one) with `members` (sorted
-  // global ranks, this rank among them): the verdict is cleared, the groups
-  // registered so far stay refused, and the thread watches the new epoch's
-  // verdict key and successor.
+  // global ranks, this rank among them): the verdict is cleared, every group
+  // registered so far refuses from now on (told OnVerdict with dead = -1),
+  // and the thread watches the new epoch's verdict key and successor.
   void AdvanceEpoch(int64_t epoch, std::vector<int> members);
 
   int rank() const;

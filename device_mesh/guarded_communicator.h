@@ -118,13 +118,16 @@ class GuardedCommunicator final
   void OnVerdict(int dead, const std::string& verdict, bool fenced) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // The first refusal's text stays, unless this rank is now fenced.
+      if (refused_.load() && !fenced) return;
       refusal_ = fenced ? absl::FailedPreconditionError(absl::StrCat(
                               watch_->fenced(), " -- this call was refused"))
                         : absl::UnavailableError(absl::StrCat(
                               verdict,
-                              " -- this call was refused: the job lost a "
-                              "rank; call Shrink on the root mesh to go on "
-                              "with the survivors, or exit"));
+                              " -- this call was refused: go on with the "
+                              "mesh DeviceMesh::Shrink returns (every "
+                              "survivor calls it on the root mesh), or "
+                              "exit"));
     }
     refused_.store(true);  // seq_cst: pairs with Run's in_flight_ increment
     const auto& ranks = inner_->global_ranks();
