@@ -2,6 +2,7 @@
 #include "comm/gloo/gloo_abortable_context.h"
 
 #include <atomic>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,23 +38,28 @@ class AbortableBuffer final : public ::gloo::transport::UnboundBuffer {
   }
   void abortWaitRecv() override { inner_->abortWaitRecv(); }
   void abortWaitSend() override { inner_->abortWaitSend(); }
+  // Posts hold the context's io_mu_ shared, so Abort never closes a pair
+  // under one.
   void send(int dst, uint64_t slot, size_t offset, size_t nbytes) override {
+    std::shared_lock<std::shared_mutex> io(context_->io_mu_);
     ThrowIfAborted("send");
     inner_->send(dst, slot, offset, nbytes);
   }
   void recv(int src, uint64_t slot, size_t offset, size_t nbytes) override {
+    std::shared_lock<std::shared_mutex> io(context_->io_mu_);
     ThrowIfAborted("receive");
     inner_->recv(src, slot, offset, nbytes);
   }
   void recv(std::vector<int> srcs, uint64_t slot, size_t offset,
             size_t nbytes) override {
+    std::shared_lock<std::shared_mutex> io(context_->io_mu_);
     ThrowIfAborted("receive");
     inner_->recv(std::move(srcs), slot, offset, nbytes);
   }
 
-  // Called with the context's mutex held.
-  void Abort() {
-    aborted_.store(true);
+  // Called with the context's buffers_mu_ held.
+  void MarkAborted() { aborted_.store(true); }
+  void WakeWaits() {
     inner_->abortWaitRecv();
     inner_->abortWaitSend();
   }
@@ -84,16 +90,27 @@ AbortableContext::createUnboundBuffer(void* ptr, size_t size) {
       inner_->createUnboundBuffer(ptr, size), shared_from_this());
 }
 
-void AbortableContext::AbortWaits() {
+void AbortableContext::Abort(const std::function<void()>& close_pairs) {
+  {
+    std::unique_lock<std::shared_mutex> io(io_mu_);
+    {
+      std::lock_guard<std::mutex> lock(buffers_mu_);
+      aborted_ = true;
+      for (AbortableBuffer* b : buffers_) b->MarkAborted();
+    }
+    close_pairs();
+  }
   std::lock_guard<std::mutex> lock(buffers_mu_);
-  aborted_ = true;
-  for (AbortableBuffer* b : buffers_) b->Abort();
+  for (AbortableBuffer* b : buffers_) b->WakeWaits();
 }
 
 void AbortableContext::Add(AbortableBuffer* buffer) {
   std::lock_guard<std::mutex> lock(buffers_mu_);
   buffers_.insert(buffer);
-  if (aborted_) buffer->Abort();
+  if (aborted_) {
+    buffer->MarkAborted();
+    buffer->WakeWaits();
+  }
 }
 
 void AbortableContext::Remove(AbortableBuffer* buffer) {

@@ -3,38 +3,39 @@
 // AbortableContext: a Gloo transport context that forwards to the device's
 // own (pairs, timeouts and all), with one addition: every unbound buffer it
 // makes (Gloo's algorithms make theirs through the context) is wrapped so
-// that AbortWaits() ends every wait on every live buffer at once, by
-// throwing ::gloo::IoException("the group was aborted ...") out of waitRecv /
-// waitSend. It closes the one gap the socket shutdown of gloo_shutdown.h
+// that Abort() ends every wait on every live buffer at once, by throwing
+// ::gloo::IoException("the group was aborted ...") out of waitRecv /
+// waitSend (and out of any later send or receive). It closes the one gap the socket shutdown of gloo_shutdown.h
 // leaves: Debian's Gloo (2022-05) does not signal the buffer of a message it
 // is halfway through reading when the connection fails
 // (Pair::signalException reaches the pending operations only), so such a
 // receive would wait for the group's whole timeout.
 //
 // How: a buffer's wait is Gloo's own (tcp::UnboundBuffer::waitRecv, with its
-// timeout); AbortWaits calls the buffer's public abortWaitRecv /
-// abortWaitSend, which wake the wait (or make the next one return at once),
-// and the wrapper then throws. A buffer made after AbortWaits throws at its
-// first use. Buffers are tracked under a mutex that AbortWaits holds while it
-// touches them and that each wrapper's destructor takes, so no buffer is
-// touched after it is gone. A wrapper rather than a subclass of Gloo's TCP
+// timeout); Abort calls the buffer's public abortWaitRecv / abortWaitSend,
+// which wake the wait (or make the next one return at once), and the
+// wrapper then throws. A buffer made after Abort throws at its first use.
+// Buffers are tracked under a mutex that Abort holds while it touches them
+// and that each wrapper's destructor takes, so no buffer is touched after it
+// is gone. A wrapper rather than a subclass of Gloo's TCP
 // context: Debian's package lacks a header (gloo/common/memory.h) that the
 // TCP context's class definition needs.
 //
-// Call AbortWaits only after closing every pair of the context
-// (GlooCommunicator::Abort does): Pair::close waits for Gloo's loop to leave
-// the pair, whereas a woken call returns at once, and its caller may free a
-// buffer the loop is still reading into. Set the timeout on the inner
-// context before wrapping it (the wrapper copies it; Gloo's buffers read the
-// inner one).
+// The waits are woken only after the pairs are closed: Pair::close waits for
+// Gloo's loop to leave the pair, whereas a woken call returns at once, and
+// its caller may free a buffer the loop is still reading into. Set the
+// timeout on the inner context before wrapping it (the wrapper copies it;
+// Gloo's buffers read the inner one).
 //
-// Thread-safety: AbortWaits may be called from any thread, concurrently with
-// the collectives it aborts.
+// Thread-safety: Abort may be called from any thread, concurrently with the
+// collectives it aborts.
 #ifndef DEVMESH_COMM_GLOO_GLOO_ABORTABLE_CONTEXT_H_
 #define DEVMESH_COMM_GLOO_GLOO_ABORTABLE_CONTEXT_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <unordered_set>
 
 #include "gloo/transport/context.h"
@@ -60,8 +61,14 @@ class AbortableContext final
   std::unique_ptr<::gloo::transport::UnboundBuffer> createUnboundBuffer(
       void* ptr, size_t size) override;
 
-  // Ends every wait of every live buffer and of every buffer made from now on.
-  void AbortWaits();
+  // Aborts the group's buffers around `close_pairs` (which closes every
+  // pair): first, with no send or receive being posted (they hold io_mu_
+  // shared while they post), every buffer, live or made later, is marked so
+  // that its next send, receive or wait throws; then `close_pairs` runs
+  // (still excluding posts: a post on a pair Gloo closed without an error
+  // trips an enforce in Gloo's loop instead of throwing); then every wait
+  // is woken.
+  void Abort(const std::function<void()>& close_pairs);
 
  private:
   friend class AbortableBuffer;
@@ -69,6 +76,7 @@ class AbortableContext final
   void Remove(AbortableBuffer* buffer);
 
   std::shared_ptr<::gloo::transport::Context> inner_;
+  std::shared_mutex io_mu_;  // shared: a post in progress; unique: Abort
   std::mutex buffers_mu_;
   bool aborted_ = false;                          // guarded by buffers_mu_
   std::unordered_set<AbortableBuffer*> buffers_;  // guarded by buffers_mu_

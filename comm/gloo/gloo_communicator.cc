@@ -360,14 +360,21 @@ absl::Status GlooCommunicator::Abort() {
     //    loop holds while it reads into or writes from a buffer, so once it
     //    returns no transport thread touches a caller's buffer again (a
     //    message halfway read is abandoned, not finished into freed memory).
-    for (int i = 0; i < size_; ++i) {
-      if (i == rank_) continue;
-      if (auto& pair = context_->getPair(i)) pair->close();
-    }
     // 3. Only then wake every wait, those Gloo's pair errors never reach
-    //    included (gloo_abortable_context.h): the woken call returns, and
-    //    its caller may free its buffer.
-    if (abortable_ != nullptr) abortable_->AbortWaits();
+    //    included, and fail every later send and receive
+    //    (gloo_abortable_context.h): the woken call returns, and its caller
+    //    may free its buffer.
+    auto close_pairs = [&] {
+      for (int i = 0; i < size_; ++i) {
+        if (i == rank_) continue;
+        if (auto& pair = context_->getPair(i)) pair->close();
+      }
+    };
+    if (abortable_ != nullptr) {
+      abortable_->Abort(close_pairs);
+    } else {
+      close_pairs();
+    }
   });
 }
 

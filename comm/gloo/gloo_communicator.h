@@ -173,7 +173,7 @@ class GlooCommunicator final : public Communicator {
   // Peer group rank -> the inode of the socket of its connection
   // (gloo_shutdown.h).
   std::map<int, ino_t> connections_;
-  // The transport context, whose AbortWaits ends every wait of the group's
+  // The transport context, whose Abort ends every wait of the group's
   // buffers (gloo_abortable_context.h).
   std::shared_ptr<gloo_internal::AbortableContext> abortable_;
 };
