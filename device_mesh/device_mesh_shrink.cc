@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/epoch_agreement.h"
+#include "device_mesh/group_tag.h"
 #include "device_mesh/guarded_communicator.h"
 #include "device_mesh/root_state.h"
 
@@ -20,25 +21,10 @@ namespace devmesh {
 
 using device_mesh_internal::AgreeOnSurvivors;
 using device_mesh_internal::Agreement;
+using device_mesh_internal::GroupTag;
 using device_mesh_internal::LocalFields;
 
 namespace {
-
-// A group's name in arrival payloads: FNV-1a of its cache key and members,
-// the same on every member.
-std::string GroupTag(const std::string& key, const std::vector<int>& members) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](absl::string_view s) {
-    for (unsigned char c : s) {
-      h ^= c;
-      h *= 1099511628211ull;
-    }
-  };
-  mix(key);
-  mix("|");
-  mix(absl::StrJoin(members, ","));
-  return absl::StrCat(absl::Hex(h, absl::kZeroPad16));
-}
 
 struct GroupState {
   int64_t completed = 0;

@@ -1,6 +1,5 @@
 #include "device_mesh/mesh_runtime.h"
 
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 
@@ -8,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "device_mesh/group_tag.h"
 #include "store/prefix_store.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
@@ -230,23 +230,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
         "rank ", rank_, " is not a member of the group [",
         absl::StrJoin(members, ", "), "] it was asked to create"));
   }
-  // FNV-1a 64 of the identity and the member list: the same on every
-  // member and every platform (absl::Hash is seeded per process).
-  uint64_t hash = 1469598103934665603ull;
-  auto mix = [&hash](absl::string_view bytes) {
-    for (unsigned char c : bytes) {
-      hash ^= c;
-      hash *= 1099511628211ull;
-    }
-  };
-  mix(identity);
-  mix("|");
-  mix(absl::StrJoin(members, ","));
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016" PRIx64, hash);
   // Fixed length whatever the world size, so a rank's store bytes depend
   // on its groups' sizes alone.
-  const std::string name = absl::StrCat("devmesh/group/", hex);
+  const std::string name = absl::StrCat(
+      "devmesh/group/", device_mesh_internal::GroupTag(identity, members));
   int64_t n = 0;
   {
     std::lock_guard<std::mutex> lock(names_mu_);

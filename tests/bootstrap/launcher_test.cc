@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bootstrap/testing/capture.h"
 #include "gtest/gtest.h"
 
 namespace devmesh {
@@ -19,25 +20,7 @@ namespace {
 
 constexpr char kWorker[] = "tests/bootstrap/rendezvous_worker";
 
-// A temporary file to capture the launcher's output.
-class Capture {
- public:
-  Capture() : file_(tmpfile()) {}
-  ~Capture() { fclose(file_); }
-  int fd() const { return fileno(file_); }
-  std::string Read() {
-    fflush(file_);
-    std::string out;
-    char buf[4096];
-    lseek(fd(), 0, SEEK_SET);
-    ssize_t n;
-    while ((n = read(fd(), buf, sizeof(buf))) > 0) out.append(buf, n);
-    return out;
-  }
-
- private:
-  FILE* file_;
-};
+using ::devmesh::testing::Capture;
 
 TEST(LauncherTest, EightRanksRendezvousAndReadEveryKey) {
   Capture out, err;

@@ -6,7 +6,8 @@
 //   kill_mid_dp          rank 2 is SIGKILLed by its own thread 2 ms into the
 //                        dp all-reduce
 //   kill_mid_tp          the same in the tp all-reduce
-//   kill_replica         ranks 2 and 3 (all of replica 1) SIGKILL themselves
+//   kill_replica         ranks 2 and 3 (all of replica 1) are SIGKILLed at
+//                        once (rank 2 kills 3, then itself)
 //   kill_lowest          rank 0 SIGKILLs itself
 //   second_kill          rank 2 dies, then rank 4 dies as it enters Shrink
 //   stop_long            rank 2 is SIGSTOPped for 4 s (> the 2 s silence)
@@ -197,6 +198,7 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
   train.shrink.timeout = absl::Seconds(20);
   train.shrink.min_replicas = sc.min_replicas;
   const bool victim = Has(sc.victims, me);
+  WriteFile(absl::StrCat(dir, "/pid_", me), absl::StrCat(getpid()));
   auto hook = [&](Point p, int64_t step, int64_t epoch) {
     if (epoch != 0) return;
     if (p == Point::kShrinkStart && me == sc.second_victim) {
@@ -205,7 +207,19 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
     if (!victim || step != kFaultStep) return;
     switch (sc.fault) {
       case Fault::kKillBetweenSteps:
-        if (p == Point::kBeforeShardAllReduce) {
+        // Several victims die at once: the first kills the others, then
+        // itself (each waiting for its own turn would let the others hear
+        // of the first death and shrink before they reach it).
+        if (p == Point::kBeforeShardAllReduce && me == sc.victims[0]) {
+          for (int other : sc.victims) {
+            if (other == me) continue;
+            int pid = 0;
+            if (absl::SimpleAtoi(ReadFile(absl::StrCat(dir, "/pid_", other)),
+                                 &pid) &&
+                pid > 0) {
+              kill(pid, SIGKILL);
+            }
+          }
           RecordFault(dir);
           raise(SIGKILL);
         }

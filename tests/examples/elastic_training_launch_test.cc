@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bootstrap/launcher.h"
+#include "bootstrap/testing/capture.h"
 #include "gtest/gtest.h"
 
 namespace devmesh {
@@ -20,24 +21,7 @@ namespace {
 
 constexpr char kExample[] = "examples/elastic/elastic_training_main";
 
-class Capture {
- public:
-  Capture() : file_(tmpfile()) {}
-  ~Capture() { fclose(file_); }
-  int fd() const { return fileno(file_); }
-  std::string Read() {
-    fflush(file_);
-    std::string out;
-    char buf[4096];
-    lseek(fd(), 0, SEEK_SET);
-    ssize_t n;
-    while ((n = read(fd(), buf, sizeof(buf))) > 0) out.append(buf, n);
-    return out;
-  }
-
- private:
-  FILE* file_;
-};
+using ::devmesh::testing::Capture;
 
 TEST(ElasticTrainingLaunch, SurvivorsOfAKilledRankEndWithAFreshRunsParameters) {
   Capture out, err;
