@@ -151,7 +151,7 @@ struct ShrinkReport {
   absl::Duration agree;
   absl::Duration rebuild;
   // One line: "epoch 1: dead [2]; removed replicas [1] (live [3]); kept
-  // tp [0, 1]; rebuilt dp [0, 4]; agree 12ms, rebuild 40ms".
+  // tp [0, 1]; rebuilt dp [0, 4]; rounds 1; agree 12ms, rebuild 40ms".
   std::string ToString() const;
 };
 
@@ -303,13 +303,20 @@ class DeviceMesh {
   //     epoch (no key or connection of the old epoch is reused). Flattened
   //     dims are not carried over (flatten the new mesh again);
   //   - moves this rank's failure watch to the new epoch.
-  // With no dead rank it gives the same mesh under the next epoch. The old
-  // mesh's groups refuse every call from then on (Unavailable); do not
-  // Abort the old mesh (a kept group is shared with the new one).
+  // The old mesh's groups refuse every call from then on (Unavailable); do
+  // not Abort the old mesh (a kept group is shared with the new one).
+  // A rank that dies after the agreement, while the groups are rebuilt, is
+  // found when the rebuilt group's creation fails (at the latest at the
+  // dim's timeout); Shrink then starts another round.
+  // An error after the agreement (a rebuild that failed for another cause,
+  // max_rounds reached) leaves the job at the new epoch without a mesh:
+  // the job cannot go on; exit.
   // Errors (the same on every survivor where marked *):
   //   FailedPrecondition  not a root mesh; a detached runtime or no failure
-  //                       watch (DEVMESH_FAILURE_WATCH=0); a mesh of an
-  //                       older epoch (use the mesh Shrink returned); this
+  //                       watch (DEVMESH_FAILURE_WATCH=0); no verdict in the
+  //                       epoch (no rank found dead: nothing to shrink); a
+  //                       mesh of an older epoch (use the mesh Shrink
+  //                       returned); this
   //                       rank was declared dead (fenced: every call fails
   //                       from now on); this rank is alive in a removed
   //                       replica (the message names the epoch: exit or
@@ -322,7 +329,9 @@ class DeviceMesh {
   //   DeadlineExceeded    *live members did not call Shrink within timeout
   //                       (the message names them)
   //   Unavailable         the store did not answer (the message says that
-  //                       recovery needs a store no rank hosts)
+  //                       recovery needs a store no rank hosts); ranks kept
+  //                       dying through max_rounds rounds
+  //   Internal            a decision in the store that cannot be parsed
   //   others              a rebuilt group's creation error
   // Thread-safety: call from one thread per rank, with no collective of
   // this mesh in flight on this rank.

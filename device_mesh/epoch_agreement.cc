@@ -73,12 +73,10 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
   };
   const std::string decision_key = FailureWatch::EpochKey(epoch, "decision");
   auto store_error = [&](const absl::Status& s) {
-    return absl::Status(
-        s.code(), absl::StrCat("Shrink could not reach the job's store (",
-                               s.message(),
-                               "); recovery needs a store that no rank hosts "
-                               "(torchrun's agent store, //store:server, or "
-                               "//bootstrap:launch)"));
+    return absl::UnavailableError(absl::StrCat(
+        "Shrink could not reach the job's store (", s.ToString(),
+        "); recovery needs a store that no rank hosts (torchrun's agent "
+        "store, //store:server, or //bootstrap:launch --host_store)"));
   };
   if (absl::Status s = store.Set(arrive_key(me), payload); !s.ok()) {
     return store_error(s);

@@ -47,8 +47,10 @@ struct Agreement {
 // Collective over the live `members` (sorted global ranks, this rank among
 // them) of `watch`'s `epoch`. Errors: the decided error (the same on every
 // member); FailedPrecondition when this rank is not a survivor of the
-// decision (it is fenced through `watch`); the store's error (Unavailable)
-// when the store does not answer.
+// decision (it is fenced through `watch`); Unavailable when the store does
+// not answer; Internal for a decision it cannot parse. An epoch has one
+// decision: once decided, an error included, every later call for the
+// epoch returns it.
 absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
                                            const std::vector<int>& members,
                                            const std::string& payload,

@@ -1,18 +1,22 @@
 // devmesh/device_mesh/failure_watch.cc
 #include "device_mesh/failure_watch.h"
 
+#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <atomic>
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <map>
 #include <sstream>
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -113,10 +117,16 @@ bool ProcessGone(const std::string& self, const std::string& info) {
       mine[1] != theirs[1]) {
     return false;
   }
+  // Gone: no /proc entry at all. An entry that cannot be read (hidepid,
+  // say) tells nothing.
+  struct stat entry;
+  if (stat(absl::StrCat("/proc/", theirs[2]).c_str(), &entry) != 0) {
+    return errno == ENOENT;
+  }
   char state = 0;
   bool exiting = false;
   std::string start;
-  if (!ProcStat(theirs[2], &state, &exiting, &start)) return true;
+  if (!ProcStat(theirs[2], &state, &exiting, &start)) return false;
   return start != theirs[3] || exiting || state == 'Z' || state == 'X';
 }
 
@@ -276,8 +286,10 @@ struct FailureWatch::State {
                 "global rank ", watched, " died (its lease was not renewed "
                 "for ", absl::FormatDuration(now - seen_at),
                 "; first reported by global rank ", rank, ")");
+            // Acted on only once it is in the store, so no rank acts on a
+            // verdict the others cannot see.
             auto won = store->CompareSet(EpochKey(at_epoch, "death"), "", text);
-            Decide(at_epoch, won.ok() ? *won : text);
+            if (won.ok()) Decide(at_epoch, *won);
           }
         }
       }
@@ -318,7 +330,21 @@ std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
   return std::shared_ptr<FailureWatch>(new FailureWatch(state));
 }
 
-FailureWatch::~FailureWatch() { state_->stop.store(true); }
+FailureWatch::~FailureWatch() {
+  state_->stop.store(true);
+  // Leave now: the thread would mark it only after its parked Get, and a
+  // process that exits at once would never be marked, so its watcher would
+  // call it dead. Bounded: a store that does not answer delays this by at
+  // most 500 ms (the Set then finishes, or not, on its own thread).
+  auto state = state_;
+  auto left = std::make_shared<std::promise<void>>();
+  std::future<void> done = left->get_future();
+  std::thread([state, left] {
+    (void)state->store->Set(LeftKey(state->rank), "1");
+    left->set_value();
+  }).detach();
+  done.wait_for(std::chrono::milliseconds(500));
+}
 
 void FailureWatch::Register(std::weak_ptr<WatchedGroup> group) {
   std::shared_ptr<WatchedGroup> late;
@@ -451,6 +477,24 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   }
   Store& store = *state_->store;
   const std::string death_key = EpochKey(at_epoch, "death");
+  // The survivors already agreed without this rank (it was stopped past its
+  // lease, say): it is fenced.
+  if (auto d = store.Get(EpochKey(at_epoch, "decision"), absl::Milliseconds(1));
+      d.ok() && absl::StartsWith(*d, "survivors=")) {
+    const absl::string_view list =
+        absl::string_view(*d).substr(10, d->find(';') - 10);
+    bool listed = false;
+    for (absl::string_view r : absl::StrSplit(list, ',')) {
+      listed = listed || r == absl::StrCat(state_->rank);
+    }
+    if (!listed) {
+      state_->FenceWith(absl::StrCat(
+          "global rank ", state_->rank, " (this rank) is fenced out of the "
+          "job: the survivors of epoch ", at_epoch, " (", *d,
+          ") went on without it (exit, or start over as a new job)"));
+      return explained();
+    }
+  }
   if (ReadVerdict(at_epoch).ok()) return explained();
   // The suspects: the peer the error names, else every other member.
   std::vector<int> suspects;
@@ -472,7 +516,8 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
         continue;
       }
       auto won = store.CompareSet(death_key, "", state_->GoneText(peer));
-      state_->Decide(at_epoch, won.ok() ? *won : state_->GoneText(peer));
+      if (!won.ok()) return error;
+      state_->Decide(at_epoch, *won);
       return explained();
     }
   }
@@ -488,7 +533,8 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
       if (!state_->Gone(peer)) continue;
       if (auto left = store.Check({LeftKey(peer)}); left.ok() && *left) continue;
       auto won = store.CompareSet(death_key, "", state_->GoneText(peer));
-      state_->Decide(at_epoch, won.ok() ? *won : state_->GoneText(peer));
+      if (!won.ok()) return error;
+      state_->Decide(at_epoch, *won);
       return explained();
     }
     if (poll % 5 == 0) {
@@ -511,7 +557,8 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
           absl::FormatDuration(state_->period * kLeaseMisses),
           "; first reported by global rank ", state_->rank, ")");
       auto won = store.CompareSet(death_key, "", text);
-      state_->Decide(at_epoch, won.ok() ? *won : text);
+      if (!won.ok()) return error;
+      state_->Decide(at_epoch, *won);
       return explained();
     }
   }

@@ -19,7 +19,10 @@
 //     next member in rank order, cyclic): a lease that has started and then
 //     does not advance for `silence` (and no "left" mark) is a death, with
 //     no error needed as evidence, so a rank that is SIGSTOPped longer than
-//     `silence` is declared dead even while its peers wait on it quietly;
+//     `silence` is declared dead even while its peers wait on it quietly
+//     (silence counts from the watcher's first read of the stale value, one
+//     read per period: a stop is found silence to silence + 2 periods
+//     after it began);
 //   - waits on the store for the epoch's verdict key
 //     "devmesh/epoch/<e>/death" (a parked Get of `period`, on a connection of
 //     its own: store clients open one per concurrent call), and when it
@@ -120,7 +123,8 @@ class FailureWatch {
 
   // Starts the thread for rank `rank` of a world of `world_size` over
   // `store` (the runtime's, not counted in its round trips) with lease
-  // period `period` (> 0) and silence `silence` (> period).
+  // period `period` (> 0; MeshRuntime passes a positive one) and silence
+  // `silence` (raised to 2 periods when shorter).
   static std::shared_ptr<FailureWatch> Start(std::shared_ptr<Store> store,
                                              int rank, int world_size,
                                              absl::Duration period,

@@ -15,8 +15,8 @@
 //     communicator to the next epoch in a new guard);
 //   - counts the calls that completed, and whether any failed or was cut
 //     short (state()), which Shrink compares across a group's members.
-// Split's children are guarded too. The cost on success is two atomic
-// increments and one load.
+// Split's children are guarded too. The cost on success is three atomic
+// read-modify-writes and one load.
 //
 // Thread-safety: as the inner communicator's; OnVerdict and state() may be
 // called from any thread.
