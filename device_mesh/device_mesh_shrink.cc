@@ -186,20 +186,6 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   std::vector<int> members;
   for (int64_t r : layout_.RankTable()) members.push_back(static_cast<int>(r));
   std::sort(members.begin(), members.end());
-  // Shrink follows a death: without the epoch's verdict there is nothing to
-  // agree on (and the epoch's one decision is not spent on it).
-  if (auto v = watch->ReadVerdict(e); !v.ok()) {
-    if (absl::IsNotFound(v.status())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "Shrink of epoch ", e, ": no rank has been found dead (no verdict "
-          "in the store): nothing to shrink; call it after a collective "
-          "failed because a rank died"));
-    }
-    return absl::UnavailableError(absl::StrCat(
-        "Shrink could not reach the job's store (", v.status().message(),
-        "); recovery needs a store that no rank hosts (torchrun's agent "
-        "store, //store:server, or //bootstrap:launch --host_store)"));
-  }
 
   const absl::Time start = absl::Now();
   auto agreement =

@@ -61,6 +61,13 @@ absl::StatusOr<Agreement> ParseDecision(absl::string_view text) {
 
 }  // namespace
 
+bool IsSurvivor(absl::string_view decision, int rank) {
+  auto agreement = ParseDecision(decision);
+  return !agreement.ok() ||
+         std::binary_search(agreement->survivors.begin(),
+                            agreement->survivors.end(), rank);
+}
+
 absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
                                            const std::vector<int>& members,
                                            const std::string& payload,
@@ -78,16 +85,25 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
         "); recovery needs a store that no rank hosts (torchrun's agent "
         "store, //store:server, or //bootstrap:launch --host_store)"));
   };
+  // Shrink follows a death: without the epoch's verdict there is nothing to
+  // agree on (and the epoch's one decision is not spent on it).
+  auto verdict = watch.ReadVerdict(epoch);
+  if (!verdict.ok()) {
+    if (absl::IsNotFound(verdict.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Shrink of epoch ", epoch, ": no rank has been found dead (no "
+          "verdict in the store): nothing to shrink; call it after a "
+          "collective failed because a rank died"));
+    }
+    return store_error(verdict.status());
+  }
   if (absl::Status s = store.Set(arrive_key(me), payload); !s.ok()) {
     return store_error(s);
   }
 
   std::set<int> dead;
-  // The verdict's rank: its lease was seen to stop already.
-  if (auto v = watch.ReadVerdict(epoch); v.ok()) {
-    const int r = VerdictRank(*v);
-    if (r >= 0 && r != me) dead.insert(r);
-  }
+  // The verdict's rank: the watch already saw it gone or its lease stop.
+  if (const int r = VerdictRank(*verdict); r >= 0 && r != me) dead.insert(r);
   std::set<int> arrived = {me};
   struct Lease {
     int64_t value = -1;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "device_mesh/failure_watch.h"
 
@@ -45,8 +46,10 @@ struct Agreement {
 };
 
 // Collective over the live `members` (sorted global ranks, this rank among
-// them) of `watch`'s `epoch`. Errors: the decided error (the same on every
-// member); FailedPrecondition when this rank is not a survivor of the
+// them) of `watch`'s `epoch`. Errors: FailedPrecondition when the epoch has
+// no verdict (no rank found dead: nothing to shrink; nothing is written);
+// the decided error (the same on every member); FailedPrecondition when
+// this rank is not a survivor of the
 // decision (it is fenced through `watch`); Unavailable when the store does
 // not answer; Internal for a decision it cannot parse. An epoch has one
 // decision: once decided, an error included, every later call for the
@@ -56,6 +59,11 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
                                            const std::string& payload,
                                            absl::Duration lease,
                                            absl::Duration timeout);
+
+// Whether `decision` (the value of "devmesh/epoch/<e>/decision") lists
+// `rank` among the survivors; true for an error decision or one that
+// cannot be parsed (it fences nobody).
+bool IsSurvivor(absl::string_view decision, int rank);
 
 }  // namespace device_mesh_internal
 }  // namespace devmesh

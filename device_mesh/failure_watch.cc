@@ -16,10 +16,10 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "device_mesh/epoch_agreement.h"
 
 namespace devmesh {
 namespace {
@@ -199,6 +199,31 @@ struct FailureWatch::State {
                         "reported by global rank ", rank, ")");
   }
 
+  // The registered groups still alive; requires mu held.
+  std::vector<std::shared_ptr<WatchedGroup>> LiveGroupsLocked() const {
+    std::vector<std::shared_ptr<WatchedGroup>> live;
+    for (const auto& weak : groups) {
+      if (auto g = weak.lock()) live.push_back(std::move(g));
+    }
+    return live;
+  }
+
+  // Publishes `text` as `at_epoch`'s verdict with CompareSet and acts on the
+  // verdict the store then holds (the first publisher's); false, acting on
+  // nothing, when the store did not answer.
+  bool Publish(int64_t at_epoch, const std::string& text) {
+    auto won = store->CompareSet(EpochKey(at_epoch, "death"), "", text);
+    if (!won.ok()) return false;
+    Decide(at_epoch, *won);
+    return true;
+  }
+
+  // Whether `peer` ended its runtime (it left; it did not die).
+  bool Left(int peer) const {
+    auto left = store->Check({LeftKey(peer)});
+    return left.ok() && *left;
+  }
+
   // Records `text` as `at_epoch`'s verdict (first one wins; ignored when
   // the epoch moved on) and tells every registered group.
   void Decide(int64_t at_epoch, const std::string& text) {
@@ -213,9 +238,7 @@ struct FailureWatch::State {
       verdict_time = absl::Now();
       self = dead == rank;
       if (self && fenced.empty()) fenced = FencedText(rank, text);
-      for (auto& weak : groups) {
-        if (auto g = weak.lock()) live.push_back(std::move(g));
-      }
+      live = LiveGroupsLocked();
     }
     for (auto& g : live) g->OnVerdict(dead, text, self);
   }
@@ -229,9 +252,7 @@ struct FailureWatch::State {
       if (fenced.empty()) fenced = why;
       text = verdict.empty() ? why : verdict;
       dead = verdict.empty() ? rank : verdict_rank;
-      for (auto& weak : groups) {
-        if (auto g = weak.lock()) live.push_back(std::move(g));
-      }
+      live = LiveGroupsLocked();
     }
     for (auto& g : live) g->OnVerdict(dead, text, /*fenced=*/true);
   }
@@ -280,16 +301,13 @@ struct FailureWatch::State {
           seen_at = now;
         } else if (lease.ok() && seen > 0 && now - seen_at >= silence) {
           // A lease that started and then stopped: dead, unless it left.
-          auto left = store->Check({LeftKey(watched)});
-          if (left.ok() && !*left) {
-            const std::string text = absl::StrCat(
+          // Acted on only once it is in the store (Publish), so no rank acts
+          // on a verdict the others cannot see.
+          if (!Left(watched)) {
+            (void)Publish(at_epoch, absl::StrCat(
                 "global rank ", watched, " died (its lease was not renewed "
                 "for ", absl::FormatDuration(now - seen_at),
-                "; first reported by global rank ", rank, ")");
-            // Acted on only once it is in the store, so no rank acts on a
-            // verdict the others cannot see.
-            auto won = store->CompareSet(EpochKey(at_epoch, "death"), "", text);
-            if (won.ok()) Decide(at_epoch, *won);
+                "; first reported by global rank ", rank, ")"));
           }
         }
       }
@@ -418,9 +436,7 @@ void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
     state_->verdict.clear();
     state_->verdict_rank = -1;
     state_->verdict_time = absl::InfinitePast();
-    for (auto& weak : state_->groups) {
-      if (auto g = weak.lock()) old.push_back(std::move(g));
-    }
+    old = state_->LiveGroupsLocked();
     state_->groups.clear();
   }
   // The old epoch's groups refuse from now on (most already do, after the
@@ -480,20 +496,12 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   // The survivors already agreed without this rank (it was stopped past its
   // lease, say): it is fenced.
   if (auto d = store.Get(EpochKey(at_epoch, "decision"), absl::Milliseconds(1));
-      d.ok() && absl::StartsWith(*d, "survivors=")) {
-    const absl::string_view list =
-        absl::string_view(*d).substr(10, d->find(';') - 10);
-    bool listed = false;
-    for (absl::string_view r : absl::StrSplit(list, ',')) {
-      listed = listed || r == absl::StrCat(state_->rank);
-    }
-    if (!listed) {
-      state_->FenceWith(absl::StrCat(
-          "global rank ", state_->rank, " (this rank) is fenced out of the "
-          "job: the survivors of epoch ", at_epoch, " (", *d,
-          ") went on without it (exit, or start over as a new job)"));
-      return explained();
-    }
+      d.ok() && !device_mesh_internal::IsSurvivor(*d, state_->rank)) {
+    state_->FenceWith(absl::StrCat(
+        "global rank ", state_->rank, " (this rank) is fenced out of the "
+        "job: the survivors of epoch ", at_epoch, " (", *d,
+        ") went on without it (exit, or start over as a new job)"));
+    return explained();
   }
   if (ReadVerdict(at_epoch).ok()) return explained();
   // The suspects: the peer the error names, else every other member.
@@ -507,60 +515,46 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
       if (r != state_->rank) suspects.push_back(r);
     }
   }
-  // A suspect whose process this kernel shows gone is dead now (the
-  // kernel's word, not a peer's); the others are left to their leases.
-  for (int peer : suspects) {
-    if (state_->Gone(peer)) {
-      // A rank that ended its runtime left; it did not die.
-      if (auto left = store.Check({LeftKey(peer)}); left.ok() && *left) {
-        continue;
-      }
-      auto won = store.CompareSet(death_key, "", state_->GoneText(peer));
-      if (!won.ok()) return error;
-      state_->Decide(at_epoch, *won);
-      return explained();
-    }
-  }
   std::vector<absl::StatusOr<int64_t>> before;
   for (int r : suspects) before.push_back(store.Add(LeaseKey(r), 0));
-  // While the leases run, a suspect's process may still turn out gone (the
+  // While the leases run: a suspect whose process this kernel shows gone is
+  // dead now (the kernel's word, not a peer's; looked at every 10 ms, as the
   // socket can close a moment before the kernel marks the process), and
   // another rank may publish the verdict first.
   const absl::Time lease_end = absl::Now() + state_->period * kLeaseMisses;
-  for (int poll = 1; absl::Now() < lease_end; ++poll) {
-    absl::SleepFor(std::min(absl::Milliseconds(10), lease_end - absl::Now()));
+  for (int poll = 0;; ++poll) {
     for (int peer : suspects) {
-      if (!state_->Gone(peer)) continue;
-      if (auto left = store.Check({LeftKey(peer)}); left.ok() && *left) continue;
-      auto won = store.CompareSet(death_key, "", state_->GoneText(peer));
-      if (!won.ok()) return error;
-      state_->Decide(at_epoch, *won);
+      if (!state_->Gone(peer) || state_->Left(peer)) continue;
+      if (!state_->Publish(at_epoch, state_->GoneText(peer))) return error;
       return explained();
     }
-    if (poll % 5 == 0) {
+    if (poll % 5 == 4) {
       if (auto v = store.Get(death_key, absl::Milliseconds(1)); v.ok()) {
         state_->Decide(at_epoch, *v);
         return explained();
       }
     }
+    const absl::Time now = absl::Now();
+    if (now >= lease_end) break;
+    absl::SleepFor(std::min(absl::Milliseconds(10), lease_end - now));
   }
   for (size_t i = 0; i < suspects.size(); ++i) {
     const int peer = suspects[i];
     auto after = store.Add(LeaseKey(peer), 0);
-    if (before[i].ok() && after.ok() && *before[i] == *after) {
-      // A rank that ended its runtime left; it did not die.
-      if (auto left = store.Check({LeftKey(peer)}); left.ok() && *left) {
-        continue;
-      }
-      const std::string text = absl::StrCat(
-          "global rank ", peer, " died (its lease was not renewed for ",
-          absl::FormatDuration(state_->period * kLeaseMisses),
-          "; first reported by global rank ", state_->rank, ")");
-      auto won = store.CompareSet(death_key, "", text);
-      if (!won.ok()) return error;
-      state_->Decide(at_epoch, *won);
-      return explained();
+    if (!before[i].ok() || !after.ok() || *before[i] != *after ||
+        state_->Left(peer)) {
+      continue;
     }
+    if (!state_->Publish(
+            at_epoch, absl::StrCat(
+                          "global rank ", peer,
+                          " died (its lease was not renewed for ",
+                          absl::FormatDuration(state_->period * kLeaseMisses),
+                          "; first reported by global rank ", state_->rank,
+                          ")"))) {
+      return error;
+    }
+    return explained();
   }
   // A live peer (it was woken by a verdict, or it aborted its group): wait a
   // little for a verdict from elsewhere.

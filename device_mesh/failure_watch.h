@@ -175,6 +175,8 @@ class FailureWatch {
   // and the thread watches the new epoch's verdict key and successor.
   void AdvanceEpoch(int64_t epoch, std::vector<int> members);
 
+  // This rank, the lease period and silence it was started with, and the
+  // store it renews its lease in (for device_mesh/epoch_agreement.h).
   int rank() const;
   absl::Duration period() const;
   absl::Duration silence() const;
