@@ -40,6 +40,10 @@
 #ifndef DEVMESH_BOOTSTRAP_BOOTSTRAP_H_
 #define DEVMESH_BOOTSTRAP_BOOTSTRAP_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <memory>
 #include <mutex>
 #include <optional>

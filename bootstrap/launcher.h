@@ -36,6 +36,10 @@
 #ifndef DEVMESH_BOOTSTRAP_LAUNCHER_H_
 #define DEVMESH_BOOTSTRAP_LAUNCHER_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,9 +73,9 @@ struct LaunchOptions {
   absl::Duration grace_period = absl::Seconds(5);
   // CPU binding of the ranks.
   CpuBind cpu_bind = CpuBind::kNone;
-  // The launcher hosts the store, not rank 0 (see the banner).
+  // The launcher hosts the store, not rank 0 (see the top of this file).
   bool host_store = false;
-  // A failing rank does not stop the others (see the banner).
+  // A failing rank does not stop the others (see the top of this file).
   bool keep_going = false;
   // Where the prefixed output goes (file descriptors; not closed).
   int stdout_fd = 1;

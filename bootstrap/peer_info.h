@@ -28,6 +28,10 @@
 #ifndef DEVMESH_BOOTSTRAP_PEER_INFO_H_
 #define DEVMESH_BOOTSTRAP_PEER_INFO_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <string>
 #include <vector>
 
@@ -80,7 +84,7 @@ std::string LocalHostName();
 absl::StatusOr<std::string> LocalAddressToward(absl::string_view host,
                                                int port);
 
-// Runs the exchange (see the banner): publishes `self` under
+// Runs the exchange (see the top of this file): publishes `self` under
 // devmesh/peers/rank/<self.rank>, waits until self.world_size ranks have
 // joined, and returns every rank's PeerInfo indexed by rank. Every rank of
 // the job must call it once with the same store.

@@ -55,6 +55,10 @@
 #ifndef DEVMESH_BOOTSTRAP_RENDEZVOUS_H_
 #define DEVMESH_BOOTSTRAP_RENDEZVOUS_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -65,7 +69,7 @@
 namespace devmesh {
 
 inline constexpr int kDefaultStorePort = 29500;  // torchrun's default
-// "host:port" of a store outside the ranks (see the banner).
+// "host:port" of a store outside the ranks (see the top of this file).
 inline constexpr char kExternalStoreVar[] = "DEVMESH_STORE_ADDR";
 
 struct RendezvousInfo {
@@ -106,7 +110,7 @@ absl::StatusOr<RendezvousInfo> RendezvousInfoFromEnv();
 bool HasRendezvousEnv(const EnvLookup& env);
 bool HasRendezvousEnv();
 
-// The store host in `value` of variable `var` (see the banner): the host
+// The store host in `value` of variable `var` (see the top of this file): the host
 // itself, brackets removed. InvalidArgument naming `var` otherwise: empty,
 // whitespace or control characters, "host:port" forms, brackets around
 // something not IPv6, an IPv6 literal inet_pton refuses, a '%' that is not

@@ -28,6 +28,10 @@
 #ifndef DEVMESH_COMM_COMMUNICATOR_H_
 #define DEVMESH_COMM_COMMUNICATOR_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -177,6 +181,22 @@ class Communicator {
 };
 
 }  // namespace devmesh
+
+// A class derived from Communicator that overrides the void* collectives puts
+// this in its public section: C++ hides a base class's overloads of every
+// name the derived class declares, so without it the typed forms and
+// Split(color, key) could not be called through the derived type (only
+// through Communicator&). Every devmesh backend class (GlooCommunicator,
+// ShmCommunicator, NcclCommunicator) has it.
+#define DEVMESH_USING_COMMUNICATOR_OVERLOADS    \
+  using ::devmesh::Communicator::AllReduce;     \
+  using ::devmesh::Communicator::AllGather;     \
+  using ::devmesh::Communicator::ReduceScatter; \
+  using ::devmesh::Communicator::Broadcast;     \
+  using ::devmesh::Communicator::AllToAll;      \
+  using ::devmesh::Communicator::Send;          \
+  using ::devmesh::Communicator::Recv;          \
+  using ::devmesh::Communicator::Split
 
 // The typed collectives' definitions (they need the class complete).
 #include "comm/typed_collectives.h"  // IWYU pragma: export

@@ -15,6 +15,10 @@
 #ifndef DEVMESH_COMM_REDUCE_FUNCTIONS_H_
 #define DEVMESH_COMM_REDUCE_FUNCTIONS_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -34,14 +34,22 @@
 // Past the checks, each call is its void* form with the same errors
 // (comm/communicator.h).
 //
-// Name hiding: a backend class that overrides AllReduce hides these overloads
-// when called through the derived type; call them through Communicator& (what
-// CreateCommunicator and DeviceMesh::GetGroup return).
+// Through a backend's own class: GlooCommunicator, ShmCommunicator and
+// NcclCommunicator bring these overloads into scope
+// (DEVMESH_USING_COMMUNICATOR_OVERLOADS in comm/communicator.h), so they are
+// called the same way through those types as through Communicator& (what
+// CreateCommunicator and DeviceMesh::GetGroup return). A Communicator of
+// your own needs that line too: C++ hides a base's overloads of a name the
+// derived class declares.
 //
 // Thread-safety: as the void* forms (one collective at a time per
 // Communicator).
 #ifndef DEVMESH_COMM_TYPED_COLLECTIVES_H_
 #define DEVMESH_COMM_TYPED_COLLECTIVES_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -54,6 +54,10 @@
 #ifndef DEVMESH_DEVICE_MESH_DEVICE_MESH_H_
 #define DEVMESH_DEVICE_MESH_DEVICE_MESH_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstdint>
 #include <memory>
 #include <type_traits>
@@ -217,9 +221,12 @@ class DeviceMesh {
   // Number of ranks in the mesh (numel).
   int64_t size() const { return layout_.numel(); }
   int64_t numel() const { return layout_.numel(); }
-  // Size along a dim or a flattened name (banner). OutOfRange: index not in
-  // [0, ndim); NotFound: a name that is neither; InvalidArgument: a
-  // flattened dim reaching ranks outside this mesh.
+  // Size along a dim or a flattened name ("Flattened names" at the top of
+  // this file).
+  // Errors:
+  //   OutOfRange       an index not in [0, ndim)
+  //   NotFound         a name that is neither a dim nor a flattened name
+  //   InvalidArgument  a flattened dim reaching ranks outside this mesh
   absl::StatusOr<int64_t> size(MeshDim dim) const;
   // The dim names; empty when unnamed (R5).
   const std::vector<std::string>& mesh_dim_names() const {

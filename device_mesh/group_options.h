@@ -9,6 +9,10 @@
 #ifndef DEVMESH_DEVICE_MESH_GROUP_OPTIONS_H_
 #define DEVMESH_DEVICE_MESH_GROUP_OPTIONS_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <optional>
 #include <string>
 #include <vector>

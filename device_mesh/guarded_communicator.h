@@ -23,6 +23,10 @@
 #ifndef DEVMESH_DEVICE_MESH_GUARDED_COMMUNICATOR_H_
 #define DEVMESH_DEVICE_MESH_GUARDED_COMMUNICATOR_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -106,7 +110,7 @@ class GuardedCommunicator final
   absl::Status Barrier() override {
     return Run([&] { return inner_->Barrier(); });
   }
-  using Communicator::Split;
+  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int key, const SplitOptions& options) override;
   absl::Status Abort() override {
@@ -243,7 +247,7 @@ class GuardedCommunicator::Owner final : public Communicator {
     return guard_->Recv(buf, count, dtype, peer);
   }
   absl::Status Barrier() override { return guard_->Barrier(); }
-  using Communicator::Split;
+  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int key, const SplitOptions& options) override {
     return guard_->Split(color, key, options);

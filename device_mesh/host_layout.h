@@ -28,6 +28,10 @@
 #ifndef DEVMESH_DEVICE_MESH_HOST_LAYOUT_H_
 #define DEVMESH_DEVICE_MESH_HOST_LAYOUT_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -7,6 +7,10 @@
 #ifndef DEVMESH_DEVICE_MESH_MESH_SERIALIZATION_H_
 #define DEVMESH_DEVICE_MESH_MESH_SERIALIZATION_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <string>
 
 #include "absl/status/statusor.h"

@@ -14,6 +14,10 @@
 #ifndef DEVMESH_DEVICE_MESH_MESH_STACK_H_
 #define DEVMESH_DEVICE_MESH_MESH_STACK_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <optional>
 
 #include "device_mesh/device_mesh.h"

@@ -18,6 +18,10 @@
 #ifndef DEVMESH_DEVICE_MESH_PEER_ADDRESS_H_
 #define DEVMESH_DEVICE_MESH_PEER_ADDRESS_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <functional>
 #include <string>
 #include <vector>

@@ -6,6 +6,10 @@
 #ifndef DEVMESH_DEVICE_MESH_ROOT_STATE_H_
 #define DEVMESH_DEVICE_MESH_ROOT_STATE_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>

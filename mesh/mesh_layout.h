@@ -277,7 +277,7 @@ class MeshLayout {
   // R14: "DeviceMesh(dp=2, tp=4, 'cuda')", unnamed "DeviceMesh((2, 4), 'cuda')"
   // and "DeviceMesh((8,), 'cuda')" (Python tuple text).
   std::string ToString(absl::string_view device_type) const;
-  // The compact form documented in the banner.
+  // The compact form documented at the top of this file.
   std::string LayoutString() const;
 
   // R15: equal rank table, shape and names, whatever path made them. O(ndim)

@@ -59,7 +59,7 @@ using Modes = absl::InlinedVector<Mode, 2>;
 // Returns `a * b` in *out; false when it overflows int64_t or exceeds kMaxNumel.
 bool CheckedMul(int64_t a, int64_t b, int64_t* out);
 
-// Drops size-1 modes and merges contiguous neighbours (see banner).
+// Drops size-1 modes and merges contiguous neighbours (see the top of this file).
 Modes Canonicalize(absl::Span<const Mode> modes);
 
 // Product of the sizes (1 for an empty list).

@@ -46,6 +46,10 @@
 #ifndef DEVMESH_STORE_C10D_STORE_CLIENT_H_
 #define DEVMESH_STORE_C10D_STORE_CLIENT_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -70,14 +74,14 @@ struct C10dStoreClientOptions {
 class C10dStoreClient : public Store {
  public:
   // Connects (retrying until options.connect_timeout), sends VALIDATE and
-  // checks a PING echo. Errors: see "Errors of Connect" in the banner.
+  // checks a PING echo. Errors: see "Errors of Connect" at the top of this file.
   static absl::StatusOr<std::unique_ptr<C10dStoreClient>> Connect(
       const C10dStoreClientOptions& options);
 
   absl::Duration default_timeout() const override {
     return options_.default_timeout;
   }
-  // Store's methods; errors as in store.h and the banner.
+  // Store's methods; errors as in store.h and at the top of this file.
   absl::Status Set(absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout) override;

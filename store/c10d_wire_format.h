@@ -51,6 +51,10 @@
 #ifndef DEVMESH_STORE_C10D_WIRE_FORMAT_H_
 #define DEVMESH_STORE_C10D_WIRE_FORMAT_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -12,6 +12,10 @@
 #ifndef DEVMESH_STORE_PREFIX_STORE_H_
 #define DEVMESH_STORE_PREFIX_STORE_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <memory>
 #include <string>
 #include <vector>

@@ -29,6 +29,10 @@
 #ifndef DEVMESH_STORE_TCP_STORE_SERVER_H_
 #define DEVMESH_STORE_TCP_STORE_SERVER_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -45,6 +45,10 @@
 #ifndef DEVMESH_STORE_WIRE_FORMAT_H_
 #define DEVMESH_STORE_WIRE_FORMAT_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -75,7 +79,7 @@ enum class Op : uint8_t {
   kNumKeys = 9,
   kMultiGet = 10,
   kMultiSet = 11,
-  kAppend = 12,    // added after version 1 without a bump (see the banner)
+  kAppend = 12,    // added after version 1 without a bump (see the top of this file)
   kListKeys = 13,  // likewise
   kQueuePush = 14,  // likewise
   kQueuePop = 15,   // likewise

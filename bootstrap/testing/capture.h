@@ -12,6 +12,10 @@
 #ifndef DEVMESH_BOOTSTRAP_TESTING_CAPTURE_H_
 #define DEVMESH_BOOTSTRAP_TESTING_CAPTURE_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <stdio.h>
 #include <unistd.h>
 

@@ -32,6 +32,10 @@
 #ifndef DEVMESH_COMM_GLOO_GLOO_ABORTABLE_CONTEXT_H_
 #define DEVMESH_COMM_GLOO_GLOO_ABORTABLE_CONTEXT_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <functional>
 #include <memory>
 #include <mutex>

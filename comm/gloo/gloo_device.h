@@ -8,6 +8,10 @@
 #ifndef DEVMESH_COMM_GLOO_GLOO_DEVICE_H_
 #define DEVMESH_COMM_GLOO_GLOO_DEVICE_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <memory>
 
 #include "absl/status/statusor.h"

@@ -42,6 +42,10 @@
 #ifndef DEVMESH_COMM_GLOO_GLOO_FULL_MESH_H_
 #define DEVMESH_COMM_GLOO_GLOO_FULL_MESH_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -77,7 +81,7 @@ struct FullMesh {
 
 // Connects rank `rank` of `size` (global ranks `global_ranks`, for messages)
 // over `device`; pairs get `timeout` as Gloo's context timeout (the default
-// of later collectives). See the banner for the rest.
+// of later collectives). See the top of this file for the rest.
 absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,
     const std::vector<int>& global_ranks,

@@ -24,6 +24,10 @@
 #ifndef DEVMESH_COMM_GLOO_GLOO_SHUTDOWN_H_
 #define DEVMESH_COMM_GLOO_GLOO_SHUTDOWN_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <sys/socket.h>
 #include <sys/types.h>
 

@@ -14,6 +14,10 @@
 #ifndef DEVMESH_COMM_GLOO_GLOO_STATUS_H_
 #define DEVMESH_COMM_GLOO_GLOO_STATUS_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"

@@ -6,6 +6,10 @@
 #ifndef DEVMESH_COMM_NCCL_NCCL_COMMUNICATOR_IMPL_H_
 #define DEVMESH_COMM_NCCL_NCCL_COMMUNICATOR_IMPL_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -60,7 +64,7 @@ class NcclCommunicator final : public Communicator {
   absl::Status Recv(void* buf, size_t count, DataType dtype,
                     int peer) override;
   absl::Status Barrier() override;
-  using Communicator::Split;
+  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int key, const SplitOptions& options) override;
   absl::Status Abort() override;

@@ -40,6 +40,10 @@
 #ifndef DEVMESH_COMM_SHM_SHM_COMMUNICATOR_H_
 #define DEVMESH_COMM_SHM_SHM_COMMUNICATOR_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <atomic>
 #include <memory>
 #include <vector>
@@ -123,7 +127,7 @@ class ShmCommunicator final : public Communicator {
   // Splits the underlying group, then ShareMemory on the child with this
   // communicator's options (and the child's timeout): children are shm when
   // their members share memory.
-  using Communicator::Split;
+  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int key, const SplitOptions& options) override;
   // Aborts the group for every member (shm_sync.h) and the underlying group.

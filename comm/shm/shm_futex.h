@@ -14,6 +14,10 @@
 #ifndef DEVMESH_COMM_SHM_SHM_FUTEX_H_
 #define DEVMESH_COMM_SHM_SHM_FUTEX_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <atomic>
 #include <cstdint>
 

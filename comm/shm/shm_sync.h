@@ -30,6 +30,10 @@
 #ifndef DEVMESH_COMM_SHM_SHM_SYNC_H_
 #define DEVMESH_COMM_SHM_SHM_SYNC_H_
 
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -86,7 +90,7 @@ class ShmSync {
   // (naming it).
   absl::Status CheckOpen(OpName what) const;
 
-  // Aborts the group for every member (see the banner). Idempotent.
+  // Aborts the group for every member (see the top of this file). Idempotent.
   void Abort();
   // Marks this member as gone (destruction), waking waiters.
   void Leave();

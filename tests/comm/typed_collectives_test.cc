@@ -3,7 +3,9 @@
 // each element type, the counts and pointers handed to the void* forms, the
 // length checks with their exact messages (on a recording Communicator), and
 // real Gloo groups of 2, 3 and 4 processes where the typed forms give the
-// exact expected values and the same bytes as the void* forms.
+// exact expected values and the same bytes as the void* forms, and the typed
+// forms called through each backend's own class (GlooCommunicator&,
+// ShmCommunicator&, a Communicator subclass of the test's own).
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -15,9 +17,12 @@
 #include "absl/types/span.h"
 #include "comm/communicator.h"
 #include "comm/float16.h"
+#include "comm/gloo/gloo_communicator.h"
 #include "comm/reduce_functions.h"
 #include "comm/registry.h"
+#include "comm/shm/shm_communicator.h"
 #include "gtest/gtest.h"
+#include "store/prefix_store.h"
 #include "tests/comm/fork_ranks.h"
 
 namespace devmesh {
@@ -95,7 +100,7 @@ class RecordingCommunicator final : public Communicator {
     return Record({"Recv", nullptr, buf, count, dtype, ReduceOp::kSum, peer});
   }
   absl::Status Barrier() override { return Record({"Barrier"}); }
-  using Communicator::Split;
+  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int, int, const SplitOptions&) override {
     return absl::UnimplementedError("recording");
@@ -298,6 +303,46 @@ TEST(TypedLengthTest, HalfTypesNameTheirDtype) {
             "must have size() x send = 2 x 1 = 2");
 }
 
+// ---- Through a derived class ----------------------------------------------
+
+// DEVMESH_USING_COMMUNICATOR_OVERLOADS: the typed forms (and Split(color,
+// key)) are callable through the derived type, not only Communicator&.
+TEST(TypedThroughDerivedTest, EveryFormThroughTheSubclassItself) {
+  RecordingCommunicator fake(/*rank=*/0, /*size=*/2);
+  std::vector<int32_t> a(4), b(4), c(2);
+  ASSERT_TRUE(fake.AllReduce(a, absl::MakeSpan(b), ReduceOp::kSum).ok());
+  EXPECT_EQ(fake.last().op, "AllReduce");
+  EXPECT_EQ(fake.last().dtype, DataType::kInt32);
+  EXPECT_EQ(fake.last().count, 4u);
+  ASSERT_TRUE(fake.AllReduce(absl::MakeSpan(a), ReduceOp::kMin).ok());
+  EXPECT_EQ(fake.last().reduce, ReduceOp::kMin);
+  ASSERT_TRUE(fake.AllGather(c, absl::MakeSpan(a)).ok());
+  EXPECT_EQ(fake.last().op, "AllGather");
+  EXPECT_EQ(fake.last().count, 2u);
+  ASSERT_TRUE(fake.ReduceScatter(a, absl::MakeSpan(c), ReduceOp::kMax).ok());
+  EXPECT_EQ(fake.last().op, "ReduceScatter");
+  EXPECT_EQ(fake.last().count, 2u);
+  ASSERT_TRUE(fake.Broadcast(a, absl::MakeSpan(b), /*root=*/0).ok());
+  EXPECT_EQ(fake.last().op, "Broadcast");
+  ASSERT_TRUE(fake.Broadcast(absl::MakeSpan(b), /*root=*/1).ok());
+  EXPECT_EQ(fake.last().root_or_peer, 1);
+  ASSERT_TRUE(fake.AllToAll(a, absl::MakeSpan(b)).ok());
+  EXPECT_EQ(fake.last().op, "AllToAll");
+  ASSERT_TRUE(fake.Send(absl::MakeConstSpan(c), /*peer=*/1).ok());
+  EXPECT_EQ(fake.last().op, "Send");
+  ASSERT_TRUE(fake.Send(absl::MakeSpan(c), /*peer=*/1).ok());
+  EXPECT_EQ(fake.last().count, 2u);
+  ASSERT_TRUE(fake.Recv(absl::MakeSpan(c), /*peer=*/1).ok());
+  EXPECT_EQ(fake.last().op, "Recv");
+  EXPECT_EQ(fake.last().dtype, DataType::kInt32);
+  // The length check runs through the subclass too.
+  absl::Status bad = fake.AllReduce(c, absl::MakeSpan(b), ReduceOp::kSum);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(),
+            "AllReduce: send has 2 int32 elements and recv has 4; they must "
+            "be the same length");
+}
+
 // ---- Real Gloo groups ------------------------------------------------------
 
 absl::Status Check(bool ok, const std::string& what) {
@@ -485,6 +530,49 @@ TEST_P(TypedGlooTest, LengthErrorOnEveryRankLeavesTheGroupUsable) {
     std::vector<int32_t> one = {1};
     RETURN_IF_ERROR_T(c.AllReduce(absl::MakeSpan(one), ReduceOp::kSum));
     return Check(one[0] == n, "allreduce after the length error");
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// The typed forms through GlooCommunicator& and ShmCommunicator&, the classes
+// CreateCommunicator("gloo"/"shm") returns: the exact sums and gathers.
+template <typename Backend>
+absl::Status TypedThroughBackendClass(Communicator& base,
+                                      const std::string& what) {
+  auto* backend = dynamic_cast<Backend*>(&base);
+  RETURN_IF_ERROR_T(Check(backend != nullptr, what + ": not that class"));
+  Backend& c = *backend;
+  const int n = c.size(), rank = c.rank();
+  std::vector<float> grads = {1.0f * rank, 2.0f};
+  RETURN_IF_ERROR_T(c.AllReduce(absl::MakeSpan(grads), ReduceOp::kSum));
+  RETURN_IF_ERROR_T(Check(
+      grads == std::vector<float>{n * (n - 1) / 2.0f, 2.0f * n},
+      what + ": allreduce float32"));
+  std::vector<int64_t> mine = {rank}, all(n), want(n);
+  for (int r = 0; r < n; ++r) want[r] = r;
+  RETURN_IF_ERROR_T(c.AllGather(mine, absl::MakeSpan(all)));
+  RETURN_IF_ERROR_T(Check(all == want, what + ": allgather int64"));
+  std::vector<double> sum(1);
+  RETURN_IF_ERROR_T(c.AllReduce(std::vector<double>{0.5 * (rank + 1)},
+                                absl::MakeSpan(sum), ReduceOp::kMax));
+  return Check(sum[0] == 0.5 * n, what + ": allreduce max float64");
+}
+
+TEST_P(TypedGlooTest, ThroughGlooAndShmCommunicatorClasses) {
+  absl::Status status = ForkRanks(GetParam(), [](int rank, int n,
+                                                 std::shared_ptr<Store> store) {
+    auto gloo = World(rank, n, store);
+    if (!gloo.ok()) return gloo.status();
+    RETURN_IF_ERROR_T(TypedThroughBackendClass<GlooCommunicator>(
+        **gloo, absl::StrCat("GlooCommunicator& (", n, " ranks)")));
+    CommOptions options;
+    options.timeout = absl::Seconds(60);
+    auto shm = CreateCommunicator("shm", std::make_shared<PrefixStore>(
+                                             store, "shm"),
+                                  rank, n, options);
+    if (!shm.ok()) return shm.status();
+    return TypedThroughBackendClass<ShmCommunicator>(
+        **shm, absl::StrCat("ShmCommunicator& (", n, " ranks)"));
   });
   EXPECT_TRUE(status.ok()) << status;
 }

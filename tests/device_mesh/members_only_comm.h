@@ -46,7 +46,7 @@ class MembersOnlyComm : public Communicator {
   }
   absl::Status Recv(void*, size_t, DataType, int) override { return None(); }
   absl::Status Barrier() override { return None(); }
-  using Communicator::Split;
+  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int, int, const SplitOptions&) override {
     return None();
