@@ -98,14 +98,17 @@ class Bootstrap {
   static absl::StatusOr<std::unique_ptr<Bootstrap>> FromEnv(
       const BootstrapOptions& options = {});
 
-  // Errors: InvalidArgument (rank outside [0, world_size), store_port outside
-  // 1..65535, empty store_host); Unavailable (rank 0 cannot listen on
-  // store_port, or the server is not reachable within options.timeout);
-  // PermissionDenied (token mismatch); DeadlineExceeded (not every rank
-  // joined within options.timeout; the message says how many did and which
-  // are missing); InvalidArgument (ranks disagree on the world size or the
-  // store address, or two processes have the same rank: reported on every
-  // rank, see ExchangePeerInfo).
+  // Errors:
+  //   InvalidArgument   rank outside [0, world_size); store_port outside
+  //                     1..65535; empty store_host; ranks disagree on the
+  //                     world size or the store address, or two processes
+  //                     have the same rank (reported on every rank, see
+  //                     ExchangePeerInfo)
+  //   Unavailable       rank 0 cannot listen on store_port; the server is
+  //                     not reachable within options.timeout
+  //   PermissionDenied  token mismatch
+  //   DeadlineExceeded  not every rank joined within options.timeout (the
+  //                     message says how many did and which are missing)
   static absl::StatusOr<std::unique_ptr<Bootstrap>> Create(
       const RendezvousInfo& info, const BootstrapOptions& options);
 

@@ -57,7 +57,9 @@ inline constexpr int kMaxLocalRanks = 4096;
 // inherited affinity; kCore pins each rank to one CPU (see above).
 enum class CpuBind { kNone, kCore };
 
-// "none" -> kNone, "core" -> kCore. InvalidArgument naming the text otherwise.
+// "none" -> kNone, "core" -> kCore.
+// Errors:
+//   InvalidArgument  any other text (naming the text)
 absl::StatusOr<CpuBind> ParseCpuBind(absl::string_view text);
 
 struct LaunchOptions {
@@ -83,13 +85,18 @@ struct LaunchOptions {
 };
 
 // Runs the ranks to completion. Returns 0 when every rank exited 0, else the
-// first failing rank's exit code (128 + signal number when killed). Errors:
-// InvalidArgument (nproc < 1 or > kMaxLocalRanks, empty argv, master_port
-// outside 0..65535), NotFound / PermissionDenied naming a program that
-// cannot be executed (checked once, before any rank starts),
-// Internal (pipe/fork failure, sched_getaffinity failing with kCore, or the
-// store's event loop failing to start), Unavailable (no free port; with
-// host_store, master_port in use, naming it).
+// first failing rank's exit code (128 + signal number when killed).
+// Errors:
+//   InvalidArgument   nproc < 1 or > kMaxLocalRanks; empty argv; master_port
+//                     outside 0..65535
+//   NotFound          a program that cannot be executed, naming it (checked
+//                     once, before any rank starts)
+//   PermissionDenied  a program that cannot be executed, naming it (checked
+//                     once, before any rank starts)
+//   Internal          pipe/fork failure; sched_getaffinity failing with
+//                     kCore; the store's event loop failing to start
+//   Unavailable       no free port; with host_store, master_port in use,
+//                     naming it
 absl::StatusOr<int> LaunchLocal(const LaunchOptions& options);
 
 }  // namespace devmesh

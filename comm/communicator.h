@@ -11,12 +11,15 @@
 // recv + rank * count elements; ReduceScatter: send is the full buffer and
 // recv is send + rank * count elements), as in NCCL.
 //
-// Errors: InvalidArgument (null buffer with count > 0, bad root/peer rank),
-// Unimplemented naming the dtype and op when a backend cannot do them (a
-// contract for backends added through RegisterBackend; Gloo and NCCL do all),
-// DeadlineExceeded (a peer did not answer within the timeout), Internal /
-// Unavailable (backend failure, message from the backend). After Abort every
-// call returns FailedPrecondition.
+// Errors:
+//   InvalidArgument     null buffer with count > 0; bad root/peer rank
+//   Unimplemented       a backend cannot do the dtype and op, naming them (a
+//                       contract for backends added through RegisterBackend;
+//                       Gloo and NCCL do all)
+//   DeadlineExceeded    a peer did not answer within the timeout
+//   Internal            backend failure (message from the backend)
+//   Unavailable         backend failure (message from the backend)
+//   FailedPrecondition  every call after Abort
 //
 // Signals: the Gloo backend ignores SIGPIPE in the process (unless the
 // program installed a handler), so that a vanished peer is an error, not a
@@ -64,7 +67,9 @@ enum class DataType {
 size_t DataTypeSize(DataType dtype);
 // "float32", "bfloat16", ... (the names --dtype flags take).
 absl::string_view DataTypeName(DataType dtype);
-// Inverse of DataTypeName. Errors: InvalidArgument naming `name`.
+// Inverse of DataTypeName.
+// Errors:
+//   InvalidArgument  `name` is not a DataTypeName (naming `name`)
 absl::StatusOr<DataType> ParseDataType(absl::string_view name);
 
 enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
@@ -167,8 +172,10 @@ class Communicator {
   // child group ordered by (key, parent rank), as ncclCommSplit. A rank
   // passing kNoColor joins none and gets nullptr. The child has the
   // parent's options except those set in `options` (every rank of the
-  // parent passes the same). Errors: InvalidArgument for color < -1 or a
-  // timeout that is not positive; then the backend's.
+  // parent passes the same).
+  // Errors:
+  //   InvalidArgument  color < -1; a timeout that is not positive
+  //   others           the backend's, after the checks above
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int key, const SplitOptions& options) = 0;
   // Split with the parent's options.

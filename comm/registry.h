@@ -36,17 +36,23 @@ using CommunicatorFactory =
         const CommOptions& options)>;
 
 // Creates a communicator of backend `backend` ("gloo", "nccl", or a
-// registered name). Errors: NotFound naming `backend` and listing the known
-// names; Unavailable("devmesh was built without NCCL") for "nccl" in a build
-// without NCCL; otherwise the backend's own errors (InvalidArgument for bad
-// rank/size/options, DeadlineExceeded when peers do not arrive within
-// options.timeout, ...).
+// registered name).
+// Errors:
+//   NotFound     `backend` is not a known name (naming `backend` and listing
+//                the known names)
+//   Unavailable  "nccl" in a build without NCCL ("devmesh was built without
+//                NCCL")
+//   others       the backend's own (InvalidArgument for bad
+//                rank/size/options, DeadlineExceeded when peers do not
+//                arrive within options.timeout, ...)
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
     absl::string_view backend, std::shared_ptr<Store> store, int rank,
     int size, const CommOptions& options = CommOptions());
 
-// Registers `factory` under `name`. Errors: InvalidArgument for an empty
-// name or a null factory; AlreadyExists when `name` is taken.
+// Registers `factory` under `name`.
+// Errors:
+//   InvalidArgument  an empty name; a null factory
+//   AlreadyExists    `name` is taken
 absl::Status RegisterBackend(absl::string_view name,
                              CommunicatorFactory factory);
 

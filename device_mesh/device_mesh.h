@@ -167,44 +167,57 @@ class DeviceMesh {
 
   // A mesh over `runtime` of the ranks in `mesh` (R1: rectangular, positive
   // dims, unique non-negative ranks; a scalar is a 1-d mesh of one rank)
-  // named `names` (empty, or unique and one per dim). InvalidArgument for
-  // each violation, naming the value; InvalidArgument for a device type
-  // with an index ("cuda:0") or empty (R18), a null runtime, or a rank >=
-  // the world size. Groups are not made here (R3: lazily). The mesh is a new
-  // root: its groups are cached on it and on everything derived from it.
-  // `options` is checked here, not later (devmesh's own): InvalidArgument
-  // naming the key for a per_dim key that is neither a dim name nor
-  // "dim_<i>" (unknown name; index out of range), two keys for one dim
-  // ("dp" and "dim_0"), or a timeout that is not positive. A "dim_<i>" key
-  // of a named mesh is kept under the dim's name (options().per_dim).
+  // named `names` (empty, or unique and one per dim). Groups are not made
+  // here (R3: lazily). The mesh is a new root: its groups are cached on it
+  // and on everything derived from it. `options` is checked here, not later
+  // (devmesh's own). A "dim_<i>" key of a named mesh is kept under the
+  // dim's name (options().per_dim).
+  // Errors:
+  //   InvalidArgument  each violation of the rules on `mesh` and `names`
+  //                    above, naming the value; a device type with an index
+  //                    ("cuda:0") or empty (R18); a null runtime; a rank >=
+  //                    the world size; in `options` (devmesh's own), naming
+  //                    the key: a per_dim key that is neither a dim name nor
+  //                    "dim_<i>" (unknown name; index out of range), two
+  //                    keys for one dim ("dp" and "dim_0"), or a timeout
+  //                    that is not positive
   static absl::StatusOr<DeviceMesh> Create(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       const RankTable& mesh, std::vector<std::string> names = {},
       MeshOptions options = {});
 
   // A mesh of an existing layout (its root becomes this mesh's root).
-  // Errors as Create, options checked against the layout's dims.
+  // Errors:
+  //   InvalidArgument  as Create, options checked against the layout's dims
   static absl::StatusOr<DeviceMesh> FromLayout(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       MeshLayout layout, MeshOptions options = {});
 
   // R17: a mesh over existing groups. One group: a 1-d mesh of its global
-  // ranks; `mesh`, when given, must list exactly those ranks in group order
-  // (InvalidArgument otherwise). Several groups: `names` must give one name
-  // per group (InvalidArgument). Without `mesh` (devmesh's own; PyTorch's
-  // from_group requires it) the rank table is inferred by exchanging each
-  // group's members over the groups themselves (all-gathers, see
-  // groups_mesh.h): then this is collective over every group, every rank
-  // calls it with its groups in the same dim order, and groups that do not
-  // form a mesh are InvalidArgument naming the first inconsistency (or
-  // DeadlineExceeded on ranks whose peers stopped at it first). Each group
-  // must hold this rank's line along its dim,
-  // in mesh order (InvalidArgument naming the dim otherwise); this rank
-  // (the first group's global rank) must be in `mesh` (FailedPrecondition).
+  // ranks; `mesh`, when given, must list exactly those ranks in group
+  // order. Several groups: `names` must give one name per group. Without
+  // `mesh` (devmesh's own; PyTorch's from_group requires it) the rank table
+  // is inferred by exchanging each group's members over the groups
+  // themselves (all-gathers, see groups_mesh.h): then this is collective
+  // over every group, and every rank calls it with its groups in the same
+  // dim order. Each group must hold this rank's line along its dim, in mesh
+  // order; this rank (the first group's global rank) must be in `mesh`.
   // Each group's backend becomes its dim's backend option. `runtime` may be
   // null: then only the given groups exist (GetGroup of a new flatten or
   // unflatten gives FailedPrecondition); when given, its rank is not checked
-  // against the groups. InvalidArgument: no groups, a null group.
+  // against the groups.
+  // Errors:
+  //   InvalidArgument     no groups; a null group; one group and a `mesh`
+  //                       that does not list exactly its ranks in group
+  //                       order; several groups and `names` not one name per
+  //                       group; without `mesh`, groups that do not form a
+  //                       mesh (naming the first inconsistency); a group
+  //                       that does not hold this rank's line along its dim
+  //                       in mesh order (naming the dim)
+  //   FailedPrecondition  this rank (the first group's global rank) is not
+  //                       in `mesh`
+  //   DeadlineExceeded    without `mesh`, on ranks whose peers stopped at
+  //                       the first inconsistency first
   static absl::StatusOr<DeviceMesh> FromGroups(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       std::vector<std::shared_ptr<Communicator>> groups,
@@ -241,8 +254,13 @@ class DeviceMesh {
   // R7: this rank's coordinate; nullopt when it is not in the mesh.
   std::optional<std::vector<int64_t>> GetCoordinate() const;
   // R6: this rank's coordinate along `dim` (a dim or a flattened name). No
-  // dim: 1-d mesh means dim 0, n-d is InvalidArgument. Errors of a dim as
-  // size(dim); FailedPrecondition when this rank is not in the mesh.
+  // dim: 1-d mesh means dim 0. A dim is checked as in size(dim).
+  // Errors:
+  //   InvalidArgument     no dim given on an n-d mesh; a flattened dim
+  //                       reaching ranks outside this mesh
+  //   OutOfRange          an index not in [0, ndim)
+  //   NotFound            a name that is neither a dim nor a flattened name
+  //   FailedPrecondition  this rank is not in the mesh
   absl::StatusOr<int64_t> GetLocalRank(std::optional<MeshDim> dim = {}) const;
   // R12: the root mesh of any slice (itself for a root).
   DeviceMesh RootMesh() const;
@@ -282,12 +300,16 @@ class DeviceMesh {
   // without an NCCL config IS a world communicator, shared with every other
   // mesh, and is left working).
   // Later collectives on them return FailedPrecondition; GetGroup returns
-  // the aborted groups. Returns the first error a group's Abort gave, else
-  // OK. Never waits for a group creation in progress, nor for peers.
-  // FailedPrecondition, aborting nothing, on a sub-mesh (any mesh whose
-  // layout is not its root's: a slice, flatten, unflatten, transpose or
-  // concatenation), as PyTorch's DeviceMesh.abort() refuses a submesh
-  // ("the scope of a submesh abort is ambiguous": its groups are shared).
+  // the aborted groups. Returns OK when every group's Abort did. Never
+  // waits for a group creation in progress, nor for peers.
+  // Errors:
+  //   FailedPrecondition  a sub-mesh (any mesh whose layout is not its
+  //                       root's: a slice, flatten, unflatten, transpose or
+  //                       concatenation), aborting nothing, as PyTorch's
+  //                       DeviceMesh.abort() refuses a submesh ("the scope
+  //                       of a submesh abort is ambiguous": its groups are
+  //                       shared)
+  //   others              the first error a group's Abort gave
   absl::Status Abort() const;
 
   // ---- Elastic recovery (devmesh's own; issue 20) ---------------------------
@@ -356,8 +378,12 @@ class DeviceMesh {
   // with a Recv from `source` moves data `displacement` stages on. Not
   // periodic: none past the edge. Example: (2, 4) named (dp, pp), rank 7,
   // pp, +1: source 6 and no destination, or destination 4 when periodic.
-  // Errors of a dim as size(dim); FailedPrecondition when this rank is not
-  // in the mesh. Pure: makes no group.
+  // Pure: makes no group. A dim is checked as in size(dim).
+  // Errors:
+  //   OutOfRange          an index not in [0, ndim)
+  //   NotFound            a name that is neither a dim nor a flattened name
+  //   InvalidArgument     a flattened dim reaching ranks outside this mesh
+  //   FailedPrecondition  this rank is not in the mesh
   absl::StatusOr<Neighbours> Shift(MeshDim dim, int64_t displacement,
                                    bool periodic = false) const;
 
@@ -369,10 +395,13 @@ class DeviceMesh {
   // this mesh's dims in any order (PyTorch's mesh["dp_shard_cp", "tp"]):
   // root (2,3,2) named (pp,dp,tp) with "pt" a flatten of (pp,tp):
   // Slice({"dp","pt"}) is [[0,1,6,7],[2,3,8,9],[4,5,10,11]] on every rank.
-  // InvalidArgument: empty or repeated names; two dims that overlap (share
-  // a root dim: Slice({"pt","pp"})), naming both; a flattened dim reaching
-  // ranks outside this mesh. NotFound: unknown name (listing the valid
-  // ones); FailedPrecondition: unnamed mesh.
+  // Errors:
+  //   InvalidArgument     empty or repeated names; two dims that overlap
+  //                       (share a root dim: Slice({"pt","pp"})), naming
+  //                       both; a flattened dim reaching ranks outside this
+  //                       mesh
+  //   NotFound            unknown name (listing the valid ones)
+  //   FailedPrecondition  unnamed mesh
   absl::StatusOr<DeviceMesh> Slice(absl::Span<const std::string> names) const;
   absl::StatusOr<DeviceMesh> Slice(std::initializer_list<std::string> names) const {
     return Slice(absl::MakeConstSpan(names.begin(), names.size()));
@@ -380,16 +409,19 @@ class DeviceMesh {
   // R9: a 1-d mesh of the same ranks named `name` (default: the names joined
   // by "_"), remembered on the root so that root.Slice({name}) finds it.
   // `group_options` (optional) overrides the backend / timeout / NCCL
-  // config of the new dim's group. InvalidArgument: an empty name, a
-  // group_options timeout that is not positive (naming the name), `name` is
-  // a root dim name, an earlier flatten with that name has another layout,
-  // or it has the same layout but other group options (naming the name and
-  // both options in GroupOptionsString's form; an earlier flatten without
-  // options counts as all unset). The same name and layout with the same
+  // config of the new dim's group. The same name and layout with the same
   // options, or with none given, give the earlier mesh back with the
   // earlier options (R9; devmesh's own: PyTorch's _flatten keeps the first
   // group and ignores the repeat's backend_override silently).
-  // FailedPrecondition: unnamed mesh.
+  // Errors:
+  //   InvalidArgument     an empty name; a group_options timeout that is not
+  //                       positive (naming the name); `name` is a root dim
+  //                       name; an earlier flatten with that name has
+  //                       another layout, or it has the same layout but
+  //                       other group options (naming the name and both
+  //                       options in GroupOptionsString's form; an earlier
+  //                       flatten without options counts as all unset)
+  //   FailedPrecondition  unnamed mesh
   absl::StatusOr<DeviceMesh> Flatten(
       std::optional<std::string> name = std::nullopt,
       std::optional<GroupOptions> group_options = std::nullopt) const;
@@ -401,14 +433,17 @@ class DeviceMesh {
                                        std::vector<std::string> names) const;
   // R11: the dims of `meshes`, in order, into one mesh; groups already made
   // are reused. Options: the first mesh's, plus every mesh's per-dim entries
-  // (the first mesh wins a clash). FailedPrecondition: different roots
-  // (including a deserialized copy, which has a root of its own);
-  // InvalidArgument: different device types, unnamed meshes, overlapping
-  // root dims, no mesh.
+  // (the first mesh wins a clash).
+  // Errors:
+  //   FailedPrecondition  different roots (including a deserialized copy,
+  //                       which has a root of its own)
+  //   InvalidArgument     different device types; unnamed meshes;
+  //                       overlapping root dims; no mesh
   static absl::StatusOr<DeviceMesh> Concatenate(
       absl::Span<const DeviceMesh> meshes);
   // Reorders dims: dim i of the result is dim perm[i] of this.
-  // InvalidArgument: perm is not a permutation of 0..ndim-1.
+  // Errors:
+  //   InvalidArgument  perm is not a permutation of 0..ndim-1
   absl::StatusOr<DeviceMesh> Transpose(absl::Span<const int> perm) const;
 
   // ---- Text, equality, bytes (R14-R16) ---------------------------------------
@@ -430,8 +465,9 @@ class DeviceMesh {
   // options, but no groups.
   std::string Serialize() const;
   // Rebuilds a mesh from Serialize()'s bytes over `runtime`; its groups are
-  // made again lazily, under a fresh root. InvalidArgument on corrupt or
-  // truncated bytes.
+  // made again lazily, under a fresh root.
+  // Errors:
+  //   InvalidArgument  corrupt or truncated bytes
   static absl::StatusOr<DeviceMesh> Deserialize(
       absl::string_view bytes, std::shared_ptr<MeshRuntime> runtime);
 

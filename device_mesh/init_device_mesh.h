@@ -35,27 +35,35 @@
 
 namespace devmesh {
 
-// Over an existing runtime. Checks, in the reference's order (R18), each an
-// InvalidArgument naming the value: names unique; one name per dim; device
-// type a plain word ("cuda", not "cuda:0") and one devmesh knows ("cpu",
-// "cuda"; "gpu", "CPU" or "" fail here, listing them) unless every dim has a
-// backend override (R19); mesh_shape non-empty with
-// positive sizes, except at most one -1 that is inferred from the world
+// Over an existing runtime. A -1 in mesh_shape is inferred from the world
 // size (devmesh's own, as MPI_Dims_create: world 12 with (-1, 4) gives
-// (3, 4); (-1, 5) is InvalidArgument naming 12 and 5; two -1 are
-// InvalidArgument); product of mesh_shape == world size ("mesh_shape product
-// (6) must equal world size (8)"); a timeout in `options` that is not
-// positive; a per_dim key of `options` that names no dim, an index out of
-// range, or a second key for one dim (DeviceMesh::Create's check, naming
-// the key). FailedPrecondition: a null or detached
-// runtime (no bootstrap). When the mesh's backend is NCCL ("cuda" without
-// an override), sets this thread's CUDA device to local rank % visible
-// devices first; Unavailable when no CUDA device is visible. With
-// options.require_inside_host (device_mesh/host_layout.h): NotFound for a
-// name that is not a dim; FailedPrecondition when the runtime does not know
-// the ranks' hosts, or when a line of a named dim crosses hosts ("dim 'tp'
-// must stay inside one host (MeshOptions.require_inside_host) but its line
-// 0,2 crosses hosts 'h0' (rank 0) and 'h1' (rank 2)").
+// (3, 4)). When the mesh's backend is NCCL ("cuda" without an override),
+// sets this thread's CUDA device to local rank % visible devices first.
+// Errors:
+//   InvalidArgument     a failed check of these, made in the reference's
+//                       order (R18), each naming the value: names unique;
+//                       one name per dim; device type a plain word ("cuda",
+//                       not "cuda:0") and one devmesh knows ("cpu", "cuda";
+//                       "gpu", "CPU" or "" fail here, listing them) unless
+//                       every dim has a backend override (R19); mesh_shape
+//                       non-empty with positive sizes, except at most one
+//                       -1 ((-1, 5) in world 12 fails naming 12 and 5; two
+//                       -1 fail); product of mesh_shape == world size
+//                       ("mesh_shape product (6) must equal world size
+//                       (8)"); a timeout in `options` that is not positive;
+//                       a per_dim key of `options` that names no dim, an
+//                       index out of range, or a second key for one dim
+//                       (DeviceMesh::Create's check, naming the key)
+//   FailedPrecondition  a null or detached runtime (no bootstrap); with
+//                       options.require_inside_host
+//                       (device_mesh/host_layout.h): the runtime does not
+//                       know the ranks' hosts, or a line of a named dim
+//                       crosses hosts ("dim 'tp' must stay inside one host
+//                       (MeshOptions.require_inside_host) but its line 0,2
+//                       crosses hosts 'h0' (rank 0) and 'h1' (rank 2)")
+//   NotFound            with options.require_inside_host, a name that is
+//                       not a dim
+//   Unavailable         the backend is NCCL and no CUDA device is visible
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
     absl::Span<const int64_t> mesh_shape,
@@ -63,7 +71,9 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
 
 // The runtime of a bootstrap (which it keeps alive): the same runtime for
 // every call with the same live bootstrap, since two runtimes over one store
-// would collide. Errors: InvalidArgument for a null bootstrap.
+// would collide.
+// Errors:
+//   InvalidArgument  a null bootstrap
 absl::StatusOr<std::shared_ptr<MeshRuntime>> MeshRuntimeFromBootstrap(
     std::shared_ptr<Bootstrap> bootstrap);
 
@@ -81,12 +91,17 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
 // (return from main, exit()) the process leaves the job: rank 0, which hosts
 // the store, keeps it up until every other rank has left or the bootstrap's
 // shutdown timeout (30 s) passes, so a rank 0 that returns first never
-// closes the store under a peer still finishing a group.
-// Errors: InvalidArgument for a timeout that is not positive; then
-// Bootstrap::FromEnv's (NotFound when no launcher variables are set at all,
-// InvalidArgument naming a missing or contradictory variable, Unavailable /
-// DeadlineExceeded when the store is not reached within the timeout), then
-// as above.
+// closes the store under a peer still finishing a group. The timeout is
+// checked first, then come Bootstrap::FromEnv's errors, then as above.
+// Errors:
+//   InvalidArgument   a timeout that is not positive; a missing or
+//                     contradictory variable, naming it (FromEnv's)
+//   NotFound          no launcher variables are set at all (FromEnv's)
+//   Unavailable       the store is not reached within the timeout
+//                     (FromEnv's)
+//   DeadlineExceeded  the store is not reached within the timeout
+//                     (FromEnv's)
+//   others            any other of Bootstrap::FromEnv's; then as above
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     absl::string_view device_type, absl::Span<const int64_t> mesh_shape,
     std::vector<std::string> mesh_dim_names = {}, MeshOptions options = {});

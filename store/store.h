@@ -39,13 +39,18 @@ class Store {
   virtual absl::Duration default_timeout() const = 0;
 
   // Sets `key` to `value`, replacing any earlier value, and wakes every waiter
-  // on `key`. Errors: InvalidArgument (key empty or over the key-length limit,
-  // value over the value-size limit), Unavailable (connection lost).
+  // on `key`.
+  // Errors:
+  //   InvalidArgument  key empty or over the key-length limit; value over the
+  //                    value-size limit
+  //   Unavailable      connection lost
   virtual absl::Status Set(absl::string_view key, absl::string_view value) = 0;
 
-  // Returns the value of `key`, waiting until it is set. Errors:
-  // DeadlineExceeded when `key` is not set within `timeout`; InvalidArgument,
-  // Unavailable as for Set.
+  // Returns the value of `key`, waiting until it is set.
+  // Errors:
+  //   DeadlineExceeded  `key` is not set within `timeout`
+  //   InvalidArgument   as for Set
+  //   Unavailable       as for Set
   virtual absl::StatusOr<std::string> Get(absl::string_view key,
                                           absl::Duration timeout) = 0;
   absl::StatusOr<std::string> Get(absl::string_view key) {
@@ -53,8 +58,10 @@ class Store {
   }
 
   // Atomically adds `delta` to the int64 counter at `key` (a missing key
-  // counts as 0) and returns the new value. Errors: InvalidArgument when the
-  // key holds a value that is not a decimal int64, or on overflow.
+  // counts as 0) and returns the new value.
+  // Errors:
+  //   InvalidArgument  the key holds a value that is not a decimal int64;
+  //                    overflow
   virtual absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) = 0;
 
   // Atomically: when `key` is missing and `expected` is empty, or `key` holds
@@ -65,8 +72,9 @@ class Store {
                                                  absl::string_view expected,
                                                  absl::string_view desired) = 0;
 
-  // Waits until every key in `keys` is set. Errors: DeadlineExceeded naming
-  // the first missing key when `timeout` passes first.
+  // Waits until every key in `keys` is set.
+  // Errors:
+  //   DeadlineExceeded  `timeout` passes first (naming the first missing key)
   virtual absl::Status Wait(absl::Span<const std::string> keys,
                             absl::Duration timeout) = 0;
   absl::Status Wait(absl::Span<const std::string> keys) {
@@ -86,8 +94,9 @@ class Store {
   virtual absl::StatusOr<std::vector<std::string>> MultiGet(
       absl::Span<const std::string> keys, absl::Duration timeout) = 0;
 
-  // Set of several keys in one round trip. Errors: InvalidArgument when the
-  // spans differ in length.
+  // Set of several keys in one round trip.
+  // Errors:
+  //   InvalidArgument  the spans differ in length
   virtual absl::Status MultiSet(absl::Span<const std::string> keys,
                                 absl::Span<const std::string> values) = 0;
 };
