@@ -105,29 +105,41 @@ std::string SelfProcInfo() {
                       ns_ino, "|", pid, "|", start);
 }
 
-// True when `info` (another rank's SelfProcInfo) names a process of this
-// kernel and PID namespace that is gone: no such process, a zombie, or
-// another process under its PID. False when it is alive (stopped
-// included) or not visible from here.
-bool ProcessGone(const std::string& self, const std::string& info) {
+// What this kernel says of the process `info` (another rank's SelfProcInfo)
+// names.
+enum class Liveness {
+  kNotHere,  // not of this kernel and PID namespace, or unreadable
+  kGone,     // no such process, a zombie, exiting, or another process now
+             // under its PID
+  kStopped,  // alive but stopped (SIGSTOP: 'T') or traced ('t')
+  kRunning,  // alive and running, runnable or waiting ('R', 'S', 'D', ...)
+};
+
+Liveness ProcessLiveness(const std::string& self, const std::string& info) {
   std::vector<std::string> mine = absl::StrSplit(self, '|');
   std::vector<std::string> theirs = absl::StrSplit(info, '|');
   if (mine.size() != 4 || theirs.size() != 4 || mine[0].empty() ||
       mine[1].empty() || theirs[3].empty() || mine[0] != theirs[0] ||
       mine[1] != theirs[1]) {
-    return false;
+    return Liveness::kNotHere;
   }
   // Gone: no /proc entry at all. An entry that cannot be read (hidepid,
   // say) tells nothing.
   struct stat entry;
   if (stat(absl::StrCat("/proc/", theirs[2]).c_str(), &entry) != 0) {
-    return errno == ENOENT;
+    return errno == ENOENT ? Liveness::kGone : Liveness::kNotHere;
   }
   char state = 0;
   bool exiting = false;
   std::string start;
-  if (!ProcStat(theirs[2], &state, &exiting, &start)) return false;
-  return start != theirs[3] || exiting || state == 'Z' || state == 'X';
+  if (!ProcStat(theirs[2], &state, &exiting, &start)) {
+    return Liveness::kNotHere;
+  }
+  if (start != theirs[3] || exiting || state == 'Z' || state == 'X') {
+    return Liveness::kGone;
+  }
+  return state == 'T' || state == 't' ? Liveness::kStopped
+                                      : Liveness::kRunning;
 }
 
 }  // namespace
@@ -171,9 +183,9 @@ struct FailureWatch::State {
   const std::string self_proc = SelfProcInfo();
   std::map<int, std::string> procs;  // other ranks' SelfProcInfo, guarded by mu
 
-  // Whether `peer`'s process is gone, seen from this kernel (ProcessGone);
-  // its info is read from the store once.
-  bool Gone(int peer) {
+  // What this kernel says of `peer`'s process (ProcessLiveness); its info
+  // is read from the store once.
+  Liveness Live(int peer) {
     std::string info;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -183,15 +195,17 @@ struct FailureWatch::State {
     if (info.empty()) {
       // Published when the peer's watch started; not waited for when absent.
       auto there = store->Check({ProcKey(peer)});
-      if (!there.ok() || !*there) return false;
+      if (!there.ok() || !*there) return Liveness::kNotHere;
       auto v = store->Get(ProcKey(peer), absl::Seconds(5));
-      if (!v.ok()) return false;
+      if (!v.ok()) return Liveness::kNotHere;
       info = *v;
       std::lock_guard<std::mutex> lock(mu);
       procs[peer] = info;
     }
-    return ProcessGone(self_proc, info);
+    return ProcessLiveness(self_proc, info);
   }
+  // Whether `peer`'s process is gone, seen from this kernel.
+  bool Gone(int peer) { return Live(peer) == Liveness::kGone; }
 
   std::string GoneText(int peer) const {
     return absl::StrCat("global rank ", peer,
@@ -277,8 +291,17 @@ struct FailureWatch::State {
     int watched = -1;        // the successor whose lease is followed
     int64_t seen = -1;       // its lease value when last changed
     absl::Time seen_at;      // when that value was first read
+    absl::Time last_start = absl::Now();
     while (!stop.load()) {
       const absl::Time start = absl::Now();
+      // A round that starts late (this process got no CPU, or the store
+      // answered slowly) does not count against the successor: the lateness
+      // beyond two periods is taken off its silence, so that an overloaded
+      // machine (1024 ranks on 2 cores) does not make this rank call a
+      // slow peer dead.
+      const absl::Duration late = start - last_start - 2 * period;
+      last_start = start;
+      if (late > absl::ZeroDuration()) seen_at += late;
       int64_t at_epoch;
       int successor;
       bool has_verdict;
@@ -300,14 +323,29 @@ struct FailureWatch::State {
           seen = *lease;
           seen_at = now;
         } else if (lease.ok() && seen > 0 && now - seen_at >= silence) {
-          // A lease that started and then stopped: dead, unless it left.
-          // Acted on only once it is in the store (Publish), so no rank acts
-          // on a verdict the others cannot see.
-          if (!Left(watched)) {
-            (void)Publish(at_epoch, absl::StrCat(
-                "global rank ", watched, " died (its lease was not renewed "
-                "for ", absl::FormatDuration(now - seen_at),
-                "; first reported by global rank ", rank, ")"));
+          // A lease that started and then stopped: dead, unless it left, or
+          // this kernel shows its process alive and not stopped (a rank that
+          // is slow, not dead: its lease thread got no CPU in time). A
+          // stopped process (SIGSTOP) and one on another host are dead by
+          // the silence alone. Acted on only once it is in the store
+          // (Publish), so no rank acts on a verdict the others cannot see.
+          const Liveness live = Live(watched);
+          if (live == Liveness::kRunning) {
+            seen_at = now;
+          } else if (!Left(watched)) {
+            (void)Publish(
+                at_epoch,
+                live == Liveness::kGone
+                    ? GoneText(watched)
+                    : absl::StrCat("global rank ", watched,
+                                   " died (its lease was not renewed for ",
+                                   absl::FormatDuration(now - seen_at),
+                                   live == Liveness::kStopped
+                                       ? "; its process on this host is "
+                                         "stopped"
+                                       : "",
+                                   "; first reported by global rank ", rank,
+                                   ")"));
           }
         }
       }

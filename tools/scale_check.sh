@@ -24,12 +24,13 @@
 # (bound: the sum over its groups of size - 1, plus its two store
 # connections: its own and its failure watch's, device_mesh/failure_watch.h).
 # Binaries are built with -c opt, as `bazel run` builds them for users
-# (-c=fastbuild for a debug build). Every launch is bounded by --timeout_s
+# (-c=fastbuild for a debug build). --keep_logs=DIR copies every rank's and
+# the store's output there at the end. Every launch is bounded by --timeout_s
 # (default 300). Exit status: 0 when
 # every run passed its checks, 1 otherwise, 2 on bad flags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-MESH=16x16 HOSTS=1 RUNS=3 TIMEOUT_S=300 EXPECT_TRIPS="" MAX_SOCKETS="" MODE=opt
+MESH=16x16 HOSTS=1 RUNS=3 TIMEOUT_S=300 EXPECT_TRIPS="" MAX_SOCKETS="" MODE=opt KEEP_LOGS=""
 for arg in "$@"; do
   case "$arg" in
     --mesh=*) MESH="${arg#*=}" ;;
@@ -38,6 +39,7 @@ for arg in "$@"; do
     --timeout_s=*) TIMEOUT_S="${arg#*=}" ;;
     --expect_round_trips=*) EXPECT_TRIPS="${arg#*=}" ;;
     --max_sockets=*) MAX_SOCKETS="${arg#*=}" ;;
+    --keep_logs=*) KEEP_LOGS="${arg#*=}" ;;
     -c=*|--compilation_mode=*) MODE="${arg#*=}" ;;
     *) echo "scale_check: unknown flag $arg" >&2; exit 2 ;;
   esac
@@ -72,6 +74,9 @@ hosts_down() {
 }
 cleanup() {
   [ "$HOSTS" -gt 1 ] && hosts_down
+  if [ -n "$KEEP_LOGS" ]; then
+    mkdir -p "$KEEP_LOGS" && cp "$WORK"/*.log "$KEEP_LOGS"/ 2>/dev/null
+  fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT

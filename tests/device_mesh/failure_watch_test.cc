@@ -1,0 +1,155 @@
+// devmesh/tests/device_mesh/failure_watch_test.cc
+// The failure watch's successor check (device_mesh/failure_watch.h) on one
+// process: rank 0's watch follows the lease of "rank 1", whose lease this
+// test renews and then stops, and whose process is a child of the test in
+// the state each case needs. After the silence:
+//   - a child that is alive and not stopped is slow, not dead: no verdict,
+//     however long its lease stays silent; once it is killed, the verdict
+//     says its process is gone;
+//   - a stopped child (SIGSTOP) is dead by the silence, and the verdict says
+//     it is stopped;
+//   - a process this kernel cannot see (another host) is dead by the
+//     silence alone.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "device_mesh/failure_watch.h"
+#include "gtest/gtest.h"
+#include "store/memory_store.h"
+
+namespace devmesh {
+namespace {
+
+constexpr absl::Duration kPeriod = absl::Milliseconds(50);
+constexpr absl::Duration kSilence = absl::Milliseconds(300);
+
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// What the watch of process `pid` would publish under ProcKey: "<boot
+// id>|<pid namespace inode>|<pid>|<start time>".
+std::string ProcInfoOf(pid_t pid) {
+  struct stat ns;
+  EXPECT_EQ(stat("/proc/self/ns/pid", &ns), 0);
+  const std::string stat_line = FirstLine(absl::StrCat("/proc/", pid, "/stat"));
+  std::vector<std::string> f = absl::StrSplit(
+      stat_line.substr(stat_line.rfind(')') + 1), ' ', absl::SkipEmpty());
+  EXPECT_GE(f.size(), 20u);
+  return absl::StrCat(FirstLine("/proc/sys/kernel/random/boot_id"), "|",
+                      ns.st_ino, "|", pid, "|", f.size() >= 20 ? f[19] : "");
+}
+
+pid_t SleepingChild() {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (;;) pause();
+  }
+  return pid;
+}
+
+void Reap(pid_t pid) {
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+// Rank 0's watch over a world of 2, and rank 1's lease renewed a few times
+// (so that it has started) and then left alone.
+struct Watched {
+  std::shared_ptr<Store> store = std::make_shared<InMemoryStore>();
+  std::shared_ptr<FailureWatch> watch;
+
+  explicit Watched(const std::string& proc_info) {
+    EXPECT_TRUE(store->Set(FailureWatch::ProcKey(1), proc_info).ok());
+    watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/2, kPeriod,
+                                kSilence);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_TRUE(store->Add(FailureWatch::LeaseKey(1), 1).ok());
+      absl::SleepFor(kPeriod);
+    }
+  }
+
+  // The verdict once there is one, waiting at most `limit`.
+  std::string VerdictWithin(absl::Duration limit) {
+    const absl::Time end = absl::Now() + limit;
+    while (watch->verdict().empty() && absl::Now() < end) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return watch->verdict();
+  }
+};
+
+TEST(FailureWatchSuccessorTest, AliveAndRunningIsSlowNotDeadUntilItIsGone) {
+  const pid_t child = SleepingChild();
+  ASSERT_GT(child, 0);
+  Watched w(ProcInfoOf(child));
+  // Ten silences without a renewal: the child is alive, so no verdict.
+  EXPECT_EQ(w.VerdictWithin(10 * kSilence), "");
+  EXPECT_EQ(w.watch->verdict_rank(), -1);
+  Reap(child);
+  EXPECT_EQ(w.VerdictWithin(kSilence + 10 * kPeriod),
+            "global rank 1 died (its process on this host is gone; first "
+            "reported by global rank 0)");
+  EXPECT_EQ(w.watch->verdict_rank(), 1);
+  auto stored = w.store->Get(FailureWatch::EpochKey(0, "death"),
+                             absl::Seconds(1));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(*stored, w.watch->verdict());
+}
+
+TEST(FailureWatchSuccessorTest, StoppedIsDeadBySilence) {
+  const pid_t child = SleepingChild();
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(kill(child, SIGSTOP), 0);
+  // Until /proc shows it stopped.
+  for (int i = 0; i < 100; ++i) {
+    const std::string stat_line =
+        FirstLine(absl::StrCat("/proc/", child, "/stat"));
+    if (stat_line.find(") T ") != std::string::npos) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const absl::Time start = absl::Now();
+  Watched w(ProcInfoOf(child));
+  const std::string verdict = w.VerdictWithin(kSilence + 20 * kPeriod);
+  const absl::Duration took = absl::Now() - start;
+  Reap(child);
+  EXPECT_TRUE(absl::StartsWith(
+      verdict, "global rank 1 died (its lease was not renewed for "))
+      << verdict;
+  EXPECT_TRUE(absl::EndsWith(verdict,
+                             "; its process on this host is stopped; first "
+                             "reported by global rank 0)"))
+      << verdict;
+  EXPECT_GE(took, kSilence);
+}
+
+TEST(FailureWatchSuccessorTest, NotVisibleHereIsDeadBySilenceAlone) {
+  // Another boot id: a process of another host.
+  Watched w("00000000-0000-0000-0000-000000000000|1|1|1");
+  const std::string verdict = w.VerdictWithin(kSilence + 20 * kPeriod);
+  EXPECT_TRUE(absl::StartsWith(
+      verdict, "global rank 1 died (its lease was not renewed for "))
+      << verdict;
+  EXPECT_TRUE(absl::EndsWith(verdict, "; first reported by global rank 0)"))
+      << verdict;
+  EXPECT_FALSE(absl::StrContains(verdict, "this host")) << verdict;
+}
+
+}  // namespace
+}  // namespace devmesh
