@@ -46,7 +46,8 @@ struct NcclOptions {
 struct GlooOptions {
   // Address to listen on and advertise to peers. Empty = the interface named
   // by GLOO_SOCKET_IFNAME when set, else this host's name when it resolves,
-  // else 127.0.0.1 (PyTorch's ProcessGroupGloo rule).
+  // else 127.0.0.1 (PyTorch's ProcessGroupGloo rule); a loopback address
+  // chosen so becomes this process's own (comm/gloo/gloo_device.h).
   std::string hostname;
   // The local address through which this rank reaches the store (an IP
   // literal, e.g. from Bootstrap::self().address; device_mesh passes

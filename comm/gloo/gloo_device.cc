@@ -1,9 +1,14 @@
 // devmesh/comm/gloo/gloo_device.cc
 #include "comm/gloo/gloo_device.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -45,6 +50,77 @@ void IgnoreSigpipeUnlessHandled() {
   (void)done;
 }
 
+// Whether `host` (an IPv4 literal, or a name whose first IPv4 address is
+// taken) is a loopback address, in 127.0.0.0/8.
+bool IsLoopbackHost(const std::string& host) {
+  in_addr addr{};
+  if (inet_pton(AF_INET, host.c_str(), &addr) == 1) {
+    return (ntohl(addr.s_addr) >> 24) == 127;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool loopback = false;
+  if (found != nullptr && found->ai_addr != nullptr) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+    loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  freeaddrinfo(found);
+  return loopback;
+}
+
+// A loopback address of this process's own, 127.<1 + pid / 65536>.<pid /
+// 256 % 256>.<pid % 256> (PIDs are below 2^22, so the first byte after 127
+// is 1 to 64: never 127.0.0.1 nor Debian's 127.0.1.1), when this process
+// can listen on it; "" otherwise (a loopback of one address only, as in some
+// sandboxes).
+std::string PerProcessLoopback() {
+  const uint32_t pid = static_cast<uint32_t>(getpid()) & 0x3fffff;
+  const std::string address =
+      absl::StrCat("127.", 1 + (pid >> 16), ".", (pid >> 8) & 0xff, ".",
+                   pid & 0xff);
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_port = 0;
+  if (inet_pton(AF_INET, address.c_str(), &in.sin_addr) != 1) return "";
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  const bool ok =
+      bind(fd, reinterpret_cast<const sockaddr*>(&in), sizeof(in)) == 0;
+  close(fd);
+  return ok ? address : "";
+}
+
+// A device on `host`, or, when `host` is a loopback address, on this
+// process's own loopback address (PerProcessLoopback). Every Gloo pair
+// listens on a socket of its own, bound to port 0 of the device's address
+// with SO_REUSEADDR, and Linux's search for a free port (the lower half of
+// ip_local_port_range, even ports first) then walks every port already in
+// use on that address: with 256 ranks on one host sharing 127.0.0.1 that
+// search was over half of all CPU time of group creation (perf: in
+// inet_bhash2_conflict, inet_bind2_bucket_find and their locks), growing
+// with the number of ranks. On an address of its own each process searches
+// only among its own sockets. Peers can reach it: a loopback address is
+// reached only from this host anyway, and all of 127.0.0.0/8 is local.
+absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> CreateOn(
+    ::gloo::transport::tcp::attr attr, const std::string& host,
+    const std::string& what) {
+  if (IsLoopbackHost(host)) {
+    const std::string own = PerProcessLoopback();
+    if (!own.empty()) {
+      attr.hostname = own;
+      auto device = TryCreate(
+          attr, absl::StrCat(what, ", on this process's loopback address ",
+                             own));
+      if (device.ok()) return device;
+    }
+  }
+  attr.hostname = host;
+  return TryCreate(attr, what);
+}
+
 }  // namespace
 
 static absl::StatusOr<std::shared_ptr<::gloo::transport::Device>>
@@ -62,21 +138,19 @@ CreateDevice(const GlooOptions& options) {
                                         iface, "\""));
   }
   if (!options.store_route_address.empty()) {
-    attr.hostname = options.store_route_address;
-    return TryCreate(attr, absl::StrCat("gloo device on ",
-                                        options.store_route_address,
-                                        " (this rank's address toward the "
-                                        "store; set GLOO_SOCKET_IFNAME to "
-                                        "choose another interface)"));
+    return CreateOn(attr, options.store_route_address,
+                    absl::StrCat("gloo device on ",
+                                 options.store_route_address,
+                                 " (this rank's address toward the store; "
+                                 "set GLOO_SOCKET_IFNAME to choose another "
+                                 "interface)"));
   }
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') {
-    attr.hostname = host;
-    auto device = TryCreate(attr, "gloo device");
+    auto device = CreateOn(attr, host, "gloo device");
     if (device.ok()) return device;
   }
-  attr.hostname = "127.0.0.1";
-  return TryCreate(attr, "gloo device on 127.0.0.1");
+  return CreateOn(attr, "127.0.0.1", "gloo device on 127.0.0.1");
 }
 
 absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(

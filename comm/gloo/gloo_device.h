@@ -25,7 +25,16 @@ namespace gloo_internal {
 // GLOO_SOCKET_IFNAME environment variable; else
 // options.store_route_address when set (the address this rank reaches the
 // store through); else this host's name when a device can be made on it;
-// else 127.0.0.1 (PyTorch's ProcessGroupGloo rule). Side effect, once per process: SIGPIPE is ignored unless the
+// else 127.0.0.1 (PyTorch's ProcessGroupGloo rule). When the last three
+// choices give a loopback address (127.0.0.0/8: the store is reached over
+// loopback, so every peer is on this host), the device is on this process's
+// own loopback address instead, 127.<1 + pid / 65536>.<pid / 256 %
+// 256>.<pid % 256> (devmesh's own): each Gloo pair listens on a socket of
+// its own, and the kernel's search for its free port walks the ports in use
+// on the same address, which at 256 ranks sharing 127.0.0.1 was over half
+// of group creation's CPU time. Kept as given: `hostname` and
+// GLOO_SOCKET_IFNAME; and 127.0.0.1 itself where this process cannot bind
+// another loopback address. Side effect, once per process: SIGPIPE is ignored unless the
 // program has its own handler, so that a peer dying mid-write is an error
 // Status rather than a killed process. Shared: while a device made for the
 // same (hostname, GLOO_SOCKET_IFNAME, store_route_address) in this process
