@@ -1,5 +1,6 @@
 #include "device_mesh/mesh_runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -130,8 +131,17 @@ void MeshRuntime::EnsureWatch() {
       const char* p = std::getenv(name);
       return p != nullptr && absl::SimpleAtoi(p, &v) && v > 0 ? v : fallback;
     };
-    const int64_t period_ms = env_ms("DEVMESH_LEASE_PERIOD_MS", 250);
-    const int64_t silence_ms = env_ms("DEVMESH_LEASE_SILENCE_MS", 2000);
+    // Defaults that bound the watch's load on the store whatever the world
+    // size: each rank makes 3 requests a period, so a period of one
+    // millisecond per rank (never under 250 ms) keeps the store at about
+    // 3000 watch requests a second. At 1024 ranks on 2 cores a 250 ms
+    // period (12k requests a second) starved the store, and new connections
+    // timed out in its handshake (tools/scale_check.sh --hosts=8
+    // --mesh=32x32). The silence stays 8 periods (2 s at 250 ms).
+    const int64_t period_ms = env_ms(
+        "DEVMESH_LEASE_PERIOD_MS", std::max<int64_t>(250, world_size_));
+    const int64_t silence_ms = env_ms(
+        "DEVMESH_LEASE_SILENCE_MS", std::max<int64_t>(2000, 8 * period_ms));
     watch_ = FailureWatch::Start(store_->base(), rank_, world_size_,
                                  absl::Milliseconds(period_ms),
                                  absl::Milliseconds(silence_ms));

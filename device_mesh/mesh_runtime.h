@@ -157,10 +157,12 @@ class MeshRuntime {
 
   // The failure watch (started now if not yet; device_mesh/failure_watch.h);
   // nullptr on a detached runtime or with DEVMESH_FAILURE_WATCH=0. Its lease
-  // period is DEVMESH_LEASE_PERIOD_MS (default 250 ms) and its silence (a
+  // period is DEVMESH_LEASE_PERIOD_MS (default: 250 ms, or 1 ms per rank of
+  // the world above 250 ranks, so that the store serves about 3000 watch
+  // requests a second at most, whatever the world size) and its silence (a
   // lease that stops for that long, with no error as evidence, is a death)
-  // DEVMESH_LEASE_SILENCE_MS (default 2000 ms); every rank of a job must set
-  // the same.
+  // DEVMESH_LEASE_SILENCE_MS (default 8 periods: 2000 ms up to 250 ranks);
+  // every rank of a job must set the same.
   std::shared_ptr<FailureWatch> watch();
   // `raw` (a backend communicator DeviceMesh::Shrink keeps for the next
   // epoch) in a new guard registered with the watch's current epoch.

@@ -60,13 +60,13 @@ absl::Status Malformed() {
 absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
     const TcpStoreClientOptions& options) {
   std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(options));
-  absl::StatusOr<Socket> first = client->Open();
+  absl::StatusOr<Socket> first = client->Open(/*first=*/true);
   if (!first.ok()) return first.status();
   client->idle_.push_back(std::move(*first));
   return client;
 }
 
-absl::StatusOr<Socket> TcpStoreClient::Open() const {
+absl::StatusOr<Socket> TcpStoreClient::Open(bool first) const {
   absl::StatusOr<Socket> s =
       Socket::Connect(options_.host, options_.port,
                       absl::Now() + options_.connect_timeout);
@@ -76,9 +76,16 @@ absl::StatusOr<Socket> TcpStoreClient::Open() const {
   hello.number = kWireVersion;
   hello.values.push_back(options_.token);
   const absl::Time deadline =
-      absl::Now() + std::min(options_.default_timeout,
-                             options_.handshake_timeout);
+      absl::Now() + (first ? std::min(options_.default_timeout,
+                                      options_.handshake_timeout)
+                           : options_.default_timeout);
   auto not_a_store = [&](const absl::Status& why) {
+    if (!first) {
+      return absl::UnavailableError(absl::StrCat(
+          "the store at ", options_.host, ":", options_.port,
+          " did not answer a new connection's handshake (", why.message(),
+          ")"));
+    }
     return absl::UnavailableError(absl::StrCat(
         "the peer at ", options_.host, ":", options_.port,
         " accepted the connection but did not answer devmesh's store "
@@ -116,7 +123,7 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const Request& request,
     }
   }
   if (!s.valid()) {
-    absl::StatusOr<Socket> opened = Open();
+    absl::StatusOr<Socket> opened = Open(/*first=*/false);
     if (!opened.ok()) return opened.status();
     s = std::move(*opened);
   }

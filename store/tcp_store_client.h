@@ -40,10 +40,13 @@ struct TcpStoreClientOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   // Store::default_timeout(), and the reply deadline of non-waiting calls.
   absl::Duration default_timeout = absl::Seconds(300);
-  // How long a connected peer has to answer the handshake (a devmesh store
-  // answers at once, even under a rendezvous of thousands of clients); past
-  // it, Connect fails naming the address: whatever listens there is not a
-  // store (or not a devmesh-protocol one).
+  // How long a connected peer has to answer Connect's handshake (a devmesh
+  // store answers at once, even under a rendezvous of thousands of clients);
+  // past it, Connect fails naming the address: whatever listens there is not
+  // a store (or not a devmesh-protocol one). The later connections a client
+  // opens for concurrent calls wait up to default_timeout instead: the
+  // store is known by then, and one starved of CPU (1024 ranks on 2 cores)
+  // took longer than 5 s to answer.
   absl::Duration handshake_timeout = absl::Seconds(5);
 };
 
@@ -86,8 +89,11 @@ class TcpStoreClient : public Store {
   explicit TcpStoreClient(TcpStoreClientOptions options)
       : options_(std::move(options)) {}
 
-  // Opens a connection and shakes hands.
-  absl::StatusOr<Socket> Open() const;
+  // Opens a connection and shakes hands. The first (Connect) gets
+  // handshake_timeout to prove the peer is a devmesh store; a later one
+  // (another concurrent call) talks to the store the first proved, and an
+  // overloaded one may be slow: it gets default_timeout.
+  absl::StatusOr<Socket> Open(bool first) const;
   // One round trip: returns the OK reply's result bytes, or the error the
   // server sent. `wait` is the server-side wait of the request (0 if none).
   absl::StatusOr<std::string> Call(const Request& request,

@@ -1,5 +1,9 @@
 // The TCP store in one process: server on a loopback port, clients as
 // threads, and raw sockets that misbehave.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <thread>
@@ -206,6 +210,54 @@ TEST_F(TcpStoreTest, PeerThatIsNotAStoreFailsFastNamingTheAddress) {
                                 "devmesh's store handshake")))
       << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "not a devmesh store?")) << s;
+}
+
+// A store that is slow to answer a later connection's handshake (a server
+// starved of CPU: 1024 ranks on 2 cores) is not "not a store": the first
+// connection proved it, so a connection the client opens later for a
+// concurrent call waits up to default_timeout. Here the server (in a child
+// process) is SIGSTOPped for 1 s, over 3 times handshake_timeout, while the
+// client needs a second connection.
+TEST(TcpStoreSlowServerTest, LaterConnectionsWaitForASlowHandshake) {
+  auto listener = Socket::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const int port = *listener->LocalPort();
+  const pid_t server = fork();
+  ASSERT_GE(server, 0);
+  if (server == 0) {
+    TcpStoreServerOptions options;
+    auto started = TcpStoreServer::StartOnFd(listener->Release(), options);
+    if (!started.ok()) _exit(1);
+    for (;;) pause();
+  }
+  listener->Close();
+  TcpStoreClientOptions options;
+  options.port = port;
+  options.handshake_timeout = absl::Milliseconds(300);
+  options.default_timeout = absl::Seconds(30);
+  auto client = TcpStoreClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  // A parked Get holds the client's one connection.
+  absl::StatusOr<std::string> parked;
+  std::thread getter([&] { parked = (*client)->Get("k", absl::Seconds(20)); });
+  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_EQ(kill(server, SIGSTOP), 0);
+  std::thread resume([&] {
+    absl::SleepFor(absl::Seconds(1));
+    kill(server, SIGCONT);
+  });
+  const absl::Time start = absl::Now();
+  absl::Status set = (*client)->Set("k", "v");  // opens a second connection
+  const absl::Duration took = absl::Now() - start;
+  resume.join();
+  getter.join();
+  kill(server, SIGKILL);
+  int status = 0;
+  waitpid(server, &status, 0);
+  EXPECT_TRUE(set.ok()) << set;
+  EXPECT_GE(took, absl::Milliseconds(900));
+  ASSERT_TRUE(parked.ok()) << parked.status();
+  EXPECT_EQ(*parked, "v");
 }
 
 // Reads until the server closes the socket; true when it did.
