@@ -207,6 +207,20 @@ struct FailureWatch::State {
   // Whether `peer`'s process is gone, seen from this kernel.
   bool Gone(int peer) { return Live(peer) == Liveness::kGone; }
 
+  // The verdict on `peer`, whose lease was silent for `wall`, as this
+  // kernel sees its process (`live`).
+  std::string SilenceText(int peer, Liveness live, absl::Duration wall) const {
+    if (live == Liveness::kGone) return GoneText(peer);
+    return absl::StrCat(
+        "global rank ", peer, " died (its lease was not renewed for ",
+        absl::FormatDuration(absl::Trunc(wall, absl::Milliseconds(1))),
+        live == Liveness::kStopped   ? "; its process on this host is stopped"
+        : live == Liveness::kRunning ? " although its process on this host "
+                                       "runs"
+                                     : "",
+        "; first reported by global rank ", rank, ")");
+  }
+
   std::string GoneText(int peer) const {
     return absl::StrCat("global rank ", peer,
                         " died (its process on this host is gone; first "
@@ -288,20 +302,26 @@ struct FailureWatch::State {
   }
 
   void Loop() {
-    int watched = -1;        // the successor whose lease is followed
-    int64_t seen = -1;       // its lease value when last changed
-    absl::Time seen_at;      // when that value was first read
-    absl::Time last_start = absl::Now();
+    int watched = -1;   // the successor whose lease is followed
+    int64_t seen = -1;  // its lease value when last changed
+    // When that value was first read (the silence's wall time, for the
+    // verdict's text and the hard limit), when the lease was last read, and
+    // the silence counted so far: each read adds the time since the one
+    // before, but never more than 2 periods, so that a round that ran late
+    // (this process got no CPU, or the store answered slowly) does not count
+    // its lateness against the successor. An overloaded machine (1024 ranks
+    // on 2 cores) left leases unrenewed for 3.4 s and had a healthy job
+    // declared dead before this rule.
+    absl::Time seen_at, read_at;
+    absl::Duration counted;
+    // However late the rounds, a lease silent this long (wall time) is a
+    // death, even for a successor whose process this kernel shows running:
+    // one stuck in the kernel (state D), frozen by its cgroup, or whose lease
+    // thread no longer runs.
+    const absl::Duration hard_limit =
+        std::max(absl::Seconds(30), 4 * silence);
     while (!stop.load()) {
       const absl::Time start = absl::Now();
-      // A round that starts late (this process got no CPU, or the store
-      // answered slowly) does not count against the successor: the lateness
-      // beyond two periods is taken off its silence, so that an overloaded
-      // machine (1024 ranks on 2 cores) does not make this rank call a
-      // slow peer dead.
-      const absl::Duration late = start - last_start - 2 * period;
-      last_start = start;
-      if (late > absl::ZeroDuration()) seen_at += late;
       int64_t at_epoch;
       int successor;
       bool has_verdict;
@@ -321,31 +341,25 @@ struct FailureWatch::State {
         const absl::Time now = absl::Now();
         if (lease.ok() && *lease != seen) {
           seen = *lease;
-          seen_at = now;
-        } else if (lease.ok() && seen > 0 && now - seen_at >= silence) {
-          // A lease that started and then stopped: dead, unless it left, or
-          // this kernel shows its process alive and not stopped (a rank that
-          // is slow, not dead: its lease thread got no CPU in time). A
-          // stopped process (SIGSTOP) and one on another host are dead by
-          // the silence alone. Acted on only once it is in the store
-          // (Publish), so no rank acts on a verdict the others cannot see.
-          const Liveness live = Live(watched);
-          if (live == Liveness::kRunning) {
-            seen_at = now;
-          } else if (!Left(watched)) {
-            (void)Publish(
-                at_epoch,
-                live == Liveness::kGone
-                    ? GoneText(watched)
-                    : absl::StrCat("global rank ", watched,
-                                   " died (its lease was not renewed for ",
-                                   absl::FormatDuration(now - seen_at),
-                                   live == Liveness::kStopped
-                                       ? "; its process on this host is "
-                                         "stopped"
-                                       : "",
-                                   "; first reported by global rank ", rank,
-                                   ")"));
+          seen_at = read_at = now;
+          counted = absl::ZeroDuration();
+        } else if (lease.ok() && seen > 0) {
+          counted += std::min(now - read_at, 2 * period);
+          read_at = now;
+          const absl::Duration wall = now - seen_at;
+          if (counted >= silence) {
+            // A lease that started and then stopped: dead, unless it left,
+            // or this kernel shows its process alive and not stopped (a rank
+            // that is slow, not dead: its lease thread got no CPU in time),
+            // until the hard limit. A stopped process (SIGSTOP) and one on
+            // another host are dead by the silence alone. Acted on only once
+            // it is in the store (Publish), so no rank acts on a verdict the
+            // others cannot see.
+            const Liveness live = Live(watched);
+            if ((live != Liveness::kRunning || wall >= hard_limit) &&
+                !Left(watched)) {
+              (void)Publish(at_epoch, SilenceText(watched, live, wall));
+            }
           }
         }
       }
@@ -583,6 +597,9 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
         state_->Left(peer)) {
       continue;
     }
+    // A lease that did not move for a process this kernel shows running is a
+    // slow rank (an overloaded machine), not a dead one: the error stands.
+    if (state_->Live(peer) == Liveness::kRunning) continue;
     if (!state_->Publish(
             at_epoch, absl::StrCat(
                           "global rank ", peer,

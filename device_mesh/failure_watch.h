@@ -19,16 +19,18 @@
 //     next member in rank order, cyclic): a lease that has started and then
 //     does not advance for `silence` (and no "left" mark) is a death, with
 //     no error needed as evidence, so a rank that is SIGSTOPped longer than
-//     `silence` is declared dead even while its peers wait on it quietly
-//     (silence counts from the watcher's first read of the stale value, one
-//     read per period: a stop is found silence to silence + 2 periods
-//     after it began). Two exceptions keep an overloaded machine from
-//     killing a job: a successor whose process this kernel shows alive and
-//     not stopped (on this host: running, runnable or waiting) is slow, not
-//     dead, and its silence starts again; and a round of this thread that
-//     starts more than 2 periods late (this process got no CPU) does not
-//     count its lateness against the successor. Measured: 1024 ranks on 2
-//     cores left leases unrenewed for 3.4 s, and before these exceptions a
+//     `silence` is declared dead even while its peers wait on it quietly.
+//     The silence is counted from the watcher's first read of the stale
+//     value, one read per period, each read adding the time since the one
+//     before but never more than 2 periods: with the watcher on schedule, a
+//     stop is found silence to silence + 2 periods after it began; a round
+//     that ran late (this process got no CPU, or the store was slow) does
+//     not count its lateness against the successor. A successor whose
+//     process this kernel shows alive and not stopped (running, runnable or
+//     waiting) is slow, not dead, until a hard limit of max(30 s, 4 x
+//     silence) of wall time (a process stuck in the kernel, frozen by its
+//     cgroup, or whose lease thread no longer runs). Measured: 1024 ranks on
+//     2 cores left leases unrenewed for 3.4 s, and before these rules a
 //     healthy job was declared dead (tools/scale_check.sh --hosts=8
 //     --mesh=32x32);
 //   - waits on the store for the epoch's verdict key
@@ -81,8 +83,10 @@
 // on the same host, else kLeaseMisses periods (+ store round trips); of a
 // silent one, `silence`;
 // propagation = one parked Get on every other rank (immediate) + one Abort.
-// With the defaults (period 250 ms), a killed rank's survivors fail in
-// about 0.8 s.
+// With the defaults up to 250 ranks (period 250 ms), a killed rank's
+// survivors on other hosts fail in about 0.8 s (the period grows with the
+// world above 250 ranks, mesh_runtime.h). Explain, too, never calls dead a
+// suspect whose process this kernel shows running: its error stands.
 //
 // Thread-safety: every method may be called from any thread. The thread is
 // detached at Start and ends within one period after the watch is

@@ -161,8 +161,9 @@ class MeshRuntime {
   // the world above 250 ranks, so that the store serves about 3000 watch
   // requests a second at most, whatever the world size) and its silence (a
   // lease that stops for that long, with no error as evidence, is a death)
-  // DEVMESH_LEASE_SILENCE_MS (default 8 periods: 2000 ms up to 250 ranks);
-  // every rank of a job must set the same.
+  // DEVMESH_LEASE_SILENCE_MS (default max(2000 ms, 8 periods): 2000 ms up to
+  // 250 ranks; a period set by hand changes the default silence only when
+  // over 250 ms); every rank of a job must set the same.
   std::shared_ptr<FailureWatch> watch();
   // `raw` (a backend communicator DeviceMesh::Shrink keeps for the next
   // epoch) in a new guard registered with the watch's current epoch.

@@ -60,13 +60,15 @@ absl::Status Malformed() {
 absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
     const TcpStoreClientOptions& options) {
   std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(options));
-  absl::StatusOr<Socket> first = client->Open(/*first=*/true);
+  absl::StatusOr<Socket> first =
+      client->Open(/*first=*/true, absl::InfinitePast());
   if (!first.ok()) return first.status();
   client->idle_.push_back(std::move(*first));
   return client;
 }
 
-absl::StatusOr<Socket> TcpStoreClient::Open(bool first) const {
+absl::StatusOr<Socket> TcpStoreClient::Open(bool first,
+                                            absl::Time call_deadline) const {
   absl::StatusOr<Socket> s =
       Socket::Connect(options_.host, options_.port,
                       absl::Now() + options_.connect_timeout);
@@ -76,9 +78,10 @@ absl::StatusOr<Socket> TcpStoreClient::Open(bool first) const {
   hello.number = kWireVersion;
   hello.values.push_back(options_.token);
   const absl::Time deadline =
-      absl::Now() + (first ? std::min(options_.default_timeout,
-                                      options_.handshake_timeout)
-                           : options_.default_timeout);
+      first ? absl::Now() + std::min(options_.default_timeout,
+                                     options_.handshake_timeout)
+            : std::max(absl::Now() + options_.handshake_timeout,
+                       call_deadline);
   auto not_a_store = [&](const absl::Status& why) {
     if (!first) {
       return absl::UnavailableError(absl::StrCat(
@@ -123,7 +126,10 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const Request& request,
     }
   }
   if (!s.valid()) {
-    absl::StatusOr<Socket> opened = Open(/*first=*/false);
+    absl::StatusOr<Socket> opened = Open(
+        /*first=*/false,
+        absl::Now() + (wait > absl::ZeroDuration() ? wait + kWaitSlack
+                                                   : options_.default_timeout));
     if (!opened.ok()) return opened.status();
     s = std::move(*opened);
   }

@@ -44,9 +44,10 @@ struct TcpStoreClientOptions {
   // store answers at once, even under a rendezvous of thousands of clients);
   // past it, Connect fails naming the address: whatever listens there is not
   // a store (or not a devmesh-protocol one). The later connections a client
-  // opens for concurrent calls wait up to default_timeout instead: the
-  // store is known by then, and one starved of CPU (1024 ranks on 2 cores)
-  // took longer than 5 s to answer.
+  // opens for concurrent calls wait up to the call's own deadline instead
+  // (its wait, or default_timeout; never less than this): the store is
+  // known by then, and one starved of CPU (1024 ranks on 2 cores) took
+  // longer than 5 s to answer.
   absl::Duration handshake_timeout = absl::Seconds(5);
 };
 
@@ -91,9 +92,11 @@ class TcpStoreClient : public Store {
 
   // Opens a connection and shakes hands. The first (Connect) gets
   // handshake_timeout to prove the peer is a devmesh store; a later one
-  // (another concurrent call) talks to the store the first proved, and an
-  // overloaded one may be slow: it gets default_timeout.
-  absl::StatusOr<Socket> Open(bool first) const;
+  // (for another concurrent call) talks to the store the first proved, and
+  // an overloaded store may be slow: it gets until the call's own deadline
+  // `call_deadline` (its wait, or default_timeout), at least
+  // handshake_timeout.
+  absl::StatusOr<Socket> Open(bool first, absl::Time call_deadline) const;
   // One round trip: returns the OK reply's result bytes, or the error the
   // server sent. `wait` is the server-side wait of the request (0 if none).
   absl::StatusOr<std::string> Call(const Request& request,

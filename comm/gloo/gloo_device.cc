@@ -50,20 +50,21 @@ void IgnoreSigpipeUnlessHandled() {
   (void)done;
 }
 
-// Whether `host` (an IPv4 literal, or a name whose first IPv4 address is
-// taken) is a loopback address, in 127.0.0.0/8.
+// Whether `host` (an IPv4 literal, or a name whose first address, as Gloo
+// resolves it, is taken) is an IPv4 loopback address, in 127.0.0.0/8.
 bool IsLoopbackHost(const std::string& host) {
   in_addr addr{};
   if (inet_pton(AF_INET, host.c_str(), &addr) == 1) {
     return (ntohl(addr.s_addr) >> 24) == 127;
   }
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
   bool loopback = false;
-  if (found != nullptr && found->ai_addr != nullptr) {
+  if (found != nullptr && found->ai_addr != nullptr &&
+      found->ai_family == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
     loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
   }
@@ -96,9 +97,9 @@ std::string PerProcessLoopback() {
 // A device on `host`, or, when `host` is a loopback address, on this
 // process's own loopback address (PerProcessLoopback). Every Gloo pair
 // listens on a socket of its own, bound to port 0 of the device's address
-// with SO_REUSEADDR, and Linux's search for a free port (the lower half of
-// ip_local_port_range, even ports first) then walks every port already in
-// use on that address: with 256 ranks on one host sharing 127.0.0.1 that
+// with SO_REUSEADDR, and Linux's search for a free port (in the lower half of
+// ip_local_port_range first) then walks the ports already in use on that
+// address: with 256 ranks on one host sharing 127.0.0.1 that
 // search was over half of all CPU time of group creation (perf: in
 // inet_bhash2_conflict, inet_bind2_bucket_find and their locks), growing
 // with the number of ranks. On an address of its own each process searches
@@ -108,6 +109,7 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> CreateOn(
     ::gloo::transport::tcp::attr attr, const std::string& host,
     const std::string& what) {
   if (IsLoopbackHost(host)) {
+    // Per call, not cached: a child of fork() has a PID of its own.
     const std::string own = PerProcessLoopback();
     if (!own.empty()) {
       attr.hostname = own;

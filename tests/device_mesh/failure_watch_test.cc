@@ -3,9 +3,9 @@
 // process: rank 0's watch follows the lease of "rank 1", whose lease this
 // test renews and then stops, and whose process is a child of the test in
 // the state each case needs. After the silence:
-//   - a child that is alive and not stopped is slow, not dead: no verdict,
-//     however long its lease stays silent; once it is killed, the verdict
-//     says its process is gone;
+//   - a child that is alive and not stopped is slow, not dead: no verdict
+//     for ten silences; once it is killed, the verdict says its process is
+//     gone; left alive, it is dead at the hard limit (30 s of wall time);
 //   - a stopped child (SIGSTOP) is dead by the silence, and the verdict says
 //     it is stopped;
 //   - a process this kernel cannot see (another host) is dead by the
@@ -111,6 +111,28 @@ TEST(FailureWatchSuccessorTest, AliveAndRunningIsSlowNotDeadUntilItIsGone) {
                              absl::Seconds(1));
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(*stored, w.watch->verdict());
+}
+
+// A process that runs but whose lease stays silent (stuck in the kernel,
+// frozen by its cgroup, its lease thread gone) is spared only until the hard
+// limit, max(30 s, 4 x silence), of wall time.
+TEST(FailureWatchSuccessorTest, AliveButSilentPastTheHardLimitIsDead) {
+  const pid_t child = SleepingChild();
+  ASSERT_GT(child, 0);
+  const absl::Time start = absl::Now();
+  Watched w(ProcInfoOf(child));
+  const std::string verdict = w.VerdictWithin(absl::Seconds(40));
+  const absl::Duration took = absl::Now() - start;
+  Reap(child);
+  EXPECT_TRUE(absl::StartsWith(
+      verdict, "global rank 1 died (its lease was not renewed for 30."))
+      << verdict;
+  EXPECT_TRUE(absl::EndsWith(verdict,
+                             "s although its process on this host runs; "
+                             "first reported by global rank 0)"))
+      << verdict;
+  EXPECT_GE(took, absl::Seconds(30));
+  EXPECT_LT(took, absl::Seconds(35));
 }
 
 TEST(FailureWatchSuccessorTest, StoppedIsDeadBySilence) {

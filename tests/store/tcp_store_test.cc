@@ -231,17 +231,34 @@ TEST(TcpStoreSlowServerTest, LaterConnectionsWaitForASlowHandshake) {
     for (;;) pause();
   }
   listener->Close();
+  // The server goes, however the test ends.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      kill(pid, SIGKILL);
+      int status = 0;
+      waitpid(pid, &status, 0);
+    }
+  } reaper{server};
   TcpStoreClientOptions options;
   options.port = port;
   options.handshake_timeout = absl::Milliseconds(300);
   options.default_timeout = absl::Seconds(30);
   auto client = TcpStoreClient::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
-  // A parked Get holds the client's one connection.
+  auto watcher = TcpStoreClient::Connect(options);  // its own connection
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  // A parked Get holds the client's one connection: the getter marks that it
+  // runs, then parks; the Set below then needs a second connection.
   absl::StatusOr<std::string> parked;
-  std::thread getter([&] { parked = (*client)->Get("k", absl::Seconds(20)); });
-  absl::SleepFor(absl::Milliseconds(200));
-  ASSERT_EQ(kill(server, SIGSTOP), 0);
+  std::thread getter([&] {
+    if ((*client)->Set("getter_runs", "1").ok()) {
+      parked = (*client)->Get("k", absl::Seconds(20));
+    }
+  });
+  const bool runs = (*watcher)->Wait({"getter_runs"}, absl::Seconds(20)).ok();
+  absl::SleepFor(absl::Milliseconds(200));  // into its Get
+  const bool stopped = runs && kill(server, SIGSTOP) == 0;
   std::thread resume([&] {
     absl::SleepFor(absl::Seconds(1));
     kill(server, SIGCONT);
@@ -251,9 +268,8 @@ TEST(TcpStoreSlowServerTest, LaterConnectionsWaitForASlowHandshake) {
   const absl::Duration took = absl::Now() - start;
   resume.join();
   getter.join();
-  kill(server, SIGKILL);
-  int status = 0;
-  waitpid(server, &status, 0);
+  ASSERT_TRUE(runs);
+  ASSERT_TRUE(stopped);
   EXPECT_TRUE(set.ok()) << set;
   EXPECT_GE(took, absl::Milliseconds(900));
   ASSERT_TRUE(parked.ok()) << parked.status();
