@@ -215,6 +215,25 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
   if (!claimed.ok()) return claimed.status();
   if (*claimed != mine) {
     absl::StatusOr<PeerInfo> holder = DecodePeerInfo(*claimed);
+    // A rendezvous that already completed here (its table is published) is
+    // another job's, alive or over: say so, and leave its keys alone (no
+    // error verdict, no join that its rank 0 would wait for at exit).
+    absl::StatusOr<bool> completed = store.Check({kVerdictKey});
+    if (completed.ok() && *completed) {
+      absl::StatusOr<std::string> table = store.Get(kVerdictKey);
+      if (table.ok() && absl::StartsWith(*table, kOk)) {
+        absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
+        return absl::FailedPreconditionError(absl::StrCat(
+            "another job is using this store: its rendezvous of ",
+            joined.ok() ? absl::StrCat(*joined) : std::string("its"),
+            " ranks completed, and its rank ", self.rank, " is ",
+            holder.ok() ? Describe(*holder) : std::string("another process"),
+            "; this process (", Describe(self),
+            ") asked for rank ", self.rank, " again: give this job a store of "
+            "its own (another MASTER_PORT, or DEVMESH_STORE_ADDR), or start "
+            "it after that job ends"));
+      }
+    }
     const std::string message = absl::StrCat(
         "rank ", self.rank, " was started twice: by ",
         holder.ok() ? Describe(*holder) : std::string("another process"),

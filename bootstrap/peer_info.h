@@ -95,6 +95,10 @@ absl::StatusOr<std::string> LocalAddressToward(absl::string_view host,
 //     outside [0, world_size), world_size < 1).
 //   DeadlineExceeded when not every rank joins within `timeout` (the message
 //     says how many did and names up to 8 missing ranks).
+//   FailedPrecondition, on this process only, when its rank index is held
+//     by a job whose rendezvous already completed in this store ("another
+//     job is using this store", naming that job's process): that job's keys
+//     are left as they are.
 //   The store's errors (Unavailable when the store is gone).
 absl::StatusOr<std::vector<PeerInfo>> ExchangePeerInfo(Store& store,
                                                        const PeerInfo& self,

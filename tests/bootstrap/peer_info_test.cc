@@ -168,6 +168,47 @@ TEST(PeerExchangeTest, ARankStartedTwiceFailsEveryRank) {
   }
 }
 
+// A second job started on the store of a job whose rendezvous completed:
+// every rank of the second job says another job is using the store, and the
+// first job's keys (its table, its join count) are left as they were.
+TEST(PeerExchangeTest, ASecondJobOnACompletedJobsStoreSaysAnotherJobUsesIt) {
+  InMemoryStore store;
+  auto run = [&](const std::vector<PeerInfo>& infos) {
+    std::vector<absl::StatusOr<std::vector<PeerInfo>>> results(
+        infos.size(), absl::UnknownError("not run"));
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      threads.emplace_back([&, i] {
+        results[i] = ExchangePeerInfo(store, infos[i], absl::Seconds(30));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return results;
+  };
+  auto first = run({Info(0, 2), Info(1, 2)});
+  ASSERT_TRUE(first[0].ok()) << first[0].status();
+  ASSERT_TRUE(first[1].ok()) << first[1].status();
+  auto verdict_before = store.Get("devmesh/peers/verdict", absl::Seconds(1));
+  ASSERT_TRUE(verdict_before.ok());
+  auto second = run({Info(0, 2, "h7"), Info(1, 2, "h7")});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(second[r].status().code(),
+              absl::StatusCode::kFailedPrecondition)
+        << second[r].status();
+    EXPECT_EQ(std::string(second[r].status().message()),
+              absl::StrCat("another job is using this store: its rendezvous "
+                           "of 2 ranks completed, and its rank ", r,
+                           " is pid 10", r, " on h0; this process (pid 10",
+                           r, " on h7) asked for rank ", r,
+                           " again: give this job a store of its own "
+                           "(another MASTER_PORT, or DEVMESH_STORE_ADDR), or "
+                           "start it after that job ends"));
+  }
+  EXPECT_EQ(*store.Get("devmesh/peers/verdict", absl::Seconds(1)),
+            *verdict_before);
+  EXPECT_EQ(*store.Add("devmesh/peers/joined", 0), 2);
+}
+
 TEST(PeerExchangeTest, ARankWithAnotherStoreAddressFailsEveryRank) {
   std::vector<PeerInfo> infos = {Info(0, 3), Info(1, 3),
                                  Info(2, 3, "h0", "localhost:29500")};
