@@ -230,8 +230,8 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
             holder.ok() ? Describe(*holder) : std::string("another process"),
             "; this process (", Describe(self),
             ") asked for rank ", self.rank, " again: give this job a store of "
-            "its own (another MASTER_PORT, or DEVMESH_STORE_ADDR), or start "
-            "it after that job ends"));
+            "its own (another MASTER_PORT, or DEVMESH_STORE_ADDR), or restart "
+            "the store once that job has ended (a store keeps a job's keys)"));
       }
     }
     const std::string message = absl::StrCat(

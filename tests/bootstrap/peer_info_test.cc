@@ -202,7 +202,8 @@ TEST(PeerExchangeTest, ASecondJobOnACompletedJobsStoreSaysAnotherJobUsesIt) {
                            r, " on h7) asked for rank ", r,
                            " again: give this job a store of its own "
                            "(another MASTER_PORT, or DEVMESH_STORE_ADDR), or "
-                           "start it after that job ends"));
+                           "restart the store once that job has ended (a "
+                           "store keeps a job's keys)"));
   }
   EXPECT_EQ(*store.Get("devmesh/peers/verdict", absl::Seconds(1)),
             *verdict_before);
