@@ -215,29 +215,27 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
   if (!claimed.ok()) return claimed.status();
   if (*claimed != mine) {
     absl::StatusOr<PeerInfo> holder = DecodePeerInfo(*claimed);
+    const std::string holder_text =
+        holder.ok() ? Describe(*holder) : std::string("another process");
     // A rendezvous that already completed here (its table is published) is
     // another job's, alive or over: say so, and leave its keys alone (no
     // error verdict, no join that its rank 0 would wait for at exit).
-    absl::StatusOr<bool> completed = store.Check({kVerdictKey});
-    if (completed.ok() && *completed) {
-      absl::StatusOr<std::string> table = store.Get(kVerdictKey);
-      if (table.ok() && absl::StartsWith(*table, kOk)) {
-        absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
-        return absl::FailedPreconditionError(absl::StrCat(
-            "another job is using this store: its rendezvous of ",
-            joined.ok() ? absl::StrCat(*joined) : std::string("its"),
-            " ranks completed, and its rank ", self.rank, " is ",
-            holder.ok() ? Describe(*holder) : std::string("another process"),
-            "; this process (", Describe(self),
-            ") asked for rank ", self.rank, " again: give this job a store of "
-            "its own (another MASTER_PORT, or DEVMESH_STORE_ADDR), or restart "
-            "the store once that job has ended (a store keeps a job's keys)"));
-      }
+    absl::StatusOr<std::string> table =
+        store.Get(kVerdictKey, absl::Milliseconds(1));
+    if (table.ok() && absl::StartsWith(*table, kOk)) {
+      absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "another job is using this store: its rendezvous of ",
+          joined.ok() ? absl::StrCat(*joined) : std::string("its"),
+          " ranks completed, and its rank ", self.rank, " is ", holder_text,
+          "; this process (", Describe(self), ") asked for rank ", self.rank,
+          " again: give this job a store of its own (another MASTER_PORT, or "
+          "DEVMESH_STORE_ADDR), or restart the store once that job has ended "
+          "(a store keeps a job's keys)"));
     }
     const std::string message = absl::StrCat(
-        "rank ", self.rank, " was started twice: by ",
-        holder.ok() ? Describe(*holder) : std::string("another process"),
-        " and by ", Describe(self), ": every process needs its own RANK");
+        "rank ", self.rank, " was started twice: by ", holder_text, " and by ",
+        Describe(self), ": every process needs its own RANK");
     if (absl::StatusOr<std::string> v = PublishError(store, message); !v.ok()) {
       return v.status();
     }

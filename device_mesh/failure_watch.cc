@@ -6,13 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <future>
 #include <map>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -207,18 +206,25 @@ struct FailureWatch::State {
   // Whether `peer`'s process is gone, seen from this kernel.
   bool Gone(int peer) { return Live(peer) == Liveness::kGone; }
 
+  // "global rank <peer> died (its lease was not renewed for <silent><what>;
+  // first reported by global rank <rank>)".
+  std::string LeaseText(int peer, absl::Duration silent,
+                        absl::string_view what = "") const {
+    return absl::StrCat("global rank ", peer,
+                        " died (its lease was not renewed for ",
+                        absl::FormatDuration(silent), what,
+                        "; first reported by global rank ", rank, ")");
+  }
+
   // The verdict on `peer`, whose lease was silent for `wall`, as this
   // kernel sees its process (`live`).
   std::string SilenceText(int peer, Liveness live, absl::Duration wall) const {
     if (live == Liveness::kGone) return GoneText(peer);
-    return absl::StrCat(
-        "global rank ", peer, " died (its lease was not renewed for ",
-        absl::FormatDuration(absl::Trunc(wall, absl::Milliseconds(1))),
+    return LeaseText(
+        peer, absl::Trunc(wall, absl::Milliseconds(1)),
         live == Liveness::kStopped   ? "; its process on this host is stopped"
-        : live == Liveness::kRunning ? " although its process on this host "
-                                       "runs"
-                                     : "",
-        "; first reported by global rank ", rank, ")");
+        : live == Liveness::kRunning ? " although its process on this host runs"
+                                     : "");
   }
 
   std::string GoneText(int peer) const {
@@ -304,20 +310,14 @@ struct FailureWatch::State {
   void Loop() {
     int watched = -1;   // the successor whose lease is followed
     int64_t seen = -1;  // its lease value when last changed
-    // When that value was first read (the silence's wall time, for the
-    // verdict's text and the hard limit), when the lease was last read, and
-    // the silence counted so far: each read adds the time since the one
-    // before, but never more than 2 periods, so that a round that ran late
-    // (this process got no CPU, or the store answered slowly) does not count
-    // its lateness against the successor. An overloaded machine (1024 ranks
-    // on 2 cores) left leases unrenewed for 3.4 s and had a healthy job
-    // declared dead before this rule.
+    // When that value was first read (the silence's wall time), when the
+    // lease was last read, and the silence counted so far: each read adds
+    // the time since the one before, at most 2 periods (the rules are in
+    // failure_watch.h).
     absl::Time seen_at, read_at;
     absl::Duration counted;
-    // However late the rounds, a lease silent this long (wall time) is a
-    // death, even for a successor whose process this kernel shows running:
-    // one stuck in the kernel (state D), frozen by its cgroup, or whose lease
-    // thread no longer runs.
+    // A lease silent this long (wall time) is a death even for a successor
+    // whose process this kernel shows running.
     const absl::Duration hard_limit =
         std::max(absl::Seconds(30), 4 * silence);
     while (!stop.load()) {
@@ -349,12 +349,9 @@ struct FailureWatch::State {
           const absl::Duration wall = now - seen_at;
           if (counted >= silence) {
             // A lease that started and then stopped: dead, unless it left,
-            // or this kernel shows its process alive and not stopped (a rank
-            // that is slow, not dead: its lease thread got no CPU in time),
-            // until the hard limit. A stopped process (SIGSTOP) and one on
-            // another host are dead by the silence alone. Acted on only once
-            // it is in the store (Publish), so no rank acts on a verdict the
-            // others cannot see.
+            // or this kernel shows its process running (slow, not dead)
+            // before the hard limit. Acted on only once it is in the store
+            // (Publish), so no rank acts on a verdict the others cannot see.
             const Liveness live = Live(watched);
             if ((live != Liveness::kRunning || wall >= hard_limit) &&
                 !Left(watched)) {
@@ -601,12 +598,7 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
     // slow rank (an overloaded machine), not a dead one: the error stands.
     if (state_->Live(peer) == Liveness::kRunning) continue;
     if (!state_->Publish(
-            at_epoch, absl::StrCat(
-                          "global rank ", peer,
-                          " died (its lease was not renewed for ",
-                          absl::FormatDuration(state_->period * kLeaseMisses),
-                          "; first reported by global rank ", state_->rank,
-                          ")"))) {
+            at_epoch, state_->LeaseText(peer, state_->period * kLeaseMisses))) {
       return error;
     }
     return explained();

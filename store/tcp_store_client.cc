@@ -125,17 +125,18 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const Request& request,
       idle_.pop_back();
     }
   }
+  // The call's bound, from now: its wait (+ slack), else default_timeout.
+  auto call_deadline = [&] {
+    return absl::Now() + (wait > absl::ZeroDuration()
+                              ? wait + kWaitSlack
+                              : options_.default_timeout);
+  };
   if (!s.valid()) {
-    absl::StatusOr<Socket> opened = Open(
-        /*first=*/false,
-        absl::Now() + (wait > absl::ZeroDuration() ? wait + kWaitSlack
-                                                   : options_.default_timeout));
+    absl::StatusOr<Socket> opened = Open(/*first=*/false, call_deadline());
     if (!opened.ok()) return opened.status();
     s = std::move(*opened);
   }
-  const absl::Time deadline =
-      absl::Now() + (wait > absl::ZeroDuration() ? wait + kWaitSlack
-                                                 : options_.default_timeout);
+  const absl::Time deadline = call_deadline();
   if (absl::Status st = s.SendAll(frame, deadline); !st.ok()) return st;
   absl::StatusOr<std::string> reply = ReadFrame(s, deadline);
   if (!reply.ok()) return reply.status();  // the connection is dropped

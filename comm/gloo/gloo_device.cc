@@ -5,7 +5,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -18,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "comm/gloo/gloo_status.h"
+#include "store/socket.h"
 #include "gloo/transport/tcp/device.h"
 
 namespace devmesh {
@@ -50,13 +50,9 @@ void IgnoreSigpipeUnlessHandled() {
   (void)done;
 }
 
-// Whether `host` (an IPv4 literal, or a name whose first address, as Gloo
-// resolves it, is taken) is an IPv4 loopback address, in 127.0.0.0/8.
+// Whether `host` (a name or an IP literal) is, by its first address as Gloo
+// resolves it, an IPv4 loopback address (127.0.0.0/8).
 bool IsLoopbackHost(const std::string& host) {
-  in_addr addr{};
-  if (inet_pton(AF_INET, host.c_str(), &addr) == 1) {
-    return (ntohl(addr.s_addr) >> 24) == 127;
-  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -82,16 +78,7 @@ std::string PerProcessLoopback() {
   const std::string address =
       absl::StrCat("127.", 1 + (pid >> 16), ".", (pid >> 8) & 0xff, ".",
                    pid & 0xff);
-  sockaddr_in in{};
-  in.sin_family = AF_INET;
-  in.sin_port = 0;
-  if (inet_pton(AF_INET, address.c_str(), &in.sin_addr) != 1) return "";
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  const bool ok =
-      bind(fd, reinterpret_cast<const sockaddr*>(&in), sizeof(in)) == 0;
-  close(fd);
-  return ok ? address : "";
+  return Socket::Listen(address, 0).ok() ? address : "";
 }
 
 // A device on `host`, or, when `host` is a loopback address, on this
