@@ -2,14 +2,24 @@
 // -----------------------------------------------------------------------------
 // StoreReport: //bench:store_ops's reporter. Prints Google Benchmark's usual
 // console lines, keeps one row per run (op, clients, value bytes, server,
-// protocol, ops/s or seconds), and at the end prints the peer table (each
-// figure for the three peers of bench/store_peers.h, with the devmesh/torch
-// ratios) and writes the rows as JSON:
+// protocol, round, ops/s or seconds), and at the end prints the peer table
+// and writes the figures as JSON.
+//
+// The peer table has a line per figure (op, clients, bytes): each server's
+// median over its rounds, and for each devmesh column the devmesh/torch
+// ratio paired by round: the interquartile mean of the per-round ratios
+// +- the half width of its 95% bootstrap interval (bench/run_stats.h; no
+// interval from a single round). The last column marks a ratio whose whole
+// interval lies below 1 ("slower": torch's server did better beyond the
+// interval) or above 1 ("faster"), for the devmesh protocol and then c10d.
+//
+// The JSON has one row per figure and server:
 //   {"rows":[{"op":"set|get|add|rendezvous","clients":N,"value_bytes":B,
 //             "server":"devmesh|torch","protocol":"devmesh|c10d",
-//             "ops_per_s":X or null,"seconds":Y or null}]}
-// (ops_per_s for set/get/add, seconds for rendezvous; null when the run
-// failed or does not apply).
+//             "ops_per_s":X or null,"seconds":Y or null,
+//             "runs":[per-round figure or null, in round order]}]}
+// (ops_per_s, the median of the rounds' ops/s, for set/get/add; seconds for
+// rendezvous; null when every run failed or the field does not apply).
 //
 // Thread-safety: Google Benchmark calls it from the main thread only.
 #ifndef DEVMESH_BENCH_STORE_REPORT_H_
@@ -31,6 +41,7 @@ struct StoreRowKey {
   int value_bytes = 0;
   std::string server;    // "devmesh" or "torch"
   std::string protocol;  // "devmesh" or "c10d"
+  int round = 0;         // which round of the figure (0 for rendezvous)
 };
 
 class StoreReport : public benchmark::ConsoleReporter {
@@ -58,6 +69,18 @@ class StoreReport : public benchmark::ConsoleReporter {
     std::optional<double> ops_per_s;
     std::optional<double> seconds;
   };
+  // One figure's rounds, per "server/protocol": round -> value (absent or
+  // nullopt: that run failed).
+  using Rounds = std::map<int, std::optional<double>>;
+  struct Figure {
+    std::string op;
+    int clients = 0;
+    int value_bytes = 0;
+    std::map<std::string, Rounds> by_peer;
+  };
+  // The figures in the order they were first measured.
+  std::vector<Figure> Figures() const;
+
   std::map<std::string, StoreRowKey> described_;
   std::vector<Row> rows_;
 };

@@ -352,6 +352,23 @@ class TcpStoreServer::Impl {
   void Send(Client* c, std::string frame, bool close_after) {
     if (c->closing || c->draining || frame.empty()) return;
     if (close_after) c->draining = true;
+    // Most replies fit the socket's buffer: write them at once, without a
+    // write request (uv_write's path re-arms the socket's epoll watcher, one
+    // more epoll_ctl per reply). uv_try_write writes nothing while earlier
+    // replies are still queued, so the order holds; what it cannot write
+    // goes through uv_write as before.
+    uv_buf_t now = uv_buf_init(frame.data(), static_cast<unsigned>(frame.size()));
+    const int written =
+        uv_try_write(reinterpret_cast<uv_stream_t*>(&c->tcp), &now, 1);
+    if (written == static_cast<int>(frame.size())) {
+      if (close_after) Close(c);
+      return;
+    }
+    if (written < 0 && written != UV_EAGAIN) {
+      Close(c);
+      return;
+    }
+    if (written > 0) frame.erase(0, static_cast<size_t>(written));
     auto w = std::make_unique<Write>();
     w->data = std::move(frame);
     w->client = c;

@@ -203,9 +203,20 @@ def store_rows(store):
                                     _human_bytes(r["value_bytes"]))
         if r.get("protocol", "devmesh") != "devmesh":
             name += " (%s protocol)" % r["protocol"]
-        rows.append(_row("store", name, "ops/s" if rate else "s",
-                         "higher" if rate else "lower", r.get(field),
-                         t.get(field) if t else None))
+        unit, better = ("ops/s", "higher") if rate else ("s", "lower")
+        # store_ops runs each figure in rounds, one run per server each
+        # round: pair them by round.
+        dm_runs = r.get("runs") or []
+        tv_runs = (t or {}).get("runs") or []
+        pairs = [(d, v) for d, v in zip(dm_runs, tv_runs)
+                 if d is not None and v is not None]
+        if t and len(pairs) >= 2:
+            rows.append(_paired_rows(
+                "store", name, unit, better, [d for d, _ in pairs],
+                [v for _, v in pairs], "%d rounds" % len(pairs)))
+        else:
+            rows.append(_row("store", name, unit, better, r.get(field),
+                             t.get(field) if t else None))
     return rows
 
 
