@@ -5,7 +5,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,8 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "store/c10d_store_client.h"
-#include "store/tcp_store_client.h"
+#include "bench/server_process.h"
 #include "store/tcp_store_server.h"
 
 namespace devmesh::bench {
@@ -41,72 +39,10 @@ while os.getppid() == parent:
 )py";
 
 std::unique_ptr<TcpStoreServer> devmesh_server;  // DevmeshServer::kThread
+ServerProcess devmesh_process;                   // DevmeshServer::kProcess
 int devmesh_port = 0;
-pid_t devmesh_pid = -1;  // DevmeshServer::kProcess
 int torch_port = 0;
 pid_t torch_pid = -1;
-
-// //store:server, a data dependency of //bench:store_ops: in the runfiles
-// tree (bazel run, or the binary run from bazel-bin), else beside this
-// binary's package in bazel-bin.
-std::string ServerBinary() {
-  std::vector<std::string> candidates;
-  if (const char* dir = std::getenv("RUNFILES_DIR")) {
-    candidates.push_back(absl::StrCat(dir, "/devmesh/store/server"));
-  }
-  char self[4096] = {0};
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    const std::string exe(self, static_cast<size_t>(n));
-    candidates.push_back(exe + ".runfiles/devmesh/store/server");
-    const size_t slash = exe.rfind('/');
-    candidates.push_back(exe.substr(0, slash) + "/../store/server");
-  }
-  for (const std::string& c : candidates) {
-    if (access(c.c_str(), X_OK) == 0) return c;
-  }
-  return std::string();
-}
-
-// Starts //store:server --port=0 --bind=127.0.0.1 in a child process that
-// dies with this one, and reads its port from its "listening on" line.
-absl::Status StartDevmeshProcess() {
-  const std::string binary = ServerBinary();
-  if (binary.empty()) {
-    return absl::NotFoundError(
-        "//store:server is not built next to store_ops (bazel build -c opt "
-        "//bench:store_ops builds it), or pass --devmesh_server=thread");
-  }
-  int out[2];
-  if (pipe(out) != 0) return absl::InternalError("pipe failed");
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    close(out[1]);
-    execl(binary.c_str(), binary.c_str(), "--port=0", "--bind=127.0.0.1",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
-  devmesh_pid = pid;
-  FILE* f = fdopen(out[0], "r");
-  char line[256] = {0};
-  const bool got = f != nullptr && fgets(line, sizeof(line), f) != nullptr;
-  // The pipe stays open: the server's last line (at SIGTERM) has a reader.
-  const char* colon = got ? std::strrchr(line, ':') : nullptr;
-  if (colon == nullptr ||
-      !absl::SimpleAtoi(absl::StripAsciiWhitespace(colon + 1),
-                        &devmesh_port)) {
-    return absl::InternalError(
-        absl::StrCat(binary, " did not print its address: '", line, "'"));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::string> StartTorch() {
   const char* env = std::getenv("DEVMESH_TORCH_VENV");
@@ -151,7 +87,14 @@ const char* ProtocolName(Peer peer) {
 
 absl::StatusOr<std::string> StartPeers(DevmeshServer where) {
   if (where == DevmeshServer::kProcess) {
-    if (absl::Status s = StartDevmeshProcess(); !s.ok()) return s;
+    absl::StatusOr<ServerProcess> server = StartServerProcess();
+    if (!server.ok()) {
+      return absl::Status(server.status().code(),
+                          absl::StrCat(server.status().message(),
+                                       "; or pass --devmesh_server=thread"));
+    }
+    devmesh_process = *server;
+    devmesh_port = server->port;
   } else {
     TcpStoreServerOptions options;
     options.host = "127.0.0.1";
@@ -170,7 +113,7 @@ absl::Status PinServers(const std::vector<int>& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int cpu : cpus) CPU_SET(cpu, &set);
-  for (pid_t pid : {devmesh_pid, torch_pid}) {
+  for (pid_t pid : {devmesh_process.pid, torch_pid}) {
     if (pid <= 0) continue;
     const std::string dir = absl::StrCat("/proc/", pid, "/task");
     DIR* tasks = opendir(dir.c_str());
@@ -190,33 +133,19 @@ absl::Status PinServers(const std::vector<int>& cpus) {
 }
 
 void StopPeers() {
-  for (pid_t* pid : {&torch_pid, &devmesh_pid}) {
-    if (*pid > 0) {
-      kill(*pid, SIGTERM);
-      waitpid(*pid, nullptr, 0);
-    }
-    *pid = -1;
+  if (torch_pid > 0) {
+    kill(torch_pid, SIGTERM);
+    waitpid(torch_pid, nullptr, 0);
   }
+  torch_pid = -1;
+  StopServerProcess(devmesh_process);
   devmesh_server.reset();
 }
 
 absl::StatusOr<std::unique_ptr<Store>> NewStoreClient(Peer peer) {
-  if (peer == Peer::kDevmesh) {
-    TcpStoreClientOptions options;
-    options.port = devmesh_port;
-    options.connect_timeout = absl::Seconds(60);
-    options.default_timeout = absl::Seconds(120);
-    auto c = TcpStoreClient::Connect(options);
-    if (!c.ok()) return c.status();
-    return std::unique_ptr<Store>(*std::move(c));
-  }
-  C10dStoreClientOptions options;
-  options.port = peer == Peer::kTorch ? torch_port : devmesh_port;
-  options.connect_timeout = absl::Seconds(60);
-  options.default_timeout = absl::Seconds(120);
-  auto c = C10dStoreClient::Connect(options);
-  if (!c.ok()) return c.status();
-  return std::unique_ptr<Store>(*std::move(c));
+  return ConnectBenchClient("127.0.0.1",
+                            peer == Peer::kTorch ? torch_port : devmesh_port,
+                            peer != Peer::kDevmesh);
 }
 
 }  // namespace devmesh::bench

@@ -150,6 +150,33 @@ TEST_F(C10dQueueBarrierTest, PipelinedWaitThenSetCompletes) {
   EXPECT_EQ(Recv(s, 1), U8(kC10dStopWaiting));
 }
 
+// A reply larger than the socket's buffer is written in part at once and the
+// rest later (the server writes what fits, then queues the remainder); the
+// replies pipelined after it must come after all of it, byte for byte.
+TEST_F(C10dQueueBarrierTest, RepliesPipelinedBehindAPartlyWrittenOneKeepOrder) {
+  Socket s = Raw();
+  std::string big(kMaxValueBytes - 64, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7);
+  Send(s, Encode({C10dQuery::kSet, {"/big"}, {big}, 0}) +
+              Encode({C10dQuery::kSet, {"/small"}, {"s"}, 0}));
+  Sync(s);
+  // Two GETs of the big value, then small replies, all before reading any.
+  Send(s, Encode({C10dQuery::kGet, {"/big"}, {}, 0}) +
+              Encode({C10dQuery::kGet, {"/small"}, {}, 0}) +
+              Encode({C10dQuery::kGet, {"/big"}, {}, 0}) +
+              Encode({C10dQuery::kPing, {}, {}, 99}) +
+              Encode({C10dQuery::kCheck, {"/small"}, {}, 0}));
+  // Let the server fill the socket's buffer and queue the rest.
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(Recv(s, 8 + big.size()), Str(big));
+  EXPECT_EQ(Recv(s, 8 + 1), Str("s"));
+  EXPECT_EQ(Recv(s, 8 + big.size()), Str(big));
+  std::string nonce;
+  AppendC10dU32(nonce, 99);
+  EXPECT_EQ(Recv(s, 4 + 1), nonce + U8(kC10dReady));
+  EXPECT_TRUE(Silent(s, absl::Milliseconds(100)));
+}
+
 // MULTI_GET answers "" for a missing key, as torch's libuv server does
 // (torch's client WAITs first; a raw client, or a key deleted in between,
 // meets it).
