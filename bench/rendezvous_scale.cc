@@ -34,23 +34,22 @@
 // Prints one line per (server, protocol): clients, processes, trials, the
 // median / min / max seconds and the failed clients over all trials; with
 // --json_out=PATH also {"rows":[{"server","protocol","clients","processes",
-// "seconds":[per trial],"failures"}]}. Exit codes: 0 every trial ran, with no
-// failed client; 1 otherwise (each failure printed); 2 bad flags.
+// "seconds":[per trial that ran],"failures","errors"}]} (failures: clients
+// that failed; errors: trials that did not run to the end, each printed).
+// Exit codes: 0 every trial ran, with no failed client; 1 otherwise; 2 bad
+// values of the flags (unknown flags: absl's usage error, 1).
+// The client processes are bench/rendezvous_client.h.
 #include <fcntl.h>
-#include <pthread.h>
+#include <poll.h>
 #include <signal.h>
-#include <stdio.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,9 +65,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/rendezvous_client.h"
 #include "bench/run_stats.h"
 #include "bench/server_process.h"
-#include "store/tcp_store_server.h"
 
 ABSL_FLAG(int, clients, 16384, "store clients in the rendezvous");
 ABSL_FLAG(int, client_processes, 6, "processes the clients are spread over");
@@ -87,7 +86,8 @@ ABSL_FLAG(std::string, json_out, "", "write the rows as JSON here");
 ABSL_FLAG(bool, client_role, false, "internal: run as a client process");
 ABSL_FLAG(int, port, 0, "internal: the server's port (0: host it)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "internal: the server's address");
-ABSL_FLAG(std::string, bind, "127.0.0.1", "internal: the hosted server's bind");
+ABSL_FLAG(std::string, bind, "127.0.0.1",
+          "internal: the hosted server's bind address");
 ABSL_FLAG(std::string, protocol, "devmesh", "internal: devmesh or c10d");
 ABSL_FLAG(int, first, 0, "internal: this process's first client index");
 ABSL_FLAG(int, count, 0, "internal: clients in this process");
@@ -96,10 +96,13 @@ ABSL_FLAG(std::string, prefix, "", "internal: the trial's key prefix");
 namespace devmesh::bench {
 namespace {
 
-constexpr size_t kThreadStack = 256 << 10;
 // Files a process needs besides its clients (stdio, pipes, libuv's, the
 // listener).
 constexpr int kSpareFiles = 64;
+// How long a client process may take to say "ready" (thread creation) and
+// "done" (the clients' own bounds are 60 s to connect and 120 s per call).
+constexpr absl::Duration kReadyWithin = absl::Seconds(120);
+constexpr absl::Duration kDoneWithin = absl::Seconds(400);
 
 int RaiseFileLimit() {
   rlimit lim{};
@@ -109,133 +112,17 @@ int RaiseFileLimit() {
   return static_cast<int>(lim.rlim_cur);
 }
 
-// ---- client process --------------------------------------------------------
-
-struct ClientArgs {
-  std::string host;
-  int port = 0;
-  bool c10d = false;
-  int index = 0;
-  int total = 0;
-  std::string prefix;
-  pthread_barrier_t* start_line = nullptr;
-  std::atomic<int>* failures = nullptr;
-  std::string* first_error = nullptr;
-  pthread_mutex_t* error_mu = nullptr;
-};
-
-absl::Status Rendezvous(const ClientArgs& a) {
-  absl::StatusOr<std::unique_ptr<Store>> c = ConnectBenchClient(a.host, a.port, a.c10d);
-  if (!c.ok()) return c.status();
-  Store& store = **c;
-  if (absl::Status s = store.Set(absl::StrCat(a.prefix, a.index), "x");
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<int64_t> arrived = store.Add(a.prefix + "count", 1);
-  if (!arrived.ok()) return arrived.status();
-  if (*arrived == a.total) {
-    if (absl::Status s = store.Set(a.prefix + "all", "1"); !s.ok()) return s;
-  }
-  return store.Wait({a.prefix + "all"}, absl::Seconds(120));
-}
-
-void* ClientThread(void* arg) {
-  const ClientArgs& a = *static_cast<ClientArgs*>(arg);
-  pthread_barrier_wait(a.start_line);
-  absl::Status s = Rendezvous(a);
-  if (!s.ok()) {
-    a.failures->fetch_add(1);
-    pthread_mutex_lock(a.error_mu);
-    if (a.first_error->empty()) {
-      *a.first_error = absl::StrCat("client ", a.index, ": ", s.ToString());
-    }
-    pthread_mutex_unlock(a.error_mu);
-  }
-  return nullptr;
-}
-
-// Talks to the driver on stdin/stdout: "port N" (when hosting), "ready",
-// then waits for "go"; "done F [first error]"; when hosting, keeps the
-// server until stdin closes.
-int ClientMain() {
-  RaiseFileLimit();
-  signal(SIGPIPE, SIG_IGN);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  int port = absl::GetFlag(FLAGS_port);
-  std::unique_ptr<TcpStoreServer> server;
-  if (port == 0) {
-    TcpStoreServerOptions options;
-    options.host = absl::GetFlag(FLAGS_bind);
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> s =
-        TcpStoreServer::Start(options);
-    if (!s.ok()) {
-      std::printf("error %s\n", s.status().ToString().c_str());
-      return 1;
-    }
-    server = *std::move(s);
-    port = server->port();
-    std::printf("port %d\n", port);
-    std::fflush(stdout);
-  }
-  const int count = absl::GetFlag(FLAGS_count);
-  pthread_barrier_t start_line;
-  pthread_barrier_init(&start_line, nullptr, static_cast<unsigned>(count + 1));
-  std::atomic<int> failures{0};
-  std::string first_error;
-  pthread_mutex_t error_mu = PTHREAD_MUTEX_INITIALIZER;
-  std::vector<ClientArgs> args(static_cast<size_t>(count));
-  std::vector<pthread_t> threads(static_cast<size_t>(count));
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, kThreadStack);
-  for (int i = 0; i < count; ++i) {
-    ClientArgs& a = args[static_cast<size_t>(i)];
-    a.host = absl::GetFlag(FLAGS_host);
-    a.port = port;
-    a.c10d = absl::GetFlag(FLAGS_protocol) == "c10d";
-    a.index = absl::GetFlag(FLAGS_first) + i;
-    a.total = absl::GetFlag(FLAGS_clients);
-    a.prefix = absl::GetFlag(FLAGS_prefix);
-    a.start_line = &start_line;
-    a.failures = &failures;
-    a.first_error = &first_error;
-    a.error_mu = &error_mu;
-    if (pthread_create(&threads[static_cast<size_t>(i)], &attr, &ClientThread,
-                       &a) != 0) {
-      std::printf("error pthread_create failed after %d threads\n", i);
-      std::fflush(stdout);
-      _exit(1);  // the created threads are parked at the barrier
-    }
-  }
-  std::printf("ready\n");
-  std::fflush(stdout);
-  char line[64];
-  if (std::fgets(line, sizeof(line), stdin) == nullptr) _exit(1);
-  pthread_barrier_wait(&start_line);
-  for (pthread_t t : threads) pthread_join(t, nullptr);
-  pthread_barrier_destroy(&start_line);
-  std::printf("done %d %s\n", failures.load(), first_error.c_str());
-  std::fflush(stdout);
-  if (server != nullptr) {
-    while (std::fgets(line, sizeof(line), stdin) != nullptr) {
-    }
-  }
-  return 0;
-}
-
-// ---- driver ----------------------------------------------------------------
-
 struct Child {
   pid_t pid = -1;
-  FILE* out = nullptr;  // its stdout
-  int in = -1;          // its stdin
+  int out = -1;  // its stdout
+  int in = -1;   // its stdin
+  std::string buffered;  // read from `out`, not yet a whole line
 };
 
 absl::StatusOr<Child> Spawn(const std::vector<std::string>& flags) {
   int to_child[2], from_child[2];
-  if (pipe(to_child) != 0) return absl::InternalError("pipe failed");
-  if (pipe(from_child) != 0) {
+  if (pipe2(to_child, O_CLOEXEC) != 0) return absl::InternalError("pipe");
+  if (pipe2(from_child, O_CLOEXEC) != 0) {
     close(to_child[0]);
     close(to_child[1]);
     return absl::InternalError("pipe failed");
@@ -246,48 +133,64 @@ absl::StatusOr<Child> Spawn(const std::vector<std::string>& flags) {
   for (std::string& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
   const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    dup2(to_child[0], STDIN_FILENO);
-    dup2(from_child[1], STDOUT_FILENO);
+  if (pid < 0) {
     for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) {
       close(fd);
     }
+    return absl::InternalError("fork failed");
+  }
+  if (pid == 0) {  // dup2 clears close-on-exec on the copies
+    dup2(to_child[0], STDIN_FILENO);
+    dup2(from_child[1], STDOUT_FILENO);
     execv("/proc/self/exe", argv.data());
     _exit(127);
   }
   close(to_child[0]);
   close(from_child[1]);
-  fcntl(to_child[1], F_SETFD, FD_CLOEXEC);
-  fcntl(from_child[0], F_SETFD, FD_CLOEXEC);
   Child c;
   c.pid = pid;
   c.in = to_child[1];
-  c.out = fdopen(from_child[0], "r");
+  c.out = from_child[0];
   return c;
 }
 
-// The child's next line, without its newline ("" when it ended).
-std::string ReadLine(Child& c) {
-  char line[4096];
-  if (c.out == nullptr || std::fgets(line, sizeof(line), c.out) == nullptr) {
-    return std::string();
+// The child's next line, without its newline; "" when it ended or said
+// nothing before `deadline`.
+std::string ReadLine(Child& c, absl::Time deadline) {
+  while (c.buffered.find('\n') == std::string::npos) {
+    pollfd p{c.out, POLLIN, 0};
+    const int ms = static_cast<int>(std::max<int64_t>(
+        0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+    if (poll(&p, 1, ms) <= 0) return std::string();
+    char chunk[512];
+    const ssize_t n = read(c.out, chunk, sizeof(chunk));
+    if (n <= 0) return std::string();
+    c.buffered.append(chunk, static_cast<size_t>(n));
   }
-  std::string s(line);
-  if (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
+  const size_t nl = c.buffered.find('\n');
+  std::string line = c.buffered.substr(0, nl);
+  c.buffered.erase(0, nl + 1);
+  return line;
 }
 
-void Reap(std::vector<Child>& children) {
+// Closes the children's stdin (a hosting process then ends), waits for them
+// and returns how many did not exit with status 0.
+int Reap(std::vector<Child>& children) {
   for (Child& c : children) {
     if (c.in >= 0) close(c.in);
     c.in = -1;
   }
+  int unclean = 0;
   for (Child& c : children) {
-    if (c.pid > 0) waitpid(c.pid, nullptr, 0);
-    if (c.out != nullptr) fclose(c.out);
+    int status = 0;
+    if (c.pid > 0 && (waitpid(c.pid, &status, 0) != c.pid ||
+                      !WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+      ++unclean;
+    }
+    if (c.out >= 0) close(c.out);
     c = Child{};
   }
+  return unclean;
 }
 
 struct Trial {
@@ -295,17 +198,20 @@ struct Trial {
   int failures = 0;
 };
 
-// One rendezvous. `port` 0: the first process hosts the server.
-absl::StatusOr<Trial> RunTrial(int port, const std::string& protocol,
-                               const std::string& prefix, int clients,
-                               int processes, int file_limit,
-                               bool per_process) {
-  // The clients' shares; a hosting first process takes at most what its
-  // file limit leaves beside the server's ends of every connection.
+// The clients' shares of `processes`; a hosting first process takes at most
+// what its file limit leaves beside the server's ends of every connection.
+// Errors: InvalidArgument when the clients do not fit.
+absl::StatusOr<std::vector<int>> Shares(bool hosted, int clients,
+                                        int processes, int file_limit) {
   std::vector<int> share(static_cast<size_t>(processes), 0);
   int rest = clients;
-  int first_cap = clients;
-  if (port == 0) first_cap = std::max(0, file_limit - clients - kSpareFiles);
+  const int first_cap =
+      hosted ? std::max(0, file_limit - clients - kSpareFiles) : clients;
+  if (hosted && first_cap == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a server hosted by a client process needs ", clients + kSpareFiles,
+        " open files for ", clients, " clients; the limit is ", file_limit));
+  }
   share[0] = std::min(first_cap, clients / processes);
   rest -= share[0];
   for (int p = 1; p < processes; ++p) {
@@ -314,7 +220,7 @@ absl::StatusOr<Trial> RunTrial(int port, const std::string& protocol,
   }
   for (int p = 0; p < processes; ++p) {
     const int files = share[static_cast<size_t>(p)] +
-                      (p == 0 && port == 0 ? clients : 0) + kSpareFiles;
+                      (p == 0 && hosted ? clients : 0) + kSpareFiles;
     if (files > file_limit) {
       return absl::InvalidArgumentError(absl::StrCat(
           "client process ", p, " would need ", files,
@@ -322,6 +228,22 @@ absl::StatusOr<Trial> RunTrial(int port, const std::string& protocol,
           ": raise --client_processes"));
     }
   }
+  if (rest != 0) {  // one hosting process cannot take them all
+    return absl::InvalidArgumentError(absl::StrCat(
+        rest, " of ", clients, " clients fit no process (the hosting one "
+        "takes at most ", first_cap, "): raise --client_processes"));
+  }
+  return share;
+}
+
+// One rendezvous. `port` 0: the first process hosts the server.
+absl::StatusOr<Trial> RunTrial(int port, const std::string& protocol,
+                               const std::string& prefix, int clients,
+                               int processes, int file_limit,
+                               bool per_process) {
+  absl::StatusOr<std::vector<int>> share =
+      Shares(port == 0, clients, processes, file_limit);
+  if (!share.ok()) return share.status();
   std::vector<Child> children;
   auto fail = [&](absl::Status s) {
     for (Child& c : children) {
@@ -335,16 +257,17 @@ absl::StatusOr<Trial> RunTrial(int port, const std::string& protocol,
     absl::StatusOr<Child> c = Spawn(
         {absl::StrCat("--port=", port), absl::StrCat("--protocol=", protocol),
          absl::StrCat("--first=", first),
-         absl::StrCat("--count=", share[static_cast<size_t>(p)]),
+         absl::StrCat("--count=", (*share)[static_cast<size_t>(p)]),
          absl::StrCat("--clients=", clients),
          absl::StrCat("--prefix=", prefix),
          absl::StrCat("--host=127.0.0.", per_process ? 2 + p : 1),
          absl::StrCat("--bind=", per_process ? "0.0.0.0" : "127.0.0.1")});
     if (!c.ok()) return fail(c.status());
     children.push_back(*c);
-    first += share[static_cast<size_t>(p)];
+    first += (*share)[static_cast<size_t>(p)];
     if (port == 0) {  // the host says its port before the others start
-      const std::string line = ReadLine(children.back());
+      const std::string line =
+          ReadLine(children.back(), absl::Now() + kReadyWithin);
       if (!absl::StartsWith(line, "port ") ||
           !absl::SimpleAtoi(line.substr(5), &port)) {
         return fail(absl::InternalError(
@@ -352,24 +275,28 @@ absl::StatusOr<Trial> RunTrial(int port, const std::string& protocol,
       }
     }
   }
+  const absl::Time ready_by = absl::Now() + kReadyWithin;
   for (Child& c : children) {
-    const std::string line = ReadLine(c);
+    const std::string line = ReadLine(c, ready_by);
     if (line != "ready") {
-      return fail(absl::InternalError(
-          absl::StrCat("a client process said '", line, "', not ready")));
+      return fail(absl::InternalError(absl::StrCat(
+          "a client process said '", line, "', not ready, within ",
+          absl::FormatDuration(kReadyWithin))));
     }
   }
   const absl::Time start = absl::Now();
   for (Child& c : children) (void)!write(c.in, "go\n", 3);
   Trial trial;
   for (Child& c : children) {
-    const std::string line = ReadLine(c);
+    const std::string line = ReadLine(c, start + kDoneWithin);
     int failed = 0;
-    std::vector<std::string> words = absl::StrSplit(line, absl::MaxSplits(' ', 2));
+    std::vector<std::string> words =
+        absl::StrSplit(line, absl::MaxSplits(' ', 2));
     if (words.size() < 2 || words[0] != "done" ||
         !absl::SimpleAtoi(words[1], &failed)) {
-      return fail(absl::InternalError(
-          absl::StrCat("a client process said '", line, "', not done")));
+      return fail(absl::InternalError(absl::StrCat(
+          "a client process said '", line, "', not done, within ",
+          absl::FormatDuration(kDoneWithin))));
     }
     if (failed > 0) {
       std::fprintf(stderr, "rendezvous_scale: %d clients failed; %s\n",
@@ -378,7 +305,10 @@ absl::StatusOr<Trial> RunTrial(int port, const std::string& protocol,
     trial.failures += failed;
   }
   trial.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  Reap(children);
+  if (const int unclean = Reap(children); unclean > 0) {
+    return absl::InternalError(
+        absl::StrCat(unclean, " client process(es) did not exit cleanly"));
+  }
   return trial;
 }
 
@@ -388,6 +318,59 @@ struct Row {
   int failures = 0;
   int errors = 0;
 };
+
+void PrintHeader(int clients, int processes, bool per_process) {
+  std::printf("# rendezvous of %d store clients over %d processes (%s): "
+              "seconds from release to every client done (connect, set, add, "
+              "wait)\n",
+              clients, processes,
+              per_process ? "each process to its own loopback address of "
+                            "the server"
+                          : "every client to 127.0.0.1");
+  std::printf("%-11s %-8s %7s %9s %6s %8s %8s %8s %8s %6s\n", "server",
+              "protocol", "clients", "processes", "trials", "median", "min",
+              "max", "failed", "errors");
+  std::fflush(stdout);
+}
+
+void PrintRow(const Row& r, int clients, int processes) {
+  auto cell = [&](double v) {
+    return r.seconds.empty() ? std::string("       -")
+                             : absl::StrFormat("%8.3f", v);
+  };
+  const double lo = r.seconds.empty()
+                        ? 0
+                        : *std::min_element(r.seconds.begin(), r.seconds.end());
+  const double hi = r.seconds.empty()
+                        ? 0
+                        : *std::max_element(r.seconds.begin(), r.seconds.end());
+  std::printf("%-11s %-8s %7d %9d %6zu %s %s %s %8d %6d\n", r.server.c_str(),
+              r.protocol.c_str(), clients, processes, r.seconds.size(),
+              cell(Median(r.seconds)).c_str(), cell(lo).c_str(),
+              cell(hi).c_str(), r.failures, r.errors);
+  std::fflush(stdout);
+}
+
+absl::Status WriteJson(const std::string& path, const std::vector<Row>& rows,
+                       int clients, int processes) {
+  std::string json = "{\"rows\":[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::vector<std::string> secs;
+    for (double s : r.seconds) secs.push_back(absl::StrFormat("%.6g", s));
+    absl::StrAppend(&json, i ? "," : "", "\n{\"server\":\"", r.server,
+                    "\",\"protocol\":\"", r.protocol, "\",\"clients\":",
+                    clients, ",\"processes\":", processes, ",\"seconds\":[",
+                    absl::StrJoin(secs, ","), "],\"failures\":", r.failures,
+                    ",\"errors\":", r.errors, "}");
+  }
+  json += "\n]}\n";
+  std::ofstream out(path);
+  out << json;
+  out.close();
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
 
 int DriverMain() {
   const int clients = absl::GetFlag(FLAGS_clients);
@@ -431,7 +414,9 @@ int DriverMain() {
   }
   const int file_limit = RaiseFileLimit();
   signal(SIGPIPE, SIG_IGN);
+  PrintHeader(clients, processes, per_process);
   std::vector<Row> rows;
+  bool ok = true;
   int round = 0;
   for (const std::string& server : servers) {
     ServerProcess standalone;
@@ -448,9 +433,9 @@ int DriverMain() {
     for (const std::string& protocol : protocols) {
       Row row{server, protocol, {}, 0, 0};
       for (int t = 0; t < trials; ++t) {
-        absl::StatusOr<Trial> trial =
-            RunTrial(standalone.port, protocol, absl::StrCat("rdv/", round++, "/"),
-                     clients, processes, file_limit, per_process);
+        absl::StatusOr<Trial> trial = RunTrial(
+            standalone.port, protocol, absl::StrCat("rdv/", round++, "/"),
+            clients, processes, file_limit, per_process);
         if (!trial.ok()) {
           std::fprintf(stderr, "rendezvous_scale: %s/%s trial %d: %s\n",
                        server.c_str(), protocol.c_str(), t,
@@ -461,53 +446,21 @@ int DriverMain() {
         row.seconds.push_back(trial->seconds);
         row.failures += trial->failures;
       }
+      PrintRow(row, clients, processes);
+      ok = ok && row.failures == 0 && row.errors == 0;
       rows.push_back(std::move(row));
     }
-    StopServerProcess(standalone);
-  }
-  std::printf("# rendezvous of %d store clients over %d processes (%s): "
-              "seconds from release to every client done (connect, set, add, "
-              "wait)\n",
-              clients, processes,
-              per_process ? "each process to its own loopback address of the server"
-                          : "every client to 127.0.0.1");
-  std::printf("%-11s %-8s %7s %9s %6s %8s %8s %8s %8s\n", "server", "protocol",
-              "clients", "processes", "trials", "median", "min", "max",
-              "failed");
-  bool ok = true;
-  for (const Row& r : rows) {
-    const auto [lo, hi] = r.seconds.empty()
-                              ? std::make_pair(0.0, 0.0)
-                              : std::make_pair(*std::min_element(
-                                                   r.seconds.begin(),
-                                                   r.seconds.end()),
-                                               *std::max_element(
-                                                   r.seconds.begin(),
-                                                   r.seconds.end()));
-    std::printf("%-11s %-8s %7d %9d %6zu %8.3f %8.3f %8.3f %8d\n",
-                r.server.c_str(), r.protocol.c_str(), clients, processes,
-                r.seconds.size(), Median(r.seconds), lo, hi, r.failures);
-    ok = ok && r.failures == 0 && r.errors == 0;
+    if (!StopServerProcess(standalone)) {
+      std::fprintf(stderr, "rendezvous_scale: //store:server did not exit "
+                           "cleanly on SIGTERM\n");
+      ok = false;
+    }
   }
   const std::string json_out = absl::GetFlag(FLAGS_json_out);
   if (!json_out.empty()) {
-    std::string json = "{\"rows\":[";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      std::vector<std::string> secs;
-      for (double s : r.seconds) secs.push_back(absl::StrFormat("%.6g", s));
-      absl::StrAppend(&json, i ? "," : "", "\n{\"server\":\"", r.server,
-                      "\",\"protocol\":\"", r.protocol, "\",\"clients\":",
-                      clients, ",\"processes\":", processes, ",\"seconds\":[",
-                      absl::StrJoin(secs, ","), "],\"failures\":", r.failures,
-                      "}");
-    }
-    json += "\n]}\n";
-    std::ofstream out(json_out);
-    out << json;
-    if (!out) {
-      std::fprintf(stderr, "rendezvous_scale: cannot write %s\n",
-                   json_out.c_str());
+    if (absl::Status s = WriteJson(json_out, rows, clients, processes);
+        !s.ok()) {
+      std::fprintf(stderr, "rendezvous_scale: %s\n", s.ToString().c_str());
       return 1;
     }
   }
@@ -519,6 +472,17 @@ int DriverMain() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  if (absl::GetFlag(FLAGS_client_role)) return devmesh::bench::ClientMain();
+  if (absl::GetFlag(FLAGS_client_role)) {
+    devmesh::bench::RendezvousClientArgs a;
+    a.host = absl::GetFlag(FLAGS_host);
+    a.port = absl::GetFlag(FLAGS_port);
+    a.bind = absl::GetFlag(FLAGS_bind);
+    a.c10d = absl::GetFlag(FLAGS_protocol) == "c10d";
+    a.first = absl::GetFlag(FLAGS_first);
+    a.count = absl::GetFlag(FLAGS_count);
+    a.total = absl::GetFlag(FLAGS_clients);
+    a.prefix = absl::GetFlag(FLAGS_prefix);
+    return devmesh::bench::RunRendezvousClients(a);
+  }
   return devmesh::bench::DriverMain();
 }

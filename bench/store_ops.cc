@@ -290,6 +290,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!note->empty()) std::printf("# %s\n", note->c_str());
+  if (where == DevmeshServer::kThread &&
+      (!server_cpus.empty() || !client_cpus.empty())) {
+    std::fprintf(stderr, "store_ops: --client_cpus and --server_cpus need "
+                         "--devmesh_server=process (a server thread of this "
+                         "process would run where its clients run)\n");
+    StopPeers();
+    return 2;
+  }
   if (!server_cpus.empty()) {
     if (absl::Status s = PinServers(server_cpus); !s.ok()) {
       std::fprintf(stderr, "store_ops: --server_cpus: %s\n",
@@ -317,6 +325,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   benchmark::RunSpecifiedBenchmarks(&report);
+  for (auto& clients : op_clients) clients.clear();
   StopPeers();
   report.PrintPeerTable(note->empty());
   if (!json_out.empty()) {

@@ -34,6 +34,8 @@ inline constexpr Peer kAllPeers[] = {Peer::kDevmesh, Peer::kDevmeshC10d,
 const char* ServerName(Peer peer);
 const char* ProtocolName(Peer peer);
 
+// Where devmesh's server runs: a //store:server process, or a thread of
+// this process.
 enum class DevmeshServer { kProcess, kThread };
 
 // Starts devmesh's server, and torch's when the venv is there. Returns the

@@ -117,15 +117,20 @@ std::optional<PairedRatio> Paired(
 
 std::string RatioCell(const std::optional<PairedRatio>& r) {
   if (!r) return absl::StrFormat("%14s", "-");
-  if (r->pairs < 2) return absl::StrFormat("%14s", absl::StrFormat("%.2f", r->ratio));
-  return absl::StrFormat("%14s",
-                         absl::StrFormat("%.2f+-%.2f", r->ratio, r->half_width));
+  if (r->pairs < 2) {
+    return absl::StrFormat("%14s", absl::StrFormat("%.2f", r->ratio));
+  }
+  return absl::StrFormat(
+      "%14s", absl::StrFormat("%.2f+-%.2f", r->ratio, r->half_width));
 }
 
-// "slower" / "faster" when the whole interval is on one side of 1 (for a
-// rate; a time's ratio reads the other way), "~" otherwise.
+// "slower" / "faster" when the ratio +- its half width is on one side of 1
+// (for a rate; a time's ratio reads the other way), "~" otherwise.
+// Fewer pairs than this give no verdict: a bootstrap of so few is too narrow.
+constexpr int kVerdictPairs = 4;
+
 const char* Verdict(const std::optional<PairedRatio>& r, bool rate) {
-  if (!r || r->pairs < 2) return "-";
+  if (!r || r->pairs < kVerdictPairs) return "-";
   const bool below = r->ratio + r->half_width < 1;
   const bool above = r->ratio - r->half_width > 1;
   if (below) return rate ? "slower" : "faster";
@@ -144,7 +149,7 @@ void StoreReport::PrintPeerTable(bool with_torch) const {
       "protocol, c10d protocol\n");
   if (!with_torch) std::printf("# torch columns empty: no torch peer\n");
   std::printf("%-10s %7s %6s %6s %11s %11s %11s %14s %14s  %s\n", "op",
-              "clients", "bytes", "rounds", "dm/dm", "dm/c10d", "torch/c10d",
+              "clients", "bytes", "pairs", "dm/dm", "dm/c10d", "torch/c10d",
               "dm:torch", "c10d:torch", "verdict");
   for (const Figure& f : Figures()) {
     auto get = [&](const char* p) -> const Rounds* {
@@ -155,13 +160,12 @@ void StoreReport::PrintPeerTable(bool with_torch) const {
                  *tc = get("torch/c10d");
     const auto r_dm = Paired(dm, tc), r_dc = Paired(dc, tc);
     const bool rate = f.op != "rendezvous";
-    size_t rounds = 0;
-    for (const auto& [peer, r] : f.by_peer) rounds = std::max(rounds, r.size());
+    const int pairs = r_dm ? r_dm->pairs : 0;
     auto cell = [](const std::optional<double>& v) {
       return v ? absl::StrFormat("%11.4g", *v) : absl::StrFormat("%11s", "-");
     };
-    std::printf("%-10s %7d %6d %6zu %s %s %s %s %s  %s,%s\n", f.op.c_str(),
-                f.clients, f.value_bytes, rounds, cell(MedianOf(dm)).c_str(),
+    std::printf("%-10s %7d %6d %6d %s %s %s %s %s  %s,%s\n", f.op.c_str(),
+                f.clients, f.value_bytes, pairs, cell(MedianOf(dm)).c_str(),
                 cell(MedianOf(dc)).c_str(), cell(MedianOf(tc)).c_str(),
                 RatioCell(r_dm).c_str(), RatioCell(r_dc).c_str(),
                 Verdict(r_dm, rate), Verdict(r_dc, rate));
@@ -178,9 +182,14 @@ absl::Status StoreReport::WriteJson(const std::string& path) const {
       std::vector<double> values = Values(rounds);
       std::optional<double> median;
       if (!values.empty()) median = Median(values);
+      // Every round from 0 to the last, null where there is none, so that
+      // runs[i] of two servers are always round i of both.
       std::string runs;
-      for (const auto& [round, value] : rounds) {
-        absl::StrAppend(&runs, runs.empty() ? "" : ",", Number(value));
+      const int last = rounds.empty() ? -1 : rounds.rbegin()->first;
+      for (int round = 0; round <= last; ++round) {
+        auto it = rounds.find(round);
+        absl::StrAppend(&runs, round ? "," : "",
+                        Number(it == rounds.end() ? std::nullopt : it->second));
       }
       absl::StrAppend(
           &json, first ? "" : ",", "\n{\"op\":\"", f.op,

@@ -9,15 +9,17 @@
 // median over its rounds, and for each devmesh column the devmesh/torch
 // ratio paired by round: the interquartile mean of the per-round ratios
 // +- the half width of its 95% bootstrap interval (bench/run_stats.h; no
-// interval from a single round). The last column marks a ratio whose whole
-// interval lies below 1 ("slower": torch's server did better beyond the
-// interval) or above 1 ("faster"), for the devmesh protocol and then c10d.
+// interval from a single round); "pairs" is how many rounds both ran. The
+// last column marks a ratio whose ratio +- half width lies below 1
+// ("slower": torch's server did better beyond the interval) or above 1
+// ("faster"), for the devmesh protocol and then c10d; "~" otherwise, and
+// "-" from fewer than 4 pairs.
 //
 // The JSON has one row per figure and server:
 //   {"rows":[{"op":"set|get|add|rendezvous","clients":N,"value_bytes":B,
 //             "server":"devmesh|torch","protocol":"devmesh|c10d",
 //             "ops_per_s":X or null,"seconds":Y or null,
-//             "runs":[per-round figure or null, in round order]}]}
+//             "runs":[figure of round 0, 1, ... (null: none)]}]}
 // (ops_per_s, the median of the rounds' ops/s, for set/get/add; seconds for
 // rendezvous; null when every run failed or the field does not apply).
 //
@@ -55,6 +57,7 @@ class StoreReport : public benchmark::ConsoleReporter {
   // Google Benchmark's context block, with the DEBUG warning of Debian's
   // libbenchmark explained (bench/explained_reporter.h).
   bool ReportContext(const Context& context) override;
+  // Prints the runs' console lines and keeps a row per run described.
   void ReportRuns(const std::vector<Run>& runs) override;
 
   // The peer table on stdout; `with_torch` false: a note replaces the torch

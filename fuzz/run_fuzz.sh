@@ -13,7 +13,8 @@ OUT=fuzz_out
 shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} = 0 ] && TARGETS=(frame_parser_fuzz c10d_session_fuzz)
-CXX="${CXX:-clang++-14}"
+# FUZZ_CXX, not CXX: an inherited CXX=g++ cannot build -fsanitize=fuzzer.
+CXX="${FUZZ_CXX:-clang++-14}"
 ABSL_LIBS=$(ls /usr/lib/x86_64-linux-gnu/libabsl_*.so | sed 's|.*/lib\(absl_[^.]*\)\.so|-l\1|')
 COMMON_SRCS=(store/wire_format.cc store/store_limits.cc
              store/kv_table.cc store/store_service.cc)
@@ -43,6 +44,8 @@ for target in "${TARGETS[@]}"; do
     "fuzz/$target.cc" "${COMMON_SRCS[@]}" "${extra[@]}" \
     $ABSL_LIBS -o "$OUT/$target"
   echo "== $target"
+  # Crash and leak inputs go to fuzz_out/ (git-ignored), not the tree.
   "$OUT/$target" -runs="$RUNS" -max_len=4096 -print_final_stats=1 \
+    -artifact_prefix="$OUT/$target." \
     "$corpus" 2>&1 | tail -25
 done

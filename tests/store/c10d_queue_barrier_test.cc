@@ -1,7 +1,8 @@
 // Part of //tests/store:c10d_store_test: c10d's QUEUE_PUSH / QUEUE_POP /
 // QUEUE_LEN and BARRIER on devmesh's store server, MULTI_GET of a missing
-// key, and requests pipelined behind a parked WAIT, byte for byte on raw
-// sockets. The expected bytes are
+// key, requests pipelined behind a parked WAIT, and replies pipelined
+// behind one too large for the socket's buffer (written in part, the rest
+// queued), byte for byte on raw sockets. The expected bytes are
 // those torch 2.15.0's libuv server sends for the same requests (captured
 // through a proxy between torch's client and server); the real torch client
 // runs against this server in tests/interop. Misbehaving clients of the new

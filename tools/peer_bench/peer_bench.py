@@ -387,9 +387,9 @@ def main():
     p.add_argument("--step_timeout", type=int, default=600,
                    help="seconds allowed to any one launch")
     p.add_argument("--store_timeout", type=int, default=1800,
-                   help="seconds allowed to store_ops (about 540 s on a "
-                   "2-core machine: PyTorch's TCPStore takes tens of seconds "
-                   "per rendezvous burst)")
+                   help="seconds allowed to store_ops (its op rows take "
+                   "about 3 minutes on a 2-core machine, 6 rounds; PyTorch's "
+                   "TCPStore takes tens of seconds per rendezvous burst)")
     a = p.parse_args()
     # SIGTERM (peer_bench.sh's timeout or trap) unwinds, so that run_group
     # and spawn.run_ranks stop the process groups they started.
