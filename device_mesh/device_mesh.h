@@ -285,6 +285,11 @@ class DeviceMesh {
   //                       group was not given
   //   DeadlineExceeded    members did not create the group within its
   //                       timeout (the message names them)
+  //   Unavailable         "stopped waiting for the group's members: <the
+  //                       failure watch's verdict>": a rank of the job was
+  //                       found dead while the creation waited (within
+  //                       max(1 s, the lease period) of the verdict, not at
+  //                       the timeout; device_mesh/cancellable_store.h)
   //   others              the backend's (Unavailable naming a peer, ...)
   absl::StatusOr<std::shared_ptr<Communicator>> GetGroup(
       std::optional<MeshDim> dim = {}) const;

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "device_mesh/cancellable_store.h"
 #include "device_mesh/group_tag.h"
 #include "store/prefix_store.h"
 #include "comm/nccl/nccl_communicator.h"
@@ -253,8 +254,25 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
   auto options = OptionsFor(transport, timeout, nccl.value_or(NcclOptions()));
   if (!options.ok()) return options.status();
   options->global_ranks = members;
-  auto ns =
-      std::make_shared<PrefixStore>(store_, absl::StrCat(name, "/", n));
+  std::shared_ptr<Store> base = store_;
+  if (std::shared_ptr<FailureWatch> w = watch()) {
+    // A creation that waits for a member the watch has found dead ends with
+    // the verdict within about a slice (a death during Shrink's rebuild, or
+    // a member that died before it came), not at `timeout`.
+    base = std::make_shared<CancellableStore>(
+        store_, std::max(absl::Seconds(1), w->period()),
+        [weak = std::weak_ptr<FailureWatch>(w)]() -> absl::Status {
+          std::shared_ptr<FailureWatch> watch = weak.lock();
+          if (watch == nullptr) return absl::OkStatus();
+          const std::string verdict = watch->verdict();
+          if (verdict.empty()) return absl::OkStatus();
+          return absl::UnavailableError(
+              absl::StrCat("stopped waiting for the group's members: ",
+                           verdict));
+        });
+  }
+  auto ns = std::make_shared<PrefixStore>(std::move(base),
+                                          absl::StrCat(name, "/", n));
   groups_made_.fetch_add(1);
   auto comm = CreateCommunicator(transport, std::move(ns), index,
                                  static_cast<int>(members.size()), *options);

@@ -124,7 +124,12 @@ class MeshRuntime {
   // or a refused connection naming the peer, DeadlineExceeded naming the
   // members that did not arrive within `timeout`; each message ends with
   // the group's global ranks) or, for "shm", FailedPrecondition naming a
-  // member that cannot map the segment.
+  // member that cannot map the segment; Unavailable "stopped waiting for
+  // the group's members: <verdict>" when the failure watch has, or learns
+  // while the creation waits, a verdict of the current epoch (the creation's
+  // store waits are cut into slices of max(1 s, the lease period) and end at
+  // the first one after the verdict: device_mesh/cancellable_store.h). This
+  // starts the failure watch if it is not running yet.
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,

@@ -70,7 +70,12 @@ struct Recovery {
   int64_t replicas = 0;       // replicas from then on
   absl::Time failed_at;       // when the failing call returned
   absl::Time resumed_at;      // the first collective of the new epoch done
+  // The recovery's Shrink; when a death during the agreement on the step
+  // made it shrink again, the last Shrink's report with the dead, removed
+  // replicas and live ranks, rounds, agree and rebuild times of all of them
+  // (and the first one's verdict time).
   ShrinkReport report;
+  int shrinks = 0;            // Shrink calls of this recovery
   std::string error;          // the failed call's error
 };
 
