@@ -1,8 +1,10 @@
+// devmesh/device_mesh/cancellable_store.cc
 #include "device_mesh/cancellable_store.h"
 
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace devmesh {
@@ -14,8 +16,19 @@ const absl::Status& StatusOf(const absl::StatusOr<T>& s) {
   return s.status();
 }
 
-// `call(wait)` in slices until it answers, the caller's `timeout` passes (the
-// last slice's result is returned) or `cancel` says stop.
+template <typename T>
+absl::StatusOr<T> WithStatus(absl::StatusOr<T> r, absl::Status s) {
+  if (!s.ok()) return s;
+  return r;
+}
+absl::Status WithStatus(const absl::Status&, absl::Status s) { return s; }
+
+// `call(wait)` in slices until it answers, the caller's `timeout` passes or
+// `cancel` says stop. At the caller's deadline the last slice's
+// DeadlineExceeded is returned with the whole timeout added to its message
+// (the base store names only the slice's wait). A slice that ends with
+// DeadlineExceeded well before its wait (a store that fails fast) ends the
+// call as it is, rather than spinning.
 template <typename Call>
 auto Sliced(absl::Duration timeout, absl::Duration slice,
             const CancellableStore::CancelCheck& cancel, Call call)
@@ -25,14 +38,22 @@ auto Sliced(absl::Duration timeout, absl::Duration slice,
   }
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    const absl::Duration left =
-        std::max(absl::ZeroDuration(), deadline - absl::Now());
-    auto result = call(std::min(left, slice));
+    const absl::Time start = absl::Now();
+    const absl::Duration wait =
+        std::min(std::max(absl::ZeroDuration(), deadline - start), slice);
+    auto result = call(wait);
     const absl::Status& s = StatusOf(result);
-    if (s.code() != absl::StatusCode::kDeadlineExceeded ||
-        absl::Now() >= deadline) {
-      return result;
+    if (s.code() != absl::StatusCode::kDeadlineExceeded) return result;
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return WithStatus(
+          std::move(result),
+          absl::DeadlineExceededError(absl::StrCat(
+              s.message(), " (the call's timeout: ",
+              absl::FormatDuration(timeout), ", waited in slices of ",
+              absl::FormatDuration(slice), ")")));
     }
+    if (now - start < wait / 2) return result;
     if (cancel) {
       if (absl::Status c = cancel(); !c.ok()) return c;
     }

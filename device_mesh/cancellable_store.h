@@ -1,7 +1,8 @@
 // devmesh/device_mesh/cancellable_store.h
 // -----------------------------------------------------------------------------
 // CancellableStore: a Store decorator whose waiting calls (Get, Wait,
-// MultiGet) can end before their timeout. It asks `cancel` before the call
+// MultiGet) can end before their timeout. Internal to //device_mesh (and
+// its tests). It asks `cancel` before the call
 // and again each time a slice of at most `slice` has passed without an
 // answer (the base store's wait is cut into slices of that length): when
 // `cancel` returns an error, the call returns that error instead of waiting
@@ -12,12 +13,15 @@
 // creation timeout, 300 s by default).
 //
 // Cost: a wait answered within its first slice costs what it did on the base
-// store; each further slice is one more round trip. The other calls forward
+// store; each further slice is one more wait on it (on devmesh's TCP store
+// one round trip; on a c10d store a cancelled wait is CANCEL_WAIT plus a
+// CHECK per key up to the first missing one). The other calls forward
 // unchanged and are never cancelled.
 //
 // Errors: the base store's; DeadlineExceeded only when the caller's own
-// timeout has passed (the base store's error of the last slice); `cancel`'s
-// error when it ends the call.
+// timeout has passed (the base store's message of the last slice, with the
+// whole timeout added), or when a slice ends with it well before its wait;
+// `cancel`'s error when it ends the call.
 //
 // Thread-safety: as the base store; `cancel` may be called from any thread
 // that calls a waiting method, concurrently.
@@ -55,6 +59,7 @@ class CancellableStore : public Store {
   absl::Status Set(absl::string_view key, absl::string_view value) override {
     return base_->Set(key, value);
   }
+  using Store::Get;
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout) override;
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override {
@@ -65,6 +70,7 @@ class CancellableStore : public Store {
                                          absl::string_view desired) override {
     return base_->CompareSet(key, expected, desired);
   }
+  using Store::Wait;
   absl::Status Wait(absl::Span<const std::string> keys,
                     absl::Duration timeout) override;
   absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override {

@@ -25,6 +25,11 @@ namespace devmesh {
 class CountingStore : public Store {
  public:
   explicit CountingStore(std::shared_ptr<Store> base) : base_(std::move(base)) {}
+  // A view over `base` whose calls are counted in `sink`'s counters (its own
+  // stay 0): one count per call made through the view, however `base`
+  // carries it out (a CancellableStore's wait in slices is one call).
+  CountingStore(std::shared_ptr<Store> base, std::shared_ptr<CountingStore> sink)
+      : base_(std::move(base)), sink_(std::move(sink)) {}
 
   // The decorated store (calls on it are not counted).
   const std::shared_ptr<Store>& base() const { return base_; }
@@ -94,8 +99,9 @@ class CountingStore : public Store {
 
  private:
   void Count(size_t bytes, bool call = true) {
-    if (call) calls_.fetch_add(1, std::memory_order_relaxed);
-    bytes_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+    CountingStore& to = sink_ != nullptr ? *sink_ : *this;
+    if (call) to.calls_.fetch_add(1, std::memory_order_relaxed);
+    to.bytes_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   }
   static size_t KeyBytes(absl::Span<const std::string> strings) {
     size_t n = 0;
@@ -104,6 +110,7 @@ class CountingStore : public Store {
   }
 
   std::shared_ptr<Store> base_;
+  std::shared_ptr<CountingStore> sink_;  // null: count here
   std::atomic<int64_t> calls_{0};
   std::atomic<int64_t> bytes_{0};
 };

@@ -285,11 +285,13 @@ class DeviceMesh {
   //                       group was not given
   //   DeadlineExceeded    members did not create the group within its
   //                       timeout (the message names them)
-  //   Unavailable         "stopped waiting for the group's members: <the
-  //                       failure watch's verdict>": a rank of the job was
-  //                       found dead while the creation waited (within
-  //                       max(1 s, the lease period) of the verdict, not at
-  //                       the timeout; device_mesh/cancellable_store.h)
+  //   Unavailable         containing "stopped waiting: this job's epoch
+  //                       has a verdict: <the failure watch's verdict>": a
+  //                       rank of the job was found dead while the creation
+  //                       waited in the store (it ends within max(2 s, 2
+  //                       lease periods) of this rank learning the verdict,
+  //                       not at the timeout; MeshRuntime::Group says what
+  //                       else still waits to the timeout)
   //   others              the backend's (Unavailable naming a peer, ...)
   absl::StatusOr<std::shared_ptr<Communicator>> GetGroup(
       std::optional<MeshDim> dim = {}) const;

@@ -186,7 +186,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
       // Named by backend and timeout alone, the same on every rank whatever
       // else each asked for before.
       auto ns = std::make_shared<PrefixStore>(
-          store_, absl::StrCat("devmesh/world/", backend, "/", timeout_ns));
+          CreationStore(),
+          absl::StrCat("devmesh/world/", backend, "/", timeout_ns));
       worlds_made_.fetch_add(1);
       auto comm = CreateCommunicator(backend, ns, rank_, world_size_, *options);
       made = comm.ok() ? absl::StatusOr<std::shared_ptr<Communicator>>(
@@ -216,6 +217,29 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
   auto group = NamedGroup(backend, identity, members, timeout, nccl);
   if (!group.ok()) return group.status();
   return Guard(*std::move(group));
+}
+
+std::shared_ptr<Store> MeshRuntime::CreationStore() {
+  std::shared_ptr<FailureWatch> w = watch();
+  if (w == nullptr) return store_;
+  // Waits cut into slices of max(2 s, 2 periods): a death is known only
+  // after the silence (2 s and up) anyway, and a c10d store's cancelled
+  // wait costs a few requests (CANCEL_WAIT, CHECKs).
+  auto cancellable = std::make_shared<CancellableStore>(
+      store_->base(), std::max(absl::Seconds(2), 2 * w->period()),
+      [weak = std::weak_ptr<FailureWatch>(w)]() -> absl::Status {
+        std::shared_ptr<FailureWatch> watch = weak.lock();
+        if (watch == nullptr) return absl::OkStatus();
+        if (std::string fenced = watch->fenced(); !fenced.empty()) {
+          return absl::FailedPreconditionError(fenced);
+        }
+        const std::string verdict = watch->verdict();
+        if (verdict.empty()) return absl::OkStatus();
+        return absl::UnavailableError(absl::StrCat(
+            "stopped waiting: this job's epoch has a verdict: ", verdict));
+      });
+  // Counted once per call in the runtime's counters, however many slices.
+  return std::make_shared<CountingStore>(std::move(cancellable), store_);
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
@@ -254,23 +278,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
   auto options = OptionsFor(transport, timeout, nccl.value_or(NcclOptions()));
   if (!options.ok()) return options.status();
   options->global_ranks = members;
-  std::shared_ptr<Store> base = store_;
-  if (std::shared_ptr<FailureWatch> w = watch()) {
-    // A creation that waits for a member the watch has found dead ends with
-    // the verdict within about a slice (a death during Shrink's rebuild, or
-    // a member that died before it came), not at `timeout`.
-    base = std::make_shared<CancellableStore>(
-        store_, std::max(absl::Seconds(1), w->period()),
-        [weak = std::weak_ptr<FailureWatch>(w)]() -> absl::Status {
-          std::shared_ptr<FailureWatch> watch = weak.lock();
-          if (watch == nullptr) return absl::OkStatus();
-          const std::string verdict = watch->verdict();
-          if (verdict.empty()) return absl::OkStatus();
-          return absl::UnavailableError(
-              absl::StrCat("stopped waiting for the group's members: ",
-                           verdict));
-        });
-  }
+  std::shared_ptr<Store> base = CreationStore();
   auto ns = std::make_shared<PrefixStore>(std::move(base),
                                           absl::StrCat(name, "/", n));
   groups_made_.fetch_add(1);

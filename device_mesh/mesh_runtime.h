@@ -124,12 +124,17 @@ class MeshRuntime {
   // or a refused connection naming the peer, DeadlineExceeded naming the
   // members that did not arrive within `timeout`; each message ends with
   // the group's global ranks) or, for "shm", FailedPrecondition naming a
-  // member that cannot map the segment; Unavailable "stopped waiting for
-  // the group's members: <verdict>" when the failure watch has, or learns
-  // while the creation waits, a verdict of the current epoch (the creation's
-  // store waits are cut into slices of max(1 s, the lease period) and end at
-  // the first one after the verdict: device_mesh/cancellable_store.h). This
-  // starts the failure watch if it is not running yet.
+  // member that cannot map the segment; Unavailable whose message contains
+  // "stopped waiting: this job's epoch has a verdict: <verdict>" when the
+  // failure watch has, or learns while the creation waits in the store, a
+  // verdict of the current epoch (the verdict may name any rank of the job),
+  // or FailedPrecondition with the fence when this rank is fenced: the
+  // creation's store waits are cut into slices of max(2 s, 2 lease periods)
+  // and end at the first slice after this rank learns it
+  // (device_mesh/cancellable_store.h). Only store waits end so: Gloo's pair
+  // connections and NCCL's init still run to `timeout` when a peer stops
+  // after publishing its address. Without the watch (DEVMESH_FAILURE_WATCH=0)
+  // creations wait as before. World creations alike.
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,
@@ -231,6 +236,11 @@ class MeshRuntime {
   absl::StatusOr<CommOptions> OptionsFor(absl::string_view transport,
                                          absl::Duration timeout,
                                          const NcclOptions& nccl) const;
+  // The store a communicator is created over: the runtime's, with its waits
+  // ended by the failure watch's verdict or fence (CancellableStore, in
+  // slices of max(2 s, 2 lease periods)) and counted once per call in the
+  // runtime's counters; the runtime's store itself without a watch.
+  std::shared_ptr<Store> CreationStore();
   // The named group of Group (members checked).
   absl::StatusOr<std::shared_ptr<Communicator>> NamedGroup(
       absl::string_view backend, absl::string_view identity,

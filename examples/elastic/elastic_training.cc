@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -117,26 +116,8 @@ absl::StatusOr<TrainResult> Train(DeviceMesh mesh, const TrainOptions& o,
         return out;
       }
       mesh = shrunk->mesh;
-      // Shrinking again in one recovery: the last report, with the dead,
-      // the rounds and the times of every Shrink of the recovery.
-      ShrinkReport merged = shrunk->report;
-      if (rec.shrinks > 0) {
-        std::set<int> dead(rec.report.dead.begin(), rec.report.dead.end());
-        dead.insert(merged.dead.begin(), merged.dead.end());
-        merged.dead.assign(dead.begin(), dead.end());
-        merged.removed_replicas.insert(merged.removed_replicas.begin(),
-                                       rec.report.removed_replicas.begin(),
-                                       rec.report.removed_replicas.end());
-        merged.removed_live.insert(merged.removed_live.begin(),
-                                   rec.report.removed_live.begin(),
-                                   rec.report.removed_live.end());
-        merged.rounds += rec.report.rounds;
-        merged.agree += rec.report.agree;
-        merged.rebuild += rec.report.rebuild;
-        merged.verdict_time = rec.report.verdict_time;
-      }
-      rec.report = std::move(merged);
-      ++rec.shrinks;
+      rec.report = shrunk->report;
+      rec.shrinks.push_back(shrunk->report);
       auto step = AgreeOnStep(mesh, o, done);
       if (!step.ok()) continue;  // another death: shrink again
       rec.resumed_at = absl::Now();

@@ -70,12 +70,11 @@ struct Recovery {
   int64_t replicas = 0;       // replicas from then on
   absl::Time failed_at;       // when the failing call returned
   absl::Time resumed_at;      // the first collective of the new epoch done
-  // The recovery's Shrink; when a death during the agreement on the step
-  // made it shrink again, the last Shrink's report with the dead, removed
-  // replicas and live ranks, rounds, agree and rebuild times of all of them
-  // (and the first one's verdict time).
+  // The last Shrink of the recovery (the mesh it resumed on), and every
+  // Shrink of it in order: a death during the agreement on the step makes
+  // it shrink again.
   ShrinkReport report;
-  int shrinks = 0;            // Shrink calls of this recovery
+  std::vector<ShrinkReport> shrinks;
   std::string error;          // the failed call's error
 };
 

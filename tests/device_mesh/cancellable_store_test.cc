@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "device_mesh/cancellable_store.h"
@@ -35,7 +36,7 @@ struct Fixture {
 TEST(CancellableStoreTest, AWaitEndsWithTheCancelErrorWithinASlice) {
   Fixture f;
   std::thread later([&] {
-    absl::SleepFor(absl::Milliseconds(200));
+    while (f.checks.load() < 3) absl::SleepFor(absl::Milliseconds(1));
     f.stop.store(true);
   });
   const absl::Time start = absl::Now();
@@ -43,9 +44,9 @@ TEST(CancellableStoreTest, AWaitEndsWithTheCancelErrorWithinASlice) {
   const absl::Duration took = absl::Now() - start;
   later.join();
   EXPECT_EQ(s, absl::UnavailableError("stop"));
-  // Not the 60 s timeout: the check ran after the slice that followed.
-  EXPECT_LT(took, absl::Seconds(10));
-  EXPECT_GE(took, absl::Milliseconds(200));
+  // Two slices waited before the stop, at most one after it: not the 60 s.
+  EXPECT_GE(took, 2 * kSlice);
+  EXPECT_LT(took, absl::Seconds(2));
 }
 
 TEST(CancellableStoreTest, GetAndMultiGetAreCancelledToo) {
@@ -62,7 +63,8 @@ TEST(CancellableStoreTest, GetAndMultiGetAreCancelledToo) {
 TEST(CancellableStoreTest, KeepsWaitingAcrossSlicesAndAnswers) {
   Fixture f;
   std::thread later([&] {
-    absl::SleepFor(absl::Milliseconds(300));  // six slices
+    // Three checks: the first, and two after unanswered slices.
+    while (f.checks.load() < 3) absl::SleepFor(absl::Milliseconds(1));
     ASSERT_TRUE(f.base->Set("k", "v").ok());
     ASSERT_TRUE(f.base->Set("j", "w").ok());
   });
@@ -70,13 +72,21 @@ TEST(CancellableStoreTest, KeepsWaitingAcrossSlicesAndAnswers) {
   later.join();
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, "v");
-  // At least one check per slice that passed unanswered, plus the first.
-  EXPECT_GE(f.checks.load(), 3);
   EXPECT_TRUE(f.store.Wait({"k", "j"}, absl::Seconds(1)).ok());
   absl::StatusOr<std::vector<std::string>> both =
       f.store.MultiGet({"j", "k"}, absl::Seconds(1));
   ASSERT_TRUE(both.ok()) << both.status();
   EXPECT_EQ(*both, (std::vector<std::string>{"w", "v"}));
+}
+
+// A base store error other than DeadlineExceeded ends the call as it is.
+TEST(CancellableStoreTest, OtherErrorsPassThrough) {
+  Fixture f;
+  // An over-long key: the base store's InvalidArgument, at once.
+  const std::string key(1 << 20, 'k');
+  const absl::Status s = f.store.Wait({key}, absl::Seconds(60));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s, f.base->Wait({key}, absl::Seconds(60)));
 }
 
 TEST(CancellableStoreTest, TheCallersTimeoutEndsItWithTheBaseStoresError) {
@@ -85,8 +95,11 @@ TEST(CancellableStoreTest, TheCallersTimeoutEndsItWithTheBaseStoresError) {
   const absl::Status s = f.store.Wait({"never"}, absl::Milliseconds(180));
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-  // The base store's own message, naming the key.
+  // The base store's own message, naming the key, with the whole timeout.
   EXPECT_NE(s.message().find("never"), absl::string_view::npos) << s;
+  EXPECT_TRUE(absl::EndsWith(
+      s.message(), " (the call's timeout: 180ms, waited in slices of 50ms)"))
+      << s;
   EXPECT_GE(took, absl::Milliseconds(180));
   EXPECT_LT(took, absl::Seconds(10));
 }
