@@ -1,7 +1,8 @@
 // devmesh/comm/options.h
 // -----------------------------------------------------------------------------
 // CommOptions: what CreateCommunicator needs beyond (store, rank, size).
-// Plain value types; copy freely. Fields a backend does not use are ignored.
+// Value types (the one callable included); copy freely. Fields a backend does
+// not use are ignored.
 #ifndef DEVMESH_COMM_OPTIONS_H_
 #define DEVMESH_COMM_OPTIONS_H_
 
@@ -9,9 +10,11 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 
 namespace devmesh {
@@ -71,6 +74,20 @@ struct CommOptions {
   std::vector<int> global_ranks;
   NcclOptions nccl;
   GlooOptions gloo;
+  // Asked, while a communicator is being created (by CreateCommunicator or
+  // Split), during the waits that are not store calls: Gloo's pair
+  // connects (about every 100 ms; comm/gloo/gloo_full_mesh.h) and NCCL's
+  // non-blocking init and split (about every 50 ms). OK: go on waiting; an
+  // error: the creation stops (the Gloo pairs closed, the NCCL communicator
+  // aborted) and returns that error's code with a message naming the wait
+  // it ended. Store waits are the store's to cut short (device_mesh wraps
+  // its creation store in a CancellableStore with the same check). Empty:
+  // only the timeout ends those waits. Called from the creating thread and
+  // from Gloo's connect watchdog thread; it must be cheap and thread-safe.
+  // A Split child inherits it. device_mesh sets it to its failure watch's
+  // verdict (issue 20: a member that dies while its peers wait for it to
+  // connect is found after the lease silence, not at the timeout).
+  std::function<absl::Status()> creation_cancel;
 };
 
 }  // namespace devmesh

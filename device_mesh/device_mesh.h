@@ -288,10 +288,10 @@ class DeviceMesh {
   //   Unavailable         containing "stopped waiting: this job's epoch
   //                       has a verdict: <the failure watch's verdict>": a
   //                       rank of the job was found dead while the creation
-  //                       waited in the store (it ends within max(2 s, 2
-  //                       lease periods) of this rank learning the verdict,
-  //                       not at the timeout; MeshRuntime::Group says what
-  //                       else still waits to the timeout)
+  //                       waited (in the store: within max(2 s, 2 lease
+  //                       periods) of this rank learning the verdict; in
+  //                       Gloo's pair connects: within 100 ms; NCCL's init:
+  //                       50 ms; MeshRuntime::Group), not at the timeout
   //   others              the backend's (Unavailable naming a peer, ...)
   absl::StatusOr<std::shared_ptr<Communicator>> GetGroup(
       std::optional<MeshDim> dim = {}) const;

@@ -89,9 +89,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Upgrade(
 
 absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(
     absl::string_view transport, absl::Duration timeout,
-    const NcclOptions& nccl) const {
+    const NcclOptions& nccl) {
   CommOptions options;
   options.timeout = timeout;
+  options.creation_cancel = CreationCancel();
   options.nccl = nccl;
   if (transport == "nccl" && options.nccl.cuda_device < 0) {
     // One rank per GPU of the host, as UseLocalCudaDevice.
@@ -219,6 +220,22 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
   return Guard(*std::move(group));
 }
 
+std::function<absl::Status()> MeshRuntime::CreationCancel() {
+  std::shared_ptr<FailureWatch> w = watch();
+  if (w == nullptr) return nullptr;
+  return [weak = std::weak_ptr<FailureWatch>(w)]() -> absl::Status {
+    std::shared_ptr<FailureWatch> watch = weak.lock();
+    if (watch == nullptr) return absl::OkStatus();
+    if (std::string fenced = watch->fenced(); !fenced.empty()) {
+      return absl::FailedPreconditionError(fenced);
+    }
+    const std::string verdict = watch->verdict();
+    if (verdict.empty()) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(
+        "stopped waiting: this job's epoch has a verdict: ", verdict));
+  };
+}
+
 std::shared_ptr<Store> MeshRuntime::CreationStore() {
   std::shared_ptr<FailureWatch> w = watch();
   if (w == nullptr) return store_;
@@ -227,17 +244,7 @@ std::shared_ptr<Store> MeshRuntime::CreationStore() {
   // wait costs a few requests (CANCEL_WAIT, CHECKs).
   auto cancellable = std::make_shared<CancellableStore>(
       store_->base(), std::max(absl::Seconds(2), 2 * w->period()),
-      [weak = std::weak_ptr<FailureWatch>(w)]() -> absl::Status {
-        std::shared_ptr<FailureWatch> watch = weak.lock();
-        if (watch == nullptr) return absl::OkStatus();
-        if (std::string fenced = watch->fenced(); !fenced.empty()) {
-          return absl::FailedPreconditionError(fenced);
-        }
-        const std::string verdict = watch->verdict();
-        if (verdict.empty()) return absl::OkStatus();
-        return absl::UnavailableError(absl::StrCat(
-            "stopped waiting: this job's epoch has a verdict: ", verdict));
-      });
+      CreationCancel());
   // Counted once per call in the runtime's counters, however many slices.
   return std::make_shared<CountingStore>(std::move(cancellable), store_);
 }

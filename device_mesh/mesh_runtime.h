@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -131,9 +132,11 @@ class MeshRuntime {
   // or FailedPrecondition with the fence when this rank is fenced: the
   // creation's store waits are cut into slices of max(2 s, 2 lease periods)
   // and end at the first slice after this rank learns it
-  // (device_mesh/cancellable_store.h). Only store waits end so: Gloo's pair
-  // connections and NCCL's init still run to `timeout` when a peer stops
-  // after publishing its address. Without the watch (DEVMESH_FAILURE_WATCH=0)
+  // (device_mesh/cancellable_store.h). The waits that are not store calls
+  // ask the same check (CommOptions::creation_cancel): Gloo's pair connects
+  // every 100 ms (a peer that died after publishing its address; the pairs
+  // are closed), NCCL's non-blocking init and split every 50 ms (the
+  // communicator is aborted). Without the watch (DEVMESH_FAILURE_WATCH=0)
   // creations wait as before. World creations alike.
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
       absl::string_view backend, absl::string_view identity,
@@ -232,10 +235,16 @@ class MeshRuntime {
   absl::Status CheckCanCreate(absl::string_view what,
                               absl::Duration timeout) const;
   // CommOptions for a communicator of `transport` with `timeout` and
-  // `nccl` (the CUDA device from local_rank() when `nccl` leaves it unset).
+  // `nccl` (the CUDA device from local_rank() when `nccl` leaves it unset)
+  // and CreationCancel() as its creation_cancel.
   absl::StatusOr<CommOptions> OptionsFor(absl::string_view transport,
                                          absl::Duration timeout,
-                                         const NcclOptions& nccl) const;
+                                         const NcclOptions& nccl);
+  // The check that ends a creation's waits: FailedPrecondition with the
+  // fence once this rank is fenced, Unavailable "stopped waiting: this
+  // job's epoch has a verdict: ..." once the failure watch has a verdict,
+  // OK otherwise; empty without a watch. It holds the watch weakly.
+  std::function<absl::Status()> CreationCancel();
   // The store a communicator is created over: the runtime's, with its waits
   // ended by the failure watch's verdict or fence (CancellableStore, in
   // slices of max(2 s, 2 lease periods)) and counted once per call in the

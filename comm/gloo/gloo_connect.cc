@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   comm->device_ = std::move(device);
   auto mesh = gloo_internal::ConnectFullMesh(
       *comm->store_, comm->prefix_, rank, size, comm->global_ranks_,
-      comm->device_, options.timeout, deadline);
+      comm->device_, options.timeout, deadline, options.creation_cancel);
   if (!mesh.ok()) return mesh.status();
   comm->store_round_trips_ = mesh->store_round_trips;
   comm->barrier_round_trips_ = mesh->barrier_round_trips;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -39,13 +40,20 @@ class InstalledContext : public ::gloo::Context {
   }
 };
 
-// Closes every pair when `deadline` passes before Stop(). Gloo's pair
+// How often the watchdog asks the creation's cancel check (CommOptions::
+// creation_cancel): a local call, so a short period costs nothing.
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(100);
+
+// Closes every pair when `deadline` passes before Stop(), or when `cancel`
+// (asked every kCancelPoll; may be empty) returns an error. Gloo's pair
 // connect waits up to 5 x its timeout and has no abort: closing the pair
 // (Pair::close, under the pair's own lock) wakes the waiting thread.
 class Watchdog {
  public:
-  Watchdog(std::vector<::gloo::transport::Pair*> pairs, absl::Time deadline)
-      : pairs_(std::move(pairs)), deadline_(deadline) {
+  Watchdog(std::vector<::gloo::transport::Pair*> pairs, absl::Time deadline,
+           std::function<absl::Status()> cancel)
+      : pairs_(std::move(pairs)), deadline_(deadline),
+        cancel_(std::move(cancel)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~Watchdog() { Stop(); }
@@ -64,13 +72,32 @@ class Watchdog {
     std::lock_guard<std::mutex> lock(mu_);
     return fired_;
   }
+  // The cancel check's error when it closed the pairs; OK otherwise (also
+  // when the deadline did).
+  absl::Status cancelled() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancelled_;
+  }
 
  private:
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_until(lock, absl::ToChronoTime(deadline_),
-                       [this] { return done_; })) {
-      return;
+    while (true) {
+      const absl::Time wake =
+          cancel_ ? std::min(deadline_, absl::Now() + kCancelPoll) : deadline_;
+      if (cv_.wait_until(lock, absl::ToChronoTime(wake),
+                         [this] { return done_; })) {
+        return;
+      }
+      if (absl::Now() >= deadline_) break;
+      lock.unlock();
+      absl::Status s = cancel_();
+      lock.lock();
+      if (done_) return;
+      if (!s.ok()) {
+        cancelled_ = std::move(s);
+        break;
+      }
     }
     fired_ = true;
     lock.unlock();
@@ -82,10 +109,12 @@ class Watchdog {
 
   const std::vector<::gloo::transport::Pair*> pairs_;
   const absl::Time deadline_;
+  const std::function<absl::Status()> cancel_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
   bool fired_ = false;
+  absl::Status cancelled_;
   std::thread thread_;
 };
 
@@ -175,7 +204,8 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,
     const std::vector<int>& global_ranks,
     const std::shared_ptr<::gloo::transport::Device>& device,
-    absl::Duration timeout, absl::Time deadline) {
+    absl::Duration timeout, absl::Time deadline,
+    const std::function<absl::Status()>& cancel) {
   std::string what = absl::StrCat(
       "gloo connect (rank ", rank, " of ", size, ", global rank ",
       global_ranks[rank], ", prefix \"", prefix, "\")");
@@ -229,7 +259,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     for (auto* p : pairs) {
       if (p != nullptr) live.push_back(p);
     }
-    Watchdog watchdog(live, deadline);
+    Watchdog watchdog(live, deadline, cancel);
     size_t reached = 0;  // position in `order` of the pair being connected
     // Connect the pairs this rank connects first, then wait for those its
     // peers connect: a connect completes without the peer's main thread
@@ -301,6 +331,12 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
         unchecked.push_back(addr_keys.peer_globals[order[k]]);
       }
       std::sort(unchecked.begin(), unchecked.end());
+      if (absl::Status cancelled = watchdog.cancelled(); !cancelled.ok()) {
+        return absl::Status(
+            cancelled.code(),
+            absl::StrCat(what, ": waiting for the connection with global rank ",
+                         waited, " (pairs closed): ", cancelled.message()));
+      }
       return absl::DeadlineExceededError(absl::StrCat(
           what, ": connection to global rank ", waited, " not made within ",
           absl::FormatDuration(timeout),

@@ -35,7 +35,11 @@
 // ranks that had not published their addresses / not connected in time;
 // Unavailable naming the peer whose connection failed (refused, reset), or
 // the member that reported a failure at the barrier;
-// the store's errors (prefixed). Never throws.
+// the store's errors (prefixed). `cancel` (CommOptions::creation_cancel; may
+// be empty) is asked by the watchdog every 100 ms while pairs connect: its
+// error closes the pairs and is returned with its code, the message naming
+// the peer being waited on (the store waits are the store's to cut short).
+// Never throws.
 //
 // Thread-safety: one call per (store, prefix); it starts and joins one
 // watchdog thread.
@@ -47,11 +51,13 @@
 #include "config/require_cxx17.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/gloo/gloo_abortable_context.h"
@@ -86,7 +92,8 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,
     const std::vector<int>& global_ranks,
     const std::shared_ptr<::gloo::transport::Device>& device,
-    absl::Duration timeout, absl::Time deadline);
+    absl::Duration timeout, absl::Time deadline,
+    const std::function<absl::Status()>& cancel = nullptr);
 
 // Waits (until `deadline`) for every key in `keys` (key r belongs to the
 // group's rank r) and returns the values in order; one MultiGet. On a

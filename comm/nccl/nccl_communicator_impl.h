@@ -14,6 +14,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,10 +27,13 @@ namespace devmesh {
 namespace nccl_internal {
 
 // Waits until `comm` is no longer ncclInProgress, polling
-// ncclCommGetAsyncError; past `deadline` aborts it and returns
-// DeadlineExceeded naming `what`.
-absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
-                         absl::string_view what);
+// ncclCommGetAsyncError every 200 us; past `deadline` aborts it and returns
+// DeadlineExceeded naming `what`. `cancel` (CommOptions::creation_cancel,
+// for init and split; may be empty) is asked about every 50 ms: its error
+// aborts `comm` and is returned with its code, prefixed with `what`.
+absl::Status WaitForComm(
+    ncclComm_t comm, absl::Time deadline, absl::string_view what,
+    const std::function<absl::Status()>& cancel = nullptr);
 
 // An ncclConfig_t from the options; non-blocking (the blocking option is
 // honoured for calls after init by polling to completion ourselves).

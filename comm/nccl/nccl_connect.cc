@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -59,8 +60,10 @@ ncclConfig_t MakeConfig(const NcclOptions& options) {
 }
 
 absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
-                         absl::string_view what) {
-  while (true) {
+                         absl::string_view what,
+                         const std::function<absl::Status()>& cancel) {
+  constexpr int kPollsPerCancelCheck = 250;  // 250 x 200 us = 50 ms
+  for (int polls = 1;; ++polls) {
     ncclResult_t state = ncclSuccess;
     ncclResult_t r = ncclCommGetAsyncError(comm, &state);
     if (r != ncclSuccess) return NcclStatus(r, what, comm);
@@ -75,6 +78,15 @@ absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
       return absl::DeadlineExceededError(
           absl::StrCat(what, ": not done within the timeout; communicator "
                              "aborted (ncclCommAbort)"));
+    }
+    if (cancel && polls % kPollsPerCancelCheck == 0) {
+      if (absl::Status s = cancel(); !s.ok()) {
+        ncclCommAbort(comm);
+        return absl::Status(
+            s.code(), absl::StrCat(what, ": stopped; communicator aborted "
+                                         "(ncclCommAbort): ",
+                                   s.message()));
+      }
     }
     absl::SleepFor(absl::Microseconds(200));
   }
@@ -139,7 +151,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     return NcclStatus(r, "ncclCommInitRankConfig");
   }
   if (auto s = nccl_internal::WaitForComm(comm, deadline,
-                                          "ncclCommInitRankConfig");
+                                          "ncclCommInitRankConfig",
+                                          options.creation_cancel);
       !s.ok()) {
     return s;
   }
@@ -256,11 +269,18 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
   if (r != ncclSuccess && r != ncclInProgress) {
     return NcclStatus(r, "ncclCommSplit", comm_);
   }
-  if (auto s = WaitForComm(comm_, deadline, "ncclCommSplit (parent)"); !s.ok()) {
+  if (auto s = WaitForComm(comm_, deadline, "ncclCommSplit (parent)",
+                           child_options.creation_cancel);
+      !s.ok()) {
+    aborted_.store(true);  // WaitForComm aborted the parent: never finalize it.
     return s;
   }
   if (color == kNoColor || child == nullptr) return std::unique_ptr<Communicator>();
-  if (auto s = WaitForComm(child, deadline, "ncclCommSplit"); !s.ok()) return s;
+  if (auto s = WaitForComm(child, deadline, "ncclCommSplit",
+                           child_options.creation_cancel);
+      !s.ok()) {
+    return s;
+  }
   std::vector<std::pair<int32_t, int>> members;
   for (int p = 0; p < size_; ++p) {
     if (all[2 * p] == color) members.emplace_back(all[2 * p + 1], p);

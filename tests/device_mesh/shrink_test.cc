@@ -17,6 +17,11 @@
 //                        creation on the watch's verdict (a second round),
 //                        not at the group timeout (120 s here, past the run's
 //                        60 s limit)
+//   kill_in_connect      the same, but rank 4 dies just after it published
+//                        those addresses: the peers whose side of a pair
+//                        waits for rank 4 to connect sit in Gloo's connect,
+//                        not in a store wait, and must leave it on the
+//                        verdict too (CommOptions::creation_cancel)
 //   stop_long            rank 2 is SIGSTOPped for 4 s (> the 2 s silence)
 //                        and continued: it must be fenced (FailedPrecondition
 //                        from every call), the others go on without it
@@ -118,6 +123,9 @@ struct Scenario {
   std::string refused;
   int rounds = -1;  // Shrink's rounds on every survivor (-1: any)
   int rebuild_victim = -1;  // dies in Shrink's rebuild (kill_in_rebuild)
+  // It dies just after its first group MultiSet returns (kill_in_connect),
+  // not as it makes it.
+  bool rebuild_after_publish = false;
   // The epoch survivors end at (after a fault). A death in the rebuild is a
   // second round of the Shrink of a rank whose rebuild waited on the dead
   // rank, and a second Shrink of the same recovery for one whose rebuild did
@@ -144,6 +152,9 @@ std::vector<Scenario> Scenarios() {
     k.rebuild_victim = 4;
     k.rounds = 2;  // over the recovery's Shrinks: one epoch each
     k.epoch = 2;
+    s.push_back(k);
+    k.name = "kill_in_connect";
+    k.rebuild_after_publish = true;
     s.push_back(k);
   }
   // Found dead 2 s after it stopped: by then every tp group of a surviving
@@ -219,8 +230,10 @@ int64_t Ns(absl::Time t) {
 class DieAtGroupPublishStore : public Store {
  public:
   DieAtGroupPublishStore(std::shared_ptr<Store> base,
-                         std::shared_ptr<std::atomic<bool>> armed)
-      : base_(std::move(base)), armed_(std::move(armed)) {}
+                         std::shared_ptr<std::atomic<bool>> armed,
+                         bool after_publish)
+      : base_(std::move(base)), armed_(std::move(armed)),
+        after_publish_(after_publish) {}
   absl::Duration default_timeout() const override {
     return base_->default_timeout();
   }
@@ -256,16 +269,18 @@ class DieAtGroupPublishStore : public Store {
   }
   absl::Status MultiSet(absl::Span<const std::string> k,
                         absl::Span<const std::string> v) override {
-    if (armed_->load() && !k.empty() &&
-        absl::StartsWith(k[0], "devmesh/group/")) {
-      raise(SIGKILL);
-    }
-    return base_->MultiSet(k, v);
+    const bool fire = armed_->load() && !k.empty() &&
+                      absl::StartsWith(k[0], "devmesh/group/");
+    if (fire && !after_publish_) raise(SIGKILL);
+    absl::Status s = base_->MultiSet(k, v);
+    if (fire) raise(SIGKILL);
+    return s;
   }
 
  private:
   std::shared_ptr<Store> base_;
   std::shared_ptr<std::atomic<bool>> armed_;
+  const bool after_publish_;
 };
 
 absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
@@ -273,7 +288,8 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
   auto armed = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<Store> store = b.store();
   if (me == sc.rebuild_victim) {
-    store = std::make_shared<DieAtGroupPublishStore>(store, armed);
+    store = std::make_shared<DieAtGroupPublishStore>(
+        store, armed, sc.rebuild_after_publish);
   }
   ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(store, me, b.world_size(),
                                                 b.local_rank()));
