@@ -6,15 +6,11 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "comm/shm/shm_single_copy.h"
 
 namespace devmesh {
 namespace shm_internal {
-namespace {
 
-using reduce_internal::ReduceFunc;
-
-// Parts of a two-step chunk start on 64-byte boundaries where the element
-// size allows, so two members never write one cache line.
 size_t PartStart(size_t count, size_t elem, int part, int size) {
   if (part <= 0) return 0;
   if (part >= size) return count;
@@ -22,6 +18,10 @@ size_t PartStart(size_t count, size_t elem, int part, int size) {
   const size_t raw = count * static_cast<size_t>(part) / size;
   return raw / align * align;
 }
+
+namespace {
+
+using reduce_internal::ReduceFunc;
 
 // out = x(0) op x(1) op ... op x(size-1), in rank order, pairwise (so
 // float16/bfloat16 round at each step, as the Gloo backend's chain does).
@@ -122,9 +122,23 @@ size_t OneShotMaxBytes() {
   return max;
 }
 
+size_t SingleCopyMinBytes() {
+  static const size_t min = [] {
+    const char* env = std::getenv("DEVMESH_SHM_SINGLE_COPY_MIN");
+    size_t v = 0;
+    if (env != nullptr && absl::SimpleAtoi(env, &v)) return v;
+    return kSingleCopyMinBytes;
+  }();
+  return min;
+}
+
 absl::Status ShmAllReduce(ShmGroup g, const char* send, char* recv,
                           size_t count, size_t elem, const ReduceFunc& reduce,
                           OpName what) {
+  if (g.single_copy && count * elem >= SingleCopyMinBytes()) {
+    return ShmAllReduceSingleCopy(*g.segment, *g.sync, send, recv, count, elem,
+                                  reduce, what);
+  }
   if (count * elem <= OneShotMaxBytes()) {
     return ShmAllReduceOneShot(g, send, recv, count, elem, reduce, what);
   }

@@ -21,6 +21,9 @@
 //    order) into its slot; one step; each member copies every other part from
 //    its owner's slot. Two steps a round; about 4 x bytes of memory traffic
 //    per member whatever the size, against 2 + size for one-shot.
+//  - single copy (shm_single_copy.h), from kSingleCopyMinBytes when every
+//    member can read every other's memory: the two-step's parts, read from
+//    the peers' own buffers with process_vm_readv; three steps, no rounds.
 // Every member computes the same bits: one-shot reduces in rank order on each
 // member, two-step has one member reduce each part. float16 and bfloat16 are
 // reduced pairwise in float32 and rounded back at each step, as the Gloo
@@ -53,11 +56,34 @@ namespace shm_internal {
 
 inline constexpr size_t kOneShotMaxBytes = size_t{8} << 10;
 
-// The group: its segment and its steps.
+// Where the single-copy all-reduce (shm_single_copy.h) starts, when the
+// group's set-up allowed it. DEVMESH_SHM_SINGLE_COPY_MIN overrides it (read
+// once). Measured with bench/allreduce_2d, float32, median us of 3 runs,
+// slots (two-step) / single copy / Open MPI 4.1 vader with CMA:
+//   one 2-member group on 2 cores (1x2): 256 KiB 54 / 37 / 47,
+//     1 MiB 205 / 143 / 235, 4 MiB 936 / 807 / 911, 8 MiB 2454 / 2224 /
+//     1786, 16 MiB 5976 / 5104 / 5348;
+//   2x2, 4 ranks on 2 cores: 256 KiB dp 70 / 54, tp 120 / 131; 1 MiB dp
+//     311 / 343, tp 475 / 438; 4 MiB dp 2003 / 2157, tp 2727 / 2669; 16 MiB
+//     dp 11836 / 11810, tp 13374 / 12812 (the machine's noise is about
+//     +-15% between runs).
+// Single copy wins clearly where the members do not share a core with
+// another group's; with co-runners it is level with the slots. From 1 MiB,
+// where it never lost beyond the noise.
+inline constexpr size_t kSingleCopyMinBytes = size_t{1} << 20;
+
+// The group: its segment and its steps, and whether every member may read
+// every other's memory (ShmSetup::single_copy).
 struct ShmGroup {
   const ShmSegment* segment;
   ShmSync* sync;
+  bool single_copy = false;
 };
+
+// Where part `part` of `size` parts of a chunk of `count` elements of `elem`
+// bytes starts (part `size` is `count`): on 64-byte boundaries where the
+// element size allows, so two members never write one cache line.
+size_t PartStart(size_t count, size_t elem, int part, int size);
 
 // recv[i] = reduce over members of send[i], i < count. send == recv is in
 // place; partly overlapping buffers are the caller's to separate.

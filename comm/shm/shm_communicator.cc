@@ -63,7 +63,8 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> group,
                                  shm_internal::ShmSetup setup)
     : group_(std::move(group)),
       options_(setup.options),
-      segment_(std::move(setup.segment)) {
+      segment_(std::move(setup.segment)),
+      single_copy_(setup.single_copy) {
   if (segment_ != nullptr) {
     sync_ = std::make_unique<shm_internal::ShmSync>(
         segment_.get(), group_->rank(), group_->global_ranks(),
@@ -122,7 +123,8 @@ absl::Status ShmCommunicator::AllReduce(const void* send, void* recv,
   if (sync_ == nullptr) return absl::OkStatus();
   auto fn = reduce_internal::GetReduceFunction(dtype, op);
   absl::Status s = shm_internal::ShmAllReduce(
-      ShmGroup{segment_.get(), sync_.get()}, static_cast<const char*>(send),
+      ShmGroup{segment_.get(), sync_.get(), single_copy_},
+      static_cast<const char*>(send),
       static_cast<char*>(recv), count, elem, fn, what);
   if (!s.ok()) return s;
   if (op == ReduceOp::kAvg) {

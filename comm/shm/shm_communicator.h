@@ -20,6 +20,11 @@
 //     shared) and that /proc shows that process (one pid namespace, so that
 //     a dead member can be noticed);
 //  6. all-gather of those verdicts: every member reaches the same decision.
+//     Each verdict also says whether the member could read every other's
+//     memory with process_vm_readv (a probe of a word the other published
+//     the address of); when all could, large all-reduces take the
+//     single-copy path (shm_single_copy.h; single_copy()). A host that
+//     forbids cross-memory attach keeps the slots, with no error.
 // Cost: one broadcast and two all-gathers over the underlying group, and one
 // segment of SegmentBytes(size, slot_bytes) bytes.
 //
@@ -102,6 +107,11 @@ class ShmCommunicator final : public Communicator {
   ~ShmCommunicator() override;
 
   absl::string_view backend() const override { return "shm"; }
+  // Whether all-reduces of at least kSingleCopyMinBytes read the members'
+  // buffers directly (process_vm_readv, probed at set-up and allowed by
+  // DEVMESH_SHM_SINGLE_COPY; comm/shm/shm_single_copy.h) instead of going
+  // through the segment's slots. Thread-safe (fixed at creation).
+  bool single_copy() const { return single_copy_; }
   int rank() const override { return group_->rank(); }
   int size() const override { return group_->size(); }
   const std::vector<int>& global_ranks() const override {
@@ -147,6 +157,7 @@ class ShmCommunicator final : public Communicator {
   ShmOptions options_;
   std::unique_ptr<shm_internal::ShmSegment> segment_;
   std::unique_ptr<shm_internal::ShmSync> sync_;
+  bool single_copy_ = false;  // ShmSetup::single_copy
   std::atomic<bool> aborted_{false};
 };
 

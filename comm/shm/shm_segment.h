@@ -98,7 +98,15 @@ struct alignas(kCacheLine) MemberLine {
   int64_t pid;                  // in the pid namespace of every member
   uint64_t start_time;          // /proc/<pid>/stat field 22
   uint64_t nonce_echo;          // the header's nonce, as this member read it
+  // The single-copy path (shm_algorithms.h): the address, in this member's
+  // own address space, of its mapping's header nonce (the set-up's
+  // process_vm_readv probe), and of the current all-reduce's buffers
+  // (written before the call's first step, read by peers after it).
+  uint64_t probe_addr;
+  uint64_t send_addr;
+  uint64_t recv_addr;
 };
+static_assert(sizeof(MemberLine) == kCacheLine, "one cache line a member");
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free (address-free)");

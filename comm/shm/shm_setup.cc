@@ -1,6 +1,7 @@
 // devmesh/comm/shm/shm_setup.cc
 #include "comm/shm/shm_setup.h"
 
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,8 +46,30 @@ struct Report {
 struct Verdict {
   uint32_t ok;
   int32_t bad_member;
+  // 1 when this member read every other member's probe word with
+  // process_vm_readv (the single-copy path may be used with them).
+  uint32_t single_copy;
+  uint32_t pad;
   char error[kTextBytes];
 };
+
+// Whether this process can read `pid`'s memory at `addr`, where that member
+// keeps the segment's nonce: process_vm_readv (cross-memory attach) is
+// allowed to a process of the same user unless a security module (Yama's
+// ptrace_scope, a container's seccomp filter) forbids it.
+bool CanReadPeer(int64_t pid, uint64_t addr, uint64_t nonce) {
+  uint64_t value = 0;
+  iovec local{&value, sizeof(value)};
+  iovec remote{reinterpret_cast<void*>(addr), sizeof(value)};
+  return process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1,
+                          0) == static_cast<ssize_t>(sizeof(value)) &&
+         value == nonce;
+}
+
+bool SingleCopyAllowed() {
+  const char* env = std::getenv("DEVMESH_SHM_SINGLE_COPY");
+  return env == nullptr || std::string(env) != "0";
+}
 
 void CopyText(char* dst, absl::string_view text) {
   const size_t n = std::min(text.size(), kTextBytes - 1);
@@ -92,7 +115,7 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   auto self = SelfIdentity();
   if (n == 1) {
     if (!self.ok()) return self.status();
-    return ShmSetup{nullptr, {*self}, options};
+    return ShmSetup{nullptr, {*self}, options, false};
   }
 
   // 1-2. Rank 0 makes the segment and offers it.
@@ -143,6 +166,7 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
       line->pid = self->pid;
       line->start_time = self->start_time;
       line->nonce_echo = offer.nonce;
+      line->probe_addr = reinterpret_cast<uint64_t>(&segment->header()->nonce);
       line->state.store(kMemberMapped);
       report.ok = 1;
       report.pid = self->pid;
@@ -158,6 +182,7 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   // 5. Check every other member through the segment and /proc.
   Verdict verdict{};
   verdict.ok = 1;
+  verdict.single_copy = SingleCopyAllowed() ? 1 : 0;
   std::vector<ProcessIdentity> identities(n);
   for (int j = 0; j < n && verdict.ok; ++j) {
     const Report& r = reports[j];
@@ -181,7 +206,12 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
                             ") is not the one it announced (pid ", r.pid,
                             "): the segment is not shared with global rank ",
                             ranks[me]));
-    } else if (CheckLiveness(identities[j]) != Liveness::kAlive) {
+    } else if (verdict.single_copy &&
+               !CanReadPeer(r.pid, line->probe_addr, offer.nonce)) {
+      verdict.single_copy = 0;  // The slots still work: not an error.
+    }
+    if (!verdict.ok) break;
+    if (CheckLiveness(identities[j]) != Liveness::kAlive) {
       verdict.ok = 0;
       verdict.bad_member = j;
       CopyText(verdict.error,
@@ -196,8 +226,10 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   if (absl::Status s = AllGatherRecords(*group, verdict, &verdicts); !s.ok()) {
     return s;
   }
+  bool single_copy = true;
   for (int i = 0; i < n; ++i) {
     const Verdict& v = verdicts[i];
+    single_copy = single_copy && v.single_copy != 0;
     if (v.ok) continue;
     if (!options.require) return std::optional<ShmSetup>();
     const int bad = std::clamp<int>(v.bad_member, 0, n - 1);
@@ -209,7 +241,8 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
         ". Use backend \"gloo\" for groups across hosts, or leave the backend "
         "unset to use shared memory only where members share it"));
   }
-  return ShmSetup{std::move(segment), std::move(identities), options};
+  return ShmSetup{std::move(segment), std::move(identities), options,
+                  single_copy};
 }
 
 }  // namespace shm_internal

@@ -27,6 +27,10 @@ struct ShmSetup {
   std::unique_ptr<ShmSegment> segment;  // null for a group of size 1
   std::vector<ProcessIdentity> identities;
   ShmOptions options;  // slot_bytes as used
+  // Every member can read every other's memory with process_vm_readv
+  // (probed at set-up; DEVMESH_SHM_SINGLE_COPY=0 turns it off): large
+  // all-reduces may take the single-copy path (shm_algorithms.h).
+  bool single_copy = false;
 };
 
 // Collective over `group`. The segment and identities when every member

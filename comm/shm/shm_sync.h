@@ -69,6 +69,9 @@ class ShmSync {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Group rank i's world rank and process id.
+  int global_rank(int i) const { return global_ranks_[i]; }
+  int64_t pid(int i) const { return identities_[i].pid; }
 
   // Starts the next step and announces this member's arrival at it. Returns
   // the step number.

@@ -3,7 +3,8 @@
 // Faults on shared-memory groups, in real processes started without a
 // launcher that would stop the others (the parent only hosts the store):
 // - kill_mid_allreduce: a random rank SIGKILLs itself during a loop of
-//   all-reduces (world and both halves of a 2x2 split); every survivor's
+//   all-reduces (world and both halves of a 2x2 split; through the slots
+//   and by single copy, comm/shm/shm_single_copy.h); every survivor's
 //   failing call must return Unavailable naming the victim's global rank
 //   within 1 s, on its own; nothing new stays in /dev/shm.
 // - never_joins_allreduce: one rank stays alive but never calls the
@@ -134,8 +135,12 @@ TEST(ShmChaos, KillMidAllreduce) {
           if (!world.ok()) return world.status();
           auto half = (*world)->Split(b.rank() / 2, b.rank());
           if (!half.ok()) return half.status();
-          std::vector<float> buf(1 << 16, 1.0f);  // 256 KiB: two-step
+          // 256 KiB (two-step through the slots) and 1 MiB + 12 bytes
+          // (single copy: peers read each other's buffers), two calls each
+          // in turn.
+          std::vector<float> buf((1 << 18) + 3, 1.0f);
           for (int i = 0; i < 100; ++i) {
+            const size_t count = (i / 2) % 2 ? buf.size() : (1 << 16);
             if (b.rank() == victim && i == at) {
               std::thread([delay_us] {
                 absl::SleepFor(absl::Microseconds(delay_us));
@@ -144,7 +149,7 @@ TEST(ShmChaos, KillMidAllreduce) {
             }
             Communicator* c = i % 2 ? half->get() : world->get();
             const absl::Time t0 = absl::Now();
-            absl::Status s = c->AllReduce(buf.data(), buf.data(), buf.size(),
+            absl::Status s = c->AllReduce(buf.data(), buf.data(), count,
                                           DataType::kFloat32, ReduceOp::kMax);
             const absl::Duration took = absl::Now() - t0;
             if (!s.ok()) {

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -56,10 +57,19 @@ absl::StatusOr<Groups> MakeGroups(int rank, int size,
   if (!tp.ok()) return tp.status();
   auto dp = (*world)->Split(rank % 2, rank);
   if (!dp.ok()) return dp.status();
+  // Every rank is a child of the test's process, of one user: the set-up's
+  // process_vm_readv probe passes unless the test turns it off.
+  const char* off = std::getenv("DEVMESH_SHM_SINGLE_COPY");
+  const bool single_copy = off == nullptr || std::string(off) != "0";
   for (Communicator* c : {world->get(), tp->get(), dp->get()}) {
     if (c->backend() != "shm") {
       return absl::InternalError(
           absl::StrCat("a group is ", c->backend(), ", not shm"));
+    }
+    const auto* shm = dynamic_cast<const ShmCommunicator*>(c);
+    if (shm == nullptr || shm->single_copy() != single_copy) {
+      return absl::InternalError(absl::StrCat(
+          "a group's single_copy() is not ", single_copy));
     }
   }
   return Groups{*std::move(world), *std::move(dp), *std::move(tp)};

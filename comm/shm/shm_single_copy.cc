@@ -1,0 +1,148 @@
+// devmesh/comm/shm/shm_single_copy.cc
+#include "comm/shm/shm_single_copy.h"
+
+#include <errno.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "comm/shm/shm_algorithms.h"
+
+namespace devmesh {
+namespace shm_internal {
+namespace {
+
+using reduce_internal::ReduceFunc;
+
+// Bytes of each block of the reduce-scatter: three such buffers (two peers'
+// blocks and, in place, this member's own) stay in L2 with the output.
+constexpr size_t kBlockBytes = size_t{64} << 10;
+
+// Reads `bytes` at `remote` in member `j`'s address space into `local`.
+// process_vm_readv may read less than asked (it stops at the first page it
+// cannot read, and a call moves at most about 2 GiB): read on to the end.
+absl::Status ReadPeer(ShmSync& sync, int j, uint64_t remote, char* local,
+                      size_t bytes, OpName what) {
+  size_t done = 0;
+  while (done < bytes) {
+    const size_t want = std::min<size_t>(bytes - done, size_t{1} << 30);
+    iovec to{local + done, want};
+    iovec from{reinterpret_cast<void*>(remote + done), want};
+    const ssize_t got =
+        process_vm_readv(static_cast<pid_t>(sync.pid(j)), &to, 1, &from, 1, 0);
+    if (got > 0) {
+      done += static_cast<size_t>(got);
+      continue;
+    }
+    const int err = got == 0 ? EFAULT : errno;
+    if (err == EINTR) continue;
+    return absl::UnavailableError(absl::StrCat(
+        what(), ": reading the buffer of global rank ", sync.global_rank(j),
+        " (pid ", sync.pid(j), ") with process_vm_readv failed: ",
+        err == ESRCH ? "the process is gone" : std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+// This thread's block buffers (one collective at a time per thread).
+char* Scratch(size_t bytes) {
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < bytes) scratch.resize(bytes);
+  return scratch.data();
+}
+
+}  // namespace
+
+absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
+                                    const char* send, char* recv,
+                                    size_t count, size_t elem,
+                                    const ReduceFunc& reduce, OpName what) {
+  const int n = sync.size();
+  const int me = sync.rank();
+  MemberLine* mine = segment.member(me);
+  mine->send_addr = reinterpret_cast<uint64_t>(send);
+  mine->recv_addr = reinterpret_cast<uint64_t>(recv);
+  // A: every member's addresses are published.
+  if (absl::Status s = sync.Step(what); !s.ok()) return s;
+
+  // A failed read stops this member's reads but not its steps: a peer's
+  // buffer goes away when that peer leaves the call on an error of its own
+  // (another member died, and it found out first), and the steps then end
+  // with the error that names the cause. Only when every step passes is the
+  // read error this call's own.
+  absl::Status read_error;
+  auto read = [&](int j, uint64_t remote, char* local, size_t bytes) {
+    if (read_error.ok()) {
+      read_error = ReadPeer(sync, j, remote, local, bytes, what);
+    }
+    return read_error.ok();
+  };
+
+  // Reduce-scatter: part `me`, in rank order, block by block.
+  const size_t lo = PartStart(count, elem, me, n);
+  const size_t hi = PartStart(count, elem, me + 1, n);
+  const size_t block = std::max<size_t>(1, kBlockBytes / elem);
+  const bool in_place = send == recv;
+  char* scratch = Scratch(3 * block * elem);
+  char* peer_a = scratch;
+  char* peer_b = scratch + block * elem;
+  char* own_copy = scratch + 2 * block * elem;
+  for (size_t off = lo; off < hi && read_error.ok(); off += block) {
+    const size_t c = std::min(block, hi - off);
+    const size_t at = off * elem;
+    char* out = recv + at;
+    // In place, `out` is this member's input: keep a copy before the first
+    // reduce writes it (member `me` need not come first in rank order).
+    const char* own = send + at;
+    if (in_place && me != 0) {
+      std::memcpy(own_copy, own, c * elem);
+      own = own_copy;
+    }
+    auto source = [&](int j, char* buffer) -> const char* {
+      if (j == me) return own;
+      return read(j, segment.member(j)->send_addr + at, buffer, c * elem)
+                 ? buffer
+                 : nullptr;
+    };
+    const char* x0 = source(0, peer_a);
+    const char* x1 = source(1, peer_b);
+    if (x0 == nullptr || x1 == nullptr) break;
+    reduce(out, x0, x1, c);
+    for (int j = 2; j < n; ++j) {
+      const char* xj = source(j, peer_a);
+      if (xj == nullptr) break;
+      reduce(out, out, xj, c);
+    }
+  }
+  // B: every part is reduced in its owner's recv.
+  if (absl::Status s = sync.Step(what); !s.ok()) return s;
+
+  // All-gather: every other part straight from its owner's recv.
+  for (int j = 0; j < n; ++j) {
+    if (j == me) continue;
+    const size_t jlo = PartStart(count, elem, j, n);
+    const size_t jhi = PartStart(count, elem, j + 1, n);
+    if (jhi == jlo) continue;
+    read(j, segment.member(j)->recv_addr + jlo * elem, recv + jlo * elem,
+         (jhi - jlo) * elem);
+  }
+  // C: nobody's buffers are read any more.
+  if (absl::Status s = sync.Step(what); !s.ok()) return s;
+  if (!read_error.ok()) {
+    // Every peer is alive and finished: this member's read failed on its
+    // own (a security module that changed its mind, say). Its result is
+    // incomplete; abort the group so later calls fail on every member.
+    sync.Abort();
+  }
+  return read_error;
+}
+
+}  // namespace shm_internal
+}  // namespace devmesh
