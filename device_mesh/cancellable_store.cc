@@ -64,28 +64,28 @@ auto Sliced(absl::Duration timeout, absl::Duration slice,
 
 CancellableStore::CancellableStore(std::shared_ptr<Store> base,
                                    absl::Duration slice, CancelCheck cancel)
-    : base_(std::move(base)),
+    : ForwardingStore(std::move(base)),
       slice_(slice > absl::ZeroDuration() ? slice : absl::Seconds(1)),
       cancel_(std::move(cancel)) {}
 
 absl::StatusOr<std::string> CancellableStore::Get(absl::string_view key,
                                                   absl::Duration timeout) {
   return Sliced(timeout, slice_, cancel_, [&](absl::Duration wait) {
-    return base_->Get(key, wait);
+    return base()->Get(key, wait);
   });
 }
 
 absl::Status CancellableStore::Wait(absl::Span<const std::string> keys,
                                     absl::Duration timeout) {
   return Sliced(timeout, slice_, cancel_, [&](absl::Duration wait) {
-    return base_->Wait(keys, wait);
+    return base()->Wait(keys, wait);
   });
 }
 
 absl::StatusOr<std::vector<std::string>> CancellableStore::MultiGet(
     absl::Span<const std::string> keys, absl::Duration timeout) {
   return Sliced(timeout, slice_, cancel_, [&](absl::Duration wait) {
-    return base_->MultiGet(keys, wait);
+    return base()->MultiGet(keys, wait);
   });
 }
 

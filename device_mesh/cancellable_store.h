@@ -40,11 +40,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "store/forwarding_store.h"
 #include "store/store.h"
 
 namespace devmesh {
 
-class CancellableStore : public Store {
+class CancellableStore : public ForwardingStore {
  public:
   // OK: go on waiting; an error: end the waiting call with it.
   using CancelCheck = std::function<absl::Status()>;
@@ -53,42 +54,16 @@ class CancellableStore : public Store {
   CancellableStore(std::shared_ptr<Store> base, absl::Duration slice,
                    CancelCheck cancel);
 
-  absl::Duration default_timeout() const override {
-    return base_->default_timeout();
-  }
-  absl::Status Set(absl::string_view key, absl::string_view value) override {
-    return base_->Set(key, value);
-  }
   using Store::Get;
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout) override;
-  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override {
-    return base_->Add(key, delta);
-  }
-  absl::StatusOr<std::string> CompareSet(absl::string_view key,
-                                         absl::string_view expected,
-                                         absl::string_view desired) override {
-    return base_->CompareSet(key, expected, desired);
-  }
   using Store::Wait;
   absl::Status Wait(absl::Span<const std::string> keys,
                     absl::Duration timeout) override;
-  absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override {
-    return base_->Check(keys);
-  }
-  absl::StatusOr<bool> DeleteKey(absl::string_view key) override {
-    return base_->DeleteKey(key);
-  }
-  absl::StatusOr<int64_t> NumKeys() override { return base_->NumKeys(); }
   absl::StatusOr<std::vector<std::string>> MultiGet(
       absl::Span<const std::string> keys, absl::Duration timeout) override;
-  absl::Status MultiSet(absl::Span<const std::string> keys,
-                        absl::Span<const std::string> values) override {
-    return base_->MultiSet(keys, values);
-  }
 
  private:
-  std::shared_ptr<Store> base_;
   absl::Duration slice_;
   CancelCheck cancel_;
 };

@@ -18,51 +18,49 @@
 #include <string>
 #include <vector>
 
+#include "store/forwarding_store.h"
 #include "store/store.h"
 
 namespace devmesh {
 
-class CountingStore : public Store {
+class CountingStore : public ForwardingStore {
  public:
-  explicit CountingStore(std::shared_ptr<Store> base) : base_(std::move(base)) {}
+  explicit CountingStore(std::shared_ptr<Store> base)
+      : ForwardingStore(std::move(base)) {}
   // A view over `base` whose calls are counted in `sink`'s counters (its own
   // stay 0): one count per call made through the view, however `base`
   // carries it out (a CancellableStore's wait in slices is one call).
   CountingStore(std::shared_ptr<Store> base, std::shared_ptr<CountingStore> sink)
-      : base_(std::move(base)), sink_(std::move(sink)) {}
+      : ForwardingStore(std::move(base)), sink_(std::move(sink)) {}
 
-  // The decorated store (calls on it are not counted).
-  const std::shared_ptr<Store>& base() const { return base_; }
+  // base(): the decorated store (calls on it are not counted).
   // Calls made so far through this decorator.
   int64_t round_trips() const { return calls_.load(std::memory_order_relaxed); }
   // Payload bytes moved so far: every key and value sent plus every value
   // received (a failed call counts what it sent).
   int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
-  absl::Duration default_timeout() const override {
-    return base_->default_timeout();
-  }
   absl::Status Set(absl::string_view key, absl::string_view value) override {
     Count(key.size() + value.size());
-    return base_->Set(key, value);
+    return base()->Set(key, value);
   }
   using Store::Get;
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout) override {
     Count(key.size());
-    auto value = base_->Get(key, timeout);
+    auto value = base()->Get(key, timeout);
     if (value.ok()) Count(value->size(), /*call=*/false);
     return value;
   }
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override {
     Count(key.size() + sizeof(delta));
-    return base_->Add(key, delta);
+    return base()->Add(key, delta);
   }
   absl::StatusOr<std::string> CompareSet(absl::string_view key,
                                          absl::string_view expected,
                                          absl::string_view desired) override {
     Count(key.size() + expected.size() + desired.size());
-    auto value = base_->CompareSet(key, expected, desired);
+    auto value = base()->CompareSet(key, expected, desired);
     if (value.ok()) Count(value->size(), /*call=*/false);
     return value;
   }
@@ -70,31 +68,31 @@ class CountingStore : public Store {
   absl::Status Wait(absl::Span<const std::string> keys,
                     absl::Duration timeout) override {
     Count(KeyBytes(keys));
-    return base_->Wait(keys, timeout);
+    return base()->Wait(keys, timeout);
   }
   absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override {
     Count(KeyBytes(keys));
-    return base_->Check(keys);
+    return base()->Check(keys);
   }
   absl::StatusOr<bool> DeleteKey(absl::string_view key) override {
     Count(key.size());
-    return base_->DeleteKey(key);
+    return base()->DeleteKey(key);
   }
   absl::StatusOr<int64_t> NumKeys() override {
     Count(0);
-    return base_->NumKeys();
+    return base()->NumKeys();
   }
   absl::StatusOr<std::vector<std::string>> MultiGet(
       absl::Span<const std::string> keys, absl::Duration timeout) override {
     Count(KeyBytes(keys));
-    auto values = base_->MultiGet(keys, timeout);
+    auto values = base()->MultiGet(keys, timeout);
     if (values.ok()) Count(KeyBytes(*values), /*call=*/false);
     return values;
   }
   absl::Status MultiSet(absl::Span<const std::string> keys,
                         absl::Span<const std::string> values) override {
     Count(KeyBytes(keys) + KeyBytes(values));
-    return base_->MultiSet(keys, values);
+    return base()->MultiSet(keys, values);
   }
 
  private:
@@ -109,7 +107,6 @@ class CountingStore : public Store {
     return n;
   }
 
-  std::shared_ptr<Store> base_;
   std::shared_ptr<CountingStore> sink_;  // null: count here
   std::atomic<int64_t> calls_{0};
   std::atomic<int64_t> bytes_{0};

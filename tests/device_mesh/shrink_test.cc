@@ -73,6 +73,7 @@
 #include "device_mesh/mesh_runtime.h"
 #include "examples/elastic/elastic_training.h"
 #include "gtest/gtest.h"
+#include "store/forwarding_store.h"
 #include "store/store.h"
 #include "tests/device_mesh/mesh_checks.h"
 
@@ -227,58 +228,24 @@ int64_t Ns(absl::Time t) {
 // first MultiSet of a group key once `armed` (kill_in_rebuild: Shrink's
 // rebuild publishing a new group's addresses; the agreement before it sets
 // only epoch keys, and kept groups touch no key).
-class DieAtGroupPublishStore : public Store {
+class DieAtGroupPublishStore : public ForwardingStore {
  public:
   DieAtGroupPublishStore(std::shared_ptr<Store> base,
                          std::shared_ptr<std::atomic<bool>> armed,
                          bool after_publish)
-      : base_(std::move(base)), armed_(std::move(armed)),
+      : ForwardingStore(std::move(base)), armed_(std::move(armed)),
         after_publish_(after_publish) {}
-  absl::Duration default_timeout() const override {
-    return base_->default_timeout();
-  }
-  absl::Status Set(absl::string_view k, absl::string_view v) override {
-    return base_->Set(k, v);
-  }
-  absl::StatusOr<std::string> Get(absl::string_view k,
-                                  absl::Duration t) override {
-    return base_->Get(k, t);
-  }
-  absl::StatusOr<int64_t> Add(absl::string_view k, int64_t d) override {
-    return base_->Add(k, d);
-  }
-  absl::StatusOr<std::string> CompareSet(absl::string_view k,
-                                         absl::string_view e,
-                                         absl::string_view d) override {
-    return base_->CompareSet(k, e, d);
-  }
-  absl::Status Wait(absl::Span<const std::string> k,
-                    absl::Duration t) override {
-    return base_->Wait(k, t);
-  }
-  absl::StatusOr<bool> Check(absl::Span<const std::string> k) override {
-    return base_->Check(k);
-  }
-  absl::StatusOr<bool> DeleteKey(absl::string_view k) override {
-    return base_->DeleteKey(k);
-  }
-  absl::StatusOr<int64_t> NumKeys() override { return base_->NumKeys(); }
-  absl::StatusOr<std::vector<std::string>> MultiGet(
-      absl::Span<const std::string> k, absl::Duration t) override {
-    return base_->MultiGet(k, t);
-  }
   absl::Status MultiSet(absl::Span<const std::string> k,
                         absl::Span<const std::string> v) override {
     const bool fire = armed_->load() && !k.empty() &&
                       absl::StartsWith(k[0], "devmesh/group/");
     if (fire && !after_publish_) raise(SIGKILL);
-    absl::Status s = base_->MultiSet(k, v);
+    absl::Status s = base()->MultiSet(k, v);
     if (fire) raise(SIGKILL);
     return s;
   }
 
  private:
-  std::shared_ptr<Store> base_;
   std::shared_ptr<std::atomic<bool>> armed_;
   const bool after_publish_;
 };
