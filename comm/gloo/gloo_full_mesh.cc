@@ -90,6 +90,9 @@ class Watchdog {
         return;
       }
       if (absl::Now() >= deadline_) break;
+      // The condition variable's clock may run a little ahead of absl's:
+      // without a check, wait again until the deadline has passed.
+      if (!cancel_) continue;
       lock.unlock();
       absl::Status s = cancel_();
       lock.lock();

@@ -66,7 +66,13 @@ absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
   for (int polls = 1;; ++polls) {
     ncclResult_t state = ncclSuccess;
     ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    if (r != ncclSuccess) return NcclStatus(r, what, comm);
+    if (r != ncclSuccess) {
+      // Aborted on every failure, so that a caller that marks it aborted
+      // never leaks it.
+      absl::Status status = NcclStatus(r, what, comm);
+      ncclCommAbort(comm);
+      return status;
+    }
     if (state == ncclSuccess) return absl::OkStatus();
     if (state != ncclInProgress) {
       absl::Status status = NcclStatus(state, what, comm);
@@ -273,6 +279,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
                            child_options.creation_cancel);
       !s.ok()) {
     aborted_.store(true);  // WaitForComm aborted the parent: never finalize it.
+    if (child != nullptr) ncclCommAbort(child);
     return s;
   }
   if (color == kNoColor || child == nullptr) return std::unique_ptr<Communicator>();

@@ -58,7 +58,9 @@ inline constexpr size_t kOneShotMaxBytes = size_t{8} << 10;
 
 // Where the single-copy all-reduce (shm_single_copy.h) starts, when the
 // group's set-up allowed it. DEVMESH_SHM_SINGLE_COPY_MIN overrides it (read
-// once). Measured with bench/allreduce_2d, float32, median us of 3 runs,
+// once; like DEVMESH_SHM_ONESHOT_MAX it must be the same in every member's
+// environment: members that choose different algorithms for one call
+// misalign their steps). Measured with bench/allreduce_2d, float32, median us of 3 runs,
 // slots (two-step) / single copy / Open MPI 4.1 vader with CMA:
 //   one 2-member group on 2 cores (1x2): 256 KiB 54 / 37 / 47,
 //     1 MiB 205 / 143 / 235, 4 MiB 936 / 807 / 911, 8 MiB 2454 / 2224 /

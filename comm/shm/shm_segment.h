@@ -105,6 +105,11 @@ struct alignas(kCacheLine) MemberLine {
   uint64_t probe_addr;
   uint64_t send_addr;
   uint64_t recv_addr;
+  // Written before the single-copy call's last step: step A's number << 32,
+  // with bit 31 set when one of this member's reads failed (bit 30: the
+  // member read was gone; bits 0-29: that member's group rank). After the
+  // last step every member reads every other's, so that all fail alike.
+  uint64_t read_result;
 };
 static_assert(sizeof(MemberLine) == kCacheLine, "one cache line a member");
 

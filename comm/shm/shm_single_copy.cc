@@ -29,7 +29,7 @@ constexpr size_t kBlockBytes = size_t{64} << 10;
 // process_vm_readv may read less than asked (it stops at the first page it
 // cannot read, and a call moves at most about 2 GiB): read on to the end.
 absl::Status ReadPeer(ShmSync& sync, int j, uint64_t remote, char* local,
-                      size_t bytes, OpName what) {
+                      size_t bytes, OpName what, bool* gone) {
   size_t done = 0;
   while (done < bytes) {
     const size_t want = std::min<size_t>(bytes - done, size_t{1} << 30);
@@ -43,6 +43,7 @@ absl::Status ReadPeer(ShmSync& sync, int j, uint64_t remote, char* local,
     }
     const int err = got == 0 ? EFAULT : errno;
     if (err == EINTR) continue;
+    *gone = err == ESRCH;
     return absl::UnavailableError(absl::StrCat(
         what(), ": reading the buffer of global rank ", sync.global_rank(j),
         " (pid ", sync.pid(j), ") with process_vm_readv failed: ",
@@ -69,18 +70,25 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
   MemberLine* mine = segment.member(me);
   mine->send_addr = reinterpret_cast<uint64_t>(send);
   mine->recv_addr = reinterpret_cast<uint64_t>(recv);
-  // A: every member's addresses are published.
-  if (absl::Status s = sync.Step(what); !s.ok()) return s;
+  // A: every member's addresses are published. Its number names this call
+  // in the members' read results (the same on every member).
+  const uint32_t call = sync.Arrive();
+  if (absl::Status s = sync.WaitAll(call, what); !s.ok()) return s;
 
   // A failed read stops this member's reads but not its steps: a peer's
   // buffer goes away when that peer leaves the call on an error of its own
   // (another member died, and it found out first), and the steps then end
-  // with the error that names the cause. Only when every step passes is the
-  // read error this call's own.
+  // with the error that names the cause. When every step passes, a failed
+  // read is announced in the member's line before the last step, and every
+  // member fails the call (the failing member's part, which the others
+  // copied, is incomplete).
   absl::Status read_error;
+  int unread = -1;  // the member whose buffer could not be read
+  bool unread_gone = false;
   auto read = [&](int j, uint64_t remote, char* local, size_t bytes) {
     if (read_error.ok()) {
-      read_error = ReadPeer(sync, j, remote, local, bytes, what);
+      read_error = ReadPeer(sync, j, remote, local, bytes, what, &unread_gone);
+      if (!read_error.ok()) unread = j;
     }
     return read_error.ok();
   };
@@ -133,15 +141,40 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
     read(j, segment.member(j)->recv_addr + jlo * elem, recv + jlo * elem,
          (jhi - jlo) * elem);
   }
-  // C: nobody's buffers are read any more.
+  // C: nobody's buffers are read any more; every member's read result is
+  // published.
+  // (call << 32) | failed bit | gone bit | member index.
+  constexpr uint64_t kFailed = uint64_t{1} << 31;
+  constexpr uint64_t kGone = uint64_t{1} << 30;
+  const uint64_t tag = uint64_t{call} << 32;
+  mine->read_result =
+      read_error.ok() ? tag
+                      : tag | kFailed | (unread_gone ? kGone : 0) |
+                            static_cast<uint64_t>(unread);
   if (absl::Status s = sync.Step(what); !s.ok()) return s;
   if (!read_error.ok()) {
-    // Every peer is alive and finished: this member's read failed on its
-    // own (a security module that changed its mind, say). Its result is
-    // incomplete; abort the group so later calls fail on every member.
+    // Every member arrived: either the member read died right after its
+    // last arrival, or this member's read failed on its own (a security
+    // module that changed its mind, say). Abort the group too, so that
+    // later calls fail on every member.
     sync.Abort();
+    return read_error;
   }
-  return read_error;
+  for (int j = 0; j < n; ++j) {
+    const uint64_t r = segment.member(j)->read_result;
+    if (j == me || r == tag || (r >> 32) != call || (r & kFailed) == 0) {
+      continue;
+    }
+    const int of = static_cast<int>(r & (kGone - 1));
+    return absl::UnavailableError(absl::StrCat(
+        what(), ": global rank ", sync.global_rank(j),
+        " could not read the buffer of global rank ",
+        of >= 0 && of < n ? sync.global_rank(of) : -1,
+        (r & kGone) != 0 ? " (the process is gone)" : "",
+        " with process_vm_readv, so the result is incomplete; the group is "
+        "aborted"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace shm_internal

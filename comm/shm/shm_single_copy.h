@@ -30,9 +30,12 @@
 // died, or left the call on an error of its own and freed its buffer) stops
 // this member's reads, not its steps: the steps then end with the error
 // that names the dead or departed member, as on the slot path. When every
-// step passes, the read error is returned (Unavailable naming the member
-// whose buffer could not be read, with errno's text) and the group is
-// aborted, so that later calls fail on every member instead of diverging.
+// step passes (every member alive), a member whose read failed says so in
+// its member line before the last step, and the call fails on every member:
+// Unavailable naming the member whose buffer could not be read (with
+// errno's text) on that member, naming that member on the others; it also
+// aborts the group, so later calls fail everywhere too. No member returns
+// OK with an incomplete part.
 //
 // Thread-safety: as the other algorithms (one collective at a time per
 // group); the block buffers are per thread.

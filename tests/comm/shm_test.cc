@@ -5,6 +5,9 @@
 // (1, 7, 1023, 2^18 + 3 and 3 MiB + 5 elements), in place and out of place;
 // every other collective at odd multi-round sizes; dp and tp used at once
 // from two threads; nothing left in /dev/shm; bad arguments.
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -297,6 +300,66 @@ TEST(ShmTest, DpAndTpConcurrentlyFromTwoThreads) {
     DEVMESH_RETURN_IF_ERROR(results[0]);
     return results[1];
   }, absl::Seconds(300));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Drops CAP_SYS_PTRACE from this process's effective set (root's
+// process_vm_readv would otherwise pass every check).
+absl::Status DropPtraceCapability() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) {
+    return absl::InternalError("capget failed");
+  }
+  data[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective &= ~CAP_TO_MASK(CAP_SYS_PTRACE);
+  if (syscall(SYS_capset, &header, data) != 0) {
+    return absl::InternalError("capset failed");
+  }
+  return absl::OkStatus();
+}
+
+// A member whose buffer its peers can no longer read (it became
+// non-dumpable after the set-up's probe, and they may not ptrace it), while
+// it still reads theirs: the single-copy all-reduce fails on every member,
+// none returns OK with that member's part left incomplete.
+TEST(ShmTest, SingleCopyReadFailureFailsEveryMember) {
+  absl::Status status = ForkRanks(
+      kRanks,
+      [](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+        auto groups = MakeGroups(rank, size, store);
+        if (!groups.ok()) return groups.status();
+        const auto* shm = dynamic_cast<const ShmCommunicator*>(
+            groups->world.get());
+        if (shm == nullptr || !shm->single_copy()) return absl::OkStatus();
+        if (rank == 1) {
+          if (prctl(PR_SET_DUMPABLE, 0) != 0) {
+            return absl::InternalError("prctl failed");
+          }
+        } else {
+          DEVMESH_RETURN_IF_ERROR(DropPtraceCapability());
+        }
+        DEVMESH_RETURN_IF_ERROR(groups->world->Barrier());
+        std::vector<float> buf(size_t{1} << 19, 1.0f);  // 2 MiB
+        absl::Status s = groups->world->AllReduce(
+            buf.data(), buf.data(), buf.size(), DataType::kFloat32,
+            ReduceOp::kSum);
+        if (s.ok()) {
+          return absl::InternalError(
+              "the all-reduce returned OK though a member's buffer could "
+              "not be read");
+        }
+        // Rank 1 read everything; it learns that a peer could not read it.
+        const std::string want =
+            rank == 1 ? "could not read the buffer of global rank 1"
+                      : "reading the buffer of global rank 1";
+        if (s.code() != absl::StatusCode::kUnavailable ||
+            !absl::StrContains(s.message(), want)) {
+          return absl::InternalError(absl::StrCat(
+              "want Unavailable with '", want, "', got ", s.ToString()));
+        }
+        return absl::OkStatus();
+      },
+      absl::Seconds(120));
   EXPECT_TRUE(status.ok()) << status;
 }
 
