@@ -112,23 +112,22 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
   return absl::OkStatus();
 }
 
+// A byte count from the environment (a tuning knob), else `fallback`.
+size_t EnvBytesOr(const char* name, size_t fallback) {
+  const char* env = std::getenv(name);
+  size_t v = 0;
+  return env != nullptr && absl::SimpleAtoi(env, &v) ? v : fallback;
+}
+
 size_t OneShotMaxBytes() {
-  static const size_t max = [] {
-    const char* env = std::getenv("DEVMESH_SHM_ONESHOT_MAX");
-    size_t v = 0;
-    if (env != nullptr && absl::SimpleAtoi(env, &v)) return v;
-    return kOneShotMaxBytes;
-  }();
+  static const size_t max =
+      EnvBytesOr("DEVMESH_SHM_ONESHOT_MAX", kOneShotMaxBytes);
   return max;
 }
 
 size_t SingleCopyMinBytes() {
-  static const size_t min = [] {
-    const char* env = std::getenv("DEVMESH_SHM_SINGLE_COPY_MIN");
-    size_t v = 0;
-    if (env != nullptr && absl::SimpleAtoi(env, &v)) return v;
-    return kSingleCopyMinBytes;
-  }();
+  static const size_t min =
+      EnvBytesOr("DEVMESH_SHM_SINGLE_COPY_MIN", kSingleCopyMinBytes);
   return min;
 }
 
