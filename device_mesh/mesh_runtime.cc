@@ -61,30 +61,44 @@ absl::Status MeshRuntime::CheckCanCreate(absl::string_view what,
   return absl::OkStatus();
 }
 
-absl::string_view MeshRuntime::TransportOf(absl::string_view backend) {
-  return backend == "auto" || backend == "shm" ? "gloo" : backend;
-}
-
-absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Upgrade(
-    std::shared_ptr<Communicator> group, absl::string_view backend,
-    absl::Duration timeout) {
-  if (group == nullptr || TransportOf(backend) == backend) return group;
-  const bool require = backend == "shm";
-  if (!require && !hostnames_.empty()) {
-    // Members on hosts of different names are not tried (every member
-    // decides alike: they all hold the same host table). One host name is
-    // never taken as proof: ShareMemory checks the segment itself.
-    for (int r : group->global_ranks()) {
-      if (r < 0 || static_cast<size_t>(r) >= hostnames_.size() ||
-          hostnames_[r] != hostnames_[group->global_ranks()[0]]) {
-        return group;
-      }
+bool MeshRuntime::OnOneHostName(const std::vector<int>& members) const {
+  if (hostnames_.empty()) return true;  // no host table: let the check decide
+  for (int r : members) {
+    if (r < 0 || static_cast<size_t>(r) >= hostnames_.size() ||
+        hostnames_[r] != hostnames_[members[0]]) {
+      return false;
     }
   }
-  ShmOptions options;
-  options.require = require;
-  options.timeout = timeout;
-  return ShareMemory(std::move(group), options);
+  return true;
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::CreateOn(
+    absl::string_view backend, std::shared_ptr<Store> store, int index,
+    int size, const CommOptions& options) {
+  auto shared = [](absl::StatusOr<std::unique_ptr<Communicator>> made)
+      -> absl::StatusOr<std::shared_ptr<Communicator>> {
+    if (!made.ok()) return made.status();
+    return std::shared_ptr<Communicator>(*std::move(made));
+  };
+  if (backend != "auto" && backend != "shm") {
+    return shared(CreateCommunicator(backend, std::move(store), index, size,
+                                     options));
+  }
+  // Members on hosts of different names are not tried for "auto" (every
+  // member decides alike: they all hold the same host table). One host
+  // name is never taken as proof: the set-up checks the segment itself.
+  std::vector<int> members = options.global_ranks;
+  if (members.empty()) {
+    for (int r = 0; r < size; ++r) members.push_back(r);
+  }
+  if (backend == "shm" || OnOneHostName(members)) {
+    ShmOptions shm;
+    shm.require = backend == "shm";
+    auto made = CreateShmGroup(store, index, size, options, shm);
+    if (!made.ok() || *made != nullptr) return shared(std::move(made));
+  }
+  return shared(CreateCommunicator("gloo", std::move(store), index, size,
+                                   options));
 }
 
 absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(
@@ -174,27 +188,17 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
   auto it = worlds_.find(key);
   if (it != worlds_.end()) return it->second;
   absl::StatusOr<std::shared_ptr<Communicator>> made;
-  if (TransportOf(backend) != backend) {
-    // Shared memory over the transport's world with this timeout.
-    auto transport = WorldLocked(TransportOf(backend), timeout);
-    made = transport.ok() ? Upgrade(*transport, backend, timeout)
-                          : transport.status();
+  auto options = OptionsFor(backend, timeout, NcclOptions());
+  if (!options.ok()) {
+    made = options.status();
   } else {
-    auto options = OptionsFor(backend, timeout, NcclOptions());
-    if (!options.ok()) {
-      made = options.status();
-    } else {
-      // Named by backend and timeout alone, the same on every rank whatever
-      // else each asked for before.
-      auto ns = std::make_shared<PrefixStore>(
-          CreationStore(),
-          absl::StrCat("devmesh/world/", backend, "/", timeout_ns));
-      worlds_made_.fetch_add(1);
-      auto comm = CreateCommunicator(backend, ns, rank_, world_size_, *options);
-      made = comm.ok() ? absl::StatusOr<std::shared_ptr<Communicator>>(
-                             std::shared_ptr<Communicator>(std::move(*comm)))
-                       : comm.status();
-    }
+    // Named by backend and timeout alone, the same on every rank whatever
+    // else each asked for before.
+    auto ns = std::make_shared<PrefixStore>(
+        CreationStore(),
+        absl::StrCat("devmesh/world/", backend, "/", timeout_ns));
+    worlds_made_.fetch_add(1);
+    made = CreateOn(backend, std::move(ns), rank_, world_size_, *options);
   }
   // Kept, failure included: every rank's later call gets the same answer
   // rather than a retry that its peers would not make.
@@ -281,26 +285,24 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
     std::lock_guard<std::mutex> lock(names_mu_);
     n = group_counts_[name]++;
   }
-  const absl::string_view transport = TransportOf(backend);
-  auto options = OptionsFor(transport, timeout, nccl.value_or(NcclOptions()));
+  auto options = OptionsFor(backend, timeout, nccl.value_or(NcclOptions()));
   if (!options.ok()) return options.status();
   options->global_ranks = members;
   std::shared_ptr<Store> base = CreationStore();
   auto ns = std::make_shared<PrefixStore>(std::move(base),
                                           absl::StrCat(name, "/", n));
   groups_made_.fetch_add(1);
-  auto comm = CreateCommunicator(transport, std::move(ns), index,
-                                 static_cast<int>(members.size()), *options);
+  auto comm = CreateOn(backend, std::move(ns), index,
+                       static_cast<int>(members.size()), *options);
   if (!comm.ok()) {
     // Name the group (NCCL's own errors do not name its members).
     return absl::Status(
         comm.status().code(),
-        absl::StrCat(comm.status().message(), " (creating the ", transport,
+        absl::StrCat(comm.status().message(), " (creating the ", backend,
                      " group of global ranks [", absl::StrJoin(members, ", "),
                      "])"));
   }
-  return Upgrade(std::shared_ptr<Communicator>(std::move(*comm)), backend,
-                 timeout);
+  return comm;
 }
 
 void MeshRuntime::RememberWorld(const Communicator* comm) {

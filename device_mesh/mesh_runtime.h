@@ -15,9 +15,10 @@
 // come. Nothing in it is O(world) except a group that is the world. A world
 // communicator is made only when a world-sized dim or a caller (World)
 // needs it; its creation is collective over the world (SPMD, as PyTorch's
-// init_process_group). Backends "auto" and "shm" ride on "gloo": their
-// groups are Gloo groups given shared memory where the members share it
-// (Upgrade, the one place a group's transport is chosen).
+// init_process_group). Backend "auto" makes a shared-memory group over the
+// store alone where the members share memory (no Gloo device, socket or
+// event-loop thread: comm/shm/shm_communicator.h, CreateShmGroup), else a
+// Gloo group (CreateOn, the one place a group's transport is chosen).
 //
 // One runtime per store namespace: two runtimes over the same store would
 // read each other's keys. InitDeviceMesh reuses one runtime per Bootstrap;
@@ -87,8 +88,8 @@ class MeshRuntime {
   // calls return it, as they would on every rank). One per (backend,
   // timeout): named by those alone, so ranks agree on it whatever else each
   // asked for before; two world communicators of one backend and different
-  // timeouts are two sets of connections ("auto"/"shm" ride on the "gloo"
-  // world of the same timeout). Errors: FailedPrecondition on a detached
+  // timeouts are two sets of connections ("auto" and "shm" make their own
+  // world, a shared-memory group where the world shares memory). Errors: FailedPrecondition on a detached
   // runtime; InvalidArgument for a timeout that is not positive; otherwise
   // CreateCommunicator's (NotFound for an unknown backend, Unavailable for
   // "nccl" without NCCL, DeadlineExceeded naming the ranks that did not
@@ -107,8 +108,10 @@ class MeshRuntime {
   // n-th creation of one (identity, members) meets the n-th on every
   // member; device_mesh makes each at most once per rank), so only the
   // members take part: O(1) store round trips and O(size) bytes per
-  // rank (4 round trips for a Gloo group of size > 1, plus the shared-memory
-  // check's for "auto"/"shm"; comm/gloo/gloo_full_mesh.h). The child gets
+  // rank (4 round trips for a Gloo group of size > 1,
+  // comm/gloo/gloo_full_mesh.h; 5 for a shared-memory one of "auto"/"shm",
+  // and for "auto" members that cannot share memory, those 5 and then the
+  // Gloo group's). The child gets
   // `timeout` and, when set, the NCCL config `nccl` (its stream and
   // synchronize included). Not cached: a new communicator per call, owned by
   // the caller.
@@ -149,8 +152,7 @@ class MeshRuntime {
   bool IsWorldCommunicator(const Communicator* comm) const;
 
   // World communicators this runtime set out to create so far (one per
-  // (transport, timeout) asked for; "auto" and "shm" count their "gloo"
-  // world).
+  // (backend, timeout) asked for).
   int64_t world_communicators() const { return worlds_made_.load(); }
   // Named groups Group set out to create so far (attempts, failed ones
   // included; not the world communicators it returned).
@@ -255,19 +257,20 @@ class MeshRuntime {
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,
       const std::optional<NcclOptions>& nccl);
-  // The backend whose communicators carry `backend`'s groups: "gloo" for
-  // "auto" and "shm" (a shared-memory group sits on a Gloo group of the same
-  // members), else `backend` itself.
-  static absl::string_view TransportOf(absl::string_view backend);
-  // The one place a group's transport is chosen: `group` itself for a
-  // backend that is its own transport; for "auto", shared memory when every
-  // member shares it (members on hosts of different names are not even
-  // tried), else `group`; for "shm", shared memory or FailedPrecondition
-  // naming a member (ShareMemory, comm/shm/shm_communicator.h). Collective
-  // over `group`; nullptr stays nullptr.
-  absl::StatusOr<std::shared_ptr<Communicator>> Upgrade(
-      std::shared_ptr<Communicator> group, absl::string_view backend,
-      absl::Duration timeout);
+  // Whether every rank of `members` has the same host name in the host
+  // table (true without one).
+  bool OnOneHostName(const std::vector<int>& members) const;
+  // The one place a group's transport is chosen (collective over the
+  // members; keys under `store`): CreateCommunicator(backend) for a backend
+  // that is its own transport; for "shm", CreateShmGroup with require
+  // (FailedPrecondition naming a member that cannot share memory); for
+  // "auto", CreateShmGroup without require when every member has the same
+  // host name, and a Gloo group of the same members under the same store
+  // when they are not on one host name or cannot share memory (every
+  // member decides alike).
+  absl::StatusOr<std::shared_ptr<Communicator>> CreateOn(
+      absl::string_view backend, std::shared_ptr<Store> store, int index,
+      int size, const CommOptions& options);
   // World for `backend` with `timeout`; requires mu_ held.
   absl::StatusOr<std::shared_ptr<Communicator>> WorldLocked(
       absl::string_view backend, absl::Duration timeout);

@@ -14,6 +14,7 @@
 #include "comm/gloo/gloo_status.h"
 #include "comm/gloo/gloo_full_mesh.h"
 #include "comm/group_args.h"
+#include "comm/store_exchange.h"
 
 namespace devmesh {
 
@@ -87,56 +88,26 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
   // barrier.
   const absl::Time deadline = absl::Now() + child_options.timeout;
   const int64_t seq = split_count_++;
-  // (color, key) of every rank through the store: Set mine, then MultiGet
-  // all (2 round trips). A rank that never calls Split is then named on
-  // every peer, and every peer gets the same DeadlineExceeded (a Gloo
-  // all-gather would close the pair of whichever peer timed out first, and
-  // a slower peer would see "connection closed" instead).
+  // (color, key) of every rank through the store (comm/store_exchange.h):
+  // a rank that never calls Split is then named on every peer, and every
+  // peer gets the same DeadlineExceeded (a Gloo all-gather would close the
+  // pair of whichever peer timed out first, and a slower peer would see
+  // "connection closed" instead).
   const std::string base = absl::StrCat(prefix_, "split/", seq, "/");
   const std::string what =
       absl::StrCat("gloo split #", seq, " (color ", color, ", key ", key,
                    ", global rank ", global_ranks_[rank_], ")");
-  int64_t trips = 1;
-  if (auto s = store_->Set(absl::StrCat(base, "ck/", rank_),
-                           absl::StrCat(color, " ", key));
-      !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(what, ": store: ", s.message()));
-  }
-  if (color == kNoColor) return std::unique_ptr<Communicator>();
-  std::vector<std::string> keys;
-  keys.reserve(size_);
-  for (int r = 0; r < size_; ++r) keys.push_back(absl::StrCat(base, "ck/", r));
-  auto values = gloo_internal::StoreAllGather(
-      *store_, keys, global_ranks_, deadline, what,
-      "did not call Split", &trips);
-  if (!values.ok()) return values.status();
-  std::vector<int32_t> all(2 * static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
-    std::pair<std::string, std::string> ck =
-        absl::StrSplit((*values)[r], absl::MaxSplits(' ', 1));
-    if (!absl::SimpleAtoi(ck.first, &all[2 * r]) ||
-        !absl::SimpleAtoi(ck.second, &all[2 * r + 1])) {
-      return absl::InternalError(absl::StrCat(
-          what, ": global rank ", global_ranks_[r], " published \"",
-          (*values)[r], "\" as its (color, key)"));
-    }
-  }
-  // Members of my color, ordered by (key, parent rank) as ncclCommSplit.
-  std::vector<std::pair<int32_t, int>> members;
-  for (int r = 0; r < size_; ++r) {
-    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
-  }
-  std::sort(members.begin(), members.end());
-  int child_rank = -1;
-  std::vector<int> child_globals;
-  child_globals.reserve(members.size());
-  for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i].second == rank_) child_rank = static_cast<int>(i);
-    child_globals.push_back(global_ranks_[members[i].second]);
-  }
+  int64_t trips = 0;
+  auto membership = comm_internal::ExchangeSplitColors(
+      *store_, base, rank_, global_ranks_, color, key, deadline, what, &trips);
+  if (!membership.ok()) return membership.status();
+  if (!membership->has_value()) return std::unique_ptr<Communicator>();
+  const int child_rank = (*membership)->rank;
+  std::vector<int> child_globals = std::move((*membership)->global_ranks);
+  const int child_size = static_cast<int>(child_globals.size());
   auto child = Connect(
       store_, absl::StrCat(base, color, "/"),
-      child_rank, static_cast<int>(members.size()), std::move(child_globals),
+      child_rank, child_size, std::move(child_globals),
       child_options, device_, deadline);
   if (!child.ok()) return child.status();
   (*child)->store_round_trips_ += trips;

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/numbers.h"
 #include "comm/gloo/gloo_status.h"
+#include "comm/store_exchange.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/pair.h"
 #include "gloo/transport/tcp/address.h"
@@ -26,6 +27,8 @@
 namespace devmesh {
 namespace gloo_internal {
 namespace {
+
+using comm_internal::StoreAllGather;
 
 // A gloo::Context whose transport context was connected by devmesh (Gloo's
 // own subclasses, rendezvous::Context, install theirs the same way).
@@ -142,10 +145,6 @@ bool ConnectingSide(const sockaddr_storage& a, const sockaddr_storage& b) {
   return rv > 0;
 }
 
-absl::Duration Remaining(absl::Time deadline) {
-  return std::max(deadline - absl::Now(), absl::Milliseconds(1));
-}
-
 // "<prefix><kind>/<from>/<to>": what group rank `from` publishes for `to`.
 std::string PairKey(const std::string& prefix, absl::string_view kind,
                     int from, int to) {
@@ -176,32 +175,6 @@ PairKeys KeysFor(const std::string& prefix, absl::string_view kind, int rank,
 }
 
 }  // namespace
-
-absl::StatusOr<std::vector<std::string>> StoreAllGather(
-    Store& store, const std::vector<std::string>& keys,
-    const std::vector<int>& global_ranks, absl::Time deadline,
-    absl::string_view what, absl::string_view missing_means,
-    int64_t* round_trips) {
-  ++*round_trips;
-  auto values = store.MultiGet(keys, Remaining(deadline));
-  if (values.ok() || !absl::IsDeadlineExceeded(values.status())) {
-    if (!values.ok()) {
-      return absl::Status(values.status().code(),
-                          absl::StrCat(what, ": store: ",
-                                       values.status().message()));
-    }
-    return values;
-  }
-  std::vector<int> missing;
-  for (size_t r = 0; r < keys.size(); ++r) {
-    ++*round_trips;
-    auto present = store.Check({keys[r]});
-    if (present.ok() && !*present) missing.push_back(global_ranks[r]);
-  }
-  return absl::DeadlineExceededError(absl::StrCat(
-      what, ": global rank(s) [", absl::StrJoin(missing, ", "), "] ",
-      missing_means, " before the group's deadline"));
-}
 
 absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,

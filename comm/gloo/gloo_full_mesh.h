@@ -95,18 +95,6 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     absl::Duration timeout, absl::Time deadline,
     const std::function<absl::Status()>& cancel = nullptr);
 
-// Waits (until `deadline`) for every key in `keys` (key r belongs to the
-// group's rank r) and returns the values in order; one MultiGet. On a
-// timeout: DeadlineExceeded "<what>: global rank(s) [..] <missing_means>
-// before the group's deadline", naming the ranks whose key is missing (one
-// Check per key, on this error path only). Other store errors keep their
-// code, prefixed with `what`. Adds its round trips to *round_trips.
-absl::StatusOr<std::vector<std::string>> StoreAllGather(
-    Store& store, const std::vector<std::string>& keys,
-    const std::vector<int>& global_ranks, absl::Time deadline,
-    absl::string_view what, absl::string_view missing_means,
-    int64_t* round_trips);
-
 }  // namespace gloo_internal
 }  // namespace devmesh
 

@@ -6,12 +6,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/group_args.h"
 #include "comm/reduce_functions.h"
 #include "comm/shm/shm_algorithms.h"
 #include "comm/shm/shm_setup.h"
+#include "comm/store_exchange.h"
+#include "store/prefix_store.h"
 
 namespace devmesh {
 namespace {
@@ -29,6 +32,25 @@ std::string Describe(absl::string_view op, DataType dtype, size_t count) {
   return absl::StrCat("shm ", op, " ", DataTypeName(dtype), " x ", count);
 }
 
+// CreateShmGroup once the arguments are checked (options.global_ranks
+// given): the set-up bounded by `deadline`, the collectives by
+// options.timeout.
+absl::StatusOr<std::unique_ptr<Communicator>> MakeShmGroup(
+    std::shared_ptr<Store> store, int rank, const CommOptions& options,
+    const ShmOptions& shm, absl::Time deadline) {
+  ShmOptions given = shm;
+  given.timeout = options.timeout;
+  const std::string prefix = "shm/";
+  auto channel = shm_internal::StoreChannel(*store, prefix, rank,
+                                            options.global_ranks, deadline,
+                                            nullptr);
+  auto setup = shm_internal::SetUpSharedMemory(*channel, given);
+  if (!setup.ok()) return setup.status();
+  if (!setup->has_value()) return std::unique_ptr<Communicator>();
+  return std::unique_ptr<Communicator>(new ShmCommunicator(
+      std::move(store), prefix, rank, options, **std::move(setup)));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Communicator>> ShareMemory(
@@ -37,39 +59,82 @@ absl::StatusOr<std::shared_ptr<Communicator>> ShareMemory(
     return absl::InvalidArgumentError(
         "shm: ShareMemory needs a group, got null");
   }
-  auto setup = shm_internal::SetUpSharedMemory(*group, options);
+  auto setup =
+      shm_internal::SetUpSharedMemory(*shm_internal::GroupChannel(*group),
+                                      options);
   if (!setup.ok()) return setup.status();
   if (!setup->has_value()) return group;
   return std::shared_ptr<Communicator>(
       std::make_shared<ShmCommunicator>(std::move(group), **std::move(setup)));
 }
 
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmGroup(
+    std::shared_ptr<Store> store, int rank, int size,
+    const CommOptions& options, const ShmOptions& shm) {
+  if (store == nullptr) {
+    return absl::InvalidArgumentError("shm: store is null");
+  }
+  auto resolved = ResolveGroupRanks("shm", rank, size, options);
+  if (!resolved.ok()) return resolved.status();
+  absl::flat_hash_set<int> seen;
+  for (int g : *resolved) {
+    if (g < 0 || !seen.insert(g).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shm: global rank ", g, " in global_ranks is negative or repeated"));
+    }
+  }
+  CommOptions group_options = options;
+  group_options.global_ranks = *std::move(resolved);
+  return MakeShmGroup(std::move(store), rank, group_options, shm,
+                      absl::Now() + options.timeout);
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
     std::shared_ptr<Store> store, int rank, int size,
     const CommOptions& options) {
-  auto gloo = CreateGlooCommunicator(std::move(store), rank, size, options);
-  if (!gloo.ok()) return gloo.status();
-  std::shared_ptr<Communicator> group = std::move(*gloo);
   ShmOptions shm;
   shm.require = true;
-  shm.timeout = options.timeout;
-  auto setup = shm_internal::SetUpSharedMemory(*group, shm);
-  if (!setup.ok()) return setup.status();
-  return std::unique_ptr<Communicator>(
-      new ShmCommunicator(std::move(group), **std::move(setup)));
+  return CreateShmGroup(std::move(store), rank, size, options, shm);
 }
 
 ShmCommunicator::ShmCommunicator(std::shared_ptr<Communicator> group,
                                  shm_internal::ShmSetup setup)
-    : group_(std::move(group)),
+    : rank_(group->rank()),
+      global_ranks_(group->global_ranks()),
+      group_(std::move(group)),
       options_(setup.options),
       segment_(std::move(setup.segment)),
       single_copy_(setup.single_copy) {
   if (segment_ != nullptr) {
     sync_ = std::make_unique<shm_internal::ShmSync>(
-        segment_.get(), group_->rank(), group_->global_ranks(),
-        std::move(setup.identities), options_.timeout);
+        segment_.get(), rank_, global_ranks_, std::move(setup.identities),
+        options_.timeout);
   }
+}
+
+ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store,
+                                 std::string prefix, int rank,
+                                 const CommOptions& options,
+                                 shm_internal::ShmSetup setup)
+    : rank_(rank),
+      global_ranks_(options.global_ranks),
+      store_(std::move(store)),
+      prefix_(std::move(prefix)),
+      comm_options_(options),
+      links_(std::make_unique<shm_internal::ShmLinks>(
+          store_, prefix_, rank, options.global_ranks, options)),
+      options_(setup.options),
+      segment_(std::move(setup.segment)),
+      single_copy_(setup.single_copy) {
+  if (segment_ != nullptr) {
+    sync_ = std::make_unique<shm_internal::ShmSync>(
+        segment_.get(), rank_, global_ranks_, std::move(setup.identities),
+        options_.timeout);
+  }
+}
+
+int ShmCommunicator::peer_links() const {
+  return links_ == nullptr ? 0 : links_->connected();
 }
 
 ShmCommunicator::~ShmCommunicator() {
@@ -267,7 +332,11 @@ absl::Status ShmCommunicator::Send(const void* buf, size_t count,
   if (auto s = CheckOpen([] { return std::string("shm send"); }); !s.ok()) {
     return s;
   }
-  return group_->Send(buf, count, dtype, peer);
+  if (group_ != nullptr) return group_->Send(buf, count, dtype, peer);
+  if (auto s = CheckBuffer("send", "buffer", buf, count, 1, dtype); !s.ok()) {
+    return s;
+  }
+  return links_->Send(buf, count, dtype, peer);
 }
 
 absl::Status ShmCommunicator::Recv(void* buf, size_t count, DataType dtype,
@@ -275,7 +344,11 @@ absl::Status ShmCommunicator::Recv(void* buf, size_t count, DataType dtype,
   if (auto s = CheckOpen([] { return std::string("shm recv"); }); !s.ok()) {
     return s;
   }
-  return group_->Recv(buf, count, dtype, peer);
+  if (group_ != nullptr) return group_->Recv(buf, count, dtype, peer);
+  if (auto s = CheckBuffer("recv", "buffer", buf, count, 1, dtype); !s.ok()) {
+    return s;
+  }
+  return links_->Recv(buf, count, dtype, peer);
 }
 
 absl::Status ShmCommunicator::Barrier() {
@@ -291,11 +364,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::Split(
   if (auto s = CheckOpen([] { return std::string("shm split"); }); !s.ok()) {
     return s;
   }
+  if (group_ == nullptr) return SplitOverStore(color, key, options);
   auto child = group_->Split(color, key, options);
   if (!child.ok() || *child == nullptr) return child;
   ShmOptions shm = options_;
   if (options.timeout.has_value()) shm.timeout = *options.timeout;
-  auto setup = shm_internal::SetUpSharedMemory(**child, shm);
+  auto setup = shm_internal::SetUpSharedMemory(
+      *shm_internal::GroupChannel(**child), shm);
   if (!setup.ok()) return setup.status();
   if (!setup->has_value()) return child;  // members do not share memory
   std::shared_ptr<Communicator> group = std::move(*child);
@@ -303,10 +378,47 @@ absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::Split(
       new ShmCommunicator(std::move(group), **std::move(setup)));
 }
 
+absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::SplitOverStore(
+    int color, int key, const SplitOptions& split_options) {
+  if (color < kNoColor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm split: color ", color, " must be >= 0 or kNoColor (-1)"));
+  }
+  auto resolved =
+      SplitChildOptions("shm", comm_options_, split_options.timeout);
+  if (!resolved.ok()) return resolved.status();
+  CommOptions child_options = *std::move(resolved);
+  const absl::Time deadline = absl::Now() + child_options.timeout;
+  const int64_t seq = split_count_++;
+  const std::string base = absl::StrCat(prefix_, "split/", seq, "/");
+  const std::string what =
+      absl::StrCat("shm split #", seq, " (color ", color, ", key ", key,
+                   ", global rank ", global_ranks_[rank_], ")");
+  int64_t trips = 0;
+  auto membership = comm_internal::ExchangeSplitColors(
+      *store_, base, rank_, global_ranks_, color, key, deadline, what, &trips);
+  if (!membership.ok()) return membership.status();
+  if (!membership->has_value()) return std::unique_ptr<Communicator>();
+  const int child_rank = (*membership)->rank;
+  const int child_size = static_cast<int>((*membership)->global_ranks.size());
+  child_options.global_ranks = std::move((*membership)->global_ranks);
+  // The child's set-up within the Split's deadline (SplitOptions' contract).
+  auto child_store =
+      std::make_shared<PrefixStore>(store_, absl::StrCat(base, color));
+  auto child =
+      MakeShmGroup(child_store, child_rank, child_options, options_, deadline);
+  if (!child.ok() || *child != nullptr) return child;
+  // The members share the parent's segment, so they can share one; a child
+  // whose segment could not be made (options_.require false) keeps Gloo.
+  return CreateGlooCommunicator(std::move(child_store), child_rank,
+                                child_size, child_options);
+}
+
 absl::Status ShmCommunicator::Abort() {
   aborted_.store(true);
   if (sync_ != nullptr) sync_->Abort();
-  return group_->Abort();
+  if (links_ != nullptr) links_->Abort();
+  return group_ != nullptr ? group_->Abort() : absl::OkStatus();
 }
 
 }  // namespace devmesh

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/shm/shm_process.h"
 #include "comm/shm/shm_segment.h"
+#include "comm/store_exchange.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -83,17 +84,161 @@ uint64_t RandomWord() {
 }
 
 template <typename T>
-absl::Status AllGatherRecords(Communicator& group, const T& mine,
+absl::Status AllGatherRecords(SetupChannel& channel, const T& mine,
                               std::vector<T>* all) {
-  all->assign(group.size(), T());
-  return group.AllGather(&mine, all->data(), sizeof(T), DataType::kUInt8);
+  all->assign(channel.size(), T());
+  return channel.AllGather(&mine, all->data(), sizeof(T));
 }
+
+class GroupSetupChannel final : public SetupChannel {
+ public:
+  explicit GroupSetupChannel(Communicator& group) : group_(group) {}
+  int rank() const override { return group_.rank(); }
+  const std::vector<int>& global_ranks() const override {
+    return group_.global_ranks();
+  }
+  absl::Status Broadcast(void* data, size_t bytes) override {
+    return group_.Broadcast(data, data, bytes, DataType::kUInt8, 0);
+  }
+  absl::Status AllGather(const void* mine, void* all, size_t bytes) override {
+    return group_.AllGather(mine, all, bytes, DataType::kUInt8);
+  }
+
+ private:
+  Communicator& group_;
+};
+
+class StoreSetupChannel final : public SetupChannel {
+ public:
+  StoreSetupChannel(Store& store, std::string prefix, int rank,
+                    std::vector<int> global_ranks, absl::Time deadline,
+                    int64_t* round_trips)
+      : store_(store),
+        prefix_(std::move(prefix)),
+        rank_(rank),
+        global_ranks_(std::move(global_ranks)),
+        deadline_(deadline),
+        round_trips_(round_trips != nullptr ? round_trips : &own_trips_),
+        what_(absl::StrCat("shm set-up (rank ", rank_, " of ",
+                           global_ranks_.size(), ", global rank ",
+                           global_ranks_[rank_], ", prefix \"", prefix_,
+                           "\")")) {}
+
+  int rank() const override { return rank_; }
+  const std::vector<int>& global_ranks() const override {
+    return global_ranks_;
+  }
+
+  absl::Status Broadcast(void* data, size_t bytes) override {
+    const int64_t step = step_++;
+    const std::string key = Key(step, 0);
+    if (rank_ == 0) return Put(key, data, bytes);
+    ++*round_trips_;
+    auto value = store_.Get(key, comm_internal::Remaining(deadline_));
+    if (!value.ok()) {
+      if (absl::IsDeadlineExceeded(value.status())) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            what_, ": global rank(s) [", global_ranks_[0],
+            "] did not join the group before the group's deadline"));
+      }
+      return absl::Status(value.status().code(),
+                          absl::StrCat(what_, ": store: ",
+                                       value.status().message()));
+    }
+    return Unpack(*value, 0, data, bytes);
+  }
+
+  absl::Status AllGather(const void* mine, void* all, size_t bytes) override {
+    const int64_t step = step_++;
+    if (absl::Status s = Put(Key(step, rank_), mine, bytes); !s.ok()) return s;
+    char* out = static_cast<char*>(all);
+    std::memcpy(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
+    std::vector<std::string> keys;
+    std::vector<int> globals;
+    std::vector<int> members;
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank_) continue;
+      keys.push_back(Key(step, r));
+      globals.push_back(global_ranks_[r]);
+      members.push_back(r);
+    }
+    if (keys.empty()) return absl::OkStatus();
+    auto values = comm_internal::StoreAllGather(
+        store_, keys, globals, deadline_, what_, "did not join the group",
+        round_trips_);
+    if (!values.ok()) return values.status();
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (absl::Status s =
+              Unpack((*values)[i], members[i],
+                     out + static_cast<size_t>(members[i]) * bytes, bytes);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string Key(int64_t step, int r) const {
+    return absl::StrCat(prefix_, "setup/", step, "/", r);
+  }
+
+  // Without its trailing zero bytes (at least one byte: an empty value is
+  // not every store's to keep).
+  absl::Status Put(const std::string& key, const void* data, size_t bytes) {
+    const char* p = static_cast<const char*>(data);
+    size_t n = bytes;
+    while (n > 1 && p[n - 1] == '\0') --n;
+    ++*round_trips_;
+    absl::Status s = store_.Set(key, absl::string_view(p, n));
+    if (s.ok()) return s;
+    return absl::Status(s.code(),
+                        absl::StrCat(what_, ": store: ", s.message()));
+  }
+
+  absl::Status Unpack(const std::string& value, int from, void* out,
+                      size_t bytes) const {
+    if (value.size() > bytes) {
+      return absl::InternalError(absl::StrCat(
+          what_, ": global rank ", global_ranks_[from], " published ",
+          value.size(), " bytes for a record of ", bytes,
+          " (another devmesh build?)"));
+    }
+    std::memset(out, 0, bytes);
+    std::memcpy(out, value.data(), value.size());
+    return absl::OkStatus();
+  }
+
+  Store& store_;
+  const std::string prefix_;
+  const int rank_;
+  const std::vector<int> global_ranks_;
+  const absl::Time deadline_;
+  int64_t own_trips_ = 0;
+  int64_t* const round_trips_;
+  const std::string what_;
+  int64_t step_ = 0;
+};
 
 }  // namespace
 
+std::unique_ptr<SetupChannel> GroupChannel(Communicator& group) {
+  return std::make_unique<GroupSetupChannel>(group);
+}
+
+std::unique_ptr<SetupChannel> StoreChannel(Store& store, std::string prefix,
+                                           int rank,
+                                           std::vector<int> global_ranks,
+                                           absl::Time deadline,
+                                           int64_t* round_trips) {
+  return std::make_unique<StoreSetupChannel>(store, std::move(prefix), rank,
+                                             std::move(global_ranks),
+                                             deadline, round_trips);
+}
+
 absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
-    Communicator& group_ref, const ShmOptions& given) {
-  Communicator* group = &group_ref;
+    SetupChannel& channel_ref, const ShmOptions& given) {
+  SetupChannel* group = &channel_ref;
   if (given.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shm: timeout (", absl::FormatDuration(given.timeout),
@@ -135,9 +280,7 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
       CopyText(offer.error, made.status().ToString());
     }
   }
-  if (absl::Status s = group->Broadcast(&offer, &offer, sizeof(offer),
-                                        DataType::kUInt8, 0);
-      !s.ok()) {
+  if (absl::Status s = group->Broadcast(&offer, sizeof(offer)); !s.ok()) {
     if (segment != nullptr) (void)ShmSegment::Unlink(offer.name);
     return s;
   }

@@ -1,7 +1,8 @@
 // devmesh/comm/shm/shm_setup.h
 // -----------------------------------------------------------------------------
 // The set-up exchange of a shared-memory group (steps 1-6 of
-// shm_communicator.h), run over an existing group of the same members.
+// shm_communicator.h), run over an existing group of the same members or
+// over the store.
 // Internal to the shm backend: users call ShareMemory.
 #ifndef DEVMESH_COMM_SHM_SHM_SETUP_H_
 #define DEVMESH_COMM_SHM_SHM_SETUP_H_
@@ -15,10 +16,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "comm/communicator.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/shm/shm_process.h"
 #include "comm/shm/shm_segment.h"
+#include "store/store.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -33,11 +36,48 @@ struct ShmSetup {
   bool single_copy = false;
 };
 
-// Collective over `group`. The segment and identities when every member
+// What the set-up exchange runs over: an existing group of the same members
+// (GroupChannel), or the store alone (StoreChannel). Every member uses the
+// same kind, and calls the same steps in the same order.
+class SetupChannel {
+ public:
+  virtual ~SetupChannel() = default;
+  virtual int rank() const = 0;
+  // By group rank; its length is the group's size.
+  virtual const std::vector<int>& global_ranks() const = 0;
+  int size() const { return static_cast<int>(global_ranks().size()); }
+  // Member 0's `bytes` bytes at `data` to every member, in place.
+  virtual absl::Status Broadcast(void* data, size_t bytes) = 0;
+  // Every member's `bytes` bytes at `mine` into `all` (size() x bytes, in
+  // group rank order).
+  virtual absl::Status AllGather(const void* mine, void* all,
+                                 size_t bytes) = 0;
+};
+
+// Over `group`'s own Broadcast and AllGather (uint8). `group` must outlive
+// the channel.
+std::unique_ptr<SetupChannel> GroupChannel(Communicator& group);
+
+// Over `store`, keys "<prefix>setup/<step>/<rank>": a Broadcast is one Set
+// (member 0) or one Get (the others), an AllGather one Set and one MultiGet
+// of the other members' records; records travel without their trailing zero
+// bytes, so a record of a few words costs a few words. Every wait ends by
+// `deadline`: DeadlineExceeded "shm set-up (...): global rank(s) [..] did
+// not join the group", naming the members whose record is missing (as the
+// Gloo connect names them). Store errors keep their code, prefixed. Adds
+// its round trips to *round_trips (may be null). `store` must outlive the
+// channel.
+std::unique_ptr<SetupChannel> StoreChannel(Store& store, std::string prefix,
+                                           int rank,
+                                           std::vector<int> global_ranks,
+                                           absl::Time deadline,
+                                           int64_t* round_trips);
+
+// Collective over `channel`. The segment and identities when every member
 // shares memory; std::nullopt when they do not and !options.require.
-// Errors: as ShareMemory.
+// Errors: as ShareMemory (the channel's errors for the exchange).
 absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
-    Communicator& group, const ShmOptions& options);
+    SetupChannel& channel, const ShmOptions& options);
 
 }  // namespace shm_internal
 }  // namespace devmesh

@@ -1,0 +1,103 @@
+// devmesh/comm/shm/shm_links.cc
+#include "comm/shm/shm_links.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "comm/gloo/gloo_communicator.h"
+#include "store/prefix_store.h"
+
+namespace devmesh {
+namespace shm_internal {
+
+ShmLinks::ShmLinks(std::shared_ptr<Store> store, std::string prefix, int rank,
+                   std::vector<int> global_ranks, CommOptions options)
+    : store_(std::move(store)),
+      prefix_(std::move(prefix)),
+      rank_(rank),
+      global_ranks_(std::move(global_ranks)),
+      options_(std::move(options)),
+      aborted_(std::make_shared<std::atomic<bool>>(false)) {
+  // A pair being connected stops when the group is aborted, as well as on
+  // the group's own cancel check.
+  std::function<absl::Status()> outer = std::move(options_.creation_cancel);
+  options_.creation_cancel = [aborted = aborted_,
+                              outer = std::move(outer)]() -> absl::Status {
+    if (aborted->load()) {
+      return absl::FailedPreconditionError("the shm group was aborted");
+    }
+    return outer ? outer() : absl::OkStatus();
+  };
+}
+
+ShmLinks::~ShmLinks() = default;
+
+absl::StatusOr<Communicator*> ShmLinks::Link(int peer, absl::string_view what) {
+  const int size = static_cast<int>(global_ranks_.size());
+  if (peer < 0 || peer >= size || peer == rank_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm ", what, ": peer ", peer, " must be in [0, ", size,
+        ") and not this rank (", rank_, ")"));
+  }
+  if (aborted_->load()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shm ", what, ": communicator was aborted"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = links_.find(peer);
+    if (it != links_.end()) {
+      if (!it->second.ok()) return it->second.status();
+      return it->second->get();
+    }
+  }
+  // Connected outside the lock (it waits for the peer); one Send or Recv at
+  // a time per communicator, so no other call makes this pair meanwhile.
+  const int lo = std::min(rank_, peer);
+  const int hi = std::max(rank_, peer);
+  CommOptions options = options_;
+  options.global_ranks = {global_ranks_[lo], global_ranks_[hi]};
+  auto made = CreateGlooCommunicator(
+      std::make_shared<PrefixStore>(store_,
+                                    absl::StrCat(prefix_, "p2p/", lo, "/", hi)),
+      rank_ == lo ? 0 : 1, 2, options);
+  absl::MutexLock lock(&mu_);
+  if (made.ok() && aborted_->load()) (void)(*made)->Abort();
+  auto& slot = links_[peer];
+  slot = std::move(made);
+  if (!slot.ok()) return slot.status();
+  return slot->get();
+}
+
+absl::Status ShmLinks::Send(const void* buf, size_t count, DataType dtype,
+                            int peer) {
+  auto link = Link(peer, "send");
+  if (!link.ok()) return link.status();
+  return (*link)->Send(buf, count, dtype, rank_ < peer ? 1 : 0);
+}
+
+absl::Status ShmLinks::Recv(void* buf, size_t count, DataType dtype,
+                            int peer) {
+  auto link = Link(peer, "recv");
+  if (!link.ok()) return link.status();
+  return (*link)->Recv(buf, count, dtype, rank_ < peer ? 1 : 0);
+}
+
+void ShmLinks::Abort() {
+  aborted_->store(true);
+  absl::MutexLock lock(&mu_);
+  for (auto& [peer, link] : links_) {
+    if (link.ok() && *link != nullptr) (void)(*link)->Abort();
+  }
+}
+
+int ShmLinks::connected() const {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const auto& [peer, link] : links_) n += link.ok() ? 1 : 0;
+  return n;
+}
+
+}  // namespace shm_internal
+}  // namespace devmesh

@@ -1,0 +1,73 @@
+// devmesh/comm/shm/shm_links.h
+// -----------------------------------------------------------------------------
+// Send and Recv of a shared-memory group made over the store alone (no Gloo
+// group underneath; CreateShmGroup): a two-member Gloo group per peer,
+// connected on the first Send or Recv between the two (both call, so both
+// connect) under store keys that name the pair, "<prefix>p2p/<lo>/<hi>/".
+// A group that never sends point to point makes no Gloo device, no socket
+// and no Gloo event-loop thread. Internal to the shm backend.
+#ifndef DEVMESH_COMM_SHM_SHM_LINKS_H_
+#define DEVMESH_COMM_SHM_SHM_LINKS_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "comm/communicator.h"
+#include "comm/options.h"
+#include "store/store.h"
+
+namespace devmesh {
+namespace shm_internal {
+
+class ShmLinks {
+ public:
+  // `options` as the group's (timeout, Gloo address choice,
+  // creation_cancel); its global_ranks are ignored.
+  ShmLinks(std::shared_ptr<Store> store, std::string prefix, int rank,
+           std::vector<int> global_ranks, CommOptions options);
+  ~ShmLinks();
+
+  // As Communicator::Send / Recv, `peer` a group rank. The first call with
+  // a peer connects the pair (bounded by the group's timeout:
+  // DeadlineExceeded naming the peer when it does not make the matching
+  // call in time); a failed connection is kept: every later call with that
+  // peer returns the same error. InvalidArgument for a peer outside
+  // [0, size) or this rank itself; FailedPrecondition after Abort.
+  absl::Status Send(const void* buf, size_t count, DataType dtype, int peer);
+  absl::Status Recv(void* buf, size_t count, DataType dtype, int peer);
+
+  // Aborts every pair made and every later one (a pair being connected
+  // stops at its next cancel check). Safe from any thread.
+  void Abort();
+
+  // The pairs connected so far (tests). Thread-safe.
+  int connected() const;
+
+ private:
+  absl::StatusOr<Communicator*> Link(int peer, absl::string_view what);
+
+  const std::shared_ptr<Store> store_;
+  const std::string prefix_;
+  const int rank_;
+  const std::vector<int> global_ranks_;
+  CommOptions options_;
+  std::shared_ptr<std::atomic<bool>> aborted_;
+  mutable absl::Mutex mu_;
+  std::map<int, absl::StatusOr<std::unique_ptr<Communicator>>> links_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shm_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_SHM_SHM_LINKS_H_
