@@ -52,6 +52,9 @@
 #include "device_mesh/init_device_mesh.h"
 
 ABSL_FLAG(std::string, mesh_shape, "4x2", "mesh shape: 8, 4x2, 2x4, 2x2x2");
+ABSL_FLAG(std::string, backend, "auto",
+          "every dim's backend: auto (InitDeviceMesh(\"cpu\")'s default: "
+          "shared memory inside a host, Gloo across hosts), gloo, shm");
 ABSL_FLAG(int, nproc, 0,
           "local ranks to launch when not under a launcher (0: the mesh's "
           "size)");
@@ -98,7 +101,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   std::vector<std::string> names;
   for (size_t d = 0; d < shape.size(); ++d) names.push_back(absl::StrCat("d", d));
   MeshOptions options;
-  options.all.backend = "gloo";
+  options.all.backend = absl::GetFlag(FLAGS_backend);
   auto mesh = InitDeviceMesh("cpu", shape, names, options);
   if (!mesh.ok()) return Fail(mesh.status(), 1);
   const int64_t init_ns = WallNs();

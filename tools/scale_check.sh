@@ -18,8 +18,11 @@
 #       (DEVMESH_STORE_ADDR: no rank hosts it). Namespaces, bridge and every
 #       process are removed by a trap, also on failure or interrupt.
 #
-# Flags: --expect_round_trips=T fails a run in which some rank's group
-# creation made other than T store round trips (4 per group of size > 1);
+# Flags: --backend=auto|gloo|shm every dim's backend (default auto, what
+# InitDeviceMesh("cpu") gives: shared memory inside a host, 5 store round
+# trips and no socket per group; Gloo across hosts, 4 round trips and size -
+# 1 sockets per group). --expect_round_trips=T fails a run in which some
+# rank's group creation made other than T store round trips;
 # --max_sockets=S fails a run in which a rank held more than S sockets
 # (bound: the sum over its groups of size - 1, plus its two store
 # connections: its own and its failure watch's, device_mesh/failure_watch.h).
@@ -30,7 +33,7 @@
 # every run passed its checks, 1 otherwise, 2 on bad flags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-MESH=16x16 HOSTS=1 RUNS=3 TIMEOUT_S=300 EXPECT_TRIPS="" MAX_SOCKETS="" MODE=opt KEEP_LOGS=""
+MESH=16x16 HOSTS=1 RUNS=3 TIMEOUT_S=300 EXPECT_TRIPS="" MAX_SOCKETS="" MODE=opt KEEP_LOGS="" BACKEND=auto
 for arg in "$@"; do
   case "$arg" in
     --mesh=*) MESH="${arg#*=}" ;;
@@ -38,6 +41,7 @@ for arg in "$@"; do
     --runs=*) RUNS="${arg#*=}" ;;
     --timeout_s=*) TIMEOUT_S="${arg#*=}" ;;
     --expect_round_trips=*) EXPECT_TRIPS="${arg#*=}" ;;
+    --backend=*) BACKEND="${arg#*=}" ;;
     --max_sockets=*) MAX_SOCKETS="${arg#*=}" ;;
     --keep_logs=*) KEEP_LOGS="${arg#*=}" ;;
     -c=*|--compilation_mode=*) MODE="${arg#*=}" ;;
@@ -126,7 +130,7 @@ for run in $(seq "$RUNS"); do
   LOGS=()
   served=""
   if [ "$HOSTS" -eq 1 ]; then
-    timeout "$TIMEOUT_S" "$WORK/bin/startup" --mesh_shape="$MESH" >"$WORK/run$run.log" 2>&1
+    timeout "$TIMEOUT_S" "$WORK/bin/startup" --mesh_shape="$MESH" --backend="$BACKEND" >"$WORK/run$run.log" 2>&1
     rc=$?
     LOGS=("$WORK/run$run.log")
     STORE_RANK=0
@@ -144,9 +148,9 @@ for run in $(seq "$RUNS"); do
       # One shell per host starts its ranks (not one namespace entry each).
       on_host "$n" bash -c '
         for i in $(seq 0 $(($3 - 1))); do
-          RANK=$(($2 * $3 + i)) LOCAL_RANK=$i "$1" --mesh_shape="$4" &
+          RANK=$(($2 * $3 + i)) LOCAL_RANK=$i "$1" --mesh_shape="$4" --backend="$5" &
         done
-        wait' startup "$WORK/bin/startup" "$((n - 1))" "$PER_HOST" "$MESH" \
+        wait' startup "$WORK/bin/startup" "$((n - 1))" "$PER_HOST" "$MESH" "$BACKEND" \
         >"$WORK/run$run.h$n.log" 2>&1 &
       pids+=($!)
       LOGS+=("$WORK/run$run.h$n.log")

@@ -333,8 +333,11 @@ absl::Status ShmCommunicator::Send(const void* buf, size_t count,
     return s;
   }
   if (group_ != nullptr) return group_->Send(buf, count, dtype, peer);
-  if (auto s = CheckBuffer("send", "buffer", buf, count, 1, dtype); !s.ok()) {
+  if (auto s = CheckBuffer("send", "send", buf, count, 1, dtype); !s.ok()) {
     return s;
+  }
+  if (count == 0 && peer >= 0 && peer < size() && peer != rank_) {
+    return absl::OkStatus();  // as Gloo: no message, no pair to connect
   }
   return links_->Send(buf, count, dtype, peer);
 }
@@ -345,8 +348,11 @@ absl::Status ShmCommunicator::Recv(void* buf, size_t count, DataType dtype,
     return s;
   }
   if (group_ != nullptr) return group_->Recv(buf, count, dtype, peer);
-  if (auto s = CheckBuffer("recv", "buffer", buf, count, 1, dtype); !s.ok()) {
+  if (auto s = CheckBuffer("recv", "recv", buf, count, 1, dtype); !s.ok()) {
     return s;
+  }
+  if (count == 0 && peer >= 0 && peer < size() && peer != rank_) {
+    return absl::OkStatus();  // as Gloo: no message, no pair to connect
   }
   return links_->Recv(buf, count, dtype, peer);
 }

@@ -35,10 +35,13 @@ ShmLinks::~ShmLinks() = default;
 
 absl::StatusOr<Communicator*> ShmLinks::Link(int peer, absl::string_view what) {
   const int size = static_cast<int>(global_ranks_.size());
-  if (peer < 0 || peer >= size || peer == rank_) {
+  if (peer < 0 || peer >= size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shm ", what, ": peer ", peer, " must be in [0, ", size,
-        ") and not this rank (", rank_, ")"));
+        "shm ", what, ": peer ", peer, " is outside [0, ", size, ")"));
+  }
+  if (peer == rank_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm ", what, ": peer ", peer, " is this rank"));
   }
   if (aborted_->load()) {
     return absl::FailedPreconditionError(

@@ -41,8 +41,8 @@ class ShmLinks {
   // a peer connects the pair (bounded by the group's timeout:
   // DeadlineExceeded naming the peer when it does not make the matching
   // call in time); a failed connection is kept: every later call with that
-  // peer returns the same error. InvalidArgument for a peer outside
-  // [0, size) or this rank itself; FailedPrecondition after Abort.
+  // peer returns the same error. InvalidArgument "shm send: peer P is
+  // outside [0, size)" / "... is this rank"; FailedPrecondition after Abort.
   absl::Status Send(const void* buf, size_t count, DataType dtype, int peer);
   absl::Status Recv(void* buf, size_t count, DataType dtype, int peer);
 
