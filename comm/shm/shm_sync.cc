@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "comm/shm/shm_exit_watch.h"
 #include "comm/shm/shm_futex.h"
 
 namespace devmesh {
@@ -68,7 +69,33 @@ ShmSync::ShmSync(const ShmSegment* segment, int rank,
       size_(static_cast<int>(segment->size())),
       global_ranks_(std::move(global_ranks)),
       identities_(std::move(identities)),
-      timeout_(timeout) {}
+      timeout_(timeout) {
+  // Every other member's exit rings the bell at once (shm_exit_watch.h);
+  // the liveness slices stay for a member that cannot be watched.
+  ExitWatch& watch = ExitWatch::Get();
+  for (int i = 0; i < size_ && i < static_cast<int>(identities_.size());
+       ++i) {
+    if (i == rank_) continue;
+    const uint64_t h = watch.Watch(identities_[i], [this, i] { OnExit(i); });
+    if (h != 0) watches_.push_back(h);
+  }
+}
+
+ShmSync::~ShmSync() {
+  ExitWatch& watch = ExitWatch::Get();
+  for (uint64_t h : watches_) watch.Unwatch(h);
+}
+
+void ShmSync::OnExit(int member) {
+  // A member that left (destroyed its communicator) before exiting is not
+  // dead to the group: its waiters say it left (CheckMissing).
+  if (segment_->member(member)->state.load() != kMemberLeft) {
+    uint32_t none = 0;
+    sync_->dead_member.compare_exchange_strong(
+        none, static_cast<uint32_t>(member) + 1);
+  }
+  Ring();
+}
 
 uint32_t ShmSync::Arrive() {
   const uint32_t step = ++step_;

@@ -20,7 +20,10 @@
 // kLivenessSlice to check the members it waits for: one that died (SIGKILL,
 // crash; a zombie counts) or that left (destroyed its communicator) ends the
 // wait with Unavailable naming it, so a death is noticed within one slice,
-// not at the timeout. Abort, from any thread of any member, sets the
+// not at the timeout. Sooner where the kernel allows pidfds: every member
+// watches every other's process (shm_exit_watch.h), and an exit that is not
+// a leave marks the member dead in the segment and rings the bell, so
+// waiters wake with Unavailable naming it at once. Abort, from any thread of any member, sets the
 // segment's aborted_by word and rings the bell: every member's waits end at
 // once (FailedPrecondition on the member that aborted, Unavailable naming it
 // on the others), and so do all later steps.
@@ -66,6 +69,10 @@ class ShmSync {
   ShmSync(const ShmSegment* segment, int rank,
           std::vector<int> global_ranks,
           std::vector<ProcessIdentity> identities, absl::Duration timeout);
+  // Ends the exit watches (no OnExit runs after it).
+  ~ShmSync();
+  ShmSync(const ShmSync&) = delete;
+  ShmSync& operator=(const ShmSync&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -109,6 +116,8 @@ class ShmSync {
   absl::Status DeadError(OpName what, int member) const;
   bool Reached(uint32_t step) const;
   void Ring();
+  // On the exit watch's thread: group rank `member`'s process exited.
+  void OnExit(int member);
 
   const ShmSegment* segment_;
   SyncLine* sync_;
@@ -120,6 +129,7 @@ class ShmSync {
   uint32_t step_ = 0;
   uint64_t rounds_ = 0;
   std::atomic<bool> aborted_{false};
+  std::vector<uint64_t> watches_;  // ExitWatch registrations
 };
 
 }  // namespace shm_internal
