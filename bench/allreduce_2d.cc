@@ -340,7 +340,9 @@ absl::Status WarmUpAtLargest(const Setup& setup, const std::vector<Cell>& cells)
 // own (built like DeviceMesh's, so both sides share one transport device per
 // world and are compared like with like).
 // When the mesh's group is shared memory, the raw one is too: the same
-// transport (ShareMemory on the split), so mesh/raw is DeviceMesh's cost.
+// transport (ShareMemory on the split: its set-up runs over the Gloo split
+// where the mesh's runs over the store, and every collective then takes the
+// same shm code), so mesh/raw is DeviceMesh's cost.
 absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(
     const DeviceMesh& mesh, int d, Communicator& raw_world,
     const Communicator& mesh_group) {

@@ -84,9 +84,12 @@ struct CommOptions {
   // its creation store in a CancellableStore with the same check). Empty:
   // only the timeout ends those waits. Called from the creating thread and
   // from Gloo's connect watchdog thread; it must be cheap and thread-safe.
-  // A Split child inherits it. device_mesh sets it to its failure watch's
-  // verdict (issue 20: a member that dies while its peers wait for it to
-  // connect is found after the lease silence, not at the timeout).
+  // A Split child inherits it. A shared-memory group made over the store
+  // also asks it while its first Send or Recv with a peer connects their
+  // pair (comm/shm/shm_links.h), so it must stay callable for the group's
+  // life. device_mesh sets it to its failure watch's verdict (issue 20: a
+  // member that dies while its peers wait for it to connect is found after
+  // the lease silence, not at the timeout).
   std::function<absl::Status()> creation_cancel;
 };
 

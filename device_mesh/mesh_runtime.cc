@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "device_mesh/cancellable_store.h"
+#include "store/cancellable_store.h"
 #include "device_mesh/group_tag.h"
 #include "store/prefix_store.h"
 #include "comm/nccl/nccl_communicator.h"

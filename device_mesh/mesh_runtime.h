@@ -89,8 +89,8 @@ class MeshRuntime {
   // timeout): named by those alone, so ranks agree on it whatever else each
   // asked for before; two world communicators of one backend and different
   // timeouts are two sets of connections ("auto" and "shm" make their own
-  // world, a shared-memory group where the world shares memory). Errors: FailedPrecondition on a detached
-  // runtime; InvalidArgument for a timeout that is not positive; otherwise
+  // world, a shared-memory group where the world shares memory). Errors:
+  // FailedPrecondition on a detached runtime; InvalidArgument for a timeout that is not positive; otherwise
   // CreateCommunicator's (NotFound for an unknown backend, Unavailable for
   // "nccl" without NCCL, DeadlineExceeded naming the ranks that did not
   // come).
@@ -135,7 +135,7 @@ class MeshRuntime {
   // or FailedPrecondition with the fence when this rank is fenced: the
   // creation's store waits are cut into slices of max(2 s, 2 lease periods)
   // and end at the first slice after this rank learns it
-  // (device_mesh/cancellable_store.h). The waits that are not store calls
+  // (store/cancellable_store.h). The waits that are not store calls
   // ask the same check (CommOptions::creation_cancel): Gloo's pair connects
   // every 100 ms (a peer that died after publishing its address; the pairs
   // are closed), NCCL's non-blocking init and split every 50 ms (the
@@ -267,7 +267,11 @@ class MeshRuntime {
   // "auto", CreateShmGroup without require when every member has the same
   // host name, and a Gloo group of the same members under the same store
   // when they are not on one host name or cannot share memory (every
-  // member decides alike).
+  // member decides alike). That fallback gets the group's whole timeout
+  // after the shared-memory set-up, so the creation of such a group is
+  // bounded by twice its timeout (the set-up ends early unless a member is
+  // missing, and a missing member ends it with DeadlineExceeded, not a
+  // fallback).
   absl::StatusOr<std::shared_ptr<Communicator>> CreateOn(
       absl::string_view backend, std::shared_ptr<Store> store, int index,
       int size, const CommOptions& options);

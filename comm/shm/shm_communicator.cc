@@ -122,7 +122,14 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store,
       prefix_(std::move(prefix)),
       comm_options_(options),
       links_(std::make_unique<shm_internal::ShmLinks>(
-          store_, prefix_, rank, options.global_ranks, options)),
+          store_, prefix_, rank, options.global_ranks, options,
+          [this]() -> absl::Status {
+            return sync_ == nullptr
+                       ? absl::OkStatus()
+                       : sync_->CheckOpen([] {
+                           return std::string("shm send/recv");
+                         });
+          })),
       options_(setup.options),
       segment_(std::move(setup.segment)),
       single_copy_(setup.single_copy) {

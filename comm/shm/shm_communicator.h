@@ -49,10 +49,12 @@
 // zero). Every member gets the same bits. In place as in NCCL.
 //
 // Bounds: every wait ends by the group's timeout (DeadlineExceeded naming
-// the members that did not arrive); a member that dies or destroys its
-// communicator mid-call is reported within kLivenessSlice (50 ms) plus one
-// /proc read (Unavailable naming it); Abort on any member, from any thread,
-// ends every member's waits at once.
+// the members that did not arrive); a member that dies mid-call is reported
+// at once where pidfds work (shm_exit_watch.h), else, like one that
+// destroys its communicator, within kLivenessSlice (50 ms) plus one /proc
+// read (Unavailable naming it); Abort on any member, from any thread, ends
+// every member's waits at once (a first Send/Recv still connecting its pair
+// within 100 ms, shm_links.h).
 //
 // Thread-safety: one collective at a time per communicator; distinct
 // communicators (the dp and tp groups of one rank, say) from distinct threads
@@ -181,7 +183,9 @@ class ShmCommunicator final : public Communicator {
   // their members share memory. A group made over the store exchanges
   // (color, key) through the store (comm/store_exchange.h: DeadlineExceeded
   // naming the members that did not call Split) and makes each child with
-  // CreateShmGroup under "<prefix>split/<n>/<color>/".
+  // CreateShmGroup under "<prefix>split/<n>/<color>/" within the Split's
+  // deadline; a child whose segment cannot be made (not required) is a Gloo
+  // group of its members under the same keys, with a timeout of its own.
   DEVMESH_USING_COMMUNICATOR_OVERLOADS;
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int key, const SplitOptions& options) override;

@@ -6,26 +6,38 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/gloo/gloo_communicator.h"
+#include "store/cancellable_store.h"
 #include "store/prefix_store.h"
 
 namespace devmesh {
 namespace shm_internal {
 
+namespace {
+// How often a pair's creation asks whether the group is still usable while
+// it waits in the store.
+constexpr absl::Duration kCancelSlice = absl::Milliseconds(100);
+}  // namespace
+
 ShmLinks::ShmLinks(std::shared_ptr<Store> store, std::string prefix, int rank,
-                   std::vector<int> global_ranks, CommOptions options)
+                   std::vector<int> global_ranks, CommOptions options,
+                   std::function<absl::Status()> group_open)
     : store_(std::move(store)),
       prefix_(std::move(prefix)),
       rank_(rank),
       global_ranks_(std::move(global_ranks)),
       options_(std::move(options)),
       aborted_(std::make_shared<std::atomic<bool>>(false)) {
-  // A pair being connected stops when the group is aborted, as well as on
-  // the group's own cancel check.
+  // A pair being connected stops when this member aborts the group, when
+  // the group is no longer usable (another member aborted it or was found
+  // dead), and on the group's own cancel check.
   std::function<absl::Status()> outer = std::move(options_.creation_cancel);
-  options_.creation_cancel = [aborted = aborted_,
+  options_.creation_cancel = [aborted = aborted_, open = std::move(group_open),
                               outer = std::move(outer)]() -> absl::Status {
     if (aborted->load()) {
       return absl::FailedPreconditionError("the shm group was aborted");
+    }
+    if (open) {
+      if (absl::Status s = open(); !s.ok()) return s;
     }
     return outer ? outer() : absl::OkStatus();
   };
@@ -48,7 +60,7 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, absl::string_view what) {
         absl::StrCat("shm ", what, ": communicator was aborted"));
   }
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = links_.find(peer);
     if (it != links_.end()) {
       if (!it->second.ok()) return it->second.status();
@@ -61,11 +73,20 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, absl::string_view what) {
   const int hi = std::max(rank_, peer);
   CommOptions options = options_;
   options.global_ranks = {global_ranks_[lo], global_ranks_[hi]};
-  auto made = CreateGlooCommunicator(
+  auto pair_store = std::make_shared<CancellableStore>(
       std::make_shared<PrefixStore>(store_,
                                     absl::StrCat(prefix_, "p2p/", lo, "/", hi)),
-      rank_ == lo ? 0 : 1, 2, options);
-  absl::MutexLock lock(&mu_);
+      kCancelSlice, options.creation_cancel);
+  auto made = CreateGlooCommunicator(std::move(pair_store),
+                                     rank_ == lo ? 0 : 1, 2, options);
+  if (!made.ok()) {
+    made = absl::Status(
+        made.status().code(),
+        absl::StrCat("shm ", what, ": connecting the pair with peer ", peer,
+                     " (global rank ", global_ranks_[peer],
+                     "): ", made.status().message()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   if (made.ok() && aborted_->load()) (void)(*made)->Abort();
   auto& slot = links_[peer];
   slot = std::move(made);
@@ -89,14 +110,14 @@ absl::Status ShmLinks::Recv(void* buf, size_t count, DataType dtype,
 
 void ShmLinks::Abort() {
   aborted_->store(true);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& [peer, link] : links_) {
     if (link.ok() && *link != nullptr) (void)(*link)->Abort();
   }
 }
 
 int ShmLinks::connected() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   int n = 0;
   for (const auto& [peer, link] : links_) n += link.ok() ? 1 : 0;
   return n;

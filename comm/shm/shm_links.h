@@ -14,14 +14,15 @@
 #include "config/require_cxx17.h"
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "comm/communicator.h"
 #include "comm/options.h"
 #include "store/store.h"
@@ -32,22 +33,30 @@ namespace shm_internal {
 class ShmLinks {
  public:
   // `options` as the group's (timeout, Gloo address choice,
-  // creation_cancel); its global_ranks are ignored.
+  // creation_cancel); its global_ranks are ignored. `group_open` says
+  // whether the group is still usable (the shm group's CheckOpen: aborted
+  // by a member, a member found dead); it must stay valid while a Send or
+  // Recv runs.
   ShmLinks(std::shared_ptr<Store> store, std::string prefix, int rank,
-           std::vector<int> global_ranks, CommOptions options);
+           std::vector<int> global_ranks, CommOptions options,
+           std::function<absl::Status()> group_open);
   ~ShmLinks();
 
   // As Communicator::Send / Recv, `peer` a group rank. The first call with
-  // a peer connects the pair (bounded by the group's timeout:
-  // DeadlineExceeded naming the peer when it does not make the matching
-  // call in time); a failed connection is kept: every later call with that
-  // peer returns the same error. InvalidArgument "shm send: peer P is
+  // a peer connects the pair through the store (which must still serve: a
+  // store hosted by a rank that has gone makes it Unavailable), bounded by
+  // the group's timeout: DeadlineExceeded naming the peer when it does not
+  // make the matching call in time. It ends sooner when this group is
+  // aborted by any member or a member is found dead (its store waits are
+  // cut into 100 ms slices that ask `group_open` and creation_cancel, and
+  // the Gloo connect asks them every 100 ms). A failed connection is kept:
+  // every later call with that peer returns the same error. InvalidArgument "shm send: peer P is
   // outside [0, size)" / "... is this rank"; FailedPrecondition after Abort.
   absl::Status Send(const void* buf, size_t count, DataType dtype, int peer);
   absl::Status Recv(void* buf, size_t count, DataType dtype, int peer);
 
   // Aborts every pair made and every later one (a pair being connected
-  // stops at its next cancel check). Safe from any thread.
+  // stops within a slice, 100 ms). Safe from any thread.
   void Abort();
 
   // The pairs connected so far (tests). Thread-safe.
@@ -62,9 +71,11 @@ class ShmLinks {
   const std::vector<int> global_ranks_;
   CommOptions options_;
   std::shared_ptr<std::atomic<bool>> aborted_;
-  mutable absl::Mutex mu_;
-  std::map<int, absl::StatusOr<std::unique_ptr<Communicator>>> links_
-      ABSL_GUARDED_BY(mu_);
+  // std::mutex, not absl::Mutex: Debian's Abseil is not built for TSan
+  // (store/memory_store.h).
+  mutable std::mutex mu_;
+  std::map<int, absl::StatusOr<std::unique_ptr<Communicator>>> links_;
+  // guarded by mu_
 };
 
 }  // namespace shm_internal

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -94,6 +95,7 @@ TEST(ShmStoreGroupTest, NoSocketUntilSendRecv) {
                      " before any Send/Recv")));
     // Pairs (0,1), (2,3) on the world: the even rank sends first.
     const int peer = rank ^ 1;
+    int sockets_after_first = -1;
     for (int round = 0; round < 3; ++round) {
       int64_t out = rank * 100 + round;
       int64_t in = -1;
@@ -107,7 +109,13 @@ TEST(ShmStoreGroupTest, NoSocketUntilSendRecv) {
       DEVMESH_RETURN_IF_ERROR(Expect(
           in == peer * 100 + round,
           absl::StrCat("round ", round, ": got ", in, " from ", peer)));
+      if (round == 0) sockets_after_first = Sockets();
     }
+    // The pair is made once: no new socket in rounds 1 and 2.
+    DEVMESH_RETURN_IF_ERROR(Expect(
+        Sockets() == sockets_after_first && sockets_after_first > sockets_before,
+        absl::StrCat("sockets ", sockets_before, " -> ", sockets_after_first,
+                     " after the first round -> ", Sockets())));
     DEVMESH_RETURN_IF_ERROR(Expect(
         AsShm(world->get())->peer_links() == 1,
         absl::StrCat("peer_links ", AsShm(world->get())->peer_links())));
@@ -178,6 +186,84 @@ TEST(ShmStoreGroupTest, SplitChildren) {
     return SumIs(**grandchild, rank == 1 ? 2 : 1 + 3);
   });
   EXPECT_TRUE(status.ok()) << status;
+}
+
+// A child with a timeout of its own (1 s, the parent's 60 s): a member that
+// skips the child's all-reduce is named within about that second.
+TEST(ShmStoreGroupTest, SplitChildHasItsOwnTimeout) {
+  absl::Status status = ForkRanks(2, [](int rank, int size,
+                                        std::shared_ptr<Store> store) {
+    CommOptions options;
+    options.timeout = absl::Seconds(60);
+    auto world = CreateCommunicator("shm", store, rank, size, options);
+    if (!world.ok()) return world.status();
+    SplitOptions split;
+    split.timeout = absl::Seconds(1);
+    auto child = (*world)->Split(0, rank, split);
+    if (!child.ok()) return child.status();
+    if (rank == 1) {
+      absl::SleepFor(absl::Seconds(3));
+      return absl::OkStatus();
+    }
+    const absl::Time t0 = absl::Now();
+    int32_t x = 1;
+    absl::Status s =
+        (*child)->AllReduce(&x, &x, 1, DataType::kInt32, ReduceOp::kSum);
+    const absl::Duration took = absl::Now() - t0;
+    DEVMESH_RETURN_IF_ERROR(Expect(
+        absl::IsDeadlineExceeded(s) &&
+            absl::StrContains(s.message(), "global rank(s) [1] did not arrive"),
+        s.ToString()));
+    return Expect(took < absl::Milliseconds(2500),
+                  absl::StrCat("took ", absl::FormatDuration(took)));
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// A first Send whose peer never makes the matching call ends early: when
+// this member aborts the group from another thread (FailedPrecondition),
+// when the peer aborts it (Unavailable naming it), when the peer dies
+// (Unavailable naming it): each within about a second, not the 60 s timeout.
+TEST(ShmStoreGroupTest, ConnectingSendEndsOnAbortOrDeath) {
+  for (const char* how : {"abort_here", "peer_aborts", "peer_dies"}) {
+    absl::Status status = ForkRanks(2, [how](int rank, int size,
+                                             std::shared_ptr<Store> store) {
+      CommOptions options;
+      options.timeout = absl::Seconds(60);
+      auto world = CreateCommunicator("shm", store, rank, size, options);
+      if (!world.ok()) return world.status();
+      const std::string mode = how;
+      if (rank == 1) {
+        absl::SleepFor(absl::Milliseconds(300));
+        if (mode == "peer_aborts") (void)(*world)->Abort();
+        if (mode == "peer_dies") _exit(0);
+        absl::SleepFor(absl::Seconds(3));
+        return absl::OkStatus();
+      }
+      std::thread aborter;
+      if (mode == "abort_here") {
+        aborter = std::thread([&] {
+          absl::SleepFor(absl::Milliseconds(300));
+          (void)(*world)->Abort();
+        });
+      }
+      const absl::Time t0 = absl::Now();
+      int64_t x = 7;
+      absl::Status s = (*world)->Send(&x, 1, DataType::kInt64, 1);
+      const absl::Duration took = absl::Now() - t0;
+      if (aborter.joinable()) aborter.join();
+      const bool right =
+          mode == "abort_here"
+              ? absl::IsFailedPrecondition(s)
+              : absl::IsUnavailable(s) &&
+                    absl::StrContains(s.message(), "global rank 1");
+      DEVMESH_RETURN_IF_ERROR(
+          Expect(right, absl::StrCat(mode, ": ", s.ToString())));
+      return Expect(took < absl::Milliseconds(1500),
+                    absl::StrCat(mode, " took ", absl::FormatDuration(took)));
+    });
+    EXPECT_TRUE(status.ok()) << how << ": " << status;
+  }
 }
 
 // Global rank 2 never creates the group: the others get DeadlineExceeded

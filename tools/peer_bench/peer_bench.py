@@ -136,8 +136,11 @@ def run_startup(a):
         sides = {"devmesh": [], "torch": []}
         for rep in range(a.startup_repeats):
             for side in ("devmesh", "torch"):
+                # devmesh's CPU default (shared memory for groups inside a
+                # host), against PyTorch's default CPU backend (Gloo).
                 argv = ([os.path.join(a.bin_dir, "startup"),
-                         "--mesh_shape=" + shape] if side == "devmesh" else
+                         "--mesh_shape=" + shape, "--backend=auto"]
+                        if side == "devmesh" else
                         [sys.executable, os.path.join(HERE, "torch_startup.py"),
                          shape])
                 ranks = spawn.run_ranks(argv, size, "PEER_BENCH_STARTUP",

@@ -1,8 +1,7 @@
-// devmesh/device_mesh/cancellable_store.h
+// devmesh/store/cancellable_store.h
 // -----------------------------------------------------------------------------
 // CancellableStore: a Store decorator whose waiting calls (Get, Wait,
-// MultiGet) can end before their timeout. Internal to //device_mesh (and
-// its tests). It asks `cancel` before the call
+// MultiGet) can end before their timeout. It asks `cancel` before the call
 // and again each time a slice of at most `slice` has passed without an
 // answer (the base store's wait is cut into slices of that length): when
 // `cancel` returns an error, the call returns that error instead of waiting
@@ -10,7 +9,9 @@
 // watch's verdict, so that a creation waiting for a member found dead ends
 // within about a slice of the verdict, with it, instead of at the group's
 // timeout (issue 20: a death during Shrink's rebuild was found only at the
-// creation timeout, 300 s by default).
+// creation timeout, 300 s by default); the shm backend wraps the creation of
+// a Send/Recv pair in one whose `cancel` is the group's abort and liveness
+// (comm/shm/shm_links.h).
 //
 // Cost: a wait answered within its first slice costs what it did on the base
 // store; each further slice is one more wait on it (on devmesh's TCP store
@@ -25,8 +26,8 @@
 //
 // Thread-safety: as the base store; `cancel` may be called from any thread
 // that calls a waiting method, concurrently.
-#ifndef DEVMESH_DEVICE_MESH_CANCELLABLE_STORE_H_
-#define DEVMESH_DEVICE_MESH_CANCELLABLE_STORE_H_
+#ifndef DEVMESH_STORE_CANCELLABLE_STORE_H_
+#define DEVMESH_STORE_CANCELLABLE_STORE_H_
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
@@ -70,4 +71,4 @@ class CancellableStore : public ForwardingStore {
 
 }  // namespace devmesh
 
-#endif  // DEVMESH_DEVICE_MESH_CANCELLABLE_STORE_H_
+#endif  // DEVMESH_STORE_CANCELLABLE_STORE_H_

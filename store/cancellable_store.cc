@@ -1,5 +1,5 @@
 // devmesh/device_mesh/cancellable_store.cc
-#include "device_mesh/cancellable_store.h"
+#include "store/cancellable_store.h"
 
 #include <algorithm>
 #include <utility>

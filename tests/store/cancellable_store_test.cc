@@ -1,4 +1,4 @@
-// CancellableStore (device_mesh/cancellable_store.h) over an in-memory
+// CancellableStore (store/cancellable_store.h) over an in-memory
 // store: a waiting call ends with the cancel check's error once it says so,
 // within a slice; keeps waiting, and answers, while it does not; ends with
 // the base store's DeadlineExceeded at the caller's own timeout; and the
@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "device_mesh/cancellable_store.h"
+#include "store/cancellable_store.h"
 #include "gtest/gtest.h"
 #include "store/memory_store.h"
 
