@@ -41,7 +41,9 @@ ABSL_FLAG(int, tp, 2, "size of the tp (shard) dim; dp is world size / tp");
 ABSL_FLAG(int64_t, steps, 24, "training steps");
 ABSL_FLAG(int, kill_rank, -1, "the rank that SIGKILLs itself (-1: none)");
 ABSL_FLAG(int64_t, kill_step, 10, "the step at whose start it does");
-ABSL_FLAG(std::string, backend, "gloo", "the groups' backend");
+ABSL_FLAG(std::string, backend, "auto",
+          "the groups' backend (auto: InitDeviceMesh(\"cpu\")'s default, "
+          "shared memory inside a host, Gloo across hosts; or gloo, shm)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "keep each rank's last steps in DIR/rank<r>; resume from there");
 ABSL_FLAG(bool, report_times, false,
