@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/communicator.h"
+#include "comm/group_args.h"
 
 namespace devmesh {
 namespace comm_internal {
@@ -84,6 +85,35 @@ absl::StatusOr<std::optional<SplitMembership>> ExchangeSplitColors(
     out.global_ranks.push_back(global_ranks[members[i].second]);
   }
   return std::optional<SplitMembership>(std::move(out));
+}
+
+absl::StatusOr<StoreSplit> BeginStoreSplit(
+    absl::string_view backend, Store& store, const std::string& prefix,
+    int64_t seq, int rank, const std::vector<int>& global_ranks,
+    const CommOptions& parent, const std::optional<absl::Duration>& timeout,
+    int color, int key) {
+  if (color < kNoColor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend, " split: color ", color, " must be >= 0 or kNoColor (-1)"));
+  }
+  auto resolved = SplitChildOptions(backend, parent, timeout);
+  if (!resolved.ok()) return resolved.status();
+  StoreSplit out;
+  out.child_options = *std::move(resolved);
+  out.deadline = absl::Now() + out.child_options.timeout;
+  out.base = absl::StrCat(prefix, "split/", seq, "/");
+  const std::string what =
+      absl::StrCat(backend, " split #", seq, " (color ", color, ", key ", key,
+                   ", global rank ", global_ranks[rank], ")");
+  auto membership =
+      ExchangeSplitColors(store, out.base, rank, global_ranks, color, key,
+                          out.deadline, what, &out.round_trips);
+  if (!membership.ok()) return membership.status();
+  if (membership->has_value()) {
+    out.child_rank = (*membership)->rank;
+    out.child_options.global_ranks = std::move((*membership)->global_ranks);
+  }
+  return out;
 }
 
 }  // namespace comm_internal

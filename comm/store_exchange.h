@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "comm/options.h"
 #include "store/store.h"
 
 namespace devmesh {
@@ -61,6 +62,29 @@ absl::StatusOr<std::optional<SplitMembership>> ExchangeSplitColors(
     Store& store, const std::string& base, int rank,
     const std::vector<int>& global_ranks, int color, int key,
     absl::Time deadline, absl::string_view what, int64_t* round_trips);
+
+// The first half of a CPU backend's Split through the store, shared by Gloo
+// and shm: the color check, the child's options (the parent's with
+// SplitOptions::timeout; comm/group_args.h), one deadline for the whole Split
+// (that timeout from now), and ExchangeSplitColors under
+// "<prefix>split/<seq>/". The caller then makes the child under
+// "<base><color>" within `deadline`.
+struct StoreSplit {
+  CommOptions child_options;  // global_ranks: the child's, in child order
+  absl::Time deadline;
+  std::string base;           // "<prefix>split/<seq>/"
+  int child_rank = -1;        // -1: this rank passed kNoColor (no child)
+  int64_t round_trips = 0;
+};
+// Errors: InvalidArgument "<backend> split: color C must be >= 0 or
+// kNoColor (-1)" and SplitChildOptions' (a timeout that is not positive);
+// ExchangeSplitColors' (messages prefixed "<backend> split #<seq> (color,
+// key, global rank)").
+absl::StatusOr<StoreSplit> BeginStoreSplit(
+    absl::string_view backend, Store& store, const std::string& prefix,
+    int64_t seq, int rank, const std::vector<int>& global_ranks,
+    const CommOptions& parent, const std::optional<absl::Duration>& timeout,
+    int color, int key);
 
 }  // namespace comm_internal
 }  // namespace devmesh

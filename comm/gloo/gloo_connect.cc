@@ -75,42 +75,25 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
     int color, int key, const SplitOptions& split_options) {
   if (auto s = CheckOpen("split"); !s.ok()) return s;
-  if (color < kNoColor) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gloo split: color ", color, " must be >= 0 or kNoColor (-1)"));
-  }
-  absl::StatusOr<CommOptions> resolved =
-      SplitChildOptions("gloo", options_, split_options.timeout);
-  if (!resolved.ok()) return resolved.status();
-  CommOptions child_options = *std::move(resolved);
-  // One deadline for the whole Split (the child's timeout, SplitOptions'
-  // contract): the (color, key) exchange and the child's connection and
-  // barrier.
-  const absl::Time deadline = absl::Now() + child_options.timeout;
-  const int64_t seq = split_count_++;
   // (color, key) of every rank through the store (comm/store_exchange.h):
   // a rank that never calls Split is then named on every peer, and every
   // peer gets the same DeadlineExceeded (a Gloo all-gather would close the
   // pair of whichever peer timed out first, and a slower peer would see
-  // "connection closed" instead).
-  const std::string base = absl::StrCat(prefix_, "split/", seq, "/");
-  const std::string what =
-      absl::StrCat("gloo split #", seq, " (color ", color, ", key ", key,
-                   ", global rank ", global_ranks_[rank_], ")");
-  int64_t trips = 0;
-  auto membership = comm_internal::ExchangeSplitColors(
-      *store_, base, rank_, global_ranks_, color, key, deadline, what, &trips);
-  if (!membership.ok()) return membership.status();
-  if (!membership->has_value()) return std::unique_ptr<Communicator>();
-  const int child_rank = (*membership)->rank;
-  std::vector<int> child_globals = std::move((*membership)->global_ranks);
+  // "connection closed" instead). One deadline for the whole Split (the
+  // child's timeout, SplitOptions' contract): the exchange and the child's
+  // connection and barrier.
+  auto split = comm_internal::BeginStoreSplit(
+      "gloo", *store_, prefix_, split_count_++, rank_, global_ranks_, options_,
+      split_options.timeout, color, key);
+  if (!split.ok()) return split.status();
+  if (split->child_rank < 0) return std::unique_ptr<Communicator>();
+  std::vector<int> child_globals = split->child_options.global_ranks;
   const int child_size = static_cast<int>(child_globals.size());
-  auto child = Connect(
-      store_, absl::StrCat(base, color, "/"),
-      child_rank, child_size, std::move(child_globals),
-      child_options, device_, deadline);
+  auto child = Connect(store_, absl::StrCat(split->base, color, "/"),
+                       split->child_rank, child_size, std::move(child_globals),
+                       split->child_options, device_, split->deadline);
   if (!child.ok()) return child.status();
-  (*child)->store_round_trips_ += trips;
+  (*child)->store_round_trips_ += split->round_trips;
   return std::unique_ptr<Communicator>(*std::move(child));
 }
 

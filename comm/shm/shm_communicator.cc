@@ -343,9 +343,6 @@ absl::Status ShmCommunicator::Send(const void* buf, size_t count,
   if (auto s = CheckBuffer("send", "send", buf, count, 1, dtype); !s.ok()) {
     return s;
   }
-  if (count == 0 && peer >= 0 && peer < size() && peer != rank_) {
-    return absl::OkStatus();  // as Gloo: no message, no pair to connect
-  }
   return links_->Send(buf, count, dtype, peer);
 }
 
@@ -357,9 +354,6 @@ absl::Status ShmCommunicator::Recv(void* buf, size_t count, DataType dtype,
   if (group_ != nullptr) return group_->Recv(buf, count, dtype, peer);
   if (auto s = CheckBuffer("recv", "recv", buf, count, 1, dtype); !s.ok()) {
     return s;
-  }
-  if (count == 0 && peer >= 0 && peer < size() && peer != rank_) {
-    return absl::OkStatus();  // as Gloo: no message, no pair to connect
   }
   return links_->Recv(buf, count, dtype, peer);
 }
@@ -393,33 +387,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::Split(
 
 absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::SplitOverStore(
     int color, int key, const SplitOptions& split_options) {
-  if (color < kNoColor) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shm split: color ", color, " must be >= 0 or kNoColor (-1)"));
-  }
-  auto resolved =
-      SplitChildOptions("shm", comm_options_, split_options.timeout);
-  if (!resolved.ok()) return resolved.status();
-  CommOptions child_options = *std::move(resolved);
-  const absl::Time deadline = absl::Now() + child_options.timeout;
-  const int64_t seq = split_count_++;
-  const std::string base = absl::StrCat(prefix_, "split/", seq, "/");
-  const std::string what =
-      absl::StrCat("shm split #", seq, " (color ", color, ", key ", key,
-                   ", global rank ", global_ranks_[rank_], ")");
-  int64_t trips = 0;
-  auto membership = comm_internal::ExchangeSplitColors(
-      *store_, base, rank_, global_ranks_, color, key, deadline, what, &trips);
-  if (!membership.ok()) return membership.status();
-  if (!membership->has_value()) return std::unique_ptr<Communicator>();
-  const int child_rank = (*membership)->rank;
-  const int child_size = static_cast<int>((*membership)->global_ranks.size());
-  child_options.global_ranks = std::move((*membership)->global_ranks);
+  auto split = comm_internal::BeginStoreSplit(
+      "shm", *store_, prefix_, split_count_++, rank_, global_ranks_,
+      comm_options_, split_options.timeout, color, key);
+  if (!split.ok()) return split.status();
+  if (split->child_rank < 0) return std::unique_ptr<Communicator>();
+  const int child_rank = split->child_rank;
+  const int child_size =
+      static_cast<int>(split->child_options.global_ranks.size());
+  const CommOptions& child_options = split->child_options;
   // The child's set-up within the Split's deadline (SplitOptions' contract).
   auto child_store =
-      std::make_shared<PrefixStore>(store_, absl::StrCat(base, color));
-  auto child =
-      MakeShmGroup(child_store, child_rank, child_options, options_, deadline);
+      std::make_shared<PrefixStore>(store_, absl::StrCat(split->base, color));
+  auto child = MakeShmGroup(child_store, child_rank, child_options, options_,
+                            split->deadline);
   if (!child.ok() || *child != nullptr) return child;
   // The members share the parent's segment, so they can share one; a child
   // whose segment could not be made (options_.require false) keeps Gloo.

@@ -45,7 +45,8 @@ ShmLinks::ShmLinks(std::shared_ptr<Store> store, std::string prefix, int rank,
 
 ShmLinks::~ShmLinks() = default;
 
-absl::StatusOr<Communicator*> ShmLinks::Link(int peer, absl::string_view what) {
+absl::StatusOr<Communicator*> ShmLinks::Link(int peer, size_t count,
+                                             absl::string_view what) {
   const int size = static_cast<int>(global_ranks_.size());
   if (peer < 0 || peer >= size) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -55,6 +56,7 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat("shm ", what, ": peer ", peer, " is this rank"));
   }
+  if (count == 0) return nullptr;  // as Gloo: no message, no pair to connect
   if (aborted_->load()) {
     return absl::FailedPreconditionError(
         absl::StrCat("shm ", what, ": communicator was aborted"));
@@ -96,15 +98,15 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, absl::string_view what) {
 
 absl::Status ShmLinks::Send(const void* buf, size_t count, DataType dtype,
                             int peer) {
-  auto link = Link(peer, "send");
-  if (!link.ok()) return link.status();
+  auto link = Link(peer, count, "send");
+  if (!link.ok() || *link == nullptr) return link.status();
   return (*link)->Send(buf, count, dtype, rank_ < peer ? 1 : 0);
 }
 
 absl::Status ShmLinks::Recv(void* buf, size_t count, DataType dtype,
                             int peer) {
-  auto link = Link(peer, "recv");
-  if (!link.ok()) return link.status();
+  auto link = Link(peer, count, "recv");
+  if (!link.ok() || *link == nullptr) return link.status();
   return (*link)->Recv(buf, count, dtype, rank_ < peer ? 1 : 0);
 }
 

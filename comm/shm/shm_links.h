@@ -50,8 +50,10 @@ class ShmLinks {
   // aborted by any member or a member is found dead (its store waits are
   // cut into 100 ms slices that ask `group_open` and creation_cancel, and
   // the Gloo connect asks them every 100 ms). A failed connection is kept:
-  // every later call with that peer returns the same error. InvalidArgument "shm send: peer P is
-  // outside [0, size)" / "... is this rank"; FailedPrecondition after Abort.
+  // every later call with that peer returns the same error. An empty
+  // message (count 0) returns OK without a pair, as Gloo. InvalidArgument
+  // "shm send: peer P is outside [0, size)" / "... is this rank";
+  // FailedPrecondition after Abort.
   absl::Status Send(const void* buf, size_t count, DataType dtype, int peer);
   absl::Status Recv(void* buf, size_t count, DataType dtype, int peer);
 
@@ -63,7 +65,10 @@ class ShmLinks {
   int connected() const;
 
  private:
-  absl::StatusOr<Communicator*> Link(int peer, absl::string_view what);
+  // The pair with `peer` (connected now if need be); nullptr for an empty
+  // message, which needs none.
+  absl::StatusOr<Communicator*> Link(int peer, size_t count,
+                                     absl::string_view what);
 
   const std::shared_ptr<Store> store_;
   const std::string prefix_;

@@ -59,6 +59,14 @@ absl::Status SumIs(Communicator& g, int64_t want) {
                                         "]"));
 }
 
+// The world as a shm group over `store` (CreateCommunicator("shm")).
+absl::StatusOr<std::unique_ptr<Communicator>> MakeWorld(
+    int rank, int size, std::shared_ptr<Store> store, absl::Duration timeout) {
+  CommOptions options;
+  options.timeout = timeout;
+  return CreateCommunicator("shm", std::move(store), rank, size, options);
+}
+
 const ShmCommunicator* AsShm(const Communicator* c) {
   return dynamic_cast<const ShmCommunicator*>(c);
 }
@@ -69,9 +77,7 @@ TEST(ShmStoreGroupTest, NoSocketUntilSendRecv) {
   absl::Status status = ForkRanks(4, [](int rank, int size,
                                         std::shared_ptr<Store> store) {
     const int sockets_before = Sockets();
-    CommOptions options;
-    options.timeout = absl::Seconds(60);
-    auto world = CreateCommunicator("shm", store, rank, size, options);
+    auto world = MakeWorld(rank, size, store, absl::Seconds(60));
     if (!world.ok()) return world.status();
     auto tp = (*world)->Split(rank / 2, rank);
     if (!tp.ok()) return tp.status();
@@ -157,9 +163,7 @@ TEST(ShmStoreGroupTest, NoSocketUntilSendRecv) {
 TEST(ShmStoreGroupTest, SplitChildren) {
   absl::Status status = ForkRanks(4, [](int rank, int size,
                                         std::shared_ptr<Store> store) {
-    CommOptions options;
-    options.timeout = absl::Seconds(60);
-    auto world = CreateCommunicator("shm", store, rank, size, options);
+    auto world = MakeWorld(rank, size, store, absl::Seconds(60));
     if (!world.ok()) return world.status();
     SplitOptions split;
     split.timeout = absl::Seconds(20);
@@ -193,9 +197,7 @@ TEST(ShmStoreGroupTest, SplitChildren) {
 TEST(ShmStoreGroupTest, SplitChildHasItsOwnTimeout) {
   absl::Status status = ForkRanks(2, [](int rank, int size,
                                         std::shared_ptr<Store> store) {
-    CommOptions options;
-    options.timeout = absl::Seconds(60);
-    auto world = CreateCommunicator("shm", store, rank, size, options);
+    auto world = MakeWorld(rank, size, store, absl::Seconds(60));
     if (!world.ok()) return world.status();
     SplitOptions split;
     split.timeout = absl::Seconds(1);
@@ -228,9 +230,7 @@ TEST(ShmStoreGroupTest, ConnectingSendEndsOnAbortOrDeath) {
   for (const char* how : {"abort_here", "peer_aborts", "peer_dies"}) {
     absl::Status status = ForkRanks(2, [how](int rank, int size,
                                              std::shared_ptr<Store> store) {
-      CommOptions options;
-      options.timeout = absl::Seconds(60);
-      auto world = CreateCommunicator("shm", store, rank, size, options);
+      auto world = MakeWorld(rank, size, store, absl::Seconds(60));
       if (!world.ok()) return world.status();
       const std::string mode = how;
       if (rank == 1) {
@@ -295,9 +295,7 @@ TEST(ShmStoreGroupTest, MemberThatNeverJoinsIsNamed) {
 TEST(ShmStoreGroupTest, MemberThatNeverSplitsIsNamed) {
   absl::Status status = ForkRanks(3, [](int rank, int size,
                                         std::shared_ptr<Store> store) {
-    CommOptions options;
-    options.timeout = absl::Seconds(30);
-    auto world = CreateCommunicator("shm", store, rank, size, options);
+    auto world = MakeWorld(rank, size, store, absl::Seconds(30));
     if (!world.ok()) return world.status();
     if (rank == 1) {
       absl::SleepFor(absl::Seconds(3));
@@ -318,9 +316,7 @@ TEST(ShmStoreGroupTest, MemberThatNeverSplitsIsNamed) {
 TEST(ShmStoreGroupTest, BadArguments) {
   absl::Status status = ForkRanks(2, [](int rank, int size,
                                         std::shared_ptr<Store> store) {
-    CommOptions options;
-    options.timeout = absl::Seconds(30);
-    auto world = CreateCommunicator("shm", store, rank, size, options);
+    auto world = MakeWorld(rank, size, store, absl::Seconds(30));
     if (!world.ok()) return world.status();
     int32_t x = 0;
     absl::Status s = (*world)->Send(&x, 1, DataType::kInt32, 2);
@@ -346,6 +342,8 @@ TEST(ShmStoreGroupTest, BadArguments) {
         child.status().ToString()));
     // Still usable, and CreateShmGroup's own checks.
     DEVMESH_RETURN_IF_ERROR(SumIs(**world, 3));
+    CommOptions options;
+    options.timeout = absl::Seconds(30);
     CommOptions bad = options;
     bad.global_ranks = {4, 4};
     auto made = CreateShmGroup(std::make_shared<PrefixStore>(store, "b"),
