@@ -10,13 +10,14 @@
 // Run under a launcher (torchrun / srun / mpirun variables, or the Python
 // spawner of tools/peer_bench), each rank prints one line
 //   PEER_BENCH_STARTUP {"rank":R,"t0_ns":..,"main_ns":..,"init_ns":..,
-//                       "ready_ns":..,
+//                       "group_ns":[..],"ready_ns":..,
 //                       "communicators":C,"store_round_trips":S,
 //                       "store_bytes":B,"sockets":K,"maxrss_kb":M}
 // with wall-clock (CLOCK_REALTIME) nanoseconds: t0_ns is the launch time the
 // spawner put in PEER_BENCH_T0_NS (this process's main() entry when unset),
 // main_ns the entry of main(), init_ns the return of InitDeviceMesh (the
-// rendezvous done), ready_ns the end of the last all-reduce.
+// rendezvous done), group_ns per dim the return of its GetGroup (the group
+// created; its check all-reduce follows), ready_ns the end of the last all-reduce.
 // "communicators" is what this rank created: its mesh groups
 // (MeshRuntime::group_creations) plus any world communicator (only for a
 // world-sized dim); "store_round_trips" and "store_bytes" the
@@ -45,6 +46,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "bench/bench_flags.h"
 #include "bootstrap/launcher.h"
 #include "bootstrap/rendezvous.h"
@@ -105,9 +107,11 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   auto mesh = InitDeviceMesh("cpu", shape, names, options);
   if (!mesh.ok()) return Fail(mesh.status(), 1);
   const int64_t init_ns = WallNs();
+  std::vector<int64_t> group_ns;  // per dim: GetGroup's return
   for (int d = 0; d < mesh->ndim(); ++d) {
     auto group = mesh->GetGroup(d);
     if (!group.ok()) return Fail(group.status(), 1);
+    group_ns.push_back(WallNs());
     float one = 1, sum = 0;
     if (absl::Status s = (*group)->AllReduce(&one, &sum, 1, DataType::kFloat32,
                                              ReduceOp::kSum);
@@ -127,11 +131,11 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   getrusage(RUSAGE_SELF, &usage);
   std::printf(
       "PEER_BENCH_STARTUP {\"rank\":%d,\"t0_ns\":%lld,\"main_ns\":%lld,"
-      "\"init_ns\":%lld,\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld,"
+      "\"init_ns\":%lld,\"group_ns\":[%s],\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld,"
       "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld}\n",
       mesh->GetRank(), static_cast<long long>(t0_ns),
       static_cast<long long>(main_ns), static_cast<long long>(init_ns),
-      static_cast<long long>(ready_ns),
+      absl::StrJoin(group_ns, ",").c_str(), static_cast<long long>(ready_ns),
       static_cast<long long>(runtime->group_creations() +
                              runtime->world_communicators()),
       static_cast<long long>(runtime->store_round_trips()),

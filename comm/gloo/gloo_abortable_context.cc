@@ -78,10 +78,18 @@ class AbortableBuffer final : public ::gloo::transport::UnboundBuffer {
 };
 
 AbortableContext::AbortableContext(
-    std::shared_ptr<::gloo::transport::Context> inner)
+    std::shared_ptr<::gloo::transport::Context> inner,
+    std::shared_ptr<LoopWaker> waker)
     : ::gloo::transport::Context(inner->rank, inner->size),
-      inner_(std::move(inner)) {
+      inner_(std::move(inner)),
+      waker_(std::move(waker)) {
   setTimeout(inner_->getTimeout());
+}
+
+AbortableContext::~AbortableContext() {
+  // The pairs close as the inner context goes: each waits for a loop turn.
+  ScopedLoopKick kick(waker_);
+  inner_.reset();
 }
 
 std::unique_ptr<::gloo::transport::UnboundBuffer>
@@ -91,6 +99,7 @@ AbortableContext::createUnboundBuffer(void* ptr, size_t size) {
 }
 
 void AbortableContext::Abort(const std::function<void()>& close_pairs) {
+  ScopedLoopKick kick(waker_);
   {
     std::unique_lock<std::shared_mutex> io(io_mu_);
     {

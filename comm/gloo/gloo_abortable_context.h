@@ -27,6 +27,12 @@
 // timeout on the inner context before wrapping it (the wrapper copies it;
 // Gloo's buffers read the inner one).
 //
+// Pair closes wait for a turn of Gloo's event loop, which devmesh's devices
+// make only on demand (gloo_loop_waker.h): Abort and the destructor (which
+// destroys the inner context, and with it the pairs) hold a ScopedLoopKick of
+// the waker given at construction (may be null: the closes then end at the
+// loop's slowed idle tick).
+//
 // Thread-safety: Abort may be called from any thread, concurrently with the
 // collectives it aborts.
 #ifndef DEVMESH_COMM_GLOO_GLOO_ABORTABLE_CONTEXT_H_
@@ -42,6 +48,7 @@
 #include <shared_mutex>
 #include <unordered_set>
 
+#include "comm/gloo/gloo_loop_waker.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/unbound_buffer.h"
 
@@ -54,7 +61,9 @@ class AbortableContext final
     : public ::gloo::transport::Context,
       public std::enable_shared_from_this<AbortableContext> {
  public:
-  explicit AbortableContext(std::shared_ptr<::gloo::transport::Context> inner);
+  AbortableContext(std::shared_ptr<::gloo::transport::Context> inner,
+                   std::shared_ptr<LoopWaker> waker);
+  ~AbortableContext() override;
 
   std::unique_ptr<::gloo::transport::Pair>& getPair(int rank) override {
     return inner_->getPair(rank);
@@ -80,6 +89,7 @@ class AbortableContext final
   void Remove(AbortableBuffer* buffer);
 
   std::shared_ptr<::gloo::transport::Context> inner_;
+  const std::shared_ptr<LoopWaker> waker_;
   std::shared_mutex io_mu_;  // shared: a post in progress; unique: Abort
   std::mutex buffers_mu_;
   bool aborted_ = false;                          // guarded by buffers_mu_

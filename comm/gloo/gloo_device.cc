@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "comm/gloo/gloo_loop_waker.h"
 #include "comm/gloo/gloo_status.h"
 #include "store/socket.h"
 #include "gloo/transport/tcp/device.h"
@@ -28,7 +29,8 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> TryCreate(
     const ::gloo::transport::tcp::attr& attr, absl::string_view what) {
   std::shared_ptr<::gloo::transport::Device> device;
   absl::Status status = GlooCall(what, [&] {
-    device = ::gloo::transport::tcp::CreateDevice(attr);
+    WithIdleTickSlack(
+        [&] { device = ::gloo::transport::tcp::CreateDevice(attr); });
   });
   if (!status.ok()) return absl::UnavailableError(status.message());
   return device;
@@ -142,6 +144,47 @@ CreateDevice(const GlooOptions& options) {
   return CreateOn(attr, "127.0.0.1", "gloo device on 127.0.0.1");
 }
 
+namespace {
+
+// The wakers of the devices MakeGlooDevice handed out and that are still
+// held, by device.
+std::mutex& WakersMu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::map<const ::gloo::transport::Device*, std::weak_ptr<LoopWaker>>&
+Wakers() {
+  static auto* wakers =
+      new std::map<const ::gloo::transport::Device*, std::weak_ptr<LoopWaker>>;
+  return *wakers;
+}
+
+// What MakeGlooDevice's pointer owns: the device and its loop's waker. Its
+// release ends the device (when no pair holds it any more) with the loop
+// kicked, so that the loop thread sees its done_ flag at once instead of at
+// the slowed tick (gloo_loop_waker.h).
+struct HeldDevice {
+  std::shared_ptr<::gloo::transport::Device> device;
+  std::shared_ptr<LoopWaker> waker;
+  ~HeldDevice() {
+    {
+      std::lock_guard<std::mutex> lock(WakersMu());
+      Wakers().erase(device.get());
+    }
+    ScopedLoopKick kick(waker);
+    device.reset();
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<LoopWaker> LoopWakerFor(
+    const ::gloo::transport::Device* device) {
+  std::lock_guard<std::mutex> lock(WakersMu());
+  auto it = Wakers().find(device);
+  return it == Wakers().end() ? nullptr : it->second.lock();
+}
+
 absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
     const GlooOptions& options) {
   IgnoreSigpipeUnlessHandled();
@@ -162,9 +205,18 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
   if (it != devices->end()) {
     if (auto device = it->second.lock()) return device;
   }
-  auto device = CreateDevice(options);
-  if (!device.ok()) return device.status();
-  (*devices)[key] = *device;
+  auto created = CreateDevice(options);
+  if (!created.ok()) return created.status();
+  auto held = std::make_shared<HeldDevice>();
+  held->device = *std::move(created);
+  held->waker = LoopWaker::Attach(*held->device);
+  {
+    std::lock_guard<std::mutex> wakers_lock(WakersMu());
+    Wakers()[held->device.get()] = held->waker;
+  }
+  // Shares `held`'s ownership, points at the device.
+  std::shared_ptr<::gloo::transport::Device> device(held, held->device.get());
+  (*devices)[key] = device;
   return device;
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "comm/gloo/gloo_loop_waker.h"
 #include "comm/options.h"
 #include "gloo/transport/device.h"
 
@@ -38,10 +39,21 @@ namespace gloo_internal {
 // program has its own handler, so that a peer dying mid-write is an error
 // Status rather than a killed process. Shared: while a device made for the
 // same (hostname, GLOO_SOCKET_IFNAME, store_route_address) in this process
-// is alive, it is returned again (never across fork()). Errors: Unavailable
-// when no device can be made (message from Gloo). Thread-safe.
+// is alive, it is returned again (never across fork()). The device's event
+// loop is made without Gloo's 10 ms idle tick (gloo_loop_waker.h): its loop
+// thread starts with a timer slack of kIdleTickSlack, and the returned pointer
+// also owns the loop's LoopWaker (LoopWakerFor), which the release of the last
+// pointer kicks while it ends the device. Errors: Unavailable when no device
+// can be made (message from Gloo). Thread-safe.
 absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
     const GlooOptions& options);
+
+// The waker of a device MakeGlooDevice made (`device` as its pointer's get())
+// while a pointer MakeGlooDevice returned for it is alive; nullptr otherwise
+// (a ScopedLoopKick of it is then a no-op). Hold a ScopedLoopKick of it
+// around every call that closes or destroys the device's pairs. Thread-safe.
+std::shared_ptr<LoopWaker> LoopWakerFor(
+    const ::gloo::transport::Device* device);
 
 }  // namespace gloo_internal
 }  // namespace devmesh

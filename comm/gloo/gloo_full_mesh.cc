@@ -18,6 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/numbers.h"
+#include "comm/gloo/gloo_device.h"
+#include "comm/gloo/gloo_loop_waker.h"
 #include "comm/gloo/gloo_status.h"
 #include "comm/store_exchange.h"
 #include "gloo/transport/context.h"
@@ -54,9 +56,10 @@ constexpr absl::Duration kCancelPoll = absl::Milliseconds(100);
 class Watchdog {
  public:
   Watchdog(std::vector<::gloo::transport::Pair*> pairs, absl::Time deadline,
-           std::function<absl::Status()> cancel)
+           std::function<absl::Status()> cancel,
+           std::shared_ptr<LoopWaker> waker)
       : pairs_(std::move(pairs)), deadline_(deadline),
-        cancel_(std::move(cancel)) {
+        cancel_(std::move(cancel)), waker_(std::move(waker)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~Watchdog() { Stop(); }
@@ -107,6 +110,7 @@ class Watchdog {
     }
     fired_ = true;
     lock.unlock();
+    ScopedLoopKick kick(waker_);  // each close waits for a loop turn
     for (::gloo::transport::Pair* pair : pairs_) {
       // Close never throws for a listening or connecting pair; stay safe.
       (void)GlooCall("gloo connect watchdog: close", [&] { pair->close(); });
@@ -116,6 +120,7 @@ class Watchdog {
   const std::vector<::gloo::transport::Pair*> pairs_;
   const absl::Time deadline_;
   const std::function<absl::Status()> cancel_;
+  const std::shared_ptr<LoopWaker> waker_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -192,7 +197,8 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
   absl::Status status = GlooCall(what, [&] {
     auto inner = device->createContext(rank, size);
     inner->setTimeout(absl::ToChronoMilliseconds(timeout));
-    out.abortable = std::make_shared<AbortableContext>(std::move(inner));
+    out.abortable = std::make_shared<AbortableContext>(
+        std::move(inner), LoopWakerFor(device.get()));
     transport = out.abortable;
     for (int i = 0; i < size; ++i) {
       if (i == rank) continue;
@@ -235,7 +241,8 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     for (auto* p : pairs) {
       if (p != nullptr) live.push_back(p);
     }
-    Watchdog watchdog(live, deadline, cancel);
+    const std::shared_ptr<LoopWaker> waker = LoopWakerFor(device.get());
+    Watchdog watchdog(live, deadline, cancel, waker);
     size_t reached = 0;  // position in `order` of the pair being connected
     // Connect the pairs this rank connects first, then wait for those its
     // peers connect: a connect completes without the peer's main thread
@@ -290,6 +297,11 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
         break;
       }
       std::vector<char> addr(bytes.begin(), bytes.end());
+      // On the side that connects, Gloo first takes the pair's own listening
+      // socket out of its loop and waits for a loop turn: wake the loop
+      // (gloo_loop_waker.h). The other side only waits for the loop thread's
+      // accept, which needs no turn.
+      ScopedLoopKick kick(connects[j] ? waker : nullptr);
       status = GlooCall(
           absl::StrCat(what, ": connecting to global rank ", global_ranks[i]),
           [&] { pairs[i]->connect(addr); });

@@ -1,0 +1,168 @@
+// devmesh/tests/comm/gloo_loop_waker_test.cc
+// Gloo's event loop without its idle tick (comm/gloo/gloo_loop_waker.h): a
+// device's loop thread starts with kIdleTickSlack as its timer slack, so an
+// idle loop wakes about once a second rather than 100 times (Gloo's
+// epoll_wait(..., 10)); the thread that made the device gets its own slack
+// back; and the waits that need a loop turn (each pair connect on the side
+// that connects, each pair close) are kicked, so that groups still connect
+// and close in well under one slowed tick.
+#include <dirent.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "comm/communicator.h"
+#include "comm/gloo/gloo_device.h"
+#include "comm/gloo/gloo_loop_waker.h"
+#include "comm/options.h"
+#include "comm/registry.h"
+#include "gtest/gtest.h"
+#include "tests/comm/fork_ranks.h"
+
+namespace devmesh {
+namespace {
+
+std::set<int> Threads() {
+  std::set<int> tids;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return tids;
+  while (dirent* e = readdir(dir)) {
+    int tid = 0;
+    if (absl::SimpleAtoi(e->d_name, &tid)) tids.insert(tid);
+  }
+  closedir(dir);
+  return tids;
+}
+
+int64_t ReadNumber(const std::string& path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  in >> v;
+  return v;
+}
+
+// "voluntary_ctxt_switches:" of /proc/self/task/<tid>/status: how often the
+// thread went to sleep, i.e. once per loop turn for an idle event loop.
+int64_t VoluntarySwitches(int tid) {
+  std::ifstream in(absl::StrCat("/proc/self/task/", tid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string key = "voluntary_ctxt_switches:";
+    if (line.rfind(key, 0) == 0) {
+      int64_t v = -1;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(key.size())),
+                           &v)) {
+        return v;
+      }
+    }
+  }
+  return -1;
+}
+
+TEST(GlooLoopWakerTest, AnIdleLoopBarelyWakesAndTheCallerKeepsItsSlack) {
+  const int64_t my_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  ASSERT_GT(my_slack, 0);
+  const std::set<int> before = Threads();
+  GlooOptions options;
+  options.hostname = "127.0.0.1";
+  auto device = gloo_internal::MakeGlooDevice(options);
+  ASSERT_TRUE(device.ok()) << device.status();
+  std::vector<int> loop_threads;
+  for (int tid : Threads()) {
+    if (before.count(tid) == 0) loop_threads.push_back(tid);
+  }
+  ASSERT_EQ(loop_threads.size(), 1u) << "expected Gloo's one loop thread";
+  const int loop = loop_threads[0];
+  // /proc/<tid>/timerslack_ns: a thread's own slack (not under task/).
+  EXPECT_EQ(ReadNumber(absl::StrCat("/proc/", loop, "/timerslack_ns")),
+            absl::ToInt64Nanoseconds(gloo_internal::kIdleTickSlack));
+  EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), my_slack);
+  // Gloo's own 10 ms tick would sleep about 200 times in 2 s.
+  const int64_t start = VoluntarySwitches(loop);
+  ASSERT_GE(start, 0);
+  absl::SleepFor(absl::Seconds(2));
+  const int64_t turns = VoluntarySwitches(loop) - start;
+  EXPECT_LE(turns, 6) << "the idle loop turned " << turns << " times in 2 s";
+}
+
+TEST(GlooLoopWakerTest, AKickTurnsTheLoopAtOnceAndStopsWithIt) {
+  GlooOptions options;
+  options.hostname = "127.0.0.1";
+  const std::set<int> before = Threads();
+  auto device = gloo_internal::MakeGlooDevice(options);
+  ASSERT_TRUE(device.ok()) << device.status();
+  int loop = -1;
+  for (int tid : Threads()) {
+    if (before.count(tid) == 0 && loop < 0) loop = tid;
+  }
+  ASSERT_GT(loop, 0);
+  auto waker = gloo_internal::LoopWakerFor(device->get());
+  ASSERT_NE(waker, nullptr);
+  const int64_t start = VoluntarySwitches(loop);
+  {
+    gloo_internal::ScopedLoopKick kick(waker);
+    absl::SleepFor(absl::Milliseconds(300));
+  }
+  const int64_t kicked = VoluntarySwitches(loop) - start;
+  // Held 300 ms: at once, then 0.1, 0.3, 0.7 ... ms, then every 10 ms: at
+  // most about 35 turns; at least 10 even on a loaded machine (none
+  // without the kick).
+  EXPECT_GE(kicked, 10);
+  absl::SleepFor(absl::Milliseconds(100));  // the kick thread notices the end
+  const int64_t after = VoluntarySwitches(loop);
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_LE(VoluntarySwitches(loop) - after, 3) << "kicks went on";
+  // A waker of a device no one holds any more is gone.
+  const ::gloo::transport::Device* raw = device->get();
+  waker.reset();
+  device->reset();
+  EXPECT_EQ(gloo_internal::LoopWakerFor(raw), nullptr);
+}
+
+// Four processes connect a group, all-reduce and destroy it. Without the
+// kicks each pair that a member connects waits for a slowed tick (1 s) and
+// so does each pair close: the member that connects three pairs took over
+// 2 s to connect. The bounds leave room for a loaded machine.
+TEST(GlooLoopWakerTest, GroupsConnectAndCloseWithoutWaitingForTheTick) {
+  absl::Status status = testing::ForkRanks(
+      4, [](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+        CommOptions options;
+        options.timeout = absl::Seconds(60);
+        options.gloo.hostname = "127.0.0.1";
+        const absl::Time start = absl::Now();
+        auto comm = CreateCommunicator("gloo", store, rank, size, options);
+        if (!comm.ok()) return comm.status();
+        const absl::Duration connect = absl::Now() - start;
+        std::vector<int64_t> v = {rank + 1};
+        absl::Status s = (*comm)->AllReduce(absl::MakeSpan(v), ReduceOp::kSum);
+        if (!s.ok()) return s;
+        if (v[0] != 10) {
+          return absl::InternalError(absl::StrCat("sum ", v[0], ", want 10"));
+        }
+        const absl::Time closing = absl::Now();
+        comm->reset();
+        const absl::Duration close = absl::Now() - closing;
+        if (connect > absl::Milliseconds(900) ||
+            close > absl::Milliseconds(900)) {
+          return absl::InternalError(absl::StrCat(
+              "rank ", rank, ": connect took ", absl::FormatDuration(connect),
+              ", close ", absl::FormatDuration(close), " (bound 900ms each)"));
+        }
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+}  // namespace
+}  // namespace devmesh
