@@ -50,9 +50,9 @@
 //
 // Bounds: every wait ends by the group's timeout (DeadlineExceeded naming
 // the members that did not arrive); a member that dies mid-call is reported
-// at once where pidfds work (shm_exit_watch.h), else, like one that
-// destroys its communicator, within kLivenessSlice (50 ms) plus one /proc
-// read (Unavailable naming it); Abort on any member, from any thread, ends
+// at once where pidfds work (shm_exit_watch.h), else within kLivenessSlice
+// (50 ms) plus one /proc read; one that destroys its communicator at once
+// (Unavailable naming it); Abort on any member, from any thread, ends
 // every member's waits at once (a first Send/Recv still connecting its pair
 // within 100 ms, shm_links.h).
 //

@@ -79,6 +79,9 @@ ShmSync::ShmSync(const ShmSegment* segment, int rank,
     const uint64_t h = watch.Watch(identities_[i], [this, i] { OnExit(i); });
     if (h != 0) watches_.push_back(h);
   }
+  if (static_cast<int>(watches_.size()) == size_ - 1) {
+    liveness_slice_ = kWatchedLivenessSlice;
+  }
 }
 
 ShmSync::~ShmSync() {
@@ -210,7 +213,7 @@ absl::Status ShmSync::WaitAll(uint32_t step, OpName what) {
     } while (absl::Now() < yield_until);
   }
   const absl::Time deadline = start + timeout_;
-  absl::Time next_check = start + kLivenessSlice;
+  absl::Time next_check = start + liveness_slice_;
   while (true) {
     const uint32_t bell = sync_->bell.load();
     if (Reached(step)) break;
@@ -225,7 +228,7 @@ absl::Status ShmSync::WaitAll(uint32_t step, OpName what) {
     if (absl::Status s = CheckOpen(what); !s.ok()) return s;
     const absl::Time now = absl::Now();
     const bool slice_over = now >= next_check;
-    if (slice_over) next_check = now + kLivenessSlice;
+    if (slice_over) next_check = now + liveness_slice_;
     if (absl::Status s = CheckMissing(step, what, slice_over); !s.ok()) {
       return s;
     }
