@@ -24,12 +24,15 @@
 // Semantics: see comm/communicator.h. Every dtype and op is supported:
 // float16/bfloat16 reduce in float32 and round back; integer sum/prod wrap;
 // avg = sum then divide by size() (integers truncate toward zero).
+// AllReduce runs Gloo's bcube (recursive halving and doubling) up to
+// kGlooBcubeMaxBytes, Gloo's ring above.
 //
 // Bounds (CommOptions::timeout = T). Creation: one deadline T for the whole
 // call (Split: the (color, key) exchange, the connections and the barrier
 // together); Gloo's own pair connect would wait 5 x T per pair, so a watchdog
-// closes the pairs still unconnected at the deadline. Margin: 10 ms (one Gloo
-// event-loop tick) per pair still open, plus one store round trip per member
+// closes the pairs still unconnected at the deadline. Margin: one woken turn
+// of Gloo's event loop (gloo_loop_waker.h; at most Gloo's 10 ms tick) per
+// pair still open, plus one store round trip per member
 // on the DeadlineExceeded path (to name the missing ranks). Collectives,
 // Send, Recv, Barrier: Gloo's timeout T on each of its blocking waits (the
 // operation's option, else the context's, which devmesh sets to T), so a
@@ -41,7 +44,7 @@
 // collective running in another thread then fails at once with "connection
 // closed", and the peers' collectives on this group too (an unbound send
 // Gloo had already queued for writing still ends only at its timeout). Destruction: closes the connections, one
-// event-loop tick per pair, never waits for peers. These bounds assume the
+// woken event-loop turn per pair (gloo_loop_waker.h), never waits for peers. These bounds assume the
 // store answers (its own timeouts bound it otherwise).
 //
 // Errors never escape as exceptions: every call into Gloo goes through
@@ -63,6 +66,7 @@
 #include "config/require_cxx17.h"
 
 #include <atomic>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
@@ -81,6 +85,16 @@
 #include "gloo/transport/device.h"
 
 namespace devmesh {
+
+// Gloo all-reduces of at most this many bytes run Gloo's bcube algorithm
+// (2 log2(n) latency-bound steps for n a power of two), larger ones the ring
+// (2 (n - 1) steps, bandwidth-optimal). DEVMESH_GLOO_BCUBE_MAX=<bytes>
+// overrides it (the same value on every member). Measured with
+// bench/allreduce_2d --backend=gloo --mesh_shape=8 (8 ranks on this 2-core
+// machine, float32, us per all-reduce, ring / bcube): 1 KiB 15288 / 6807,
+// 64 KiB 17272 / 7896, 1 MiB 20814 / 12661, 4 MiB 33059 / 29881, 16 MiB
+// 96922 / 117538: bcube wins to 4 MiB, the ring beyond.
+inline constexpr size_t kGlooBcubeMaxBytes = size_t{4} << 20;
 
 // Connects rank `rank` of a `size`-rank Gloo group through `store`.
 // Called by every rank of the group with the same size and options; returns

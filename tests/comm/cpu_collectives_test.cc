@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/dtype.h"
+#include "comm/gloo/gloo_communicator.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/comm/fork_ranks.h"
@@ -104,6 +105,46 @@ TEST_P(CpuCollectivesTest, AllReduceEveryDtypeAndOp) {
 
 // send and recv overlapping but not identical: recv gets the reduction of
 // every rank's send as it was before the call (moved, then reduced in place).
+// Both of Gloo's all-reduce algorithms (comm/gloo/gloo_communicator.h):
+// bcube up to kGlooBcubeMaxBytes, the ring one element beyond; int32 sums
+// (exact), in place and out of place, also on groups whose size is not a
+// power of two (bcube then factorizes the size, or exchanges directly).
+// Shared memory runs the same sizes.
+class GlooAlgorithmSwitchTest
+    : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(GlooAlgorithmSwitchTest, AllReduceAroundTheSwitch) {
+  const std::string backend = std::get<0>(GetParam());
+  absl::Status status = ForkRanks(std::get<1>(GetParam()), [backend](int rank, int size,
+                                                 std::shared_ptr<Store> store) {
+    auto comm = World(backend, rank, size, store);
+    if (!comm.ok()) return comm.status();
+    const size_t at_switch = kGlooBcubeMaxBytes / sizeof(int32_t);
+    for (size_t count : {size_t{1}, size_t{7}, at_switch, at_switch + 1}) {
+      for (bool in_place : {false, true}) {
+        std::vector<int32_t> send(count), recv(count, -1);
+        for (size_t i = 0; i < count; ++i) {
+          send[i] = (rank + 1) * static_cast<int32_t>(i % 1000 + 1);
+        }
+        int32_t* out = in_place ? send.data() : recv.data();
+        RETURN_IF_ERROR_T((*comm)->AllReduce(send.data(), out, count,
+                                             DataType::kInt32, ReduceOp::kSum));
+        const int32_t ranks_sum = size * (size + 1) / 2;
+        for (size_t i = 0; i < count; ++i) {
+          const int32_t want = ranks_sum * static_cast<int32_t>(i % 1000 + 1);
+          if (out[i] != want) {
+            return absl::InternalError(absl::StrCat(
+                What("allreduce", DataType::kInt32, count, in_place), ": [",
+                i, "] = ", out[i], ", want ", want));
+          }
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST_P(CpuCollectivesTest, AllReduceOverlappingBuffers) {
   absl::Status status = ForkRanks(Nproc(), [backend = Backend()](int rank, int size,
                                                  std::shared_ptr<Store> store) {
@@ -345,6 +386,15 @@ INSTANTIATE_TEST_SUITE_P(
     BackendsAndRanks, CpuCollectivesTest,
     ::testing::Combine(::testing::Values("gloo", "shm"),
                        ::testing::Values(2, 4, 8)),
+    [](const auto& info) {
+      return absl::StrCat(std::get<0>(info.param), "_",
+                          std::get<1>(info.param), "ranks");
+    });
+
+INSTANTIATE_TEST_SUITE_P(
+    BackendsAndRanks, GlooAlgorithmSwitchTest,
+    ::testing::Combine(::testing::Values("gloo", "shm"),
+                       ::testing::Values(3, 6, 8)),
     [](const auto& info) {
       return absl::StrCat(std::get<0>(info.param), "_",
                           std::get<1>(info.param), "ranks");
