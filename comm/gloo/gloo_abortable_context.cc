@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gloo/common/error.h"
 
 namespace devmesh {
@@ -24,14 +26,19 @@ class AbortableBuffer final : public ::gloo::transport::UnboundBuffer {
   }
   ~AbortableBuffer() override { context_->Remove(this); }
 
+  // A wait that times out makes Gloo close every pair of the context on this
+  // thread, each close waiting for a loop turn: kick the loop from the
+  // timeout on (gloo_loop_waker.h).
   bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
     ThrowIfAborted("receive");
+    ScopedDeadlineKick kick(context_->waker_, DeadlineOf(timeout));
     const bool done = inner_->waitRecv(rank, timeout);
     ThrowIfAborted("receive");
     return done;
   }
   bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
     ThrowIfAborted("send");
+    ScopedDeadlineKick kick(context_->waker_, DeadlineOf(timeout));
     const bool done = inner_->waitSend(rank, timeout);
     ThrowIfAborted("send");
     return done;
@@ -55,6 +62,13 @@ class AbortableBuffer final : public ::gloo::transport::UnboundBuffer {
     std::shared_lock<std::shared_mutex> io(context_->io_mu_);
     ThrowIfAborted("receive");
     inner_->recv(std::move(srcs), slot, offset, nbytes);
+  }
+
+  // When a wait of `timeout` (Gloo's kUnsetTimeout, negative: the context's)
+  // that starts now times out.
+  absl::Time DeadlineOf(std::chrono::milliseconds timeout) const {
+    if (timeout.count() < 0) timeout = context_->getTimeout();
+    return absl::Now() + absl::FromChrono(timeout);
   }
 
   // Called with the context's buffers_mu_ held.

@@ -30,8 +30,10 @@
 // Pair closes wait for a turn of Gloo's event loop, which devmesh's devices
 // make only on demand (gloo_loop_waker.h): Abort and the destructor (which
 // destroys the inner context, and with it the pairs) hold a ScopedLoopKick of
-// the waker given at construction (may be null: the closes then end at the
-// loop's slowed idle tick).
+// the waker given at construction, and every buffer wait holds a
+// ScopedDeadlineKick from its timeout on (a timed-out wait makes Gloo close
+// every pair on the waiting thread). The waker may be null: the closes then
+// end at the loop's slowed idle tick.
 //
 // Thread-safety: Abort may be called from any thread, concurrently with the
 // collectives it aborts.

@@ -4,14 +4,12 @@
 #include "comm/group_args.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <set>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/dtype.h"
@@ -35,25 +33,12 @@ using gloo_internal::GlooCall;
 constexpr uint64_t kSendRecvSlot = uint64_t{0x7e} << 56;
 constexpr uint64_t kReduceScatterSlot = uint64_t{0x7d} << 56;
 
-// Gloo all-reduces of at most this many bytes use bcube rather than the ring
-// (GlooAllreduce); DEVMESH_GLOO_BCUBE_MAX overrides it, and must then be the
-// same on every member (both sides of every step must run one algorithm).
-size_t BcubeMaxBytes() {
-  static const size_t max = [] {
-    const char* env = std::getenv("DEVMESH_GLOO_BCUBE_MAX");
-    size_t v = 0;
-    return env != nullptr && absl::SimpleAtoi(env, &v) ? v
-                                                       : kGlooBcubeMaxBytes;
-  }();
-  return max;
-}
-
 // `in` null: in place in `buf`. Otherwise Gloo copies `in` into `buf` a
 // segment at a time as its ring reaches it (one pass fewer than copying the
 // whole buffer first); `in` and `buf` must then not overlap.
 //
 // The algorithm: Gloo's bcube (recursive halving and doubling where the size
-// is a power of two: 2 log2(n) steps) up to BcubeMaxBytes(), Gloo's ring
+// is a power of two: 2 log2(n) steps) up to kGlooBcubeMaxBytes, Gloo's ring
 // (2 (n - 1) steps, each moving 1/n of the buffer) above. Small messages cost
 // a latency per step, and on a loaded host each step waits for two processes
 // to be scheduled: 1024 ranks starting on 2 cores, a one-float all-reduce
@@ -64,7 +49,7 @@ void GlooAllreduce(const std::shared_ptr<::gloo::Context>& context,
                    const reduce_internal::ReduceFunc& fn,
                    std::chrono::milliseconds timeout) {
   ::gloo::AllreduceOptions opts(context);
-  if (count * sizeof(T) <= BcubeMaxBytes()) {
+  if (count * sizeof(T) <= kGlooBcubeMaxBytes) {
     opts.setAlgorithm(::gloo::AllreduceOptions::Algorithm::BCUBE);
   }
   if (in != nullptr) {

@@ -88,8 +88,10 @@ namespace devmesh {
 
 // Gloo all-reduces of at most this many bytes run Gloo's bcube algorithm
 // (2 log2(n) latency-bound steps for n a power of two), larger ones the ring
-// (2 (n - 1) steps, bandwidth-optimal). DEVMESH_GLOO_BCUBE_MAX=<bytes>
-// overrides it (the same value on every member). Measured with
+// (2 (n - 1) steps, bandwidth-optimal). Not configurable: both algorithms
+// use the same Gloo slot, and members running different ones would read
+// each other's messages with the wrong lengths (Gloo then terminates or
+// reads short). Measured (with a since-removed override) with
 // bench/allreduce_2d --backend=gloo --mesh_shape=8 (8 ranks on this 2-core
 // machine, float32, us per all-reduce, ring / bcube): 1 KiB 15288 / 6807,
 // 64 KiB 17272 / 7896, 1 MiB 20814 / 12661, 4 MiB 33059 / 29881, 16 MiB

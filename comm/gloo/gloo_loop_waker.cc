@@ -12,6 +12,7 @@
 #include <exception>
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/tcp/loop.h"
 
@@ -57,6 +58,9 @@ void WithIdleTickSlack(const std::function<void()>& make_device) {
   make_device();
 }
 
+LoopWaker::LoopWaker(int event_fd)
+    : event_fd_(event_fd), owner_pid_(static_cast<int>(getpid())) {}
+
 std::shared_ptr<LoopWaker> LoopWaker::Attach(
     ::gloo::transport::Device& device) {
   auto* tcp = dynamic_cast<::gloo::transport::tcp::Device*>(&device);
@@ -65,20 +69,28 @@ std::shared_ptr<LoopWaker> LoopWaker::Attach(
   if (fd < 0) return nullptr;
   try {
     tcp->registerDescriptor(fd, EPOLLIN | EPOLLET, SharedNoopHandler());
-  } catch (const std::exception&) {
+    return std::shared_ptr<LoopWaker>(new LoopWaker(fd));
+  } catch (...) {
     close(fd);
     return nullptr;
   }
-  return std::shared_ptr<LoopWaker>(new LoopWaker(fd));
 }
 
 LoopWaker::~LoopWaker() {
+  if (static_cast<int>(getpid()) != owner_pid_) {
+    // A copy made by fork(): the thread is the parent's. Leave its handle.
+    close(event_fd_);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (thread_ != nullptr) {
+    thread_->join();
+    delete thread_;
+  }
   close(event_fd_);
 }
 
@@ -93,14 +105,35 @@ void LoopWaker::Wake() {
   }
 }
 
+bool LoopWaker::EnsureThreadLocked() {
+  if (thread_ != nullptr) return true;
+  if (static_cast<int>(getpid()) != owner_pid_) return false;
+  try {
+    thread_ = new std::thread([this] { Run(); });
+  } catch (...) {
+    thread_ = nullptr;  // no thread (limits): waits end at the slowed tick
+    return false;
+  }
+  return true;
+}
+
+bool LoopWaker::DueLocked(absl::Time now) const {
+  return held_ > 0 || (!deadlines_.empty() && *deadlines_.begin() <= now);
+}
+
 void LoopWaker::Begin() {
+  bool running = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++held_;
     ++begins_;
-    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+    running = EnsureThreadLocked();
   }
-  cv_.notify_all();
+  if (running) {
+    cv_.notify_all();
+  } else {
+    Wake();  // at least one turn
+  }
 }
 
 void LoopWaker::End() {
@@ -108,38 +141,99 @@ void LoopWaker::End() {
   --held_;
 }
 
+LoopWaker::Deadlines::iterator LoopWaker::Arm(absl::Time deadline) {
+  bool notify = false;
+  Deadlines::iterator it;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    it = deadlines_.insert(deadline);
+    last_arm_ = absl::Now();
+    if (deadline < planned_wake_ && EnsureThreadLocked()) {
+      ++notices_;
+      notify = true;
+    }
+  }
+  if (notify) cv_.notify_all();
+  return it;
+}
+
+void LoopWaker::Disarm(Deadlines::iterator it) {
+  std::lock_guard<std::mutex> lock(mu_);
+  deadlines_.erase(it);
+}
+
 void LoopWaker::Run() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    cv_.wait(lock, [this] { return stop_ || held_ > 0; });
-    if (stop_) return;
-    // Wake at once, then after kFirstKick, doubling up to kLastKick; a new
-    // kick starts the series again.
-    absl::Duration period = kFirstKick;
-    uint64_t seen = begins_;
-    while (!stop_ && held_ > 0) {
-      lock.unlock();
-      Wake();
-      lock.lock();
-      cv_.wait_for(lock, absl::ToChronoMicroseconds(period),
-                   [&] { return stop_ || begins_ != seen; });
-      if (begins_ != seen) {
-        seen = begins_;
-        period = kFirstKick;
-      } else {
-        period = std::min(2 * period, kLastKick);
+  while (!stop_) {
+    if (DueLocked(absl::Now())) {
+      // Wake at once, then after kFirstKick, doubling up to kLastKick; a
+      // new ScopedLoopKick starts the series again.
+      absl::Duration period = kFirstKick;
+      uint64_t seen = begins_;
+      while (!stop_ && DueLocked(absl::Now())) {
+        lock.unlock();
+        Wake();
+        lock.lock();
+        planned_wake_ = absl::Now() + period;
+        cv_.wait_for(lock, absl::ToChronoMicroseconds(period),
+                     [&] { return stop_ || begins_ != seen; });
+        if (begins_ != seen) {
+          seen = begins_;
+          period = kFirstKick;
+        } else {
+          period = std::min(2 * period, kLastKick);
+        }
       }
+      continue;
+    }
+    // Nothing due: sleep until the earliest deadline, or while deadline
+    // kicks keep coming until kDeadlineLinger after the last one, or until
+    // told.
+    const absl::Time now = absl::Now();
+    absl::Time wake = absl::InfiniteFuture();
+    if (!deadlines_.empty()) {
+      wake = *deadlines_.begin();
+    } else if (last_arm_ + kDeadlineLinger > now) {
+      wake = last_arm_ + kDeadlineLinger;
+    }
+    planned_wake_ = wake;
+    const uint64_t seen_notices = notices_;
+    const uint64_t seen_begins = begins_;
+    auto told = [&] {
+      return stop_ || held_ > 0 || begins_ != seen_begins ||
+             notices_ != seen_notices;
+    };
+    if (wake == absl::InfiniteFuture()) {
+      cv_.wait(lock, told);
+    } else {
+      cv_.wait_until(lock, absl::ToChronoTime(wake), told);
     }
   }
 }
 
-ScopedLoopKick::ScopedLoopKick(std::shared_ptr<LoopWaker> waker)
+ScopedLoopKick::ScopedLoopKick(std::shared_ptr<LoopWaker> waker) noexcept
     : waker_(std::move(waker)) {
   if (waker_ != nullptr) waker_->Begin();
 }
 
 ScopedLoopKick::~ScopedLoopKick() {
   if (waker_ != nullptr) waker_->End();
+}
+
+ScopedDeadlineKick::ScopedDeadlineKick(std::shared_ptr<LoopWaker> waker,
+                                       absl::Time deadline) noexcept
+    : waker_(std::move(waker)) {
+  if (waker_ == nullptr) return;
+  try {
+    it_ = waker_->Arm(deadline);
+    armed_ = true;
+  } catch (...) {
+    // No memory for the entry: the wait's closes end at the slowed tick.
+  }
+}
+
+ScopedDeadlineKick::~ScopedDeadlineKick() {
+  if (armed_) waker_->Disarm(it_);
 }
 
 }  // namespace gloo_internal

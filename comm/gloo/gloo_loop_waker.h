@@ -45,6 +45,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "absl/time/time.h"
@@ -75,8 +76,13 @@ inline constexpr absl::Duration kLastKick = absl::Milliseconds(10);
 // prctl refuses, `make_device` runs with the slack unchanged.
 void WithIdleTickSlack(const std::function<void()>& make_device);
 
+// How long the kick thread keeps planning a wake-up after the last
+// ScopedDeadlineKick began, so that a stream of collectives (one deadline
+// kick per wait) does not wake it once per wait.
+inline constexpr absl::Duration kDeadlineLinger = absl::Seconds(1);
+
 // An eventfd registered on one TCP device's loop, and a thread (started on
-// the first kick) that writes it while kicks are held.
+// the first kick) that writes it while kicks are held or due.
 class LoopWaker {
  public:
   // nullptr when `device` is not Gloo's TCP device or no eventfd can be
@@ -86,7 +92,8 @@ class LoopWaker {
 
   // Stops the kick thread and closes the eventfd (which takes it out of the
   // loop's epoll set; the registered handler does nothing, so a turn already
-  // under way is harmless).
+  // under way is harmless). In a child of fork() the parent's thread does
+  // not exist: its handle is left alone.
   ~LoopWaker();
   LoopWaker(const LoopWaker&) = delete;
   LoopWaker& operator=(const LoopWaker&) = delete;
@@ -96,31 +103,66 @@ class LoopWaker {
 
  private:
   friend class ScopedLoopKick;
-  explicit LoopWaker(int event_fd) : event_fd_(event_fd) {}
+  friend class ScopedDeadlineKick;
+  using Deadlines = std::multiset<absl::Time>;
+  explicit LoopWaker(int event_fd);
   void Begin();
   void End();
+  Deadlines::iterator Arm(absl::Time deadline);
+  void Disarm(Deadlines::iterator it);
+  // Starts the kick thread if it is not running; false when it cannot be
+  // started (or in a child of fork()). Requires mu_.
+  bool EnsureThreadLocked();
+  // Whether the loop must be kicked now. Requires mu_.
+  bool DueLocked(absl::Time now) const;
   void Run();
 
   const int event_fd_;
+  const int owner_pid_;  // the process that made this waker
   std::mutex mu_;
   std::condition_variable cv_;
-  int held_ = 0;         // guarded by mu_
-  uint64_t begins_ = 0;  // guarded by mu_; kicks begun so far
-  bool stop_ = false;  // guarded by mu_
-  std::thread thread_;  // started by the first Begin, under mu_
+  int held_ = 0;          // guarded by mu_: ScopedLoopKicks alive
+  uint64_t begins_ = 0;   // guarded by mu_; kicks begun so far
+  uint64_t notices_ = 0;  // guarded by mu_; wake-ups asked of the thread
+  Deadlines deadlines_;   // guarded by mu_: ScopedDeadlineKicks alive
+  absl::Time last_arm_ = absl::InfinitePast();         // guarded by mu_
+  absl::Time planned_wake_ = absl::InfiniteFuture();   // guarded by mu_
+  bool stop_ = false;     // guarded by mu_
+  std::thread* thread_ = nullptr;  // started by EnsureThreadLocked
 };
 
 // While alive, the loop of `waker` is woken (kFirstKick, kLastKick). A null
-// waker makes it a no-op.
+// waker makes it a no-op. Never throws.
 class ScopedLoopKick {
  public:
-  explicit ScopedLoopKick(std::shared_ptr<LoopWaker> waker);
+  explicit ScopedLoopKick(std::shared_ptr<LoopWaker> waker) noexcept;
   ~ScopedLoopKick();
   ScopedLoopKick(const ScopedLoopKick&) = delete;
   ScopedLoopKick& operator=(const ScopedLoopKick&) = delete;
 
  private:
   std::shared_ptr<LoopWaker> waker_;
+};
+
+// A kick that starts only if it is still alive at `deadline`: held around a
+// wait that Gloo ends at its timeout by closing every pair of the context on
+// the waiting thread (tcp::UnboundBuffer's waitRecv / waitSend call
+// signalException), each close waiting for a loop turn. Costs a mutex and a
+// set insertion per wait; the kick thread is woken only when it has no
+// earlier wake-up planned (kDeadlineLinger). A null waker makes it a no-op.
+// Never throws.
+class ScopedDeadlineKick {
+ public:
+  ScopedDeadlineKick(std::shared_ptr<LoopWaker> waker,
+                     absl::Time deadline) noexcept;
+  ~ScopedDeadlineKick();
+  ScopedDeadlineKick(const ScopedDeadlineKick&) = delete;
+  ScopedDeadlineKick& operator=(const ScopedDeadlineKick&) = delete;
+
+ private:
+  std::shared_ptr<LoopWaker> waker_;
+  bool armed_ = false;
+  std::multiset<absl::Time>::iterator it_;
 };
 
 }  // namespace gloo_internal

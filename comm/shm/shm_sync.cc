@@ -218,6 +218,9 @@ absl::Status ShmSync::WaitAll(uint32_t step, OpName what) {
     const uint32_t bell = sync_->bell.load();
     if (Reached(step)) break;
     if (absl::Status s = CheckOpen(what); !s.ok()) return s;
+    // A member that left (or was marked dead) before `bell` was read rang
+    // the bell already: see it now rather than at the end of the slice.
+    if (absl::Status s = CheckMissing(step, what, false); !s.ok()) return s;
     sync_->sleepers.fetch_add(1);
     if (!Reached(step) && sync_->aborted_by.load() == 0) {
       FutexWait(&sync_->bell, bell,
