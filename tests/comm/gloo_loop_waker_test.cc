@@ -15,6 +15,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -139,6 +140,15 @@ TEST(GlooLoopWakerTest, AKickTurnsTheLoopAtOnceAndStopsWithIt) {
   EXPECT_EQ(gloo_internal::LoopWakerFor(raw), nullptr);
 }
 
+// A Gloo group of `size` ranks on 127.0.0.1 with group timeout `timeout`.
+absl::StatusOr<std::unique_ptr<Communicator>> LoopbackGlooGroup(
+    int rank, int size, std::shared_ptr<Store> store, absl::Duration timeout) {
+  CommOptions options;
+  options.timeout = timeout;
+  options.gloo.hostname = "127.0.0.1";
+  return CreateCommunicator("gloo", std::move(store), rank, size, options);
+}
+
 // Four processes connect a group, all-reduce and destroy it. Without the
 // kicks each pair that a member connects waits for a slowed tick (1 s) and
 // so does each pair close: measured with the kicks disabled, connects took
@@ -147,11 +157,8 @@ TEST(GlooLoopWakerTest, AKickTurnsTheLoopAtOnceAndStopsWithIt) {
 TEST(GlooLoopWakerTest, GroupsConnectAndCloseWithoutWaitingForTheTick) {
   absl::Status status = testing::ForkRanks(
       4, [](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
-        CommOptions options;
-        options.timeout = absl::Seconds(60);
-        options.gloo.hostname = "127.0.0.1";
         const absl::Time start = absl::Now();
-        auto comm = CreateCommunicator("gloo", store, rank, size, options);
+        auto comm = LoopbackGlooGroup(rank, size, store, absl::Seconds(60));
         if (!comm.ok()) return comm.status();
         const absl::Duration connect = absl::Now() - start;
         std::vector<int64_t> v = {rank + 1};
@@ -182,10 +189,7 @@ TEST(GlooLoopWakerTest, GroupsConnectAndCloseWithoutWaitingForTheTick) {
 TEST(GlooLoopWakerTest, ATimedOutCollectiveClosesItsPairsAtOnce) {
   absl::Status status = testing::ForkRanks(
       4, [](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
-        CommOptions options;
-        options.timeout = absl::Seconds(1);
-        options.gloo.hostname = "127.0.0.1";
-        auto comm = CreateCommunicator("gloo", store, rank, size, options);
+        auto comm = LoopbackGlooGroup(rank, size, store, absl::Seconds(1));
         if (!comm.ok()) return comm.status();
         if (rank == 0) {
           absl::SleepFor(absl::Seconds(4));
