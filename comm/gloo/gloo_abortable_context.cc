@@ -31,14 +31,14 @@ class AbortableBuffer final : public ::gloo::transport::UnboundBuffer {
   // timeout on (gloo_loop_waker.h).
   bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
     ThrowIfAborted("receive");
-    ScopedDeadlineKick kick(context_->waker_, DeadlineOf(timeout));
+    ScopedDeadlineKick kick(context_->waker_.get(), DeadlineOf(timeout));
     const bool done = inner_->waitRecv(rank, timeout);
     ThrowIfAborted("receive");
     return done;
   }
   bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
     ThrowIfAborted("send");
-    ScopedDeadlineKick kick(context_->waker_, DeadlineOf(timeout));
+    ScopedDeadlineKick kick(context_->waker_.get(), DeadlineOf(timeout));
     const bool done = inner_->waitSend(rank, timeout);
     ThrowIfAborted("send");
     return done;

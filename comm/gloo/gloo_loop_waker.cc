@@ -220,9 +220,9 @@ ScopedLoopKick::~ScopedLoopKick() {
   if (waker_ != nullptr) waker_->End();
 }
 
-ScopedDeadlineKick::ScopedDeadlineKick(std::shared_ptr<LoopWaker> waker,
+ScopedDeadlineKick::ScopedDeadlineKick(LoopWaker* waker,
                                        absl::Time deadline) noexcept
-    : waker_(std::move(waker)) {
+    : waker_(waker) {
   if (waker_ == nullptr) return;
   try {
     it_ = waker_->Arm(deadline);

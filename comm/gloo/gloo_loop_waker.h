@@ -28,9 +28,11 @@
 //    pair connect (Debian's Gloo first takes the pair's own listening socket
 //    out of the loop: measured, without the kick each connect that this
 //    side makes took the whole slack, 1 s), AbortableContext's destructor
-//    and Abort (pair closes), the connect watchdog, and the device's last
-//    release (gloo_device.cc). A wait devmesh holds no kick for still
-//    ends, at the latest when the slowed tick fires.
+//    and Abort (pair closes), the connect watchdog, the device's last
+//    release (gloo_device.cc), and, from its timeout on, every buffer wait
+//    (ScopedDeadlineKick: a timed-out wait makes Gloo close every pair on the
+//    waiting thread). A wait devmesh holds no kick for still ends, at the
+//    latest when the slowed tick fires.
 //
 // Thread-safety: every function here may be called from any thread.
 #ifndef DEVMESH_COMM_GLOO_GLOO_LOOP_WAKER_H_
@@ -153,14 +155,15 @@ class ScopedLoopKick {
 // Never throws.
 class ScopedDeadlineKick {
  public:
-  ScopedDeadlineKick(std::shared_ptr<LoopWaker> waker,
-                     absl::Time deadline) noexcept;
+  // `waker` (may be null) must outlive this; taken as a plain pointer so that
+  // a wait costs no reference count.
+  ScopedDeadlineKick(LoopWaker* waker, absl::Time deadline) noexcept;
   ~ScopedDeadlineKick();
   ScopedDeadlineKick(const ScopedDeadlineKick&) = delete;
   ScopedDeadlineKick& operator=(const ScopedDeadlineKick&) = delete;
 
  private:
-  std::shared_ptr<LoopWaker> waker_;
+  LoopWaker* const waker_;
   bool armed_ = false;
   std::multiset<absl::Time>::iterator it_;
 };

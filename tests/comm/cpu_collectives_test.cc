@@ -382,23 +382,24 @@ TEST_P(CpuCollectivesTest, ZeroCountIsANoOp) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// "<backend>_<n>ranks", the name of a (backend, ranks) test instance.
+std::string BackendAndRanksName(
+    const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
+  return absl::StrCat(std::get<0>(info.param), "_", std::get<1>(info.param),
+                      "ranks");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     BackendsAndRanks, CpuCollectivesTest,
     ::testing::Combine(::testing::Values("gloo", "shm"),
                        ::testing::Values(2, 4, 8)),
-    [](const auto& info) {
-      return absl::StrCat(std::get<0>(info.param), "_",
-                          std::get<1>(info.param), "ranks");
-    });
+    BackendAndRanksName);
 
 INSTANTIATE_TEST_SUITE_P(
     BackendsAndRanks, GlooAlgorithmSwitchTest,
     ::testing::Combine(::testing::Values("gloo", "shm"),
                        ::testing::Values(3, 6, 8)),
-    [](const auto& info) {
-      return absl::StrCat(std::get<0>(info.param), "_",
-                          std::get<1>(info.param), "ranks");
-    });
+    BackendAndRanksName);
 
 }  // namespace
 }  // namespace devmesh
