@@ -116,11 +116,26 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
 
   std::string decided;
   while (true) {
-    if (auto d = store.Get(decision_key, absl::Milliseconds(1)); d.ok()) {
-      decided = *d;
-      break;
-    } else if (!absl::IsDeadlineExceeded(d.status())) {
+    if (auto d = store.GetIfSet(decision_key); !d.ok()) {
       return store_error(d.status());
+    } else if (d->has_value()) {
+      decided = **std::move(d);
+      break;
+    }
+    // Every member not known dead arrived (the last one to arrive, the
+    // common case): one Check instead of one per member.
+    std::vector<std::string> unseen;
+    for (int r : members) {
+      if (!arrived.count(r) && !dead.count(r)) unseen.push_back(arrive_key(r));
+    }
+    if (!unseen.empty()) {
+      auto all_here = store.Check(unseen);
+      if (!all_here.ok()) return store_error(all_here.status());
+      if (*all_here) {
+        for (int r : members) {
+          if (!dead.count(r)) arrived.insert(r);
+        }
+      }
     }
     std::vector<int> pending;
     for (int r : members) {

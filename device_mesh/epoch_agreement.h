@@ -19,10 +19,13 @@
 // A member that arrives after the decision and is not a survivor (it was
 // stopped, or slow past its lease) gets FailedPrecondition and is fenced.
 //
-// Cost: one Set; then per poll (a parked Get of the decision for period / 5,
-// which returns as soon as another member decides), for each member not yet
-// arrived, one Check, one Check of its "left" mark and one lease read; the
-// survivors' payloads in one MultiGet.
+// Cost: the verdict's read and one Set; then per poll (a parked Get of the
+// decision for period / 5, which returns as soon as another member
+// decides), a read of the decision that does not wait (Store::GetIfSet),
+// one Check of every arrival not yet seen, and, unless all were there, for
+// each member not yet arrived one Check, one Check of its "left" mark and
+// one lease read; the survivors' payloads in one MultiGet. The last member
+// to arrive decides after the read, the Check and a CompareSet.
 #ifndef DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
 #define DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
 

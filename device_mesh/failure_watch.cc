@@ -497,15 +497,20 @@ void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
 }
 
 absl::StatusOr<std::string> FailureWatch::ReadVerdict(int64_t epoch) {
-  auto v = state_->store->Get(EpochKey(epoch, "death"), absl::Milliseconds(1));
-  if (v.ok()) {
-    state_->Decide(epoch, *v);
-    return v;
+  {
+    // A verdict is set once (CompareSet): the one learnt is the store's.
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (epoch == state_->epoch && !state_->verdict.empty()) {
+      return state_->verdict;
+    }
   }
-  if (absl::IsDeadlineExceeded(v.status())) {
+  auto v = state_->store->GetIfSet(EpochKey(epoch, "death"));
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) {
     return absl::NotFoundError(absl::StrCat("no verdict in epoch ", epoch));
   }
-  return v.status();
+  state_->Decide(epoch, **v);
+  return **std::move(v);
 }
 
 absl::Status FailureWatch::Explain(const absl::Status& error,
@@ -542,17 +547,20 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   }
   Store& store = *state_->store;
   const std::string death_key = EpochKey(at_epoch, "death");
-  // The survivors already agreed without this rank (it was stopped past its
-  // lease, say): it is fenced.
-  if (auto d = store.Get(EpochKey(at_epoch, "decision"), absl::Milliseconds(1));
-      d.ok() && !device_mesh_internal::IsSurvivor(*d, state_->rank)) {
-    state_->FenceWith(absl::StrCat(
-        "global rank ", state_->rank, " (this rank) is fenced out of the "
-        "job: the survivors of epoch ", at_epoch, " (", *d,
-        ") went on without it (exit, or start over as a new job)"));
+  if (ReadVerdict(at_epoch).ok()) {
+    // The survivors may already have agreed without this rank (it was
+    // stopped past its lease, say): it is fenced. (A decision needs a
+    // verdict first, epoch_agreement.h: with no verdict there is none.)
+    if (auto d = store.GetIfSet(EpochKey(at_epoch, "decision"));
+        d.ok() && d->has_value() &&
+        !device_mesh_internal::IsSurvivor(**d, state_->rank)) {
+      state_->FenceWith(absl::StrCat(
+          "global rank ", state_->rank, " (this rank) is fenced out of the "
+          "job: the survivors of epoch ", at_epoch, " (", **d,
+          ") went on without it (exit, or start over as a new job)"));
+    }
     return explained();
   }
-  if (ReadVerdict(at_epoch).ok()) return explained();
   // The suspects: the peer the error names, else every other member.
   std::vector<int> suspects;
   if (const int peer = PeerNamed(error.message());
@@ -564,22 +572,26 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
       if (r != state_->rank) suspects.push_back(r);
     }
   }
+  // A suspect whose process this kernel shows gone is dead now (the
+  // kernel's word, not a peer's; looked at first, before any lease is read,
+  // and then every 10 ms while the leases run, as the socket can close a
+  // moment before the kernel marks the process); another rank may publish
+  // the verdict first.
   std::vector<absl::StatusOr<int64_t>> before;
-  for (int r : suspects) before.push_back(store.Add(LeaseKey(r), 0));
-  // While the leases run: a suspect whose process this kernel shows gone is
-  // dead now (the kernel's word, not a peer's; looked at every 10 ms, as the
-  // socket can close a moment before the kernel marks the process), and
-  // another rank may publish the verdict first.
-  const absl::Time lease_end = absl::Now() + state_->period * kLeaseMisses;
+  absl::Time lease_end;
   for (int poll = 0;; ++poll) {
     for (int peer : suspects) {
       if (!state_->Gone(peer) || state_->Left(peer)) continue;
       if (!state_->Publish(at_epoch, state_->GoneText(peer))) return error;
       return explained();
     }
+    if (poll == 0) {
+      for (int r : suspects) before.push_back(store.Add(LeaseKey(r), 0));
+      lease_end = absl::Now() + state_->period * kLeaseMisses;
+    }
     if (poll % 5 == 4) {
-      if (auto v = store.Get(death_key, absl::Milliseconds(1)); v.ok()) {
-        state_->Decide(at_epoch, *v);
+      if (auto v = store.GetIfSet(death_key); v.ok() && v->has_value()) {
+        state_->Decide(at_epoch, **v);
         return explained();
       }
     }

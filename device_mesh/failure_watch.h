@@ -170,7 +170,9 @@ class FailureWatch {
   absl::Time verdict_time() const;
   // The verdict of `epoch` as it stands in the store now (NotFound when
   // there is none; the store's error when it does not answer). Learns it
-  // when `epoch` is the current one.
+  // when `epoch` is the current one; when it was learnt already (the
+  // watch's thread, an Explain), returns it with no store read: a verdict
+  // is written once.
   absl::StatusOr<std::string> ReadVerdict(int64_t epoch);
 
   // "" or why this rank is fenced (FailedPrecondition text).

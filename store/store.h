@@ -20,6 +20,7 @@
 #include "config/require_cxx17.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,26 @@ class Store {
 
   // True when every key in `keys` is set right now. Never blocks.
   virtual absl::StatusOr<bool> Check(absl::Span<const std::string> keys) = 0;
+
+  // The value of `key` when it is set now, nullopt when it is not; never
+  // waits for it. A Check, then (when set) a Get: one round trip when the
+  // key is missing, two when it is set. Not atomic: a key deleted between
+  // the two reads is waited for up to default_timeout(). Use it where a
+  // missing key is the common answer; a Get with a short timeout costs that
+  // timeout when the key is missing (devmesh's server parks the Get until
+  // then), and a Get with a zero timeout is not a read on every store
+  // (PyTorch's protocol answers it after its deadline, so it fails even for
+  // a key that is set).
+  // Errors: those of Check and Get.
+  absl::StatusOr<std::optional<std::string>> GetIfSet(absl::string_view key) {
+    const std::string k(key);
+    absl::StatusOr<bool> set = Check(absl::MakeConstSpan(&k, 1));
+    if (!set.ok()) return set.status();
+    if (!*set) return std::optional<std::string>();
+    absl::StatusOr<std::string> value = Get(key);
+    if (!value.ok()) return value.status();
+    return std::optional<std::string>(*std::move(value));
+  }
 
   // Deletes `key`; returns whether it existed.
   virtual absl::StatusOr<bool> DeleteKey(absl::string_view key) = 0;

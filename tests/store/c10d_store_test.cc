@@ -5,6 +5,7 @@
 // unknown queries). The queue ops, BARRIER and pipelining:
 // c10d_queue_barrier_test.cc. Real torch on either side: tests/interop.
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -87,6 +88,11 @@ TEST_F(C10dStoreTest, EveryStoreMethod) {
   ASSERT_TRUE(c->Append("fresh", "new").ok());  // creates the key
   EXPECT_EQ(*c->Get("m1"), "v1+");
   EXPECT_EQ(*c->Get("fresh"), "new");
+  EXPECT_EQ(*c->NumKeys(), 5);
+  // GetIfSet over PyTorch's protocol: CHECK, then GET; a missing key is
+  // nullopt at once (a Get would wait 30 s here), and creates nothing.
+  EXPECT_EQ(*c->GetIfSet("m1"), std::optional<std::string>("v1+"));
+  EXPECT_EQ(*c->GetIfSet("missing"), std::nullopt);
   EXPECT_EQ(*c->NumKeys(), 5);
 }
 

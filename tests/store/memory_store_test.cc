@@ -1,6 +1,7 @@
 #include "store/memory_store.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +31,8 @@ TEST(InMemoryStoreTest, SetGetAddCompareSetDelete) {
   EXPECT_FALSE(*store.DeleteKey("cs"));
   EXPECT_EQ(*store.NumKeys(), 2);
   EXPECT_TRUE(*store.Check({"a", "counter"}));
+  EXPECT_EQ(*store.GetIfSet("a"), std::optional<std::string>("42"));
+  EXPECT_EQ(*store.GetIfSet("missing"), std::nullopt);
 }
 
 TEST(InMemoryStoreTest, AddOnNonNumberAndOverflowAreInvalidArgument) {

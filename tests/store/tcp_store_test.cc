@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,6 +83,12 @@ TEST_F(TcpStoreTest, AllOps) {
   EXPECT_TRUE(c->Wait({"m1", "m2", "a"}, absl::Seconds(1)).ok());
   ASSERT_TRUE(c->Set("empty", "").ok());
   EXPECT_EQ(*c->Get("empty"), "");
+  // GetIfSet: a value, an empty value, and a missing key (nullopt, not a
+  // wait for the client's default timeout).
+  EXPECT_EQ(*c->GetIfSet("m1"), std::optional<std::string>("v1"));
+  EXPECT_EQ(*c->GetIfSet("empty"), std::optional<std::string>(""));
+  EXPECT_EQ(*c->GetIfSet("none"), std::nullopt);
+  EXPECT_EQ(*c->NumKeys(), 6);  // a, n, big, m1, m2, empty: nothing created
 }
 
 TEST_F(TcpStoreTest, LimitsAreInvalidArgument) {
