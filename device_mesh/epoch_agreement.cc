@@ -32,7 +32,40 @@ absl::StatusOr<std::vector<int>> ParseRanks(absl::string_view text) {
   return out;
 }
 
-// The decision's text as an Agreement (payloads not read yet) or its error.
+// "<rank>:<bytes>:<payload>" for each survivor, after the decision's first
+// line (payloads may hold any byte).
+std::string EncodePayloads(const std::vector<int>& survivors,
+                           const std::vector<std::string>& payloads) {
+  std::string out;
+  for (size_t i = 0; i < survivors.size(); ++i) {
+    absl::StrAppend(&out, "\n", survivors[i], ":", payloads[i].size(), ":",
+                    payloads[i]);
+  }
+  return out;
+}
+
+absl::Status DecodePayloads(absl::string_view text, Agreement& a) {
+  const absl::Status bad = absl::InternalError("bad payloads in the decision");
+  while (!text.empty()) {
+    if (!absl::ConsumePrefix(&text, "\n")) return bad;
+    const size_t c1 = text.find(':');
+    if (c1 == absl::string_view::npos) return bad;
+    const size_t c2 = text.find(':', c1 + 1);
+    int rank = 0;
+    size_t bytes = 0;
+    if (c2 == absl::string_view::npos ||
+        !absl::SimpleAtoi(text.substr(0, c1), &rank) ||
+        !absl::SimpleAtoi(text.substr(c1 + 1, c2 - c1 - 1), &bytes) ||
+        text.size() - c2 - 1 < bytes) {
+      return bad;
+    }
+    a.payloads[rank] = std::string(text.substr(c2 + 1, bytes));
+    text.remove_prefix(c2 + 1 + bytes);
+  }
+  return absl::OkStatus();
+}
+
+// The decision's text as an Agreement (payloads included) or its error.
 absl::StatusOr<Agreement> ParseDecision(absl::string_view text) {
   if (absl::ConsumePrefix(&text, "error=")) {
     const size_t semi = text.find(';');
@@ -44,10 +77,12 @@ absl::StatusOr<Agreement> ParseDecision(absl::string_view text) {
     return absl::Status(static_cast<absl::StatusCode>(code),
                         text.substr(semi + 1));
   }
-  std::vector<absl::string_view> parts = absl::StrSplit(text, ';');
+  const size_t eol = std::min(text.find('\n'), text.size());
+  absl::string_view head = text.substr(0, eol);
+  std::vector<absl::string_view> parts = absl::StrSplit(head, ';');
   if (parts.size() != 2 || !absl::ConsumePrefix(&parts[0], "survivors=") ||
       !absl::ConsumePrefix(&parts[1], "dead=")) {
-    return absl::InternalError(absl::StrCat("bad decision '", text, "'"));
+    return absl::InternalError(absl::StrCat("bad decision '", head, "'"));
   }
   Agreement a;
   auto survivors = ParseRanks(parts[0]);
@@ -56,6 +91,7 @@ absl::StatusOr<Agreement> ParseDecision(absl::string_view text) {
   if (!dead.ok()) return dead.status();
   a.survivors = *std::move(survivors);
   a.dead = *std::move(dead);
+  if (absl::Status s = DecodePayloads(text.substr(eol), a); !s.ok()) return s;
   return a;
 }
 
@@ -116,12 +152,8 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
 
   std::string decided;
   while (true) {
-    if (auto d = store.GetIfSet(decision_key); !d.ok()) {
-      return store_error(d.status());
-    } else if (d->has_value()) {
-      decided = **std::move(d);
-      break;
-    }
+    // (No read of the decision first: CompareSet returns one already made,
+    // and the parked Get below returns at once when there is one.)
     // Every member not known dead arrived (the last one to arrive, the
     // common case): one Check instead of one per member.
     std::vector<std::string> unseen;
@@ -171,8 +203,15 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
       for (int r : members) {
         if (arrived.count(r) && !dead.count(r)) survivors.push_back(r);
       }
+      // The survivors' payloads go in the decision, so every survivor reads
+      // the same ones without another round trip.
+      std::vector<std::string> keys;
+      for (int r : survivors) keys.push_back(arrive_key(r));
+      auto values = store.MultiGet(keys, absl::Seconds(10));
+      if (!values.ok()) return store_error(values.status());
       mine = absl::StrCat("survivors=", Ranks(survivors), ";dead=",
-                          Ranks(std::vector<int>(dead.begin(), dead.end())));
+                          Ranks(std::vector<int>(dead.begin(), dead.end())),
+                          EncodePayloads(survivors, *values));
     } else if (absl::Now() - start >= timeout) {
       mine = absl::StrCat(
           "error=", static_cast<int>(absl::StatusCode::kDeadlineExceeded),
@@ -209,13 +248,6 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
         "(exit, or start over as a new job)");
     watch.Fence(why);
     return absl::FailedPreconditionError(why);
-  }
-  std::vector<std::string> keys;
-  for (int r : agreement->survivors) keys.push_back(arrive_key(r));
-  auto values = store.MultiGet(keys, absl::Seconds(10));
-  if (!values.ok()) return store_error(values.status());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    agreement->payloads[agreement->survivors[i]] = (*values)[i];
   }
   return agreement;
 }

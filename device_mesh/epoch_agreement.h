@@ -9,7 +9,9 @@
 //               knows of its groups; Shrink compares these across a group);
 //   decision    set once, by CompareSet, by the first member that sees every
 //               member either arrived or dead; its value is everyone's answer:
-//               "survivors=<ranks>;dead=<ranks>" or "error=<code>;<message>".
+//               "survivors=<ranks>;dead=<ranks>" followed, for each survivor,
+//               by "\n<rank>:<bytes>:<payload>" (so every survivor reads the
+//               same payloads), or "error=<code>;<message>".
 // A member is dead when the epoch's verdict names it (the watch already saw
 // its lease stop or its process gone), when it left (ended its runtime),
 // when its process is gone on this host (FailureWatch::ProcessGoneHere), or
@@ -19,13 +21,15 @@
 // A member that arrives after the decision and is not a survivor (it was
 // stopped, or slow past its lease) gets FailedPrecondition and is fenced.
 //
-// Cost: the verdict's read and one Set; then per poll (a parked Get of the
-// decision for period / 5, which returns as soon as another member
-// decides), a read of the decision that does not wait (Store::GetIfSet),
-// one Check of every arrival not yet seen, and, unless all were there, for
-// each member not yet arrived one Check, one Check of its "left" mark and
-// one lease read; the survivors' payloads in one MultiGet. The last member
-// to arrive decides after the read, the Check and a CompareSet.
+// Cost: the verdict's read (none once the watch has learnt it) and one
+// Set; then per poll, one Check of every arrival not yet seen
+// and, unless all were there, for each member not yet arrived one Check,
+// one Check of its "left" mark and one lease read, then a Get of the
+// decision parked for period / 5 (it returns as soon as another member
+// decides). The last member to arrive decides after the Check, a MultiGet
+// of the survivors' payloads and a CompareSet (4 round trips from its
+// arrival); the others read everything from the decision they were parked
+// on (no round trip after it).
 #ifndef DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
 #define DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
 
