@@ -19,7 +19,7 @@
 #       process are removed by a trap, also on failure or interrupt.
 #
 # Flags: --backend=auto|gloo|shm every dim's backend (default auto, what
-# InitDeviceMesh("cpu") gives: shared memory inside a host, 5 store round
+# InitDeviceMesh("cpu") gives: shared memory inside a host, 3 store round
 # trips and no socket per group; Gloo across hosts, 4 round trips and size -
 # 1 sockets per group). --expect_round_trips=T fails a run in which some
 # rank's group creation made other than T store round trips;

@@ -24,24 +24,29 @@
 //     written by another member, seen through its own mapping), and writes
 //     its process identity (pid, start time) into its member line;
 //  4. all-gather of each member's result; rank 0 unlinks the segment (from
-//     here on, nothing is left in /dev/shm whatever happens);
+//     here on, nothing is left in /dev/shm whatever happens). A member that
+//     could not map it fails the set-up the same way on every member;
 //  5. every member checks, for every other member, that the identity in the
 //     segment is the one it announced over the group (the mapping is truly
 //     shared) and that /proc shows that process (one pid namespace, so that
 //     a dead member can be noticed);
-//  6. all-gather of those verdicts: every member reaches the same decision.
-//     Each verdict also says whether the member could read every other's
+//  6. the verdicts meet in the segment, which every member has mapped: each
+//     member writes its own into its member line, wakes the others and
+//     waits for theirs (a futex; a member missing at the group's timeout is
+//     named, DeadlineExceeded, and one whose process exits meanwhile at
+//     once, Unavailable); every member reaches the same decision. Each
+//     verdict also says whether the member could read every other's
 //     memory with process_vm_readv (a probe of a word the other published
 //     the address of); when all could, large all-reduces take the
 //     single-copy path (shm_single_copy.h; single_copy()). A host that
 //     forbids cross-memory attach keeps the slots, with no error.
-// Cost: one broadcast and two all-gathers over the underlying group, and one
-// segment of SegmentBytes(size, slot_bytes) bytes. Over the store: 5 round
-// trips per member (member 0: 5; the others: Get, then Set and MultiGet
-// twice) and about 130 x size bytes per member, keys included (the
-// records travel without their trailing zeros: 24 bytes a report, 12 a
-// verdict; measured with tools/scale_check.sh, 4050 bytes per rank for two
-// 16-member groups).
+// Cost: one broadcast and one all-gather over the underlying group, and one
+// segment of SegmentBytes(size, slot_bytes) bytes. Over the store: 3 round
+// trips per member (member 0: Set, Set, MultiGet; the others: Get, Set,
+// MultiGet) and about 70 x size bytes per member, keys included (the
+// records travel without their trailing zeros: 24 bytes a report; measured
+// with tools/scale_check.sh, 2278 bytes per rank for two 16-member
+// groups).
 //
 // Semantics: comm/communicator.h, as the Gloo backend (every dtype and op;
 // float16/bfloat16 reduced in float32 and rounded back at each step; integer

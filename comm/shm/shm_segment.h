@@ -109,10 +109,14 @@ struct alignas(kCacheLine) MemberLine {
   // with bit 31 set when one of this member's reads failed (bit 30: the
   // member read was gone; bits 0-29: that member's group rank). After the
   // last step every member reads every other's, so that all fail alike.
-  uint64_t read_result;
+  // Before that, at set-up, it holds this member's verdict on the others
+  // (shm_setup.cc, step 6).
+  std::atomic<uint64_t> read_result;
 };
 static_assert(sizeof(MemberLine) == kCacheLine, "one cache line a member");
 
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "shared-memory atomics must be lock-free (address-free)");
 static_assert(std::atomic<uint32_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free (address-free)");
 

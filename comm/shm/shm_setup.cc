@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -14,6 +17,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "comm/shm/shm_futex.h"
 #include "comm/shm/shm_process.h"
 #include "comm/shm/shm_segment.h"
 #include "comm/store_exchange.h"
@@ -42,17 +48,19 @@ struct Report {
   char error[kTextBytes];
 };
 
-// One member's judgement of the others (step 5): ok, or the first member,
-// in group order, it found wrong and why.
-struct Verdict {
-  uint32_t ok;
-  int32_t bad_member;
-  // 1 when this member read every other member's probe word with
-  // process_vm_readv (the single-copy path may be used with them).
-  uint32_t single_copy;
-  uint32_t pad;
-  char error[kTextBytes];
-};
+// One member's judgement of the others (step 5), in the read_result word of
+// its member line (unused until the group's first single-copy call, which
+// writes it only after every member has passed step 6): set, ok, single copy
+// (it read every other member's probe word with process_vm_readv, so the
+// single-copy path may be used with them), or the reason and the first
+// member, in group order, it found wrong. Bit 31 stays clear, so that the
+// single-copy path never reads a verdict as a failed read.
+constexpr uint64_t kVerdictSet = uint64_t{1} << 63;
+constexpr uint64_t kVerdictOk = uint64_t{1} << 62;
+constexpr uint64_t kVerdictSingleCopy = uint64_t{1} << 61;
+constexpr uint64_t kVerdictMember = (uint64_t{1} << 30) - 1;  // bits 0-29
+constexpr uint64_t kReasonIdentity = 1;    // bits 32-39
+constexpr uint64_t kReasonNotVisible = 2;
 
 // Whether this process can read `pid`'s memory at `addr`, where that member
 // keeps the segment's nonce: process_vm_readv (cross-memory attach) is
@@ -88,6 +96,69 @@ absl::Status AllGatherRecords(SetupChannel& channel, const T& mine,
                               std::vector<T>* all) {
   all->assign(channel.size(), T());
   return channel.AllGather(&mine, all->data(), sizeof(T));
+}
+
+// The set-up's FailedPrecondition: member `bad` found wrong by member
+// `checker` (-1: by itself, in its report).
+absl::Status CannotShare(const std::vector<int>& ranks, int bad, int checker,
+                         absl::string_view why) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "shm: global rank ", ranks[bad],
+      " cannot share memory with the group's other members (",
+      checker < 0 ? std::string("as it reported")
+                  : absl::StrCat("checked by global rank ", ranks[checker]),
+      "): ", why,
+      ". Use backend \"gloo\" for groups across hosts, or leave the backend "
+      "unset to use shared memory only where members share it"));
+}
+
+// Step 6: publishes `mine` in this member's line and waits, on the sync
+// line's bell, for every other member's; a member missing at `deadline` is
+// named (DeadlineExceeded), one whose process is gone meanwhile too
+// (Unavailable; looked at every 10 ms).
+absl::StatusOr<std::vector<uint64_t>> ExchangeVerdicts(
+    ShmSegment& segment, int me, uint64_t mine,
+    const std::vector<ProcessIdentity>& identities,
+    const std::vector<int>& ranks, absl::Time deadline) {
+  const int n = static_cast<int>(identities.size());
+  SyncLine* sync = segment.sync();
+  segment.member(me)->read_result.store(mine, std::memory_order_release);
+  sync->bell.fetch_add(1, std::memory_order_acq_rel);
+  FutexWake(&sync->bell, INT32_MAX);
+  std::vector<uint64_t> all(n, 0);
+  absl::Time next_look = absl::Now();
+  while (true) {
+    const uint32_t bell = sync->bell.load(std::memory_order_acquire);
+    std::vector<int> missing;
+    for (int j = 0; j < n; ++j) {
+      all[j] = segment.member(j)->read_result.load(std::memory_order_acquire);
+      if ((all[j] & kVerdictSet) == 0) missing.push_back(j);
+    }
+    if (missing.empty()) return all;
+    const absl::Time now = absl::Now();
+    if (now >= next_look) {
+      next_look = now + absl::Milliseconds(10);
+      for (int j : missing) {
+        if (CheckLiveness(identities[j]) == Liveness::kDead) {
+          return absl::UnavailableError(absl::StrCat(
+              "shm set-up (global rank ", ranks[me], "): global rank ",
+              ranks[j], " (pid ", identities[j].pid,
+              ") exited before it checked the group's segment"));
+        }
+      }
+    }
+    if (now >= deadline) {
+      std::vector<int> who;
+      for (int j : missing) who.push_back(ranks[j]);
+      return absl::DeadlineExceededError(absl::StrCat(
+          "shm set-up (global rank ", ranks[me], "): global rank(s) [",
+          absl::StrJoin(who, ", "),
+          "] mapped the group's segment but did not check it before the "
+          "group's deadline"));
+    }
+    FutexWait(&sync->bell, bell,
+              std::min(next_look, deadline) - now);
+  }
 }
 
 class GroupSetupChannel final : public SetupChannel {
@@ -322,67 +393,70 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   if (me == 0 && offer.ok) (void)ShmSegment::Unlink(offer.name);
   if (!gathered.ok()) return gathered;
 
-  // 5. Check every other member through the segment and /proc.
-  Verdict verdict{};
-  verdict.ok = 1;
-  verdict.single_copy = SingleCopyAllowed() ? 1 : 0;
+  // A member that could not map the segment: every member sees the same
+  // reports, so every member returns the same answer without step 6.
   std::vector<ProcessIdentity> identities(n);
-  for (int j = 0; j < n && verdict.ok; ++j) {
+  for (int j = 0; j < n; ++j) {
     const Report& r = reports[j];
     identities[j] = ProcessIdentity{r.pid, r.start_time};
-    if (!r.ok) {
-      verdict.ok = 0;
-      verdict.bad_member = j;
-      CopyText(verdict.error, r.error[kTextBytes - 1] == '\0'
-                                  ? r.error
-                                  : "(unreadable reason)");
+    if (r.ok) continue;
+    if (!options.require) return std::optional<ShmSetup>();
+    return CannotShare(ranks, j, /*checker=*/-1,
+                       r.error[kTextBytes - 1] == '\0' ? r.error
+                                                        : "(unreadable reason)");
+  }
+
+  // 5. Check every other member through the segment and /proc.
+  uint64_t verdict = kVerdictSet | kVerdictOk |
+                     (SingleCopyAllowed() ? kVerdictSingleCopy : 0);
+  for (int j = 0; j < n; ++j) {
+    if (j == me) continue;
+    const MemberLine* line = segment->member(j);
+    uint64_t reason = 0;
+    if (line->pid != reports[j].pid ||
+        line->start_time != reports[j].start_time ||
+        line->nonce_echo != offer.nonce) {
+      reason = kReasonIdentity;
+    } else if ((verdict & kVerdictSingleCopy) != 0 &&
+               !CanReadPeer(reports[j].pid, line->probe_addr, offer.nonce)) {
+      verdict &= ~kVerdictSingleCopy;  // The slots still work: not an error.
+    }
+    if (reason == 0 && CheckLiveness(identities[j]) != Liveness::kAlive) {
+      reason = kReasonNotVisible;
+    }
+    if (reason != 0) {
+      verdict = kVerdictSet | (reason << 32) | static_cast<uint64_t>(j);
       break;
     }
-    if (j == me || segment == nullptr) continue;
-    const MemberLine* line = segment->member(j);
-    if (line->pid != r.pid || line->start_time != r.start_time ||
-        line->nonce_echo != offer.nonce) {
-      verdict.ok = 0;
-      verdict.bad_member = j;
-      CopyText(verdict.error,
-               absl::StrCat("its identity in the segment (pid ", line->pid,
-                            ") is not the one it announced (pid ", r.pid,
-                            "): the segment is not shared with global rank ",
-                            ranks[me]));
-    } else if (verdict.single_copy &&
-               !CanReadPeer(r.pid, line->probe_addr, offer.nonce)) {
-      verdict.single_copy = 0;  // The slots still work: not an error.
-    }
-    if (!verdict.ok) break;
-    if (CheckLiveness(identities[j]) != Liveness::kAlive) {
-      verdict.ok = 0;
-      verdict.bad_member = j;
-      CopyText(verdict.error,
-               absl::StrCat("its pid ", r.pid, " is not visible from global "
-                            "rank ", ranks[me],
-                            " (another pid namespace): a dead member could "
-                            "not be noticed"));
-    }
   }
-  // 6. One decision for all.
-  std::vector<Verdict> verdicts;
-  if (absl::Status s = AllGatherRecords(*group, verdict, &verdicts); !s.ok()) {
-    return s;
-  }
+  // 6. Every member mapped the segment: the verdicts meet there (each in
+  // its member's line), so every member reaches the same decision.
+  auto verdicts = ExchangeVerdicts(*segment, me, verdict, identities, ranks,
+                                   absl::Now() + options.timeout);
+  if (!verdicts.ok()) return verdicts.status();
   bool single_copy = true;
   for (int i = 0; i < n; ++i) {
-    const Verdict& v = verdicts[i];
-    single_copy = single_copy && v.single_copy != 0;
-    if (v.ok) continue;
+    const uint64_t v = (*verdicts)[i];
+    single_copy = single_copy && (v & kVerdictSingleCopy) != 0;
+    if ((v & kVerdictOk) != 0) continue;
     if (!options.require) return std::optional<ShmSetup>();
-    const int bad = std::clamp<int>(v.bad_member, 0, n - 1);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "shm: global rank ", ranks[bad],
-        " cannot share memory with the group's other members (checked by "
-        "global rank ", ranks[i], "): ",
-        v.error[kTextBytes - 1] == '\0' ? v.error : "(unreadable reason)",
-        ". Use backend \"gloo\" for groups across hosts, or leave the backend "
-        "unset to use shared memory only where members share it"));
+    const int bad = static_cast<int>(v & kVerdictMember) % n;
+    const uint64_t reason = (v >> 32) & 0xff;
+    if (reason == kReasonIdentity) {
+      return CannotShare(
+          ranks, bad, i,
+          absl::StrCat("its identity in the segment (pid ",
+                       segment->member(bad)->pid,
+                       ") is not the one it announced (pid ", reports[bad].pid,
+                       "): the segment is not shared with global rank ",
+                       ranks[i]));
+    }
+    return CannotShare(
+        ranks, bad, i,
+        absl::StrCat("its pid ", reports[bad].pid,
+                     " is not visible from global rank ", ranks[i],
+                     " (another pid namespace): a dead member could not be "
+                     "noticed"));
   }
   return ShmSetup{std::move(segment), std::move(identities), options,
                   single_copy};

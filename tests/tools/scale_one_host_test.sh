@@ -3,7 +3,7 @@
 # 16x16 mesh (its own launcher, rank 0 hosting the store). Three runs with
 # the default backend (auto: both dims shared memory, made over the store
 # alone): every rank must report, every rank's group creation must cost
-# exactly 10 store round trips (5 per group), and no rank (the store host
+# exactly 6 store round trips (3 per group), and no rank (the store host
 # aside) may hold more than 2 sockets when ready (its two store connections:
 # its own and its failure watch's; a shared-memory group holds none). One
 # run with --backend=gloo: exactly 8 round trips (4 per group) and at most
@@ -18,7 +18,7 @@ for run in 1 2 3 gloo; do
   if [ "$run" = gloo ]; then
     backend=gloo trips=8 sockets=32
   else
-    backend=auto trips=10 sockets=2
+    backend=auto trips=6 sockets=2
   fi
   timeout 240 "$STARTUP" --mesh_shape=16x16 --backend="$backend" >"$log" 2>&1
   rc=$?
