@@ -18,7 +18,12 @@
 //                       Gloo and NCCL do all)
 //   DeadlineExceeded    a peer did not answer within the timeout
 //   Internal            backend failure (message from the backend)
-//   Unavailable         backend failure (message from the backend)
+//   Unavailable         backend failure (message from the backend); when
+//                       the backend saw, through this host's kernel, that a
+//                       member's process is gone (the shm backend: pidfd or
+//                       /proc), the status carries the payload
+//                       kProcessGonePayload: that member's global rank, in
+//                       decimal (ProcessGoneRank reads it)
 //   FailedPrecondition  every call after Abort
 //
 // Signals: the Gloo backend ignores SIGPIPE in the process (unless the
@@ -51,6 +56,19 @@
 #include "comm/options.h"
 
 namespace devmesh {
+
+// The absl::Status payload (type URL) of an error for which the backend saw,
+// through this host's kernel, that a member's process is gone; its value is
+// that member's global rank in decimal.
+inline constexpr absl::string_view kProcessGonePayload =
+    "devmesh/process-gone";
+
+// `error` with that payload naming `global_rank`.
+absl::Status WithProcessGone(absl::Status error, int global_rank);
+
+// The global rank `error`'s kProcessGonePayload names; -1 when it has none
+// (or one that is not a rank).
+int ProcessGoneRank(const absl::Status& error);
 
 enum class DataType {
   kFloat32,

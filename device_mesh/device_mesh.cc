@@ -244,9 +244,19 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
   };
   const absl::StatusOr<std::shared_ptr<Communicator>>* group = lookup();
   if (group == nullptr) {
-    std::lock_guard<std::mutex> creating(root_->create_mu);
+    {
+      // One creation of this group at a time: another thread's, then ours
+      // if it left none.
+      std::unique_lock<std::mutex> lock(root_->mu);
+      root_->created.wait(lock, [&] { return !root_->creating.count(key); });
+      root_->creating.insert(key);
+    }
     group = lookup();  // another thread may have made it meanwhile
-    if (group == nullptr) {
+    if (group != nullptr) {
+      std::lock_guard<std::mutex> lock(root_->mu);
+      root_->creating.erase(key);
+      root_->created.notify_all();
+    } else {
       // This rank's own line along the dim's modes, from the layout alone
       // (member of this mesh or not, as long as it is in the root): the
       // group is named by it, so only its members take part, in whatever
@@ -254,6 +264,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       absl::StatusOr<std::shared_ptr<Communicator>> made;
       auto line = layout.RootLineOf(me, d);
       if (!line.ok() && !absl::IsNotFound(line.status())) {
+        std::lock_guard<std::mutex> lock(root_->mu);
+        root_->creating.erase(key);
+        root_->created.notify_all();
         return line.status();
       }
       if (!line.ok()) {
@@ -268,6 +281,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       std::lock_guard<std::mutex> lock(root_->mu);
       group = &root_->groups.emplace(key, std::move(made)).first->second;
       root_->group_locals.emplace(key, local);
+      root_->creating.erase(key);
+      root_->created.notify_all();
     }
   }
   if (!local_mismatch.ok()) return local_mismatch;

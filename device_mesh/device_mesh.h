@@ -49,8 +49,12 @@
 // Dims are named by index or by name (MeshDim). Values: a DeviceMesh is a
 // cheap copyable handle; copies, slices and flattens share the root's group
 // cache. Thread-safety: all const methods may be called from any thread;
-// group creation is serialized per root; the Communicators themselves are
-// not safe for concurrent collectives (see comm/communicator.h).
+// a group is created once (a thread asking for a group another thread is
+// creating waits for it), and distinct groups may be created at once from
+// distinct threads (each creation is a collective over that group's
+// members only; DeviceMesh::Shrink rebuilds its groups so); the
+// Communicators themselves are not safe for concurrent collectives (see
+// comm/communicator.h).
 #ifndef DEVMESH_DEVICE_MESH_DEVICE_MESH_H_
 #define DEVMESH_DEVICE_MESH_DEVICE_MESH_H_
 

@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -311,10 +313,30 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     root->group_locals.emplace(new_key, LocalFields(go));
     report.kept.push_back(Describe(name, line_ranks));
   }
-  // Made anew in dim order on every survivor (named groups, so the order
-  // only has to avoid waiting in a circle).
-  for (int d : rebuild) {
-    auto g = next.GetGroup(d);
+  // Made anew on every survivor, all at once (a thread per group beyond the
+  // first): named groups, each creation waits only for its own members, so
+  // a member late to one group does not hold up the others.
+  std::vector<absl::StatusOr<std::shared_ptr<Communicator>>> made(
+      rebuild.size(), absl::UnknownError("not made"));
+  {
+    std::vector<std::thread> threads;
+    std::vector<bool> on_thread(rebuild.size(), false);
+    for (size_t i = 1; i < rebuild.size(); ++i) {
+      try {
+        threads.emplace_back([&, i] { made[i] = next.GetGroup(rebuild[i]); });
+        on_thread[i] = true;
+      } catch (const std::system_error&) {
+        // No thread (a limit): made on this one below.
+      }
+    }
+    for (size_t i = 0; i < rebuild.size(); ++i) {
+      if (!on_thread[i]) made[i] = next.GetGroup(rebuild[i]);
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (size_t i = 0; i < rebuild.size(); ++i) {
+    const int d = rebuild[i];
+    auto& g = made[i];
     if (!g.ok()) {
       // A death during the rebuild: the new epoch's verdict starts another
       // round; anything else is this Shrink's error.

@@ -149,9 +149,10 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
   const absl::Time start = absl::Now();
   const absl::Duration poll =
       std::max(absl::Milliseconds(5), watch.period() / 5);
+  const absl::Duration first_park = std::min(poll, absl::Milliseconds(10));
 
   std::string decided;
-  while (true) {
+  for (int round = 0;; ++round) {
     // (No read of the decision first: CompareSet returns one already made,
     // and the parked Get below returns at once when there is one.)
     // Every member not known dead arrived (the last one to arrive, the
@@ -172,6 +173,15 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
     std::vector<int> pending;
     for (int r : members) {
       if (arrived.count(r) || dead.count(r)) continue;
+      if (round == 0) {
+        // Not all here yet: the others are most likely on their way, and
+        // the last to arrive decides. Park first (first_park), and look
+        // at each missing member (its arrival, "left" mark, process and
+        // lease) only if no decision came by then, rather than load the
+        // store while the last member tries to decide.
+        pending.push_back(r);
+        continue;
+      }
       auto here = store.Check({arrive_key(r)});
       if (!here.ok()) return store_error(here.status());
       if (*here) {
@@ -212,7 +222,7 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
       mine = absl::StrCat("survivors=", Ranks(survivors), ";dead=",
                           Ranks(std::vector<int>(dead.begin(), dead.end())),
                           EncodePayloads(survivors, *values));
-    } else if (absl::Now() - start >= timeout) {
+    } else if (round > 0 && absl::Now() - start >= timeout) {
       mine = absl::StrCat(
           "error=", static_cast<int>(absl::StatusCode::kDeadlineExceeded),
           ";Shrink of epoch ", epoch, ": global rank(s) [",
@@ -228,7 +238,8 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
       break;
     }
     // Parked on the decision: woken as soon as another member decides.
-    if (auto d = store.Get(decision_key, poll); d.ok()) {
+    if (auto d = store.Get(decision_key, round == 0 ? first_park : poll);
+        d.ok()) {
       decided = *d;
       break;
     } else if (!absl::IsDeadlineExceeded(d.status())) {

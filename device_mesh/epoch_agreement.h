@@ -22,14 +22,16 @@
 // stopped, or slow past its lease) gets FailedPrecondition and is fenced.
 //
 // Cost: the verdict's read (none once the watch has learnt it) and one
-// Set; then per poll, one Check of every arrival not yet seen
-// and, unless all were there, for each member not yet arrived one Check,
-// one Check of its "left" mark and one lease read, then a Get of the
-// decision parked for period / 5 (it returns as soon as another member
-// decides). The last member to arrive decides after the Check, a MultiGet
-// of the survivors' payloads and a CompareSet (4 round trips from its
-// arrival); the others read everything from the decision they were parked
-// on (no round trip after it).
+// Set; then one Check of every arrival not yet seen: the last member to
+// arrive finds them all and decides after a MultiGet of the survivors'
+// payloads and a CompareSet (4 round trips from its arrival); the others
+// park on the decision (a Get that returns as soon as a member decides, and
+// read everything from it), first for min(10 ms, poll), then, each poll
+// (period / 5, at least 5 ms) without a decision, look again: one Check of
+// the arrivals not yet seen and, for each member still missing, one Check,
+// one Check of its "left" mark and one lease read. (Looking at the missing
+// members only after the first park keeps the store free for the last
+// member's decision; a second death is then found 10 ms later.)
 #ifndef DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
 #define DEVMESH_DEVICE_MESH_EPOCH_AGREEMENT_H_
 

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "comm/communicator.h"
 #include "device_mesh/epoch_agreement.h"
 
 namespace devmesh {
@@ -547,10 +548,10 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   }
   Store& store = *state_->store;
   const std::string death_key = EpochKey(at_epoch, "death");
-  if (ReadVerdict(at_epoch).ok()) {
-    // The survivors may already have agreed without this rank (it was
-    // stopped past its lease, say): it is fenced. (A decision needs a
-    // verdict first, epoch_agreement.h: with no verdict there is none.)
+  // The survivors may already have agreed without this rank (it was stopped
+  // past its lease, say): it is fenced. (A decision needs a verdict first,
+  // epoch_agreement.h: with no verdict there is none.)
+  auto fence_if_left_out = [&]() {
     if (auto d = store.GetIfSet(EpochKey(at_epoch, "decision"));
         d.ok() && d->has_value() &&
         !device_mesh_internal::IsSurvivor(**d, state_->rank)) {
@@ -559,8 +560,7 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
           "job: the survivors of epoch ", at_epoch, " (", **d,
           ") went on without it (exit, or start over as a new job)"));
     }
-    return explained();
-  }
+  };
   // The suspects: the peer the error names, else every other member.
   std::vector<int> suspects;
   if (const int peer = PeerNamed(error.message());
@@ -572,15 +572,32 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
       if (r != state_->rank) suspects.push_back(r);
     }
   }
+  // A suspect whose process this kernel shows gone: published at once,
+  // before any read of the verdict (CompareSet keeps a verdict already
+  // there, and the watch then acts on that one). The backend may have seen
+  // it already (kProcessGonePayload: its pidfd or /proc, this host's
+  // kernel too), which spares the store read of the peer's identity.
+  const int gone = ProcessGoneRank(error);
+  for (int peer : suspects) {
+    if (!(peer == gone || state_->Gone(peer)) || state_->Left(peer)) continue;
+    const std::string text = state_->GoneText(peer);
+    if (!state_->Publish(at_epoch, text)) return error;
+    if (verdict() != text) fence_if_left_out();
+    return explained();
+  }
+  if (ReadVerdict(at_epoch).ok()) {
+    fence_if_left_out();
+    return explained();
+  }
   // A suspect whose process this kernel shows gone is dead now (the
-  // kernel's word, not a peer's; looked at first, before any lease is read,
-  // and then every 10 ms while the leases run, as the socket can close a
-  // moment before the kernel marks the process); another rank may publish
-  // the verdict first.
+  // kernel's word, not a peer's; looked at every 10 ms while the leases
+  // run, as the socket can close a moment before the kernel marks the
+  // process); another rank may publish the verdict first.
   std::vector<absl::StatusOr<int64_t>> before;
   absl::Time lease_end;
   for (int poll = 0;; ++poll) {
-    for (int peer : suspects) {
+    for (int peer : poll == 0 ? std::vector<int>() : suspects) {
+      // (poll 0: looked at just above)
       if (!state_->Gone(peer) || state_->Left(peer)) continue;
       if (!state_->Publish(at_epoch, state_->GoneText(peer))) return error;
       return explained();

@@ -14,6 +14,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <condition_variable>
 #include <string>
 #include <utility>
 
@@ -49,12 +51,15 @@ struct RootState {
   int64_t epoch = 0;
 
   // std::mutex rather than absl::Mutex: see mesh_runtime.h.
-  // create_mu serializes this root's group creations (each a collective
-  // over the group's members, held for up to the group's timeout); mu
-  // guards the maps below and is only held briefly, so Abort and look-ups
-  // never wait for a creation.
-  std::mutex create_mu;
+  // mu guards the maps below and `creating`, and is only held briefly, so
+  // Abort and look-ups never wait for a creation. A group is created by one
+  // thread at a time (its key in `creating` meanwhile; a second thread
+  // asking for it waits on `created`); distinct groups may be created at
+  // once from distinct threads (each a collective over its own members
+  // only, MeshRuntime::Group is thread-safe).
   std::mutex mu;
+  std::condition_variable created;
+  std::set<std::string> creating;
   // Group cache key (GroupKey) -> this rank's group along such dims, or the
   // error its creation ended with (kept, so that a rank never creates it
   // again while the others do not).

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "comm/communicator.h"
 #include "comm/shm/shm_exit_watch.h"
 #include "comm/shm/shm_futex.h"
 
@@ -154,9 +155,11 @@ std::vector<int> ShmSync::Missing(uint32_t step) const {
 }
 
 absl::Status ShmSync::DeadError(OpName what, int member) const {
-  return absl::UnavailableError(absl::StrCat(
-      what(), ": global rank ", global_ranks_[member], " (pid ",
-      identities_[member].pid, ") died"));
+  return WithProcessGone(
+      absl::UnavailableError(absl::StrCat(what(), ": global rank ",
+                                          global_ranks_[member], " (pid ",
+                                          identities_[member].pid, ") died")),
+      global_ranks_[member]);
 }
 
 absl::Status ShmSync::CheckMissing(uint32_t step, OpName what,

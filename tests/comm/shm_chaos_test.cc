@@ -158,6 +158,14 @@ TEST(ShmChaos, KillMidAllreduce) {
                     "failed after ", absl::FormatDuration(took),
                     " (> 1 s): ", s.ToString()));
               }
+              // The kernel's word that the victim is gone travels with the
+              // error (comm/communicator.h, kProcessGonePayload).
+              if (absl::StrContains(s.message(), ") died") &&
+                  ProcessGoneRank(s) != victim) {
+                return absl::InternalError(absl::StrCat(
+                    "process-gone payload names ", ProcessGoneRank(s),
+                    ", not the victim: ", s.ToString()));
+              }
               return s;
             }
           }

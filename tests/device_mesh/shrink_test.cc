@@ -198,6 +198,14 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// Whether /proc shows process `pid` stopped (state T).
+bool IsStopped(int pid) {
+  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() &&
+         stat[close + 2] == 'T';
+}
+
 void RecordFault(const std::string& dir) {
   WriteFile(absl::StrCat(dir, "/fault_ns"),
             absl::StrCat(absl::GetCurrentTimeNanos()));
@@ -282,19 +290,31 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
     if (!victim || step != kFaultStep) return;
     switch (sc.fault) {
       case Fault::kKillBetweenSteps:
-        // Several victims die at once: the first kills the others, then
-        // itself (each waiting for its own turn would let the others hear
-        // of the first death and shrink before they reach it).
+        // Several victims die at once: the first stops the others (no one
+        // has died yet, so no one can hear of a death), waits until the
+        // kernel shows them stopped, then kills them and itself. (Killing
+        // them one by one let a later victim, while this process waited for
+        // a core, hear of the first death and arrive in Shrink before its
+        // own kill: a survivor of the next epoch.)
         if (p == Point::kBeforeShardAllReduce && me == sc.victims[0]) {
+          std::vector<int> pids;
           for (int other : sc.victims) {
             if (other == me) continue;
             int pid = 0;
             if (absl::SimpleAtoi(ReadFile(absl::StrCat(dir, "/pid_", other)),
                                  &pid) &&
                 pid > 0) {
-              kill(pid, SIGKILL);
+              kill(pid, SIGSTOP);
+              pids.push_back(pid);
             }
           }
+          for (int pid : pids) {
+            const absl::Time end = absl::Now() + absl::Seconds(2);
+            while (absl::Now() < end && !IsStopped(pid)) {
+              absl::SleepFor(absl::Microseconds(100));
+            }
+          }
+          for (int pid : pids) kill(pid, SIGKILL);
           RecordFault(dir);
           raise(SIGKILL);
         }

@@ -1,7 +1,12 @@
 // DeviceMesh over Gloo with ranks as threads sharing one InMemoryStore: quick
-// checks of group creation and reuse inside one process.
+// checks of group creation and reuse inside one process, and of distinct
+// groups created at once from distinct threads of one rank.
 #include <thread>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 #include "store/memory_store.h"
 #include "device_mesh/device_mesh.h"
@@ -48,6 +53,64 @@ TEST(ThreadMesh, AllReduceAlongEachDim) {
   EXPECT_EQ(results[1], (std::vector<float>{4, 1}));
   EXPECT_EQ(results[2], (std::vector<float>{2, 5}));
   EXPECT_EQ(results[3], (std::vector<float>{4, 5}));
+}
+
+// Rank 0 asks for its dp group (with rank 2, which comes 1 s late) on one
+// thread and, 100 ms later, for its tp group (with rank 1) on another, and
+// for dp again on a third: tp is made while dp still waits (rank 1's tp
+// group within 0.5 s, not after rank 2), and dp once (2 creations on rank
+// 0). With creation serialized per root, tp waited for dp: about 1 s.
+TEST(ThreadMesh, DistinctGroupsAreMadeAtOnce) {
+  auto store = std::make_shared<InMemoryStore>();
+  constexpr int kWorld = 4;
+  std::vector<std::string> errors(kWorld);
+  std::vector<absl::Duration> tp_took(kWorld);
+  std::vector<int64_t> creations(kWorld, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      auto runtime = MeshRuntime::Create(store, r, kWorld, r);
+      if (!runtime.ok()) { errors[r] = runtime.status().ToString(); return; }
+      auto mesh = InitDeviceMesh(*runtime, "cpu", {2, 2}, {"dp", "tp"});
+      if (!mesh.ok()) { errors[r] = mesh.status().ToString(); return; }
+      auto sum = [&](const char* dim, float expect) {
+        auto g = mesh->GetGroup(dim);
+        if (!g.ok()) return g.status().ToString();
+        float v = static_cast<float>(r);
+        absl::Status s =
+            (*g)->AllReduce(&v, &v, 1, DataType::kFloat32, ReduceOp::kSum);
+        if (!s.ok()) return s.ToString();
+        return v == expect ? std::string()
+                           : absl::StrCat(dim, " sum ", v, ", want ", expect);
+      };
+      // dp groups {0,2},{1,3}; tp groups {0,1},{2,3}.
+      const float dp = r % 2 == 0 ? 2 : 4;
+      const float tp = r < 2 ? 1 : 5;
+      if (r == 2) absl::SleepFor(absl::Seconds(1));
+      std::string e1, e2, e3;
+      const absl::Time start = absl::Now();
+      if (r == 0) {
+        std::thread dp_thread([&] { e1 = sum("dp", dp); });
+        absl::SleepFor(absl::Milliseconds(100));
+        std::thread again([&] { (void)mesh->GetGroup("dp"); });
+        e2 = sum("tp", tp);
+        dp_thread.join();
+        again.join();
+      } else {
+        e2 = sum("tp", tp);
+        tp_took[r] = absl::Now() - start;
+        e1 = sum("dp", dp);
+      }
+      errors[r] = e1 + e2;
+      creations[r] = (*runtime)->group_creations();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(creations[r], 2) << "rank " << r;
+  }
+  EXPECT_LT(tp_took[1], absl::Milliseconds(500));
 }
 
 }  // namespace
