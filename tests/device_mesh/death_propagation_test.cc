@@ -72,9 +72,11 @@ absl::Status Body(Bootstrap& b, int victim, const std::string& run) {
         absl::IsUnavailable(s) && absl::StartsWith(s.message(), want),
         absl::StrCat("rank ", b.rank(), ": ", s.ToString(), ", want '", want,
                      "...'")));
-    // The same verdict on every survivor.
+    // The same verdict on every survivor, whether its call failed (" --
+    // this call: <the backend's error>") or was refused, the verdict known
+    // before it started (" -- this call was refused: ...").
     const std::string verdict(
-        s.message().substr(0, s.message().find(" -- this call: ")));
+        s.message().substr(0, s.message().find(" -- this call")));
     RETURN_IF_ERROR(
         store.Set(absl::StrCat(run, "/verdict/", b.rank()), verdict));
     for (int r = 0; r < kRanks; ++r) {
