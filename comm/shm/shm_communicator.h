@@ -33,8 +33,9 @@
 //  6. the verdicts meet in the segment, which every member has mapped: each
 //     member writes its own into its member line, wakes the others and
 //     waits for theirs (a futex; a member missing at the group's timeout is
-//     named, DeadlineExceeded, and one whose process exits meanwhile at
-//     once, Unavailable); every member reaches the same decision. Each
+//     named, DeadlineExceeded, and one whose process exits meanwhile when
+//     /proc is next read, after 10 ms then at doubling intervals up to 1 s,
+//     Unavailable); every member reaches the same decision. Each
 //     verdict also says whether the member could read every other's
 //     memory with process_vm_readv (a probe of a word the other published
 //     the address of); when all could, large all-reduces take the
