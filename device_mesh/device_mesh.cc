@@ -251,12 +251,18 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       root_->created.wait(lock, [&] { return !root_->creating.count(key); });
       root_->creating.insert(key);
     }
+    // Ours ends on every path out, an exception included.
+    struct Done {
+      device_mesh_internal::RootState& root;
+      const std::string& key;
+      ~Done() {
+        std::lock_guard<std::mutex> lock(root.mu);
+        root.creating.erase(key);
+        root.created.notify_all();
+      }
+    } done{*root_, key};
     group = lookup();  // another thread may have made it meanwhile
-    if (group != nullptr) {
-      std::lock_guard<std::mutex> lock(root_->mu);
-      root_->creating.erase(key);
-      root_->created.notify_all();
-    } else {
+    if (group == nullptr) {
       // This rank's own line along the dim's modes, from the layout alone
       // (member of this mesh or not, as long as it is in the root): the
       // group is named by it, so only its members take part, in whatever
@@ -264,9 +270,6 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       absl::StatusOr<std::shared_ptr<Communicator>> made;
       auto line = layout.RootLineOf(me, d);
       if (!line.ok() && !absl::IsNotFound(line.status())) {
-        std::lock_guard<std::mutex> lock(root_->mu);
-        root_->creating.erase(key);
-        root_->created.notify_all();
         return line.status();
       }
       if (!line.ok()) {
@@ -281,8 +284,6 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       std::lock_guard<std::mutex> lock(root_->mu);
       group = &root_->groups.emplace(key, std::move(made)).first->second;
       root_->group_locals.emplace(key, local);
-      root_->creating.erase(key);
-      root_->created.notify_all();
     }
   }
   if (!local_mismatch.ok()) return local_mismatch;

@@ -2,6 +2,7 @@
 // DeviceMesh::Shrink (device_mesh.h): agree on the dead, drop their
 // replicas, keep the idle whole groups, rebuild the rest under a new epoch.
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
@@ -316,23 +317,49 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   // Made anew on every survivor, all at once (a thread per group beyond the
   // first): named groups, each creation waits only for its own members, so
   // a member late to one group does not hold up the others.
+  // NCCL groups stay on this thread (a new thread's current CUDA device is
+  // 0, not this one's).
   std::vector<absl::StatusOr<std::shared_ptr<Communicator>>> made(
       rebuild.size(), absl::UnknownError("not made"));
   {
-    std::vector<std::thread> threads;
-    std::vector<bool> on_thread(rebuild.size(), false);
-    for (size_t i = 1; i < rebuild.size(); ++i) {
+    bool nccl = false;
+    for (int d : rebuild) {
+      GroupOptions go = options_.For(dim_group_names()[d]);
+      if (go.backend.empty()) {
+        go.backend = std::string(DefaultBackendFor(device_type_));
+      }
+      nccl = nccl || go.backend == "nccl";
+    }
+    auto make = [&](size_t i) {
       try {
-        threads.emplace_back([&, i] { made[i] = next.GetGroup(rebuild[i]); });
+        made[i] = next.GetGroup(rebuild[i]);
+      } catch (const std::exception& e) {
+        made[i] = absl::InternalError(absl::StrCat(
+            "making the group of mesh dim ", dim_group_names()[rebuild[i]],
+            " threw: ", e.what()));
+      }
+    };
+    std::vector<std::thread> threads;
+    struct JoinAll {
+      std::vector<std::thread>& threads;
+      ~JoinAll() {
+        for (auto& t : threads) {
+          if (t.joinable()) t.join();
+        }
+      }
+    } join_all{threads};
+    std::vector<bool> on_thread(rebuild.size(), false);
+    for (size_t i = 1; i < rebuild.size() && !nccl; ++i) {
+      try {
+        threads.emplace_back(make, i);
         on_thread[i] = true;
       } catch (const std::system_error&) {
         // No thread (a limit): made on this one below.
       }
     }
     for (size_t i = 0; i < rebuild.size(); ++i) {
-      if (!on_thread[i]) made[i] = next.GetGroup(rebuild[i]);
+      if (!on_thread[i]) make(i);
     }
-    for (auto& t : threads) t.join();
   }
   for (size_t i = 0; i < rebuild.size(); ++i) {
     const int d = rebuild[i];
@@ -340,8 +367,11 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     if (!g.ok()) {
       // A death during the rebuild: the new epoch's verdict starts another
       // round; anything else is this Shrink's error.
-      (void)watch->Explain(absl::UnavailableError(g.status().message()),
-                           next_members);
+      absl::Status why = absl::UnavailableError(g.status().message());
+      if (const int gone = ProcessGoneRank(g.status()); gone >= 0) {
+        why = WithProcessGone(why, gone);
+      }
+      (void)watch->Explain(why, next_members);
       if (!watch->verdict().empty()) {
         *again = true;
         report.rebuild = absl::Now() - agreed;

@@ -133,6 +133,15 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
     }
     return store_error(verdict.status());
   }
+  // A rank the verdict names (stopped past its lease, say, and back) is
+  // fenced: it takes no part (the watch has fenced it on learning the
+  // verdict).
+  if (VerdictRank(*verdict) == me) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "global rank ", me, " (this rank) is fenced out of the job: the "
+        "others declared it dead (", *verdict, ") and went on without it "
+        "(exit, or start over as a new job)"));
+  }
   if (absl::Status s = store.Set(arrive_key(me), payload); !s.ok()) {
     return store_error(s);
   }

@@ -572,13 +572,17 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
       if (r != state_->rank) suspects.push_back(r);
     }
   }
-  // A suspect whose process this kernel shows gone: published at once,
-  // before any read of the verdict (CompareSet keeps a verdict already
-  // there, and the watch then acts on that one). The backend may have seen
-  // it already (kProcessGonePayload: its pidfd or /proc, this host's
-  // kernel too), which spares the store read of the peer's identity.
+  // The peer the error names (or the backend found gone), when this kernel
+  // shows its process gone: published at once, before any read of the
+  // verdict (CompareSet keeps a verdict already there, and the watch then
+  // acts on that one). The backend may have seen it already
+  // (kProcessGonePayload: its pidfd or /proc, this host's kernel too), which
+  // spares the store read of the peer's identity. (An error that names no
+  // one is looked into below, after the verdict is read: each member's
+  // process would cost store reads.)
   const int gone = ProcessGoneRank(error);
   for (int peer : suspects) {
+    if (peer != gone && suspects.size() > 1) continue;
     if (!(peer == gone || state_->Gone(peer)) || state_->Left(peer)) continue;
     const std::string text = state_->GoneText(peer);
     if (!state_->Publish(at_epoch, text)) return error;

@@ -66,9 +66,14 @@
 //
 // Explain(error, members), called by device_mesh's communicators when a
 // collective fails with Unavailable or DeadlineExceeded: a verdict already
-// known is returned at once; else a suspect (the peer the error names,
-// "global rank N" of the group, as Gloo's errors do; every other member
-// when it names none) whose process is gone on this host is dead now; else
+// known is returned at once; else the peer the error names ("global rank N"
+// of the group, as Gloo's errors do) or the backend found gone (the
+// kProcessGonePayload of comm/communicator.h, which spares the store read
+// of its process identity), when its process is gone on this host, is
+// published dead at once, before the verdict is read (CompareSet keeps a
+// verdict already there); else, the verdict read and none found, a suspect
+// (that peer; every other member when the error names none) whose process
+// is gone on this host is dead now; else
 // the suspects' leases are read twice, `kLeaseMisses` periods apart:
 // unchanged, without a "left" mark, means dead (the error is the evidence,
 // the lease decides), and the verdict is published with CompareSet, so the

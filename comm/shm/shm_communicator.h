@@ -108,11 +108,14 @@ struct ShmOptions {
 // `group`; or, when the members cannot all share one segment and
 // options.require is false, `group` itself. A group of size 1 is shm at no
 // cost (no segment). Errors: InvalidArgument for a null group or a timeout
-// that is not positive; FailedPrecondition (require only) naming the first
-// member, in group order, that cannot share memory with rank 0 and why
-// ("no shared-memory segment ... here": another /dev/shm; "pid ... not
-// visible": another pid namespace); the underlying group's errors from the
-// set-up exchange (DeadlineExceeded, Unavailable).
+// that is not positive; FailedPrecondition (require only) naming a member
+// that cannot share memory and why ("no shared-memory segment ... here":
+// another /dev/shm; "its identity in the segment ... is not the one it
+// announced": a mapping not shared, found by each member on its own; "pid
+// ... not visible": another pid namespace); the underlying group's errors
+// from the set-up exchange (DeadlineExceeded, Unavailable); step 6's
+// (CreateShmGroup's list; its wait bounded by options.timeout from its
+// start).
 absl::StatusOr<std::shared_ptr<Communicator>> ShareMemory(
     std::shared_ptr<Communicator> group, const ShmOptions& options);
 
@@ -129,8 +132,12 @@ absl::StatusOr<std::shared_ptr<Communicator>> ShareMemory(
 // negative or repeated); FailedPrecondition (require) as ShareMemory's;
 // DeadlineExceeded "shm set-up (...): global rank(s) [..] did not join the
 // group before the group's deadline", naming the members whose record is
-// missing; the store's errors with their code, prefixed. Thread-safe (one
-// call per (store, group)).
+// missing, or "... mapped the group's segment but did not check it before
+// the group's deadline" (step 6); Unavailable "... global rank N (pid P)
+// exited before it checked the group's segment" (with kProcessGonePayload)
+// or "... global rank N gave up the set-up" (its own exchange failed); the
+// store's errors with their code, prefixed. Thread-safe (one call per
+// (store, group)).
 absl::StatusOr<std::unique_ptr<Communicator>> CreateShmGroup(
     std::shared_ptr<Store> store, int rank, int size,
     const CommOptions& options, const ShmOptions& shm);

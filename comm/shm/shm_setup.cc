@@ -19,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "comm/communicator.h"
+#include "comm/shm/shm_exit_watch.h"
 #include "comm/shm/shm_futex.h"
 #include "comm/shm/shm_process.h"
 #include "comm/shm/shm_segment.h"
@@ -61,6 +63,7 @@ constexpr uint64_t kVerdictSingleCopy = uint64_t{1} << 61;
 constexpr uint64_t kVerdictMember = (uint64_t{1} << 30) - 1;  // bits 0-29
 constexpr uint64_t kReasonIdentity = 1;    // bits 32-39
 constexpr uint64_t kReasonNotVisible = 2;
+constexpr uint64_t kReasonGaveUp = 3;      // its own exchange failed
 
 // Whether this process can read `pid`'s memory at `addr`, where that member
 // keeps the segment's nonce: process_vm_readv (cross-memory attach) is
@@ -112,26 +115,55 @@ absl::Status CannotShare(const std::vector<int>& ranks, int bad, int checker,
       "unset to use shared memory only where members share it"));
 }
 
-// Step 6: publishes `mine` in this member's line and waits, on the sync
-// line's bell, for every other member's; a member missing at `deadline` is
-// named (DeadlineExceeded), one whose process is gone meanwhile too
-// (Unavailable; looked at after 10 ms, then at doubling intervals up to
-// 1 s).
-absl::StatusOr<std::vector<uint64_t>> ExchangeVerdicts(
-    ShmSegment& segment, int me, uint64_t mine,
-    const std::vector<ProcessIdentity>& identities,
-    const std::vector<int>& ranks, absl::Time deadline) {
-  const int n = static_cast<int>(identities.size());
+// Writes `mine` as this member's verdict (step 6) and rings the bell.
+void PublishVerdict(ShmSegment& segment, int me, uint64_t mine) {
   SyncLine* sync = segment.sync();
   segment.member(me)->read_result.store(mine, std::memory_order_release);
   sync->bell.fetch_add(1, std::memory_order_acq_rel);
   FutexWake(&sync->bell, INT32_MAX);
+}
+
+// Step 6: publishes `mine` and waits, on the sync line's bell, for every
+// other member's verdict. Members in `watched` (those this member saw
+// running in step 5) are followed: an exit rings the bell (ExitWatch, a
+// pidfd), and where that cannot be had /proc is read after 10 ms, then at
+// doubling intervals up to 1 s; one found gone is named (Unavailable). A
+// member still missing at `deadline` is named (DeadlineExceeded).
+absl::StatusOr<std::vector<uint64_t>> ExchangeVerdicts(
+    ShmSegment& segment, int me, uint64_t mine,
+    const std::vector<ProcessIdentity>& identities,
+    const std::vector<bool>& watched, const std::vector<int>& ranks,
+    absl::Time deadline) {
+  const int n = static_cast<int>(identities.size());
+  SyncLine* sync = segment.sync();
+  std::vector<uint64_t> handles;
+  bool every_exit_watched = true;
+  std::atomic<bool> exited{false};  // set by the watch's thread
+  for (int j = 0; j < n; ++j) {
+    if (j == me || !watched[j]) continue;
+    const uint64_t h = ExitWatch::Get().Watch(identities[j], [sync, &exited] {
+      exited.store(true, std::memory_order_release);
+      sync->bell.fetch_add(1, std::memory_order_acq_rel);
+      FutexWake(&sync->bell, INT32_MAX);
+    });
+    if (h == 0) every_exit_watched = false;
+    handles.push_back(h);
+  }
+  struct Unwatch {
+    std::vector<uint64_t>& handles;
+    ~Unwatch() {
+      for (uint64_t h : handles) ExitWatch::Get().Unwatch(h);
+    }
+  } unwatch{handles};
+  PublishVerdict(segment, me, mine);
   std::vector<uint64_t> all(n, 0);
-  // The missing members' processes are looked at after 10 ms, then at
-  // doubling intervals up to 1 s: a member late because the machine is
-  // overloaded (1024 ranks on 2 cores) must not be made later by its peers
-  // reading /proc every 10 ms.
-  absl::Duration look_every = absl::Milliseconds(10);
+  // Without exit watches, the missing members' processes are read in /proc
+  // after 10 ms, then at doubling intervals up to 1 s: a member late because
+  // the machine is overloaded (1024 ranks on 2 cores) must not be made later
+  // by its peers reading /proc every 10 ms. With them, /proc is read when
+  // a watched member exited, and every second.
+  absl::Duration look_every =
+      every_exit_watched ? absl::Seconds(1) : absl::Milliseconds(10);
   absl::Time next_look = absl::Now() + look_every;
   while (true) {
     const uint32_t bell = sync->bell.load(std::memory_order_acquire);
@@ -142,16 +174,21 @@ absl::StatusOr<std::vector<uint64_t>> ExchangeVerdicts(
     }
     if (missing.empty()) return all;
     const absl::Time now = absl::Now();
-    if (now >= next_look) {
-      look_every = std::min(2 * look_every, absl::Seconds(1));
-      next_look = now + look_every;
+    if (now >= next_look || exited.exchange(false)) {
+      if (now >= next_look) {
+        look_every = std::min(2 * look_every, absl::Seconds(1));
+        next_look = now + look_every;
+      }
       for (int j : missing) {
-        if (CheckLiveness(identities[j]) == Liveness::kDead) {
-          return absl::UnavailableError(absl::StrCat(
-              "shm set-up (global rank ", ranks[me], "): global rank ",
-              ranks[j], " (pid ", identities[j].pid,
-              ") exited before it checked the group's segment"));
+        if (!watched[j] || CheckLiveness(identities[j]) != Liveness::kDead) {
+          continue;
         }
+        return WithProcessGone(
+            absl::UnavailableError(absl::StrCat(
+                "shm set-up (global rank ", ranks[me], "): global rank ",
+                ranks[j], " (pid ", identities[j].pid,
+                ") exited before it checked the group's segment")),
+            ranks[j]);
       }
     }
     if (now >= deadline) {
@@ -163,8 +200,7 @@ absl::StatusOr<std::vector<uint64_t>> ExchangeVerdicts(
           "] mapped the group's segment but did not check it before the "
           "group's deadline"));
     }
-    FutexWait(&sync->bell, bell,
-              std::min(next_look, deadline) - now);
+    FutexWait(&sync->bell, bell, std::min(next_look, deadline) - now);
   }
 }
 
@@ -206,6 +242,7 @@ class StoreSetupChannel final : public SetupChannel {
   const std::vector<int>& global_ranks() const override {
     return global_ranks_;
   }
+  absl::Time deadline() const override { return deadline_; }
 
   absl::Status Broadcast(void* data, size_t bytes) override {
     const int64_t step = step_++;
@@ -398,7 +435,16 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   absl::Status gathered = AllGatherRecords(*group, report, &reports);
   // 4. Everyone has tried to map it: nothing stays in /dev/shm.
   if (me == 0 && offer.ok) (void)ShmSegment::Unlink(offer.name);
-  if (!gathered.ok()) return gathered;
+  if (!gathered.ok()) {
+    // Peers whose exchange succeeded wait in step 6: tell them this member
+    // gave up, so that they fail now rather than at the deadline.
+    if (segment != nullptr) {
+      PublishVerdict(*segment, me,
+                     kVerdictSet | (kReasonGaveUp << 32) |
+                         static_cast<uint64_t>(me));
+    }
+    return gathered;
+  }
 
   // A member that could not map the segment: every member sees the same
   // reports, so every member returns the same answer without step 6.
@@ -416,8 +462,11 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   // 5. Check every other member through the segment and /proc.
   uint64_t verdict = kVerdictSet | kVerdictOk |
                      (SingleCopyAllowed() ? kVerdictSingleCopy : 0);
+  std::vector<bool> running(n, false);  // seen running here: followed in 6
   for (int j = 0; j < n; ++j) {
     if (j == me) continue;
+    running[j] = CheckLiveness(identities[j]) == Liveness::kAlive;
+    if ((verdict & kVerdictOk) == 0) continue;
     const MemberLine* line = segment->member(j);
     uint64_t reason = 0;
     if (line->pid != reports[j].pid ||
@@ -428,36 +477,46 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
                !CanReadPeer(reports[j].pid, line->probe_addr, offer.nonce)) {
       verdict &= ~kVerdictSingleCopy;  // The slots still work: not an error.
     }
-    if (reason == 0 && CheckLiveness(identities[j]) != Liveness::kAlive) {
-      reason = kReasonNotVisible;
-    }
+    if (reason == 0 && !running[j]) reason = kReasonNotVisible;
     if (reason != 0) {
       verdict = kVerdictSet | (reason << 32) | static_cast<uint64_t>(j);
-      break;
     }
   }
-  // 6. Every member mapped the segment: the verdicts meet there (each in
-  // its member's line), so every member reaches the same decision.
-  auto verdicts = ExchangeVerdicts(*segment, me, verdict, identities, ranks,
-                                   absl::Now() + options.timeout);
+  // A mapping that is not the one the others see cannot carry verdicts; it
+  // can only be another segment, and then every member finds some member's
+  // identity wrong in its own: each decides alone, alike.
+  if ((verdict >> 32 & 0xff) == kReasonIdentity) {
+    if (!options.require) return std::optional<ShmSetup>();
+    const int bad = static_cast<int>(verdict & kVerdictMember);
+    return CannotShare(
+        ranks, bad, me,
+        absl::StrCat("its identity in the segment (pid ",
+                     segment->member(bad)->pid,
+                     ") is not the one it announced (pid ", reports[bad].pid,
+                     "): the segment is not shared with global rank ",
+                     ranks[me]));
+  }
+  // 6. The verdicts meet in the segment (each in its member's line), so
+  // every member reaches the same decision.
+  const absl::Time deadline =
+      std::min(group->deadline(), absl::Now() + options.timeout);
+  auto verdicts = ExchangeVerdicts(*segment, me, verdict, identities, running,
+                                   ranks, deadline);
   if (!verdicts.ok()) return verdicts.status();
   bool single_copy = true;
   for (int i = 0; i < n; ++i) {
     const uint64_t v = (*verdicts)[i];
     single_copy = single_copy && (v & kVerdictSingleCopy) != 0;
     if ((v & kVerdictOk) != 0) continue;
-    if (!options.require) return std::optional<ShmSetup>();
     const int bad = static_cast<int>(v & kVerdictMember) % n;
     const uint64_t reason = (v >> 32) & 0xff;
-    if (reason == kReasonIdentity) {
-      return CannotShare(
-          ranks, bad, i,
-          absl::StrCat("its identity in the segment (pid ",
-                       segment->member(bad)->pid,
-                       ") is not the one it announced (pid ", reports[bad].pid,
-                       "): the segment is not shared with global rank ",
-                       ranks[i]));
+    if (reason == kReasonGaveUp) {
+      return absl::UnavailableError(absl::StrCat(
+          "shm set-up (global rank ", ranks[me], "): global rank ", ranks[bad],
+          " gave up the set-up (its exchange over the group or the store "
+          "failed)"));
     }
+    if (!options.require) return std::optional<ShmSetup>();
     return CannotShare(
         ranks, bad, i,
         absl::StrCat("its pid ", reports[bad].pid,

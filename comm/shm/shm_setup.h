@@ -46,6 +46,10 @@ class SetupChannel {
   // By group rank; its length is the group's size.
   virtual const std::vector<int>& global_ranks() const = 0;
   int size() const { return static_cast<int>(global_ranks().size()); }
+  // When the set-up must end (its waits outside the channel too: step 6);
+  // InfiniteFuture when the channel has no deadline of its own (then
+  // ShmOptions::timeout from step 6's start bounds that wait).
+  virtual absl::Time deadline() const { return absl::InfiniteFuture(); }
   // Member 0's `bytes` bytes at `data` to every member, in place.
   virtual absl::Status Broadcast(void* data, size_t bytes) = 0;
   // Every member's `bytes` bytes at `mine` into `all` (size() x bytes, in
@@ -62,9 +66,9 @@ std::unique_ptr<SetupChannel> GroupChannel(Communicator& group);
 // (member 0) or one Get (the others), an AllGather one Set and one MultiGet
 // of the other members' records; records travel without their trailing zero
 // bytes, so a record of a few words costs a few words. Every wait ends by
-// `deadline`: DeadlineExceeded "shm set-up (...): global rank(s) [..] did
-// not join the group", naming the members whose record is missing (as the
-// Gloo connect names them). Store errors keep their code, prefixed. Adds
+// `deadline` (the set-up's step 6 too: deadline()): DeadlineExceeded "shm
+// set-up (...): global rank(s) [..] did not join the group", naming the
+// members whose record is missing (as the Gloo connect names them). Store errors keep their code, prefixed. Adds
 // its round trips to *round_trips (may be null). `store` must outlive the
 // channel.
 std::unique_ptr<SetupChannel> StoreChannel(Store& store, std::string prefix,
