@@ -7,12 +7,18 @@
 // member 0 decides alone, at once (every member of such a group finds some
 // identity wrong in its own segment): FailedPrecondition naming member 1
 // with "shm", the group kept (no shm) with "auto"; nothing left in
-// /dev/shm.
+// /dev/shm. Two members on two threads of this process: the verdicts meet
+// in the segment; a member whose exchange fails after it mapped the segment
+// is named by the other at once.
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,6 +50,108 @@ class EchoChannel final : public SetupChannel {
  private:
   std::vector<int> ranks_ = {3, 7};
 };
+
+// Two members on two threads of this process (one pid: every identity
+// check passes), meeting in memory; member 1's all-gather can be made to
+// fail on member 1 alone, after member 0 got both records.
+struct Meeting {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> slots[2];  // per step, per member
+  int step_count[2] = {0, 0};
+  bool fail_member1_gather = false;
+};
+
+class ThreadChannel final : public SetupChannel {
+ public:
+  ThreadChannel(Meeting& m, int rank) : m_(m), rank_(rank) {}
+  int rank() const override { return rank_; }
+  const std::vector<int>& global_ranks() const override { return ranks_; }
+  absl::Status Broadcast(void* data, size_t bytes) override {
+    std::string got = Exchange(data, bytes)[0];
+    std::memcpy(data, got.data(), bytes);
+    return absl::OkStatus();
+  }
+  absl::Status AllGather(const void* mine, void* all, size_t bytes) override {
+    std::vector<std::string> got = Exchange(mine, bytes);
+    for (int r = 0; r < 2; ++r) {
+      std::memcpy(static_cast<char*>(all) + r * bytes, got[r].data(), bytes);
+    }
+    if (rank_ == 1 && m_.fail_member1_gather) {
+      return absl::UnavailableError("member 1's exchange failed (test)");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::string> Exchange(const void* mine, size_t bytes) {
+    std::unique_lock<std::mutex> lock(m_.mu);
+    const int step = m_.step_count[rank_]++;
+    if (static_cast<int>(m_.slots[0].size()) <= step) {
+      m_.slots[0].resize(step + 1);
+      m_.slots[1].resize(step + 1);
+    }
+    m_.slots[rank_][step].assign(static_cast<const char*>(mine), bytes);
+    m_.cv.notify_all();
+    m_.cv.wait(lock, [&] {
+      return !m_.slots[0][step].empty() && !m_.slots[1][step].empty();
+    });
+    return {m_.slots[0][step], m_.slots[1][step]};
+  }
+  Meeting& m_;
+  const int rank_;
+  std::vector<int> ranks_ = {3, 7};
+};
+
+TEST(ShmSetupTest, TwoMembersAgreeInTheSegment) {
+  Meeting meeting;
+  absl::StatusOr<std::optional<ShmSetup>> got[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadChannel channel(meeting, r);
+      ShmOptions options;
+      options.require = true;
+      got[r] = SetUpSharedMemory(channel, options);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(got[r].ok()) << got[r].status();
+    ASSERT_TRUE(got[r]->has_value());
+    EXPECT_NE((*got[r])->segment, nullptr);
+  }
+  EXPECT_EQ((*got[0])->single_copy, (*got[1])->single_copy);
+}
+
+// Member 1 maps the segment, then its exchange fails: member 0, waiting in
+// step 6, fails at once naming it (not at its 30 s timeout).
+TEST(ShmSetupTest, MemberThatGivesUpAfterMappingIsNamedAtOnce) {
+  Meeting meeting;
+  meeting.fail_member1_gather = true;
+  absl::StatusOr<std::optional<ShmSetup>> got[2];
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadChannel channel(meeting, r);
+      ShmOptions options;
+      options.timeout = absl::Seconds(30);
+      got[r] = SetUpSharedMemory(channel, options);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  ASSERT_FALSE(got[1].ok());
+  EXPECT_EQ(got[1].status().message(), "member 1's exchange failed (test)");
+  ASSERT_FALSE(got[0].ok());
+  EXPECT_TRUE(absl::IsUnavailable(got[0].status())) << got[0].status();
+  EXPECT_EQ(got[0].status().message(),
+            "shm set-up (global rank 3): global rank 7 gave up the set-up "
+            "(its exchange over the group or the store failed)");
+  EXPECT_TRUE(
+      devmesh::testing::SegmentsOf({static_cast<int64_t>(getpid())}).empty());
+}
 
 TEST(ShmSetupTest, MemberWhoseMappingIsNotSharedFailsAtOnce) {
   for (bool require : {true, false}) {
