@@ -295,7 +295,11 @@ class DeviceMesh {
   //                       waited (in the store: within max(2 s, 2 lease
   //                       periods) of this rank learning the verdict; in
   //                       Gloo's pair connects: within 100 ms; NCCL's init:
-  //                       50 ms; MeshRuntime::Group), not at the timeout
+  //                       50 ms; MeshRuntime::Group), not at the timeout.
+  //                       (The shm set-up's last wait, in its segment, does
+  //                       not see the verdict: it ends when the member it
+  //                       waits for exits, a pidfd, or at the group's
+  //                       deadline: comm/shm/shm_communicator.h, step 6)
   //   others              the backend's (Unavailable naming a peer, ...)
   absl::StatusOr<std::shared_ptr<Communicator>> GetGroup(
       std::optional<MeshDim> dim = {}) const;
