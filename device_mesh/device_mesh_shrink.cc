@@ -282,6 +282,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   std::map<int, std::map<std::string, GroupState>> states;
   for (const auto& [r, p] : agreement->payloads) states[r] = ParsePayload(p);
   std::vector<int> rebuild;
+  bool nccl = false;  // a group to rebuild is NCCL
   for (int d = 0; d < ndim(); ++d) {
     const std::string name = dim_group_names()[d];
     GroupOptions go = options_.For(name);
@@ -306,6 +307,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     }
     if (!keep) {
       rebuild.push_back(d);
+      nccl = nccl || go.backend == "nccl";
       continue;
     }
     const std::string new_key = next.GroupKey(next.layout(), d, go);
@@ -322,14 +324,6 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   std::vector<absl::StatusOr<std::shared_ptr<Communicator>>> made(
       rebuild.size(), absl::UnknownError("not made"));
   {
-    bool nccl = false;
-    for (int d : rebuild) {
-      GroupOptions go = options_.For(dim_group_names()[d]);
-      if (go.backend.empty()) {
-        go.backend = std::string(DefaultBackendFor(device_type_));
-      }
-      nccl = nccl || go.backend == "nccl";
-    }
     auto make = [&](size_t i) {
       try {
         made[i] = next.GetGroup(rebuild[i]);

@@ -600,11 +600,13 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   std::vector<absl::StatusOr<int64_t>> before;
   absl::Time lease_end;
   for (int poll = 0;; ++poll) {
-    for (int peer : poll == 0 ? std::vector<int>() : suspects) {
-      // (poll 0: looked at just above)
-      if (!state_->Gone(peer) || state_->Left(peer)) continue;
-      if (!state_->Publish(at_epoch, state_->GoneText(peer))) return error;
-      return explained();
+    // (At poll 0 a lone suspect was looked at just above.)
+    if (poll > 0 || suspects.size() > 1) {
+      for (int peer : suspects) {
+        if (!state_->Gone(peer) || state_->Left(peer)) continue;
+        if (!state_->Publish(at_epoch, state_->GoneText(peer))) return error;
+        return explained();
+      }
     }
     if (poll == 0) {
       for (int r : suspects) before.push_back(store.Add(LeaseKey(r), 0));
