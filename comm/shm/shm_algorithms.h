@@ -21,9 +21,10 @@
 //    order) into its slot; one step; each member copies every other part from
 //    its owner's slot. Two steps a round; about 4 x bytes of memory traffic
 //    per member whatever the size, against 2 + size for one-shot.
-//  - single copy (shm_single_copy.h), from kSingleCopyMinBytes when every
-//    member can read every other's memory: the two-step's parts, read from
-//    the peers' own buffers with process_vm_readv; three steps, no rounds.
+//  - single copy (shm_single_copy.h), off by default (kSingleCopyMinBytes),
+//    when every member can read every other's memory: the two-step's parts,
+//    read from the peers' own buffers with process_vm_readv; three steps, no
+//    rounds.
 // Every member computes the same bits: one-shot reduces in rank order on each
 // member, two-step has one member reduce each part. float16 and bfloat16 are
 // reduced pairwise in float32 and rounded back at each step, as the Gloo
@@ -57,22 +58,29 @@ namespace shm_internal {
 inline constexpr size_t kOneShotMaxBytes = size_t{8} << 10;
 
 // Where the single-copy all-reduce (shm_single_copy.h) starts, when the
-// group's set-up allowed it. DEVMESH_SHM_SINGLE_COPY_MIN overrides it (read
-// once; like DEVMESH_SHM_ONESHOT_MAX it must be the same in every member's
-// environment: members that choose different algorithms for one call
-// misalign their steps). Measured with bench/allreduce_2d, float32, median us of 3 runs,
-// slots (two-step) / single copy / Open MPI 4.1 vader with CMA:
-//   one 2-member group on 2 cores (1x2): 256 KiB 54 / 37 / 47,
-//     1 MiB 205 / 143 / 235, 4 MiB 936 / 807 / 911, 8 MiB 2454 / 2224 /
-//     1786, 16 MiB 5976 / 5104 / 5348;
-//   2x2, 4 ranks on 2 cores: 256 KiB dp 70 / 54, tp 120 / 131; 1 MiB dp
-//     311 / 343, tp 475 / 438; 4 MiB dp 2003 / 2157, tp 2727 / 2669; 16 MiB
-//     dp 11836 / 11810, tp 13374 / 12812 (the machine's noise is about
-//     +-15% between runs).
-// Single copy wins clearly where the members do not share a core with
-// another group's; with co-runners it is level with the slots. From 1 MiB,
-// where it never lost beyond the noise.
-inline constexpr size_t kSingleCopyMinBytes = size_t{1} << 20;
+// group's set-up allowed it: nowhere by default (SIZE_MAX), since it lost at
+// every size on this machine kind's current hosts. DEVMESH_SHM_SINGLE_COPY_MIN
+// sets it (read once; like DEVMESH_SHM_ONESHOT_MAX it must be the same in
+// every member's environment: members that choose different algorithms for
+// one call misalign their steps).
+// Measured with bench/allreduce_2d, float32, us per all-reduce, slots
+// (two-step) / single copy / Open MPI 4.1 vader with CMA:
+//  - 2026-12-01 (an earlier host of this kind), median of 3 runs:
+//    one 2-member group on 2 cores (1x2): 1 MiB 205 / 143 / 235, 4 MiB
+//    936 / 807 / 911, 16 MiB 5976 / 5104 / 5348; 2x2, 4 ranks on 2 cores:
+//    level within the noise (1 MiB tp 475 / 438, 16 MiB tp 13374 / 12812).
+//  - 2026-12-03 (kernel 6.18 in a Firecracker VM, AMD EPYC), range of 2-4
+//    runs: 1x2: 1 MiB 119-125 / 305-490, 4 MiB 544-713 / 1732-1784,
+//    16 MiB 3036-3423 / 5993-8324; 2x2: dp 1 MiB 198-263 / 569-901 /
+//    229-321, tp 4 MiB 1369-1835 / 3258-3748 / 1390-3192, dp 64 MiB
+//    21707-25034 / 45680-47203 / 104545-119997.
+// perf record -a -g of the 1x2 16 MiB run: 47% of all samples in
+// process_vm_readv, 45% in the kernel's copy_page_to_iter (_copy_to_iter),
+// 0.7% pinning pages; the slot path's user-space AVX copies
+// (__memmove_avx_unaligned_erms) did the same bytes in about half the time.
+// The kernel's copy is the cost, so a host where it is fast may set the knob
+// (1 MiB was the earlier host's best).
+inline constexpr size_t kSingleCopyMinBytes = ~size_t{0};
 
 // The group: its segment and its steps, and whether every member may read
 // every other's memory (ShmSetup::single_copy).

@@ -38,9 +38,11 @@
 //     Unavailable); every member reaches the same decision. Each
 //     verdict also says whether the member could read every other's
 //     memory with process_vm_readv (a probe of a word the other published
-//     the address of); when all could, large all-reduces take the
-//     single-copy path (shm_single_copy.h; single_copy()). A host that
-//     forbids cross-memory attach keeps the slots, with no error.
+//     the address of); when all could, all-reduces of at least
+//     DEVMESH_SHM_SINGLE_COPY_MIN bytes (unset: none, the slots were faster
+//     on every size measured; shm_algorithms.h) take the single-copy path
+//     (shm_single_copy.h; single_copy()). A host that forbids cross-memory
+//     attach keeps the slots, with no error.
 // Cost: one broadcast and one all-gather over the underlying group, and one
 // segment of SegmentBytes(size, slot_bytes) bytes. Over the store: 3 round
 // trips per member (member 0: Set, Set, MultiGet; the others: Get, Set,

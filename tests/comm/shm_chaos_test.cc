@@ -3,8 +3,9 @@
 // Faults on shared-memory groups, in real processes started without a
 // launcher that would stop the others (the parent only hosts the store):
 // - kill_mid_allreduce: a random rank SIGKILLs itself during a loop of
-//   all-reduces (world and both halves of a 2x2 split; through the slots
-//   and by single copy, comm/shm/shm_single_copy.h); every survivor's
+//   all-reduces (world and both halves of a 2x2 split; through the slots,
+//   and in shm_chaos_single_copy_test by single copy from 1 MiB,
+//   comm/shm/shm_single_copy.h); every survivor's
 //   failing call must return Unavailable naming the victim's global rank
 //   within 1 s, on its own; nothing new stays in /dev/shm.
 // - never_joins_allreduce: one rank stays alive but never calls the
@@ -79,7 +80,7 @@ void RunScenario(
   options.timeout = absl::Seconds(60);
   options.bootstrap_timeout = absl::Seconds(30);
   for (int run = 0; run < absl::GetFlag(FLAGS_chaos_runs); ++run) {
-    const std::set<std::string> before = testing::LeakedSegments();
+    const std::set<std::string> before = testing::AllSegments();
     auto [victim, body] = make(gen);
     const absl::Time start = absl::Now();
     std::vector<RankOutcome> outcomes = RunRanksDetailed(kRanks, body, options);
@@ -90,8 +91,8 @@ void RunScenario(
       std::string p = check(o, victim);
       if (!p.empty()) absl::StrAppend(&problems, " rank ", o.rank, ": ", p);
     }
-    if (testing::LeakedSegments() != before) {
-      absl::StrAppend(&problems, " a segment was left in /dev/shm");
+    for (const std::string& name : testing::NewLeakedSegments(before)) {
+      absl::StrAppend(&problems, " segment ", name, " was left in /dev/shm");
     }
     if (!problems.empty()) {
       ++tally.failures;
@@ -135,9 +136,9 @@ TEST(ShmChaos, KillMidAllreduce) {
           if (!world.ok()) return world.status();
           auto half = (*world)->Split(b.rank() / 2, b.rank());
           if (!half.ok()) return half.status();
-          // 256 KiB (two-step through the slots) and 1 MiB + 12 bytes
-          // (single copy: peers read each other's buffers), two calls each
-          // in turn.
+          // 256 KiB (two-step through the slots, one round) and 1 MiB + 12
+          // bytes (five rounds; shm_chaos_single_copy_test: single copy,
+          // peers read each other's buffers), two calls each in turn.
           std::vector<float> buf((1 << 18) + 3, 1.0f);
           for (int i = 0; i < 100; ++i) {
             const size_t count = (i / 2) % 2 ? buf.size() : (1 << 16);

@@ -52,5 +52,19 @@ std::set<std::string> LeakedSegments() {
   return out;
 }
 
+std::set<std::string> AllSegments() {
+  std::set<std::string> out;
+  for (const auto& [name, pid] : All()) out.insert(name);
+  return out;
+}
+
+std::set<std::string> NewLeakedSegments(const std::set<std::string>& before) {
+  std::set<std::string> out;
+  for (const std::string& name : LeakedSegments()) {
+    if (before.count(name) == 0) out.insert(name);
+  }
+  return out;
+}
+
 }  // namespace testing
 }  // namespace devmesh

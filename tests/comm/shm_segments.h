@@ -20,6 +20,16 @@ std::set<std::string> SegmentsOf(const std::set<int64_t>& pids);
 // unlinks its segment during set-up, before any member can return).
 std::set<std::string> LeakedSegments();
 
+// Every devmesh name under /dev/shm, whoever made it.
+std::set<std::string> AllSegments();
+
+// The leaked segments (LeakedSegments) that are not in `before`, a listing
+// of AllSegments taken earlier: what a test left behind. A stale segment
+// that was there before is never counted, even when its creator's pid was
+// since reused by a live process and then freed again (a comparison of two
+// LeakedSegments listings would count it).
+std::set<std::string> NewLeakedSegments(const std::set<std::string>& before);
+
 }  // namespace testing
 }  // namespace devmesh
 
