@@ -22,10 +22,15 @@
 //  2. broadcasts name and nonce over the group (or the store);
 //  3. every member opens and maps it, checks magic, nonce and layout (a value
 //     written by another member, seen through its own mapping), and writes
-//     its process identity (pid, start time) into its member line;
-//  4. all-gather of each member's result; rank 0 unlinks the segment (from
-//     here on, nothing is left in /dev/shm whatever happens). A member that
-//     could not map it fails the set-up the same way on every member;
+//     its process identity (pid, start time) into its member line; the
+//     last member to map it unlinks it (a count in the segment's header),
+//     so that from then on nothing is left in /dev/shm whatever happens;
+//  4. all-gather of each member's result; rank 0 unlinks the segment if it
+//     is still there (a member could not map it; from here on, nothing is
+//     left in /dev/shm). A member that could not map it fails the set-up
+//     the same way on every member. Only a SIGKILL of rank 0 before every
+//     member mapped the segment, with some member also dead or never
+//     mapping, leaves its name behind;
 //  5. every member checks, for every other member, that the identity in the
 //     segment is the one it announced over the group (the mapping is truly
 //     shared) and that /proc shows that process (one pid namespace, so that

@@ -66,6 +66,10 @@ struct alignas(kCacheLine) SegmentHeader {
   uint64_t slot_bytes;
   uint64_t data_offset;
   uint64_t total_bytes;
+  // Members that have mapped the segment (the creator is the first): the
+  // set-up's member that brings it to `size` removes the name from /dev/shm
+  // (shm_setup.cc, step 3), so that from then on nothing can be left there.
+  std::atomic<uint32_t> mapped;
 };
 
 // The one word every member sleeps on, and what wakes it.

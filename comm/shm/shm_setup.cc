@@ -426,6 +426,14 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
       line->nonce_echo = offer.nonce;
       line->probe_addr = reinterpret_cast<uint64_t>(&segment->header()->nonce);
       line->state.store(kMemberMapped);
+      // The last member to map removes the name at once: a SIGKILL of
+      // every member from here on leaves nothing in /dev/shm (rank 0 still
+      // removes it at step 4 when a member could not map it).
+      if (me != 0 &&
+          segment->header()->mapped.fetch_add(1) + 1 ==
+              static_cast<uint32_t>(n)) {
+        (void)ShmSegment::Unlink(offer.name);
+      }
       report.ok = 1;
       report.pid = self->pid;
       report.start_time = self->start_time;
@@ -433,7 +441,8 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   }
   std::vector<Report> reports;
   absl::Status gathered = AllGatherRecords(*group, report, &reports);
-  // 4. Everyone has tried to map it: nothing stays in /dev/shm.
+  // 4. Everyone has tried to map it: nothing stays in /dev/shm (the last
+  // member to map removed the name already when every member could).
   if (me == 0 && offer.ok) (void)ShmSegment::Unlink(offer.name);
   if (!gathered.ok()) {
     // Peers whose exchange succeeded wait in step 6: tell them this member

@@ -9,7 +9,8 @@
 // with "shm", the group kept (no shm) with "auto"; nothing left in
 // /dev/shm. Two members on two threads of this process: the verdicts meet
 // in the segment; a member whose exchange fails after it mapped the segment
-// is named by the other at once.
+// is named by the other at once; the last member to map the segment
+// removes its name before the members' next exchange.
 #include <unistd.h>
 
 #include <condition_variable>
@@ -60,6 +61,9 @@ struct Meeting {
   std::vector<std::string> slots[2];  // per step, per member
   int step_count[2] = {0, 0};
   bool fail_member1_gather = false;
+  // This process's segments in /dev/shm when member 1 first all-gathers
+  // (after it mapped the segment, before member 0's step 4): -1 until then.
+  int segments_at_member1_gather = -1;
 };
 
 class ThreadChannel final : public SetupChannel {
@@ -73,6 +77,14 @@ class ThreadChannel final : public SetupChannel {
     return absl::OkStatus();
   }
   absl::Status AllGather(const void* mine, void* all, size_t bytes) override {
+    if (rank_ == 1) {
+      std::lock_guard<std::mutex> lock(m_.mu);
+      if (m_.segments_at_member1_gather < 0) {
+        m_.segments_at_member1_gather = static_cast<int>(
+            devmesh::testing::SegmentsOf({static_cast<int64_t>(getpid())})
+                .size());
+      }
+    }
     std::vector<std::string> got = Exchange(mine, bytes);
     for (int r = 0; r < 2; ++r) {
       std::memcpy(static_cast<char*>(all) + r * bytes, got[r].data(), bytes);
@@ -122,6 +134,11 @@ TEST(ShmSetupTest, TwoMembersAgreeInTheSegment) {
     EXPECT_NE((*got[r])->segment, nullptr);
   }
   EXPECT_EQ((*got[0])->single_copy, (*got[1])->single_copy);
+  // Member 1, the last to map, removed the name before its first exchange:
+  // member 0 was still waiting for that exchange, before its own unlink.
+  EXPECT_EQ(meeting.segments_at_member1_gather, 0);
+  EXPECT_TRUE(
+      devmesh::testing::SegmentsOf({static_cast<int64_t>(getpid())}).empty());
 }
 
 // Member 1 maps the segment, then its exchange fails: member 0, waiting in
