@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "comm/shm/shm_copy.h"
 #include "comm/shm/shm_single_copy.h"
 
 namespace devmesh {
@@ -44,7 +45,7 @@ void ReduceInOrderAndCopy(char* acc, char* out, int size, size_t count,
     const size_t at = off * elem;
     ReduceInOrder(acc + at, size, c, reduce,
                   [&](int j) -> const char* { return x(j) + at; });
-    std::memcpy(out + at, acc + at, c * elem);
+    CopyBytes(out + at, acc + at, c * elem);
   }
 }
 
@@ -61,7 +62,7 @@ absl::Status ShmAllReduceOneShot(ShmGroup g, const char* send, char* recv,
   for (size_t off = 0; off < count; off += chunk) {
     const size_t c = std::min(chunk, count - off);
     const int p = g.sync->NextRoundParity();
-    std::memcpy(seg.slot(p, me), send + off * elem, c * elem);
+    CopyBytes(seg.slot(p, me), send + off * elem, c * elem);
     if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
     // Every member reads its own contribution from its slot too: recv may
     // alias send, and the chain writes recv as it goes.
@@ -88,8 +89,8 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
     const size_t lo = PartStart(c, elem, me, n);
     const size_t hi = PartStart(c, elem, me + 1, n);
     // The others reduce every part but this member's own: copy only those.
-    std::memcpy(mine, in, lo * elem);
-    std::memcpy(mine + hi * elem, in + hi * elem, (c - hi) * elem);
+    CopyBytes(mine, in, lo * elem);
+    CopyBytes(mine + hi * elem, in + hi * elem, (c - hi) * elem);
     if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
     if (hi > lo) {
       // Reduce part `me` into this member's own slot (never written by the
@@ -105,7 +106,7 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
       if (j == me) continue;
       const size_t jlo = PartStart(c, elem, j, n);
       const size_t jhi = PartStart(c, elem, j + 1, n);
-      std::memcpy(out + jlo * elem, seg.slot(p, j) + jlo * elem,
+      CopyBytes(out + jlo * elem, seg.slot(p, j) + jlo * elem,
                   (jhi - jlo) * elem);
     }
   }
@@ -154,15 +155,15 @@ absl::Status ShmAllGather(ShmGroup g, const char* send, char* recv,
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t c = std::min(chunk, bytes - off);
     const int p = g.sync->NextRoundParity();
-    std::memcpy(seg.slot(p, me), send + off, c);
+    CopyBytes(seg.slot(p, me), send + off, c);
     if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
-      std::memcpy(recv + static_cast<size_t>(j) * bytes + off, seg.slot(p, j),
+      CopyBytes(recv + static_cast<size_t>(j) * bytes + off, seg.slot(p, j),
                   c);
     }
   }
-  if (send != own_block) std::memcpy(own_block, send, bytes);
+  if (send != own_block) CopyBytes(own_block, send, bytes);
   return absl::OkStatus();
 }
 
@@ -181,7 +182,7 @@ absl::Status ShmReduceScatter(ShmGroup g, const char* send, char* recv,
     char* mine = seg.slot(p, me);
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
-      std::memcpy(mine + j * piece * elem,
+      CopyBytes(mine + j * piece * elem,
                   send + (static_cast<size_t>(j) * count + off) * elem,
                   q * elem);
     }
@@ -204,9 +205,9 @@ absl::Status ShmBroadcast(ShmGroup g, const char* send, char* recv,
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t c = std::min(chunk, bytes - off);
     const int p = g.sync->NextRoundParity();
-    if (me == root) std::memcpy(seg.slot(p, root), send + off, c);
+    if (me == root) CopyBytes(seg.slot(p, root), send + off, c);
     if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
-    if (me != root) std::memcpy(recv + off, seg.slot(p, root), c);
+    if (me != root) CopyBytes(recv + off, seg.slot(p, root), c);
   }
   if (me == root && send != recv) std::memmove(recv, send, bytes);
   return absl::OkStatus();
@@ -221,20 +222,20 @@ absl::Status ShmAllToAll(ShmGroup g, const char* send, char* recv,
       std::max<size_t>(kCacheLine, seg.slot_bytes() / n / kCacheLine *
                                        kCacheLine);
   const size_t own = static_cast<size_t>(me) * bytes;
-  if (send != recv) std::memcpy(recv + own, send + own, bytes);
+  if (send != recv) CopyBytes(recv + own, send + own, bytes);
   for (size_t off = 0; off < bytes; off += piece) {
     const size_t q = std::min(piece, bytes - off);
     const int p = g.sync->NextRoundParity();
     char* mine = seg.slot(p, me);
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
-      std::memcpy(mine + j * piece, send + static_cast<size_t>(j) * bytes + off,
+      CopyBytes(mine + j * piece, send + static_cast<size_t>(j) * bytes + off,
                   q);
     }
     if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
-      std::memcpy(recv + static_cast<size_t>(j) * bytes + off,
+      CopyBytes(recv + static_cast<size_t>(j) * bytes + off,
                   seg.slot(p, j) + me * piece, q);
     }
   }

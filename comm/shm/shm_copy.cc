@@ -1,0 +1,58 @@
+// devmesh/comm/shm/shm_copy.cc
+#include "comm/shm/shm_copy.h"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace devmesh {
+namespace shm_internal {
+namespace {
+
+// Destinations less than this far past the source, modulo 4 KiB, take the
+// backward loop (the measured slow distances were 16 and 48).
+constexpr uintptr_t kAliasWindow = 64;
+// Below this glibc copies with vector moves, not `rep movsb`.
+constexpr size_t kLoopMinBytes = 2048;
+
+#if defined(__SSE2__)
+void CopyBackward(char* dst, const char* src, size_t bytes) {
+  size_t i = bytes;
+  while (i >= 64) {
+    i -= 64;
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  std::memcpy(dst, src, i);
+}
+#endif
+
+}  // namespace
+
+void CopyBytes(void* dst, const void* src, size_t bytes) {
+#if defined(__SSE2__)
+  const uintptr_t distance = (reinterpret_cast<uintptr_t>(dst) -
+                              reinterpret_cast<uintptr_t>(src)) & 4095;
+  if (bytes >= kLoopMinBytes && distance != 0 && distance < kAliasWindow) {
+    CopyBackward(static_cast<char*>(dst), static_cast<const char*>(src),
+                 bytes);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
+}  // namespace shm_internal
+}  // namespace devmesh
