@@ -58,28 +58,31 @@ namespace shm_internal {
 inline constexpr size_t kOneShotMaxBytes = size_t{8} << 10;
 
 // Where the single-copy all-reduce (shm_single_copy.h) starts, when the
-// group's set-up allowed it: nowhere by default (SIZE_MAX), since it lost at
-// every size on this machine kind's current hosts. DEVMESH_SHM_SINGLE_COPY_MIN
-// sets it (read once; like DEVMESH_SHM_ONESHOT_MAX it must be the same in
-// every member's environment: members that choose different algorithms for
-// one call misalign their steps).
+// group's set-up allowed it: nowhere by default (SIZE_MAX), since it did not
+// beat the slots on this machine kind's current hosts.
+// DEVMESH_SHM_SINGLE_COPY_MIN sets it (read once; like
+// DEVMESH_SHM_ONESHOT_MAX it must be the same in every member's environment:
+// members that choose different algorithms for one call misalign their
+// steps).
 // Measured with bench/allreduce_2d, float32, us per all-reduce, slots
 // (two-step) / single copy / Open MPI 4.1 vader with CMA:
 //  - 2026-12-01 (an earlier host of this kind), median of 3 runs:
 //    one 2-member group on 2 cores (1x2): 1 MiB 205 / 143 / 235, 4 MiB
 //    936 / 807 / 911, 16 MiB 5976 / 5104 / 5348; 2x2, 4 ranks on 2 cores:
 //    level within the noise (1 MiB tp 475 / 438, 16 MiB tp 13374 / 12812).
-//  - 2026-12-03 (kernel 6.18 in a Firecracker VM, AMD EPYC), range of 2-4
-//    runs: 1x2: 1 MiB 119-125 / 305-490, 4 MiB 544-713 / 1732-1784,
-//    16 MiB 3036-3423 / 5993-8324; 2x2: dp 1 MiB 198-263 / 569-901 /
-//    229-321, tp 4 MiB 1369-1835 / 3258-3748 / 1390-3192, dp 64 MiB
-//    21707-25034 / 45680-47203 / 104545-119997.
-// perf record -a -g of the 1x2 16 MiB run: 47% of all samples in
-// process_vm_readv, 45% in the kernel's copy_page_to_iter (_copy_to_iter),
-// 0.7% pinning pages; the slot path's user-space AVX copies
-// (__memmove_avx_unaligned_erms) did the same bytes in about half the time.
-// The kernel's copy is the cost, so a host where it is fast may set the knob
-// (1 MiB was the earlier host's best).
+//  - 2026-12-03 (kernel 6.18 in a Firecracker VM, AMD EPYC), single copy
+//    reading into block buffers 16 bytes into their page (a std::vector's):
+//    2-3x slower than the slots at every size (1x2 4 MiB 544-713 /
+//    1732-1784; 2x2 dp 64 MiB 21707-25034 / 45680-47203). perf: 45% of all
+//    samples in the kernel's copy (_copy_to_iter), which is `rep movsb`
+//    meeting 4K aliasing (shm_copy.h), not the cost of crossing processes.
+//  - the same host, block buffers read at the peer's page offset, range of
+//    3 runs: 1x2 1 MiB 92-102 / 121-155, 4 MiB 384-525 / 402-617, 16 MiB
+//    2696-2964 / 2774-3625; 2x2 dp 4 MiB 1125-1383 / 925-1265, tp 16 MiB
+//    6148-10530 / 7223-8901, 64 MiB 22769-41245 / 24806-29500: level within
+//    the noise, behind at 1 MiB.
+// So the slots, which need no cross-process reads, keep every size here; a
+// host where single copy wins (the earlier one: from 1 MiB) may set it.
 inline constexpr size_t kSingleCopyMinBytes = ~size_t{0};
 
 // The group: its segment and its steps, and whether every member may read

@@ -7,13 +7,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "comm/shm/shm_algorithms.h"
+#include "comm/shm/shm_copy.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -24,6 +26,7 @@ using reduce_internal::ReduceFunc;
 // Bytes of each block of the reduce-scatter: three such buffers (two peers'
 // blocks and, in place, this member's own) stay in L2 with the output.
 constexpr size_t kBlockBytes = size_t{64} << 10;
+constexpr size_t kPage = 4096;
 
 // Reads `bytes` at `remote` in member `j`'s address space into `local`.
 // process_vm_readv may read less than asked (it stops at the first page it
@@ -54,9 +57,17 @@ absl::Status ReadPeer(ShmSync& sync, int j, uint64_t remote, char* local,
 
 // This thread's block buffers (one collective at a time per thread).
 char* Scratch(size_t bytes) {
-  thread_local std::vector<char> scratch;
-  if (scratch.size() < bytes) scratch.resize(bytes);
-  return scratch.data();
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<char, Free> scratch;
+  thread_local size_t size = 0;
+  if (size < bytes) {
+    const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+    scratch.reset(static_cast<char*>(std::aligned_alloc(kPage, rounded)));
+    size = scratch != nullptr ? rounded : 0;
+  }
+  return scratch.get();
 }
 
 }  // namespace
@@ -67,6 +78,22 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
                                     const ReduceFunc& reduce, OpName what) {
   const int n = sync.size();
   const int me = sync.rank();
+  // The block buffers, this thread's, allocated before the first step. Each
+  // has a page of slack: a
+  // peer's block is read to the same offset within a page as it has in the
+  // peer (`aligned` below), so that the kernel's copy never writes just past
+  // where it reads modulo 4 KiB (4K aliasing, comm/shm/shm_copy.h: 10-30x
+  // slower on this machine kind; a block buffer 16 bytes into its page, as
+  // a std::vector of this size gets, made this path 2-3x slower than the
+  // slots at every size).
+  const size_t block = std::max<size_t>(1, kBlockBytes / elem);
+  const size_t stride = block * elem + kPage;
+  char* scratch = Scratch(3 * stride);
+  if (scratch == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what(), ": could not allocate ", 3 * stride,
+        " bytes of block buffers for the single-copy all-reduce"));
+  }
   MemberLine* mine = segment.member(me);
   mine->send_addr = reinterpret_cast<uint64_t>(send);
   mine->recv_addr = reinterpret_cast<uint64_t>(recv);
@@ -96,12 +123,13 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
   // Reduce-scatter: part `me`, in rank order, block by block.
   const size_t lo = PartStart(count, elem, me, n);
   const size_t hi = PartStart(count, elem, me + 1, n);
-  const size_t block = std::max<size_t>(1, kBlockBytes / elem);
   const bool in_place = send == recv;
-  char* scratch = Scratch(3 * block * elem);
   char* peer_a = scratch;
-  char* peer_b = scratch + block * elem;
-  char* own_copy = scratch + 2 * block * elem;
+  char* peer_b = scratch + stride;
+  char* own_copy = scratch + 2 * stride;
+  auto aligned = [](char* buffer, uint64_t remote) {
+    return buffer + (remote & (kPage - 1));
+  };
   for (size_t off = lo; off < hi && read_error.ok(); off += block) {
     const size_t c = std::min(block, hi - off);
     const size_t at = off * elem;
@@ -110,14 +138,14 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
     // reduce writes it (member `me` need not come first in rank order).
     const char* own = send + at;
     if (in_place && me != 0) {
-      std::memcpy(own_copy, own, c * elem);
+      CopyBytes(own_copy, own, c * elem);
       own = own_copy;
     }
     auto source = [&](int j, char* buffer) -> const char* {
       if (j == me) return own;
-      return read(j, segment.member(j)->send_addr + at, buffer, c * elem)
-                 ? buffer
-                 : nullptr;
+      const uint64_t remote = segment.member(j)->send_addr + at;
+      char* local = aligned(buffer, remote);
+      return read(j, remote, local, c * elem) ? local : nullptr;
     };
     const char* x0 = source(0, peer_a);
     const char* x1 = source(1, peer_b);
