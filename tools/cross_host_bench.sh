@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# tools/cross_host_bench.sh: the per-dim all-reduce of a 2x2 mesh whose dp
+# dim crosses hosts, devmesh against PyTorch's DeviceMesh, in one run. The
+# two hosts are tools/launcher_check's network-namespace hosts (hosts.sh:
+# each its own address, host name and /dev/shm, joined by a veth pair);
+# ranks 0-1 on host 1, 2-3 on host 2, started by hand with torchrun's
+# variables (tools/launcher_check/by_hand.sh), rank r bound to core r mod 2
+# (allreduce_2d binds itself by LOCAL_RANK; PyTorch's ranks through taskset).
+# So dp's groups {0,2} {1,3} cross hosts (devmesh: Gloo over TCP; PyTorch:
+# Gloo) and tp's {0,1} {2,3} stay inside one (devmesh: shared memory;
+# PyTorch: Gloo over loopback). PyTorch's ranks get GLOO_SOCKET_IFNAME=dmlc0
+# (its Gloo would otherwise bind the host name's loopback address); devmesh's
+# get nothing beyond torchrun's variables.
+#
+# Both sides measure as tools/peer_bench.sh's allreduce section does
+# (allreduce_2d --target_ci=0 and tools/peer_bench/torch_allreduce.py: runs
+# of clamp(ceil(8 MiB / bytes), 1, 100) back-to-back all-reduces after a
+# barrier, the slowest rank's run / batch, the median over runs, a fresh
+# pattern checked afterwards). The sides take turns going first in each
+# round; the table gives each side's median over rounds (us per all-reduce)
+# and the ratio PyTorch / devmesh of the medians, with the range of the
+# per-round ratios.
+#
+#   sudo tools/cross_host_bench.sh [--rounds=3] [--sizes=1024,65536,1048576]
+#                                  [--iters=10] [--out=FILE]
+#
+# Needs root (namespaces), iproute2 and util-linux (tools/install.sh) and the
+# torch venv (tools/install_torch.sh; $DEVMESH_TORCH_VENV, default
+# /opt/devmesh/torch-venv). Every launch is bounded by `timeout`; the
+# namespaces and everything started in them are removed by a trap.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+source "$ROOT/tools/launcher_check/hosts.sh"
+
+rounds=3
+sizes="1024,16384,262144,1048576,4194304,16777216"
+iters=10
+out=""
+for arg in "$@"; do
+  case "$arg" in
+    --rounds=*) rounds=${arg#--rounds=} ;;
+    --sizes=*) sizes=${arg#--sizes=} ;;
+    --iters=*) iters=${arg#--iters=} ;;
+    --out=*) out=${arg#--out=} ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    *) echo "cross_host_bench.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [ "$(id -u)" -ne 0 ]; then
+  echo "cross_host_bench.sh: needs root (network and mount namespaces)" >&2
+  exit 2
+fi
+venv="${DEVMESH_TORCH_VENV:-/opt/devmesh/torch-venv}"
+if ! [ -x "$venv/bin/python" ]; then
+  echo "cross_host_bench.sh: no torch venv at $venv (tools/install_torch.sh)" >&2
+  exit 2
+fi
+
+WORK="$(mktemp -d /tmp/cross_host_bench.XXXXXX)"
+chmod 755 "$WORK"
+cleanup() {
+  lc_hosts_down
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "cross_host_bench: building //bench:allreduce_2d (-c opt)" >&2
+timeout 1200 bazel build -c opt //bench:allreduce_2d >"$WORK/build.log" 2>&1 ||
+  { tail -n 20 "$WORK/build.log" >&2; exit 1; }
+mkdir -p "$WORK/bin"
+cp bazel-bin/bench/allreduce_2d "$WORK/bin/"
+lc_hosts_up || { echo "cross_host_bench.sh: the namespace hosts did not come up" >&2; exit 1; }
+H1="$(lc_host_addr 1)"
+max=0
+for s in ${sizes//,/ }; do [ "$s" -gt "$max" ] && max=$s; done
+filter="^allreduce_2d/[^/]+/(${sizes//,/|})/"
+
+run_devmesh() {  # LOG
+  timeout 600 "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
+    "$WORK/bin/allreduce_2d" --mesh_shape=2x2 --mesh_dim_names=dp,tp \
+    --dtype=float32 --min_bytes=1024 --max_bytes="$max" --iters="$iters" \
+    --warmup=3 --target_ci=0 --benchmark_filter="$filter" >"$1" 2>&1
+}
+run_torch() {  # LOG
+  timeout 600 "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
+    env GLOO_SOCKET_IFNAME="$LC_IFACE" sh -c \
+    'exec taskset -c "$LOCAL_RANK" "$0" "$@"' "$venv/bin/python" \
+    "$ROOT/tools/peer_bench/torch_allreduce.py" --shape 2x2 --names dp,tp \
+    --sizes "$sizes" --iters "$iters" --warmup 3 >"$1" 2>&1
+}
+
+failed=0
+for r in $(seq 1 "$rounds"); do
+  if [ $((r % 2)) -eq 1 ]; then order="devmesh torch"; else order="torch devmesh"; fi
+  for side in $order; do
+    if ! "run_$side" "$WORK/$side.$r.log"; then
+      echo "cross_host_bench: $side round $r failed:" >&2
+      tail -n 20 "$WORK/$side.$r.log" >&2
+      failed=1
+    fi
+  done
+  echo "cross_host_bench: round $r/$rounds done ($order)" >&2
+done
+[ $failed -eq 0 ] || exit 1
+
+python3 - "$WORK" "$rounds" "$out" <<'EOF'
+import json, os, re, statistics, sys
+work, rounds, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+row = re.compile(r"^\s+(\d+)\s+\d+\s+(dp|tp)\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s+"
+                 r"[\d.]+\s+[\d.]+\s+(\d+)")
+times = {"devmesh": {}, "torch": {}}
+wrong = 0
+backends = []
+for r in range(1, rounds + 1):
+    for line in open(os.path.join(work, "devmesh.%d.log" % r)):
+        m = row.match(line)
+        if m:
+            key = (m.group(2), int(m.group(1)))
+            times["devmesh"].setdefault(key, []).append(float(m.group(3)))
+            wrong += int(m.group(4))
+        elif line.startswith("# dim ") and r == 1:
+            backends.append(line[2:].strip())
+    for line in open(os.path.join(work, "torch.%d.log" % r)):
+        if line.startswith("PEER_BENCH_ALLREDUCE "):
+            c = json.loads(line.split(" ", 1)[1])
+            key = (c["dim"], c["bytes"])
+            times["torch"].setdefault(key, []).append(c["seconds"] * 1e6)
+            wrong += c["wrong"]
+lines = ["# 2x2 mesh, dp across two network-namespace hosts, tp inside each; "
+         "float32 sum, %d rounds, us per all-reduce (median over rounds)"
+         % rounds,
+         "# devmesh: " + "; ".join(backends) +
+         "; PyTorch: Gloo on both dims (GLOO_SOCKET_IFNAME=%s)" % "dmlc0",
+         "%-4s %10s %12s %12s %8s %17s" % ("dim", "bytes", "devmesh_us",
+                                            "torch_us", "PT/dm", "per-round range")]
+for key in sorted(times["devmesh"], key=lambda k: (k[0], k[1])):
+    d, t = times["devmesh"][key], times["torch"].get(key)
+    if not t or len(t) != len(d):
+        lines.append("%-4s %10d  missing on a side" % key)
+        continue
+    ratios = [b / a for a, b in zip(d, t)]
+    lines.append("%-4s %10d %12.1f %12.1f %8.2f %8.2f-%-8.2f" % (
+        key[0], key[1], statistics.median(d), statistics.median(t),
+        statistics.median(t) / statistics.median(d), min(ratios), max(ratios)))
+lines.append("# wrong elements, both sides, every round: %d" % wrong)
+text = "\n".join(lines)
+print(text)
+if out:
+    open(out, "w").write(text + "\n")
+sys.exit(1 if wrong else 0)
+EOF
