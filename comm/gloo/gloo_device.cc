@@ -29,7 +29,7 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> TryCreate(
     const ::gloo::transport::tcp::attr& attr, absl::string_view what) {
   std::shared_ptr<::gloo::transport::Device> device;
   absl::Status status = GlooCall(what, [&] {
-    WithIdleTickSlack(
+    WithLoopThreadSettings(
         [&] { device = ::gloo::transport::tcp::CreateDevice(attr); });
   });
   if (!status.ok()) return absl::UnavailableError(status.message());

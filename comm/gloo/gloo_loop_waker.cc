@@ -1,6 +1,7 @@
 // devmesh/comm/gloo/gloo_loop_waker.cc
 #include "comm/gloo/gloo_loop_waker.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -9,7 +10,10 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
+#include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -34,28 +38,37 @@ class NoopHandler final : public ::gloo::transport::tcp::Handler {
   return handler;
 }
 
+// DEVMESH_GLOO_LOOP_BATCH=0 keeps the loop thread under the caller's policy.
+bool LoopBatchPolicyWanted() {
+  const char* env = std::getenv("DEVMESH_GLOO_LOOP_BATCH");
+  return env == nullptr || std::string(env) != "0";
+}
+
 }  // namespace
 
-void WithIdleTickSlack(const std::function<void()>& make_device) {
-  const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-  const bool raised =
-      old_slack >= 0 &&
-      prctl(PR_SET_TIMERSLACK,
-            static_cast<unsigned long>(
-                absl::ToInt64Nanoseconds(kIdleTickSlack)),
-            0, 0, 0) == 0;
-  // Restore even when make_device throws (it is called inside GlooCall).
-  struct Restore {
-    bool raised;
-    int old_slack;
-    ~Restore() {
-      if (raised) {
-        prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_slack), 0, 0,
-              0);
-      }
+void WithLoopThreadSettings(const std::function<void()>& make_device) {
+  std::exception_ptr error;
+  // A helper thread, so that the caller's own slack and policy are never
+  // touched (a caller under SCHED_FIFO could not get its policy back).
+  std::thread helper([&] {
+    (void)prctl(PR_SET_TIMERSLACK,
+                static_cast<unsigned long>(
+                    absl::ToInt64Nanoseconds(kIdleTickSlack)),
+                0, 0, 0);
+    // pid 0: this thread only. Only from the default policy: a real-time
+    // or SCHED_IDLE caller's loop keeps what the caller chose.
+    if (LoopBatchPolicyWanted() && sched_getscheduler(0) == SCHED_OTHER) {
+      sched_param param{};
+      (void)sched_setscheduler(0, SCHED_BATCH, &param);
     }
-  } restore{raised, old_slack};
-  make_device();
+    try {
+      make_device();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  helper.join();
+  if (error) std::rethrow_exception(error);
 }
 
 LoopWaker::LoopWaker(int event_fd)

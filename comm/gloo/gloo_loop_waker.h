@@ -10,9 +10,10 @@
 // group creation crawls (issue 19: 22 s for 1024 ranks on 8 namespace hosts).
 //
 // Two pieces:
-//  - WithIdleTickSlack: runs the call that makes a device (and so starts its
-//    loop thread) with this thread's timer slack (prctl PR_SET_TIMERSLACK)
-//    raised to kIdleTickSlack. A thread inherits its creator's slack, and
+//  - WithLoopThreadSettings: runs the call that makes a device (and so
+//    starts its loop thread) on a helper thread whose timer slack (prctl
+//    PR_SET_TIMERSLACK) is kIdleTickSlack (and whose policy is SCHED_BATCH,
+//    see below). A thread inherits its creator's slack, and
 //    Linux lets epoll_wait's timeout fire up to the slack late, so the idle
 //    tick fires about once per kIdleTickSlack instead of every 10 ms. A
 //    socket event still wakes the loop at once: the slack delays only the
@@ -73,10 +74,35 @@ inline constexpr absl::Duration kIdleTickSlack = absl::Seconds(1);
 inline constexpr absl::Duration kFirstKick = absl::Microseconds(100);
 inline constexpr absl::Duration kLastKick = absl::Milliseconds(10);
 
-// Calls `make_device` (which starts Gloo's loop thread) with this thread's
-// timer slack set to kIdleTickSlack, then restores the slack it had. Where
-// prctl refuses, `make_device` runs with the slack unchanged.
-void WithIdleTickSlack(const std::function<void()>& make_device);
+// Calls `make_device` (which starts Gloo's loop thread) on a short-lived
+// helper thread whose timer slack is kIdleTickSlack and whose scheduling
+// policy is SCHED_BATCH, so that the loop thread inherits both; the calling
+// thread's own slack and policy are never changed. SCHED_BATCH only when
+// the caller runs under the default policy (SCHED_OTHER) and
+// DEVMESH_GLOO_LOOP_BATCH is not "0"; where prctl or sched_setscheduler
+// refuse, that setting stays as inherited. Exceptions from `make_device`
+// (and std::system_error when no thread can be started) propagate to the
+// caller. Blocks until `make_device` returns.
+//
+// Why SCHED_BATCH. Gloo's loop handles a readable pair by try-locking the
+// pair and, when the rank's own thread holds that lock (posting a send or a
+// receive), returning at once; epoll is level-triggered, so the loop spins.
+// When a rank is bound to one core (allreduce_2d, torchrun with numactl,
+// srun --cpu-bind), the loop thread, woken by the data, preempts the rank's
+// thread while that thread holds the lock, then spins until the scheduler's
+// tick takes the core back: every small all-reduce took about 4 ms (the
+// tick, HZ=250), whatever its size up to 256 KiB (perf: about 80% of
+// samples in epoll_wait and its kernel path). A SCHED_BATCH thread never
+// preempts on wake-up, so the lock holder finishes first, and it keeps a
+// normal thread's share of the CPU (SCHED_IDLE and nice 19 were faster
+// still but starve the loop while any other thread on its core runs).
+// Measured with bench/allreduce_2d --backend=gloo (2x2, 4 ranks on 2 cores,
+// float32), us, default policy / SCHED_BATCH: 1 KiB 3335-3941 / 261-321,
+// 16 KiB 3698-3961 / 250-349, 256 KiB 4122-4197 / 858-1231, 1 MiB
+// 4105-5397 / 1330-2148. The cost: where other threads keep the loop's core
+// busy, a receive waits for the running thread's slice to end instead of
+// preempting it.
+void WithLoopThreadSettings(const std::function<void()>& make_device);
 
 // How long the kick thread keeps planning a wake-up after the last
 // ScopedDeadlineKick began, so that a stream of collectives (one deadline

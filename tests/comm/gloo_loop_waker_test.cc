@@ -5,12 +5,16 @@
 // epoll_wait(..., 10)); the thread that made the device gets its own slack
 // back; and the waits that need a loop turn (each pair connect on the side
 // that connects, each pair close) are kicked, so that groups still connect
-// and close in well under one slowed tick.
+// and close in well under one slowed tick. The loop thread runs under
+// SCHED_BATCH unless DEVMESH_GLOO_LOOP_BATCH=0; the caller's policy and
+// slack never change.
 #include <dirent.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -101,12 +105,31 @@ TEST(GlooLoopWakerTest, AnIdleLoopBarelyWakesAndTheCallerKeepsItsSlack) {
   EXPECT_EQ(ReadNumber(absl::StrCat("/proc/", loop, "/timerslack_ns")),
             absl::ToInt64Nanoseconds(gloo_internal::kIdleTickSlack));
   EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), my_slack);
+  // The loop runs under SCHED_BATCH (no wake-up preemption of the rank's
+  // thread); this thread keeps the default policy.
+  EXPECT_EQ(sched_getscheduler(loop), SCHED_BATCH);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
   // Gloo's own 10 ms tick would sleep about 200 times in 2 s.
   const int64_t start = VoluntarySwitches(loop);
   ASSERT_GE(start, 0);
   absl::SleepFor(absl::Seconds(2));
   const int64_t turns = VoluntarySwitches(loop) - start;
   EXPECT_LE(turns, 6) << "the idle loop turned " << turns << " times in 2 s";
+}
+
+TEST(GlooLoopWakerTest, TheBatchPolicyCanBeTurnedOff) {
+  ASSERT_EQ(setenv("DEVMESH_GLOO_LOOP_BATCH", "0", 1), 0);
+  const std::set<int> before = Threads();
+  GlooOptions options;
+  options.hostname = "127.0.0.1";
+  auto device = gloo_internal::MakeGlooDevice(options);
+  unsetenv("DEVMESH_GLOO_LOOP_BATCH");
+  ASSERT_TRUE(device.ok()) << device.status();
+  const int loop = FindLoopThread(before);
+  ASSERT_GT(loop, 0) << "no new thread waits in epoll_wait";
+  EXPECT_EQ(sched_getscheduler(loop), SCHED_OTHER);
+  EXPECT_EQ(ReadNumber(absl::StrCat("/proc/", loop, "/timerslack_ns")),
+            absl::ToInt64Nanoseconds(gloo_internal::kIdleTickSlack));
 }
 
 TEST(GlooLoopWakerTest, AKickTurnsTheLoopAtOnceAndStopsWithIt) {
