@@ -26,10 +26,14 @@
 #
 # Needs root (namespaces), iproute2 and util-linux (tools/install.sh) and the
 # torch venv (tools/install_torch.sh; $DEVMESH_TORCH_VENV, default
-# /opt/devmesh/torch-venv). Every launch is bounded by `timeout`; the
-# namespaces and everything started in them are removed by a trap.
+# /opt/devmesh/torch-venv). Every launch is bounded by `timeout -k` and runs
+# in a process group of its own; after each, whatever it left on either host
+# is killed; the namespaces this script made are removed by a trap (also on
+# SIGINT/SIGTERM, at once). Exit status 1 when a launch fails, a side gives a
+# wrong element, or any (dim, size) row is missing on either side; 2 for bad
+# arguments or a missing prerequisite.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT="$PWD"
 source "$ROOT/tools/launcher_check/hosts.sh"
 
@@ -57,20 +61,41 @@ if ! [ -x "$venv/bin/python" ]; then
   exit 2
 fi
 
-WORK="$(mktemp -d /tmp/cross_host_bench.XXXXXX)"
+WORK="$(mktemp -d /tmp/cross_host_bench.XXXXXX)" || exit 1
 chmod 755 "$WORK"
+HOSTS_UP=0   # set once lc_hosts_up ran: only then are the namespaces ours
+STEP_PID=""  # the launch in flight, killed by the trap
 cleanup() {
-  lc_hosts_down
+  if [ -n "$STEP_PID" ]; then kill -- "-$STEP_PID" 2>/dev/null || kill "$STEP_PID" 2>/dev/null || true; fi
+  if [ "$HOSTS_UP" -eq 1 ]; then lc_hosts_down; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# step LOG CMD...: runs CMD in the background in a process group of its own
+# (so that the trap can end it and everything it started, and so that a
+# signal to this script is handled at once: `wait` is interruptible), bounded
+# by `timeout -k`; then ends whatever the launch left on either host, so
+# that no rank keeps MASTER_PORT for the next launch.
+step() {
+  local log="$1"; shift
+  setsid timeout -k 10 600 "$@" >"$log" 2>&1 &
+  STEP_PID=$!
+  wait "$STEP_PID"
+  local rc=$?
+  STEP_PID=""
+  lc_host_kill_all 1 >/dev/null 2>&1 || true
+  lc_host_kill_all 2 >/dev/null 2>&1 || true
+  return $rc
+}
 
 echo "cross_host_bench: building //bench:allreduce_2d (-c opt)" >&2
-timeout 1200 bazel build -c opt //bench:allreduce_2d >"$WORK/build.log" 2>&1 ||
+timeout -k 10 1200 bazel build -c opt //bench:allreduce_2d >"$WORK/build.log" 2>&1 ||
   { tail -n 20 "$WORK/build.log" >&2; exit 1; }
-mkdir -p "$WORK/bin"
-cp bazel-bin/bench/allreduce_2d "$WORK/bin/"
+mkdir -p "$WORK/bin" && cp bazel-bin/bench/allreduce_2d "$WORK/bin/" || exit 1
+HOSTS_UP=1
 lc_hosts_up || { echo "cross_host_bench.sh: the namespace hosts did not come up" >&2; exit 1; }
 H1="$(lc_host_addr 1)"
 max=0
@@ -78,17 +103,17 @@ for s in ${sizes//,/ }; do [ "$s" -gt "$max" ] && max=$s; done
 filter="^allreduce_2d/[^/]+/(${sizes//,/|})/"
 
 run_devmesh() {  # LOG
-  timeout 600 "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
+  step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
     "$WORK/bin/allreduce_2d" --mesh_shape=2x2 --mesh_dim_names=dp,tp \
     --dtype=float32 --min_bytes=1024 --max_bytes="$max" --iters="$iters" \
-    --warmup=3 --target_ci=0 --benchmark_filter="$filter" >"$1" 2>&1
+    --warmup=3 --target_ci=0 --benchmark_filter="$filter"
 }
 run_torch() {  # LOG
-  timeout 600 "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
+  step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
     env GLOO_SOCKET_IFNAME="$LC_IFACE" sh -c \
     'exec taskset -c "$LOCAL_RANK" "$0" "$@"' "$venv/bin/python" \
     "$ROOT/tools/peer_bench/torch_allreduce.py" --shape 2x2 --names dp,tp \
-    --sizes "$sizes" --iters "$iters" --warmup 3 >"$1" 2>&1
+    --sizes "$sizes" --iters "$iters" --warmup 3
 }
 
 failed=0
@@ -105,9 +130,10 @@ for r in $(seq 1 "$rounds"); do
 done
 [ $failed -eq 0 ] || exit 1
 
-python3 - "$WORK" "$rounds" "$out" <<'EOF'
+python3 - "$WORK" "$rounds" "$out" "$sizes" <<'EOF'
 import json, os, re, statistics, sys
 work, rounds, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+want = {(d, int(b)) for d in ("dp", "tp") for b in sys.argv[4].split(",")}
 row = re.compile(r"^\s+(\d+)\s+\d+\s+(dp|tp)\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s+"
                  r"[\d.]+\s+[\d.]+\s+(\d+)")
 times = {"devmesh": {}, "torch": {}}
@@ -128,6 +154,17 @@ for r in range(1, rounds + 1):
             key = (c["dim"], c["bytes"])
             times["torch"].setdefault(key, []).append(c["seconds"] * 1e6)
             wrong += c["wrong"]
+missing = []
+for side in ("devmesh", "torch"):
+    for key in sorted(want):
+        got = len(times[side].get(key, []))
+        if got != rounds:
+            missing.append("%s %s %d B: %d of %d rounds" % (side, key[0], key[1],
+                                                           got, rounds))
+if missing:
+    print("cross_host_bench: rows missing (a format change or a failed "
+          "launch?): " + "; ".join(missing), file=sys.stderr)
+    sys.exit(1)
 lines = ["# 2x2 mesh, dp across two network-namespace hosts, tp inside each; "
          "float32 sum, %d rounds, us per all-reduce (median over rounds)"
          % rounds,
@@ -135,11 +172,8 @@ lines = ["# 2x2 mesh, dp across two network-namespace hosts, tp inside each; "
          "; PyTorch: Gloo on both dims (GLOO_SOCKET_IFNAME=%s)" % "dmlc0",
          "%-4s %10s %12s %12s %8s %17s" % ("dim", "bytes", "devmesh_us",
                                             "torch_us", "PT/dm", "per-round range")]
-for key in sorted(times["devmesh"], key=lambda k: (k[0], k[1])):
-    d, t = times["devmesh"][key], times["torch"].get(key)
-    if not t or len(t) != len(d):
-        lines.append("%-4s %10d  missing on a side" % key)
-        continue
+for key in sorted(want):
+    d, t = times["devmesh"][key], times["torch"][key]
     ratios = [b / a for a, b in zip(d, t)]
     lines.append("%-4s %10d %12.1f %12.1f %8.2f %8.2f-%-8.2f" % (
         key[0], key[1], statistics.median(d), statistics.median(t),

@@ -41,8 +41,9 @@ namespace gloo_internal {
 // same (hostname, GLOO_SOCKET_IFNAME, store_route_address) in this process
 // is alive, it is returned again (never across fork()). The device's event
 // loop is made without Gloo's 10 ms idle tick (gloo_loop_waker.h): its loop
-// thread starts with a timer slack of kIdleTickSlack and under SCHED_BATCH
-// (WithLoopThreadSettings says why), and the returned pointer
+// thread starts with a timer slack of kIdleTickSlack and, when the caller
+// runs under the default policy and DEVMESH_GLOO_LOOP_BATCH is not "0",
+// under SCHED_BATCH (WithLoopThreadSettings says why), and the returned pointer
 // also owns the loop's LoopWaker (LoopWakerFor), which the release of the last
 // pointer kicks while it ends the device. Errors: Unavailable when no device
 // can be made (message from Gloo). Thread-safe.

@@ -1,9 +1,10 @@
 // devmesh/comm/shm/shm_copy.h
 // -----------------------------------------------------------------------------
-// CopyBytes: the shared-memory backend's copy between a user's buffer and a
-// segment slot. memcpy, except where glibc's memcpy is slow on this machine
-// kind: when the destination sits just past the source modulo 4 KiB (4K
-// aliasing), where it takes a backward 64-byte loop instead.
+// CopyBytes: the shared-memory backend's copies (between a user's buffer and
+// a segment slot, and a member's own block between its send and recv
+// buffers). memcpy, except where glibc's memcpy is slow on this machine
+// kind: a copy of 2 KiB to 1 MiB whose destination sits 1-63 bytes past the
+// source modulo 4 KiB (4K aliasing) takes a backward 64-byte loop instead.
 //
 // Why. A copy out of a slot (slots start on page boundaries) into a buffer
 // from malloc (its data 16 bytes into a page when malloc mmaps it, as it
@@ -12,7 +13,7 @@
 // kernel 6.18, Firecracker VM) ran at 1.3-1.8 GB/s for 4 KiB-256 KiB at that
 // distance against 22-62 GB/s at 0, 200, 4032 and 4080 (measured: loops of
 // memcpy between two page-aligned arrays, the destination shifted by those
-// bytes; at 48, 12-17 GB/s for 64-256 KiB). From 1 MiB glibc changes
+// bytes; at 48, 12-17 GB/s for 64-256 KiB). From about 384 KiB glibc changes
 // strategy and the distance no longer matters. The backward loop (16-byte
 // SSE2 loads and stores, four per step) reads below what it just wrote, so
 // no load waits on a store 4 KiB away: 16-34 GB/s at distance 16, every

@@ -5,8 +5,9 @@
 // A segment is a POSIX shared-memory object (shm_open under /dev/shm) that
 // group rank 0 creates with a random name, reserves with posix_fallocate (so
 // that a full /dev/shm is an error at creation, never a SIGBUS in a
-// collective), and unlinks as soon as every member has tried to map it: a
-// SIGKILL of every rank after set-up leaves nothing in /dev/shm. The mapping
+// collective). The last member to map it unlinks the name (the header's
+// `mapped` count; rank 0 does when some member could not map it): a SIGKILL
+// of every rank from then on leaves nothing in /dev/shm. The mapping
 // lives as long as the ShmSegment object.
 //
 // Layout (all offsets multiples of 64 bytes, the cache line):

@@ -90,6 +90,7 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
   const size_t stride = block * elem + kPage;
   char* scratch = Scratch(3 * stride);
   if (scratch == nullptr) {
+    sync.Abort();  // the peers would otherwise wait for step A
     return absl::ResourceExhaustedError(absl::StrCat(
         what(), ": could not allocate ", 3 * stride,
         " bytes of block buffers for the single-copy all-reduce"));

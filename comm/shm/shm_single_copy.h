@@ -15,7 +15,9 @@
 //   reduce-scatter: part i of the message (the parts of shm_algorithms.cc's
 //     two-step, on 64-byte boundaries) is reduced in group-rank order into
 //     its own recv, block by block: each other member's block is read into a
-//     block-sized buffer of this thread (in L1/L2) and reduced from there;
+//     buffer of this thread (in L1/L2; one block and a page, the block
+//     placed at the peer's offset within a page, so that the kernel's copy
+//     meets no 4K aliasing) and reduced from there;
 //   step B (every part is reduced in its owner's recv);
 //   all-gather: each other part j is read from member j's recv straight
 //     into this member's recv (one process_vm_readv per member);
@@ -36,7 +38,10 @@
 // Unavailable naming the member whose buffer could not be read (with
 // errno's text) on that member, naming that member on the others; it also
 // aborts the group, so later calls fail everywhere too. No member returns
-// OK with an incomplete part.
+// OK with an incomplete part. ResourceExhausted when this thread's block
+// buffers (about 200 KiB) cannot be allocated; the member then aborts the
+// group first, so that its peers fail at once (Unavailable naming it)
+// instead of waiting at the first step.
 //
 // Thread-safety: as the other algorithms (one collective at a time per
 // group); the block buffers are per thread.

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <set>
@@ -37,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "bootstrap/testing/multiprocess.h"
 #include "comm/registry.h"
+#include "comm/shm/shm_communicator.h"
 #include "gtest/gtest.h"
 #include "tests/comm/shm_segments.h"
 
@@ -136,6 +138,18 @@ TEST(ShmChaos, KillMidAllreduce) {
           if (!world.ok()) return world.status();
           auto half = (*world)->Split(b.rank() / 2, b.rank());
           if (!half.ok()) return half.status();
+          // shm_chaos_single_copy_test must really take the single-copy
+          // path: a host that forbids process_vm_readv would run the slots.
+          if (std::getenv("DEVMESH_SHM_SINGLE_COPY_MIN") != nullptr) {
+            for (Communicator* c : {world->get(), half->get()}) {
+              const auto* shm = dynamic_cast<const ShmCommunicator*>(c);
+              if (shm == nullptr || !shm->single_copy()) {
+                return absl::FailedPreconditionError(
+                    "DEVMESH_SHM_SINGLE_COPY_MIN is set but a group cannot "
+                    "use the single-copy path (process_vm_readv refused?)");
+              }
+            }
+          }
           // 256 KiB (two-step through the slots, one round) and 1 MiB + 12
           // bytes (five rounds; shm_chaos_single_copy_test: single copy,
           // peers read each other's buffers), two calls each in turn.

@@ -2,7 +2,7 @@
 // CopyBytes (comm/shm/shm_copy.h) copies exactly, byte for byte, at every
 // distance between destination and source modulo 4 KiB that matters (the
 // backward loop's window and its edges) and at sizes around its 64-byte
-// steps and its 2 KiB threshold, touching nothing outside the destination.
+// steps and its 2 KiB and 1 MiB bounds, touching nothing outside the destination.
 #include "comm/shm/shm_copy.h"
 
 #include <cstddef>
@@ -17,7 +17,7 @@ namespace shm_internal {
 namespace {
 
 TEST(ShmCopyTest, CopiesExactlyAtEveryDistanceAndSize) {
-  constexpr size_t kArena = size_t{1} << 20;
+  constexpr size_t kArena = size_t{3} << 20;
   constexpr uint8_t kGuard = 0xA5;
   // Page-aligned arenas, so that the distances below are the ones named.
   auto* src_arena = static_cast<uint8_t*>(std::aligned_alloc(4096, kArena));
@@ -29,8 +29,9 @@ TEST(ShmCopyTest, CopiesExactlyAtEveryDistanceAndSize) {
   }
   const size_t kDistances[] = {0, 1, 8, 15, 16, 17, 48, 63, 64, 65, 200, 4032,
                                4080, 4095};
-  const size_t kSizes[] = {0, 1, 63, 64, 65, 2047, 2048, 2049, 4096 + 17,
-                           (size_t{256} << 10) + 5};
+  const size_t kSizes[] = {0,          1,    63,   64,  65, 2047, 2048, 2049,
+                           4096 + 17,  (size_t{256} << 10) + 5,
+                           (size_t{1} << 20) - 1, (size_t{1} << 20) + 3};
   const size_t kSourceOffsets[] = {0, 16, 4000};
   int checked = 0;
   for (size_t src_off : kSourceOffsets) {
@@ -58,7 +59,7 @@ TEST(ShmCopyTest, CopiesExactlyAtEveryDistanceAndSize) {
       }
     }
   }
-  EXPECT_EQ(checked, 3 * 14 * 10);
+  EXPECT_EQ(checked, 3 * 14 * 12);
   std::free(src_arena);
   std::free(dst_arena);
 }
