@@ -42,6 +42,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/allreduce_table.h"
+#include "bench/batch_size.h"
 #include "bench/run_stats.h"
 #include "bench/bench_flags.h"
 #include "bench/device_buffer.h"
@@ -127,19 +128,6 @@ constexpr size_t kExtraBlock = 20;
 // until the mesh/raw ratio is known to --target_ci: the sizes at which the
 // ratio measures the mesh's cost rather than the machine's wake-up latency.
 constexpr size_t kLargeBytes = size_t{1} << 20;
-
-// The all-reduces timed together in one run of `bytes`: enough to move at
-// least 8 MiB, at most kMaxBatch (so 1 to 8 from 1 MiB, 16 at 512 KiB, 100
-// from 64 KiB down). Small messages are timed as nccl-tests times them:
-// many back to back, divided, so a row is the time of one all-reduce in a
-// stream of them, not of one all-reduce after a barrier (whose wake-up
-// latency would dominate).
-constexpr size_t kMaxBatch = 100;
-int BatchSize(size_t bytes) {
-  constexpr size_t kBatchBytes = size_t{8} << 20;
-  return static_cast<int>(std::clamp<size_t>(
-      (kBatchBytes + bytes - 1) / std::max<size_t>(bytes, 1), 1, kMaxBatch));
-}
 
 // Gathers every rank's `v` (one value per iteration; the same count on every
 // rank) and returns, per iteration, the largest.

@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/allreduce_table.h"
+#include "bench/batch_size.h"
 #include "bench/bench_flags.h"
 #include "bench/device_buffer.h"
 #include "bench/run_stats.h"
@@ -57,13 +58,6 @@ namespace devmesh {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// allreduce_2d's BatchSize: enough calls to move 8 MiB, 1 to 100.
-int BatchSize(size_t bytes) {
-  constexpr size_t kBatchBytes = size_t{8} << 20;
-  return static_cast<int>(std::clamp<size_t>(
-      (kBatchBytes + bytes - 1) / std::max<size_t>(bytes, 1), 1, 100));
-}
 
 int Fail(const absl::Status& s, int code) {
   std::fprintf(stderr, "collectives_2d: %s\n", s.ToString().c_str());

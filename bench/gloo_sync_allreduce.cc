@@ -8,8 +8,10 @@
 // process per rank, started by hand with RANK, WORLD_SIZE=4 and a shared
 // directory for Gloo's FileStore:
 //
-//   for r in 0 1 2 3; do RANK=$r WORLD_SIZE=4 taskset -c $((r % 2)) \
-//     bazel-bin/bench/gloo_sync_allreduce --store_dir=/tmp/gs --sync & done
+//   b=bazel-bin/bench/gloo_sync_allreduce
+//   for r in 0 1 2 3; do
+//     RANK=$r WORLD_SIZE=4 taskset -c $((r % 2)) $b --store_dir=/tmp/gs &
+//   done; wait
 //
 // The mesh is row-major: dp groups {0,2} {1,3}, tp groups {0,1} {2,3}; both
 // groups of a dim run at once. Per dim and size, after --warmup runs, each
@@ -31,6 +33,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/batch_size.h"
 #include "gloo/allreduce_bcube.h"
 #include "gloo/barrier_all_to_all.h"
 #include "gloo/rendezvous/context.h"
@@ -52,11 +55,6 @@ int EnvInt(const char* name) {
   int out = -1;
   if (v == nullptr || !absl::SimpleAtoi(v, &out)) return -1;
   return out;
-}
-
-int BatchSize(long bytes) {
-  const long b = ((8L << 20) + bytes - 1) / std::max(bytes, 1L);
-  return static_cast<int>(std::clamp(b, 1L, 100L));
 }
 
 std::shared_ptr<gloo::rendezvous::Context> Connect(
@@ -113,7 +111,7 @@ int Run() {
   int wrong = 0;
   for (long bytes : sizes) {
     const int count = static_cast<int>(bytes / 4);
-    const int batch = BatchSize(bytes);
+    const int batch = devmesh::BatchSize(static_cast<size_t>(bytes));
     for (Dim& d : dims) {
       std::vector<float> buf(count, 0.0f);
       gloo::AllreduceBcube<float> op(d.context, {buf.data()}, count);

@@ -107,7 +107,7 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
       const size_t jlo = PartStart(c, elem, j, n);
       const size_t jhi = PartStart(c, elem, j + 1, n);
       CopyBytes(out + jlo * elem, seg.slot(p, j) + jlo * elem,
-                  (jhi - jlo) * elem);
+                (jhi - jlo) * elem);
     }
   }
   return absl::OkStatus();
@@ -160,7 +160,7 @@ absl::Status ShmAllGather(ShmGroup g, const char* send, char* recv,
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       CopyBytes(recv + static_cast<size_t>(j) * bytes + off, seg.slot(p, j),
-                  c);
+                c);
     }
   }
   if (send != own_block) CopyBytes(own_block, send, bytes);
@@ -183,8 +183,8 @@ absl::Status ShmReduceScatter(ShmGroup g, const char* send, char* recv,
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       CopyBytes(mine + j * piece * elem,
-                  send + (static_cast<size_t>(j) * count + off) * elem,
-                  q * elem);
+                send + (static_cast<size_t>(j) * count + off) * elem,
+                q * elem);
     }
     if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
     const char* own = send + (static_cast<size_t>(me) * count + off) * elem;
@@ -230,13 +230,13 @@ absl::Status ShmAllToAll(ShmGroup g, const char* send, char* recv,
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       CopyBytes(mine + j * piece, send + static_cast<size_t>(j) * bytes + off,
-                  q);
+                q);
     }
     if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       CopyBytes(recv + static_cast<size_t>(j) * bytes + off,
-                  seg.slot(p, j) + me * piece, q);
+                seg.slot(p, j) + me * piece, q);
     }
   }
   return absl::OkStatus();

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "comm/shm/shm_segment.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -27,7 +29,8 @@ void CopyBackward(char* dst, const char* src, size_t bytes) {
   size_t i = bytes;
   while (i >= 64) {
     i -= 64;
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i a =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     const __m128i b =
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
     const __m128i c =
@@ -48,7 +51,8 @@ void CopyBackward(char* dst, const char* src, size_t bytes) {
 void CopyBytes(void* dst, const void* src, size_t bytes) {
 #if defined(__SSE2__)
   const uintptr_t distance = (reinterpret_cast<uintptr_t>(dst) -
-                              reinterpret_cast<uintptr_t>(src)) & 4095;
+                              reinterpret_cast<uintptr_t>(src)) &
+                             (kPageBytes - 1);
   if (bytes >= kLoopMinBytes && bytes < kLoopMaxBytes && distance != 0 &&
       distance < kAliasWindow) {
     CopyBackward(static_cast<char*>(dst), static_cast<const char*>(src),

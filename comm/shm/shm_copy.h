@@ -34,7 +34,8 @@
 namespace devmesh {
 namespace shm_internal {
 
-// Copies `bytes` bytes from `src` to `dst` (non-overlapping).
+// Copies `bytes` bytes from `src` to `dst`, which must not overlap (a
+// partial overlap is undefined, as for memcpy). Never fails.
 void CopyBytes(void* dst, const void* src, size_t bytes);
 
 }  // namespace shm_internal

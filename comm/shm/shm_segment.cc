@@ -17,12 +17,10 @@ namespace devmesh {
 namespace shm_internal {
 namespace {
 
-constexpr size_t kPage = 4096;
-
 size_t ControlBytes(size_t size) {
   const size_t raw =
       sizeof(SegmentHeader) + sizeof(SyncLine) + size * sizeof(MemberLine);
-  return (raw + kPage - 1) / kPage * kPage;
+  return (raw + kPageBytes - 1) / kPageBytes * kPageBytes;
 }
 
 std::string ErrnoText(int err) { return std::strerror(err); }

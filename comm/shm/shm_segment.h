@@ -45,6 +45,8 @@ namespace devmesh {
 namespace shm_internal {
 
 inline constexpr size_t kCacheLine = 64;
+// Bytes of a page, and the period of the CPU's 4K aliasing (shm_copy.h).
+inline constexpr size_t kPageBytes = 4096;
 // "DMSHMSG1" read as a little-endian word.
 inline constexpr uint64_t kSegmentMagic = 0x3147534D48534D44ULL;
 

@@ -26,7 +26,6 @@ using reduce_internal::ReduceFunc;
 // Bytes of each block of the reduce-scatter: three such buffers (two peers'
 // blocks and, in place, this member's own) stay in L2 with the output.
 constexpr size_t kBlockBytes = size_t{64} << 10;
-constexpr size_t kPage = 4096;
 
 // Reads `bytes` at `remote` in member `j`'s address space into `local`.
 // process_vm_readv may read less than asked (it stops at the first page it
@@ -63,8 +62,10 @@ char* Scratch(size_t bytes) {
   thread_local std::unique_ptr<char, Free> scratch;
   thread_local size_t size = 0;
   if (size < bytes) {
-    const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
-    scratch.reset(static_cast<char*>(std::aligned_alloc(kPage, rounded)));
+    const size_t rounded =
+        (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+    scratch.reset(
+        static_cast<char*>(std::aligned_alloc(kPageBytes, rounded)));
     size = scratch != nullptr ? rounded : 0;
   }
   return scratch.get();
@@ -78,16 +79,13 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
                                     const ReduceFunc& reduce, OpName what) {
   const int n = sync.size();
   const int me = sync.rank();
-  // The block buffers, this thread's, allocated before the first step. Each
-  // has a page of slack: a
-  // peer's block is read to the same offset within a page as it has in the
-  // peer (`aligned` below), so that the kernel's copy never writes just past
-  // where it reads modulo 4 KiB (4K aliasing, comm/shm/shm_copy.h: 10-30x
-  // slower on this machine kind; a block buffer 16 bytes into its page, as
-  // a std::vector of this size gets, made this path 2-3x slower than the
-  // slots at every size).
+  // This thread's block buffers, allocated before the first step. Each has
+  // a page of slack: a peer's block is read to the same offset within a
+  // page as it has in the peer (`aligned` below), so that the kernel's copy
+  // never meets 4K aliasing (shm_copy.h; with the buffer 16 bytes into its
+  // page this path was 2-3x slower than the slots at every size).
   const size_t block = std::max<size_t>(1, kBlockBytes / elem);
-  const size_t stride = block * elem + kPage;
+  const size_t stride = block * elem + kPageBytes;
   char* scratch = Scratch(3 * stride);
   if (scratch == nullptr) {
     sync.Abort();  // the peers would otherwise wait for step A
@@ -129,7 +127,7 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
   char* peer_b = scratch + stride;
   char* own_copy = scratch + 2 * stride;
   auto aligned = [](char* buffer, uint64_t remote) {
-    return buffer + (remote & (kPage - 1));
+    return buffer + (remote & (kPageBytes - 1));
   };
   for (size_t off = lo; off < hi && read_error.ok(); off += block) {
     const size_t c = std::min(block, hi - off);

@@ -2,7 +2,8 @@
 // CopyBytes (comm/shm/shm_copy.h) copies exactly, byte for byte, at every
 // distance between destination and source modulo 4 KiB that matters (the
 // backward loop's window and its edges) and at sizes around its 64-byte
-// steps and its 2 KiB and 1 MiB bounds, touching nothing outside the destination.
+// steps and its 2 KiB and 1 MiB bounds, touching nothing outside the
+// destination.
 #include "comm/shm/shm_copy.h"
 
 #include <cstddef>
