@@ -50,11 +50,11 @@
 // Errors never escape as exceptions: every call into Gloo goes through
 // GlooCall (gloo_status.h). Messages name the peer: the global rank whose
 // connection failed, or whose address / connection was missing at the
-// deadline. What devmesh cannot catch: an exception thrown on Gloo's own
-// event-loop thread (getpeername() on a connection reset during its
-// set-up); the barrier above keeps cooperating ranks from ever causing it,
-// but a peer SIGKILLed in the microseconds between Gloo's accept and
-// getpeername still can.
+// deadline. Gloo's own event-loop thread throws where nothing can catch
+// when getpeername() fails on a connection reset during its set-up (a peer
+// SIGKILLed just after it connected): devmesh's getpeername() answers that
+// one call for Gloo (gloo_accept_guard.h), so the pair fails with
+// Unavailable instead of the process aborting.
 //
 // Thread-safety: one collective at a time per communicator (NCCL's rule);
 // Abort may be called from any thread and makes the running call fail.
