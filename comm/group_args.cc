@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -78,6 +79,61 @@ absl::Status CheckReduceOpArg(absl::string_view backend, absl::string_view op,
         backend, " ", op, ": invalid ReduceOp value ", value));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ShrunkGroup> PlanShrink(absl::string_view backend, int rank,
+                                       const std::vector<int>& global_ranks,
+                                       absl::Span<const int> exclude) {
+  const int size = static_cast<int>(global_ranks.size());
+  if (exclude.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend,
+        " shrink: nothing to exclude (ncclCommShrink needs at least one "
+        "rank)"));
+  }
+  std::set<int> excluded;
+  for (int r : exclude) {
+    if (r < 0 || r >= size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          backend, " shrink: excluded rank ", r, " is outside [0, ", size,
+          ")"));
+    }
+    if (!excluded.insert(r).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(backend, " shrink: rank ", r, " is excluded twice"));
+    }
+  }
+  if (static_cast<int>(excluded.size()) == size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend, " shrink: excluding all ", size, " ranks leaves no group"));
+  }
+  if (excluded.count(rank)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend, " shrink: this rank (", rank,
+        ") is excluded: an excluded member does not call Shrink"));
+  }
+  ShrunkGroup group;
+  for (int r = 0; r < size; ++r) {
+    if (excluded.count(r)) continue;
+    if (r == rank) group.rank = static_cast<int>(group.global_ranks.size());
+    group.global_ranks.push_back(global_ranks[r]);
+  }
+  return group;
+}
+
+std::optional<std::vector<int>> ShrinkExclusions(
+    const std::vector<int>& old_group, const std::vector<int>& new_group) {
+  std::vector<int> removed;
+  size_t next = 0;  // the next rank of new_group to find in old_group
+  for (size_t r = 0; r < old_group.size(); ++r) {
+    if (next < new_group.size() && old_group[r] == new_group[next]) {
+      ++next;
+    } else {
+      removed.push_back(static_cast<int>(r));
+    }
+  }
+  if (next != new_group.size() || removed.empty()) return std::nullopt;
+  return removed;
 }
 
 }  // namespace devmesh

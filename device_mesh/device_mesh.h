@@ -147,8 +147,11 @@ struct ShrinkReport {
                                           // the replica dim of the old mesh
   std::vector<int> removed_live;          // live ranks of removed replicas
   // This rank's groups of the new mesh, as "<dim> [<global ranks>]": kept
-  // (the old epoch's communicator, idle and whole on every member) or made
-  // anew under the new epoch.
+  // (the old epoch's communicator, idle and whole on every member) or
+  // rebuilt, each followed by how: "(nccl_shrink)" (the old NCCL group
+  // shrunk with ncclCommShrink; listed first), "(recreated)" (made anew
+  // under the new epoch), or "(recreated after nccl_shrink failed:
+  // <error>)".
   std::vector<std::string> kept;
   std::vector<std::string> rebuilt;
   int rounds = 1;  // agreements it took (more when ranks died during it)
@@ -159,7 +162,8 @@ struct ShrinkReport {
   absl::Duration agree;
   absl::Duration rebuild;
   // One line: "epoch 1: dead [2]; removed replicas [1] (live [3]); kept
-  // tp [0, 1]; rebuilt dp [0, 4]; rounds 1; agree 12ms, rebuild 40ms".
+  // tp [0, 1]; rebuilt dp [0, 4] (recreated); rounds 1; agree 12ms,
+  // rebuild 40ms".
   std::string ToString() const;
 };
 
@@ -343,9 +347,15 @@ class DeviceMesh {
   //   - keeps each group of the new mesh whose members are a group of the
   //     old one that every member found idle and whole (same number of
   //     completed calls, none failed, none aborted): its communicator is
-  //     reused; every other dim's group is made anew, now, under the new
-  //     epoch (no key or connection of the old epoch is reused). Flattened
-  //     dims are not carried over (flatten the new mesh again);
+  //     reused; an NCCL group that only lost members (the replica dim's
+  //     lines; the world communicator of a 1-d mesh) is shrunk when every
+  //     surviving member can (devmesh built against NCCL >= 2.27, the old
+  //     communicator not aborted; comm/shrinkable_communicator.h):
+  //     ncclCommShrink with NCCL_SHRINK_ABORT, the old one then aborted on
+  //     every rank, never destroyed (pytorch/pytorch#194679); every other
+  //     dim's group, and one whose shrink failed, is made anew, now, under
+  //     the new epoch (no key or connection of the old epoch is reused).
+  //     Flattened dims are not carried over (flatten the new mesh again);
   //   - moves this rank's failure watch to the new epoch.
   // The old mesh's groups refuse every call from then on (Unavailable); do
   // not Abort the old mesh (a kept group is shared with the new one).

@@ -1,10 +1,12 @@
 // devmesh/device_mesh/device_mesh_shrink.cc
 // DeviceMesh::Shrink (device_mesh.h): agree on the dead, drop their
-// replicas, keep the idle whole groups, rebuild the rest under a new epoch.
+// replicas, keep the idle whole groups, shrink the NCCL groups that lose
+// members (ncclCommShrink), make the rest anew under a new epoch.
 #include <algorithm>
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -14,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "comm/group_args.h"
+#include "comm/shrinkable_communicator.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/epoch_agreement.h"
 #include "device_mesh/group_tag.h"
@@ -32,10 +36,13 @@ namespace {
 struct GroupState {
   int64_t completed = 0;
   bool clean = false;
+  // Its backend communicator could be shrunk (ShrinkableCommunicator::
+  // CanShrink): an NCCL group, built with ncclCommShrink, not aborted.
+  bool shrinkable = false;
 };
 
-// "tag=completed/clean;..." -> tag -> state. Unparsable entries are left
-// out (their groups are rebuilt).
+// "tag=completed/clean/shrinkable;..." -> tag -> state. Unparsable entries
+// are left out (their groups are made anew).
 std::map<std::string, GroupState> ParsePayload(absl::string_view payload) {
   std::map<std::string, GroupState> out;
   for (absl::string_view entry : absl::StrSplit(payload, ';', absl::SkipEmpty())) {
@@ -44,15 +51,34 @@ std::map<std::string, GroupState> ParsePayload(absl::string_view payload) {
     std::vector<absl::string_view> st = absl::StrSplit(kv[1], '/');
     GroupState g;
     int clean = 0;
-    if (st.size() != 2 || !absl::SimpleAtoi(st[0], &g.completed) ||
-        !absl::SimpleAtoi(st[1], &clean)) {
+    int shrinkable = 0;
+    if (st.size() != 3 || !absl::SimpleAtoi(st[0], &g.completed) ||
+        !absl::SimpleAtoi(st[1], &clean) ||
+        !absl::SimpleAtoi(st[2], &shrinkable)) {
       continue;
     }
     g.clean = clean == 1;
+    g.shrinkable = shrinkable == 1;
     out[std::string(kv[0])] = g;
   }
   return out;
 }
+
+// `g`'s backend communicator as a ShrinkableCommunicator that can shrink
+// now; nullptr otherwise (not NCCL, NCCL < 2.27, aborted).
+ShrinkableCommunicator* Shrinkable(const GuardedCommunicator& g) {
+  auto* s = dynamic_cast<ShrinkableCommunicator*>(g.inner());
+  return s != nullptr && s->CanShrink() ? s : nullptr;
+}
+
+// Aborts, when it goes out of scope, the old groups whose abort was put off
+// for a shrink (a shrunk one is aborted already: Abort again is a no-op).
+struct AbortAtExit {
+  std::vector<std::shared_ptr<GuardedCommunicator>> groups;
+  ~AbortAtExit() {
+    for (const auto& g : groups) (void)g->Abort();
+  }
+};
 
 std::string Describe(const std::string& dim, const std::vector<int>& ranks) {
   return absl::StrCat(dim, " [", absl::StrJoin(ranks, ", "), "]");
@@ -181,10 +207,14 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     }
   }
   std::string payload;
+  std::set<std::string> shrinkable;  // keys of groups this rank can shrink
   for (const auto& [key, g] : groups) {
     const GuardedCommunicator::State st = g->state();
+    const bool can_shrink = Shrinkable(*g) != nullptr;
+    if (can_shrink) shrinkable.insert(key);
     absl::StrAppend(&payload, GroupTag(key, g->global_ranks()), "=",
-                    st.completed, "/", st.clean ? 1 : 0, ";");
+                    st.completed, "/", st.clean ? 1 : 0, "/",
+                    can_shrink ? 1 : 0, ";");
   }
   std::vector<int> members;
   for (int64_t r : layout_.RankTable()) members.push_back(static_cast<int>(r));
@@ -198,12 +228,19 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
 
   // The old groups that hold a rank found dead are aborted (the verdict
   // aborted those of its own rank; the agreement may have found more), so a
-  // dead rank that comes back fails at once on them, and is fenced.
+  // dead rank that comes back fails at once on them, and is fenced. Those
+  // this rank can shrink (NCCL: the verdict revoked them) are aborted on
+  // the way out instead, after the shrink below, which needs them whole.
+  AbortAtExit deferred;
   for (const auto& [key, g] : groups) {
     for (int r : g->global_ranks()) {
       if (std::binary_search(agreement->dead.begin(), agreement->dead.end(),
                              r)) {
-        (void)g->Abort();
+        if (shrinkable.count(key)) {
+          deferred.groups.push_back(g);
+        } else {
+          (void)g->Abort();
+        }
         break;
       }
     }
@@ -237,6 +274,12 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   }
   std::vector<int64_t> my_coord = *layout_.CoordinateOf(me);
   if (removed.count(my_coord[rd])) {
+    // The survivors shrink this rank's NCCL groups away with
+    // NCCL_SHRINK_ABORT and abort them: every rank, this one too, releases
+    // them with ncclCommAbort (pytorch/pytorch#194679).
+    for (const auto& [key, g] : groups) {
+      if (shrinkable.count(key)) deferred.groups.push_back(g);
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "global rank ", me, " was removed in epoch ", e + 1, ": its replica ",
         my_coord[rd], " along mesh dim ", dim_name,
@@ -283,6 +326,15 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   for (const auto& [r, p] : agreement->payloads) states[r] = ParsePayload(p);
   std::vector<int> rebuild;
   bool nccl = false;  // a group to rebuild is NCCL
+  // NCCL groups that lose members and that every surviving member can
+  // shrink (their payloads say so, so all of them decide alike): dim, old
+  // group, group ranks to exclude.
+  struct ToShrink {
+    int d;
+    std::shared_ptr<GuardedCommunicator> old;
+    std::vector<int> exclude;
+  };
+  std::vector<ToShrink> shrinks;
   for (int d = 0; d < ndim(); ++d) {
     const std::string name = dim_group_names()[d];
     GroupOptions go = options_.For(name);
@@ -305,6 +357,20 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
                it->second.completed == mine.completed;
       }
     }
+    if (!keep && old != nullptr && go.backend == "nccl") {
+      std::optional<std::vector<int>> exclude =
+          ShrinkExclusions(old->global_ranks(), line_ranks);
+      const std::string tag = GroupTag(old_key, old->global_ranks());
+      bool all = exclude.has_value();
+      for (int m : line_ranks) {
+        auto it = states[m].find(tag);
+        all = all && it != states[m].end() && it->second.shrinkable;
+      }
+      if (all) {
+        shrinks.push_back(ToShrink{d, old, *std::move(exclude)});
+        continue;
+      }
+    }
     if (!keep) {
       rebuild.push_back(d);
       nccl = nccl || go.backend == "nccl";
@@ -316,6 +382,40 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     root->group_locals.emplace(new_key, LocalFields(go));
     report.kept.push_back(Describe(name, line_ranks));
   }
+  // Shrunk first, on this thread, in dim order on every survivor (at most
+  // one per rank in practice: only the replica dim's lines lose members).
+  // A shrink that fails here falls back to making the group anew; its
+  // peers whose shrink went on wait in ncclCommShrink until its timeout,
+  // and the group's creation may then fail too (a further round, or this
+  // Shrink's error).
+  std::map<int, std::string> how;  // dim -> how it was rebuilt
+  for (const ToShrink& t : shrinks) {
+    GroupOptions go = options_.For(dim_group_names()[t.d]);
+    if (go.backend.empty()) {
+      go.backend = std::string(DefaultBackendFor(device_type_));
+    }
+    auto* parent = dynamic_cast<ShrinkableCommunicator*>(t.old->inner());
+    absl::StatusOr<std::unique_ptr<Communicator>> child =
+        parent->Shrink(t.exclude, /*abort_in_flight=*/true);
+    if (!child.ok()) {
+      (void)t.old->Abort();
+      how[t.d] = absl::StrCat("recreated after nccl_shrink failed: ",
+                              child.status().message());
+      rebuild.push_back(t.d);
+      nccl = true;
+      continue;
+    }
+    const std::string new_key = next.GroupKey(next.layout(), t.d, go);
+    report.rebuilt.push_back(
+        absl::StrCat(Describe(dim_group_names()[t.d], (*child)->global_ranks()),
+                     " (nccl_shrink)"));
+    std::lock_guard<std::mutex> lock(root->mu);
+    root->groups.emplace(
+        new_key,
+        runtime_->Rewrap(std::shared_ptr<Communicator>(*std::move(child))));
+    root->group_locals.emplace(new_key, LocalFields(go));
+  }
+  std::sort(rebuild.begin(), rebuild.end());
   // Made anew on every survivor, all at once (a thread per group beyond the
   // first): named groups, each creation waits only for its own members, so
   // a member late to one group does not hold up the others.
@@ -373,7 +473,9 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
       }
       return g.status();
     }
-    report.rebuilt.push_back(Describe(dim_group_names()[d], (*g)->global_ranks()));
+    report.rebuilt.push_back(absl::StrCat(
+        Describe(dim_group_names()[d], (*g)->global_ranks()), " (",
+        how.count(d) ? how[d] : "recreated", ")"));
   }
   report.rebuild = absl::Now() - agreed;
   return ShrinkResult{std::move(next), std::move(report)};

@@ -39,8 +39,9 @@
 //     appears tells every registered group (WatchedGroup::OnVerdict): a
 //     group refuses new calls, and one that holds the dead rank or has a
 //     call in flight is aborted (Gloo's Abort wakes waits at once,
-//     comm/gloo/gloo_shutdown.h). An idle group of live members is left
-//     intact, so that Shrink can keep it;
+//     comm/gloo/gloo_shutdown.h), or revoked where the backend can shrink
+//     it later (NCCL's ncclCommRevoke; GuardedCommunicator). An idle group
+//     of live members is left intact, so that Shrink can keep it;
 //   - when the store does not answer, notes it for Explain (which then adds
 //     it to the error, keeping its code) without aborting anything, and goes
 //     on renewing should it come back.
@@ -125,7 +126,8 @@ class WatchedGroup {
   virtual ~WatchedGroup() = default;
   // The job's verdict of this group's epoch: global rank `dead` died
   // (`verdict` is the text); `fenced` when `dead` is this rank. Refuse new
-  // calls; abort when the group holds `dead` or has a call in flight.
+  // calls; abort (or revoke, GuardedCommunicator) when the group holds
+  // `dead` or has a call in flight.
   virtual void OnVerdict(int dead, const std::string& verdict,
                          bool fenced) = 0;
 };

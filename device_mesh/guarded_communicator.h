@@ -9,10 +9,15 @@
 //     (device_mesh/failure_watch.h);
 //   - when the job's verdict comes (OnVerdict) it refuses every later call
 //     (Unavailable with the verdict, or FailedPrecondition when this rank is
-//     fenced) and aborts the backend's communicator when it holds the dead
-//     rank or has a call in flight; an idle group of live members is left
-//     intact for DeviceMesh::Shrink to keep (it hands the same backend
-//     communicator to the next epoch in a new guard);
+//     fenced) and stops the backend's communicator when it holds the dead
+//     rank or has a call in flight: a ShrinkableCommunicator (NCCL) is
+//     revoked, not aborted, unless this rank is fenced, so that
+//     DeviceMesh::Shrink can still shrink it (ncclCommRevoke keeps the
+//     parent; comm/shrinkable_communicator.h); where Revoke is Unimplemented
+//     (NCCL < 2.28.7) or fails, and for other backends, it is aborted. An
+//     idle group of live members is left intact for DeviceMesh::Shrink to
+//     keep (it hands the same backend communicator to the next epoch in a
+//     new guard);
 //   - counts the calls that completed, and whether any failed or was cut
 //     short (state()), which Shrink compares across a group's members.
 // Split's children are guarded too. The cost on success is three atomic
@@ -38,6 +43,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/communicator.h"
+#include "comm/shrinkable_communicator.h"
 #include "device_mesh/failure_watch.h"
 
 namespace devmesh {
@@ -139,6 +145,10 @@ class GuardedCommunicator final
         std::find(ranks.begin(), ranks.end(), dead) != ranks.end();
     if (fenced || holds_dead || in_flight_.load() > 0) {
       tainted_.store(true);
+      auto* shrinkable = dynamic_cast<ShrinkableCommunicator*>(inner_.get());
+      if (!fenced && shrinkable != nullptr && shrinkable->Revoke().ok()) {
+        return;
+      }
       (void)inner_->Abort();
     }
   }

@@ -52,6 +52,10 @@ absl::Status NcclCommunicator::Check(absl::string_view op, const void* a,
     return absl::FailedPreconditionError(
         absl::StrCat("nccl ", op, ": communicator was aborted"));
   }
+  if (revoked_.load()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "nccl ", op, ": communicator was revoked (ncclCommRevoke)"));
+  }
   if (DataTypeSize(dtype) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "nccl ", op, ": invalid dtype value ", static_cast<int>(dtype)));
@@ -69,15 +73,24 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result,
   if (result != ncclSuccess && result != ncclInProgress) {
     return NcclStatus(result, what, comm_);
   }
+  // A Revoke from another thread (the failure watch's verdict) stops the
+  // call: its kernels end early and the stream and NCCL then read as done,
+  // so the call must not report success.
+  auto revoked = [&] {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": stopped: the communicator was revoked (ncclCommRevoke); the "
+              "output is undefined"));
+  };
   const absl::Time deadline = absl::Now() + options_.timeout;
   if (auto s = WaitForComm(comm_, deadline, what); !s.ok()) {
     aborted_.store(true);  // WaitForComm aborted the communicator.
     return s;
   }
+  if (revoked_.load()) return revoked();
   if (!options_.nccl.synchronize && !wait_stream) return absl::OkStatus();
   while (true) {
     cudaError_t e = cudaStreamQuery(stream_);
-    if (e == cudaSuccess) return absl::OkStatus();
+    if (e == cudaSuccess) return revoked_.load() ? revoked() : absl::OkStatus();
     if (e != cudaErrorNotReady) return CudaStatus(e, what);
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm_, &async);

@@ -44,8 +44,20 @@
 // safe while a peer is gone). Not bounded by devmesh: the caller's own
 // waits on a stream when synchronize is false.
 //
+// Shrink and Revoke (comm/shrinkable_communicator.h; the communicators
+// CreateNcclCommunicator and Split return are NcclCommunicators, which
+// derive from ShrinkableCommunicator): ncclCommShrink on NCCL >= 2.27,
+// ncclCommRevoke on NCCL >= 2.28.7, chosen when compiling from nccl.h's
+// NCCL_VERSION_CODE (NcclShrinkBuiltIn, NcclRevokeBuiltIn); Unimplemented
+// otherwise. A shrunk child has its parent's options; the parent of a
+// shrink that aborts in-flight work is then released with ncclCommAbort,
+// never finalized or destroyed (pytorch/pytorch#194679). Checked here
+// without a GPU: the argument checks and the build against NCCL 2.28.9;
+// tools/gpu_check.sh runs what one GPU can (a world of one cannot shrink:
+// NCCL refuses to exclude the caller and a one-rank group has no one else).
+//
 // Thread-safety: as Communicator (one collective at a time per communicator;
-// Abort from any thread).
+// Abort and Revoke from any thread).
 #ifndef DEVMESH_COMM_NCCL_NCCL_COMMUNICATOR_H_
 #define DEVMESH_COMM_NCCL_NCCL_COMMUNICATOR_H_
 
@@ -64,6 +76,10 @@ namespace devmesh {
 
 // True when this build has the NCCL backend compiled in.
 bool NcclBuiltIn();
+// True when it was compiled against an NCCL with ncclCommShrink (>= 2.27),
+// resp. ncclCommRevoke (>= 2.28.7). False without NCCL.
+bool NcclShrinkBuiltIn();
+bool NcclRevokeBuiltIn();
 
 // Number of visible CUDA devices. Errors: Unavailable when built without
 // NCCL, or when the CUDA runtime reports no device or no driver (the message

@@ -20,8 +20,26 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "comm/communicator.h"
 #include "comm/options.h"
+#include "comm/shrinkable_communicator.h"
+
+// What the NCCL this is compiled against can do, from nccl.h's
+// NCCL_VERSION_CODE (the bounds PyTorch's NCCLUtils.hpp uses):
+// ncclCommShrink and NCCL_SHRINK_ABORT from 2.27.0 (NCCL_HAS_COMM_SHRINK);
+// ncclCommRevoke from 2.28.7 (pytorch/pytorch#190753). Without them the
+// same functions exist and answer Unimplemented.
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+#define DEVMESH_NCCL_HAS_SHRINK 1
+#else
+#define DEVMESH_NCCL_HAS_SHRINK 0
+#endif
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 7)
+#define DEVMESH_NCCL_HAS_REVOKE 1
+#else
+#define DEVMESH_NCCL_HAS_REVOKE 0
+#endif
 
 namespace devmesh {
 namespace nccl_internal {
@@ -39,7 +57,10 @@ absl::Status WaitForComm(
 // honoured for calls after init by polling to completion ourselves).
 ncclConfig_t MakeConfig(const NcclOptions& options);
 
-class NcclCommunicator final : public Communicator {
+// ShrinkableCommunicator (comm/shrinkable_communicator.h): Shrink and
+// Revoke are in nccl_shrink.cc.
+class NcclCommunicator final : public Communicator,
+                               public ShrinkableCommunicator {
  public:
   // Takes ownership of `comm`; makes or adopts the stream.
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Wrap(
@@ -73,6 +94,11 @@ class NcclCommunicator final : public Communicator {
       int color, int key, const SplitOptions& options) override;
   absl::Status Abort() override;
 
+  bool CanShrink() const override;
+  absl::Status Revoke() override;
+  absl::StatusOr<std::unique_ptr<Communicator>> Shrink(
+      absl::Span<const int> exclude_ranks, bool abort_in_flight) override;
+
  private:
   NcclCommunicator() = default;
   absl::Status Check(absl::string_view op, const void* a, const void* b,
@@ -93,6 +119,8 @@ class NcclCommunicator final : public Communicator {
   bool owns_stream_ = false;
   void* scratch_ = nullptr;  // 2 * size int32 on the device (Split, Barrier).
   std::atomic<bool> aborted_{false};
+  // ncclCommRevoke was called: calls fail, and teardown is ncclCommAbort.
+  std::atomic<bool> revoked_{false};
 };
 
 }  // namespace nccl_internal

@@ -1,5 +1,6 @@
 // devmesh/comm/nccl/nccl_connect.cc
-// Creation, Split, Abort and teardown of NCCL communicators.
+// Creation, Split, Abort and teardown of NCCL communicators. Shrink and
+// Revoke: nccl_shrink.cc.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -207,7 +208,10 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Wrap(
 
 NcclCommunicator::~NcclCommunicator() {
   cudaSetDevice(device_);
-  if (comm_ != nullptr && !aborted_.load()) {
+  if (comm_ != nullptr && !aborted_.load() && revoked_.load()) {
+    // ncclCommFinalize after ncclCommRevoke is invalid (nccl.h).
+    ncclCommAbort(comm_);
+  } else if (comm_ != nullptr && !aborted_.load()) {
     // Flush, then free. Errors can only be dropped here (destructor);
     // WaitForComm aborts the communicator itself when it fails.
     ncclResult_t r = ncclCommFinalize(comm_);

@@ -6,6 +6,8 @@
 namespace devmesh {
 
 bool NcclBuiltIn() { return false; }
+bool NcclShrinkBuiltIn() { return false; }
+bool NcclRevokeBuiltIn() { return false; }
 
 absl::StatusOr<int> CudaDeviceCount() {
   return absl::UnavailableError(

@@ -411,6 +411,18 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
                      }
                      return all;
                    }())));
+  // Every group a Shrink rebuilt says how: a CPU mesh's are made anew
+  // ("(nccl_shrink)" is for NCCL groups only).
+  for (const auto& each : result.recoveries) {
+    for (const ShrinkReport& shrink : each.shrinks) {
+      for (const std::string& g : shrink.rebuilt) {
+        RETURN_IF_ERROR(Expect(
+            absl::EndsWith(g, " (recreated)"),
+            absl::StrCat("rank ", me, ": rebuilt group \"", g,
+                         "\", want it to end in \" (recreated)\"")));
+      }
+    }
+  }
   if (!result.recoveries.empty()) {
     // The first recovery's failure and timings; the last one's resumption
     // and groups (the final mesh's); the dead and the rounds of every
