@@ -23,6 +23,12 @@
 #
 #   sudo tools/cross_host_bench.sh [--rounds=3] [--sizes=1024,65536,1048576]
 #                                  [--iters=10] [--out=FILE]
+#                                  [--devmesh_env=NAME=VALUE]
+#
+# --devmesh_env runs devmesh a second time in each round with that variable
+# set (e.g. DEVMESH_GLOO_SYNC_MAX_BYTES=0: Gloo's event-loop route at every
+# size), taking its turn with the other two, and adds its column and its
+# ratio to devmesh's (env/dm, with the per-round range).
 #
 # Needs root (namespaces), iproute2 and util-linux (tools/install.sh) and the
 # torch venv (tools/install_torch.sh; $DEVMESH_TORCH_VENV, default
@@ -41,13 +47,15 @@ rounds=3
 sizes="1024,16384,262144,1048576,4194304,16777216"
 iters=10
 out=""
+devmesh_env=""
 for arg in "$@"; do
   case "$arg" in
     --rounds=*) rounds=${arg#--rounds=} ;;
     --sizes=*) sizes=${arg#--sizes=} ;;
     --iters=*) iters=${arg#--iters=} ;;
     --out=*) out=${arg#--out=} ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    --devmesh_env=*) devmesh_env=${arg#--devmesh_env=} ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "cross_host_bench.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -108,6 +116,13 @@ run_devmesh() {  # LOG
     --dtype=float32 --min_bytes=1024 --max_bytes="$max" --iters="$iters" \
     --warmup=3 --target_ci=0 --benchmark_filter="$filter"
 }
+run_devmesh_env() {  # LOG
+  step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
+    env "$devmesh_env" "$WORK/bin/allreduce_2d" --mesh_shape=2x2 \
+    --mesh_dim_names=dp,tp --dtype=float32 --min_bytes=1024 \
+    --max_bytes="$max" --iters="$iters" --warmup=3 --target_ci=0 \
+    --benchmark_filter="$filter"
+}
 run_torch() {  # LOG
   step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
     env GLOO_SOCKET_IFNAME="$LC_IFACE" sh -c \
@@ -118,7 +133,13 @@ run_torch() {  # LOG
 
 failed=0
 for r in $(seq 1 "$rounds"); do
-  if [ $((r % 2)) -eq 1 ]; then order="devmesh torch"; else order="torch devmesh"; fi
+  if [ -n "$devmesh_env" ]; then
+    case $((r % 3)) in
+      1) order="devmesh devmesh_env torch" ;;
+      2) order="devmesh_env torch devmesh" ;;
+      *) order="torch devmesh devmesh_env" ;;
+    esac
+  elif [ $((r % 2)) -eq 1 ]; then order="devmesh torch"; else order="torch devmesh"; fi
   for side in $order; do
     if ! "run_$side" "$WORK/$side.$r.log"; then
       echo "cross_host_bench: $side round $r failed:" >&2
@@ -130,24 +151,27 @@ for r in $(seq 1 "$rounds"); do
 done
 [ $failed -eq 0 ] || exit 1
 
-python3 - "$WORK" "$rounds" "$out" "$sizes" <<'EOF'
+python3 - "$WORK" "$rounds" "$out" "$sizes" "$devmesh_env" <<'EOF'
 import json, os, re, statistics, sys
 work, rounds, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+env = sys.argv[5]
+dm_sides = ["devmesh"] + (["devmesh_env"] if env else [])
 want = {(d, int(b)) for d in ("dp", "tp") for b in sys.argv[4].split(",")}
 row = re.compile(r"^\s+(\d+)\s+\d+\s+(dp|tp)\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s+"
                  r"[\d.]+\s+[\d.]+\s+(\d+)")
-times = {"devmesh": {}, "torch": {}}
+times = {"devmesh": {}, "devmesh_env": {}, "torch": {}}
 wrong = 0
 backends = []
 for r in range(1, rounds + 1):
-    for line in open(os.path.join(work, "devmesh.%d.log" % r)):
-        m = row.match(line)
-        if m:
-            key = (m.group(2), int(m.group(1)))
-            times["devmesh"].setdefault(key, []).append(float(m.group(3)))
-            wrong += int(m.group(4))
-        elif line.startswith("# dim ") and r == 1:
-            backends.append(line[2:].strip())
+    for side in dm_sides:
+        for line in open(os.path.join(work, "%s.%d.log" % (side, r))):
+            m = row.match(line)
+            if m:
+                key = (m.group(2), int(m.group(1)))
+                times[side].setdefault(key, []).append(float(m.group(3)))
+                wrong += int(m.group(4))
+            elif line.startswith("# dim ") and r == 1 and side == "devmesh":
+                backends.append(line[2:].strip())
     for line in open(os.path.join(work, "torch.%d.log" % r)):
         if line.startswith("PEER_BENCH_ALLREDUCE "):
             c = json.loads(line.split(" ", 1)[1])
@@ -155,7 +179,7 @@ for r in range(1, rounds + 1):
             times["torch"].setdefault(key, []).append(c["seconds"] * 1e6)
             wrong += c["wrong"]
 missing = []
-for side in ("devmesh", "torch"):
+for side in dm_sides + ["torch"]:
     for key in sorted(want):
         got = len(times[side].get(key, []))
         if got != rounds:
@@ -169,16 +193,29 @@ lines = ["# 2x2 mesh, dp across two network-namespace hosts, tp inside each; "
          "float32 sum, %d rounds, us per all-reduce (median over rounds)"
          % rounds,
          "# devmesh: " + "; ".join(backends) +
-         "; PyTorch: Gloo on both dims (GLOO_SOCKET_IFNAME=%s)" % "dmlc0",
-         "%-4s %10s %12s %12s %8s %17s" % ("dim", "bytes", "devmesh_us",
-                                            "torch_us", "PT/dm", "per-round range")]
+         "; PyTorch: Gloo on both dims (GLOO_SOCKET_IFNAME=%s)" % "dmlc0"]
+if env:
+    lines.append("# env_us: devmesh again with %s, in its own turn each round"
+                 % env)
+head = "%-4s %10s %12s %12s %8s %17s" % ("dim", "bytes", "devmesh_us",
+                                          "torch_us", "PT/dm", "per-round range")
+if env:
+    head += " %12s %8s %17s" % ("env_us", "env/dm", "per-round range")
+lines.append(head)
 for key in sorted(want):
     d, t = times["devmesh"][key], times["torch"][key]
     ratios = [b / a for a, b in zip(d, t)]
-    lines.append("%-4s %10d %12.1f %12.1f %8.2f %8.2f-%-8.2f" % (
+    text = "%-4s %10d %12.1f %12.1f %8.2f %8.2f-%-8.2f" % (
         key[0], key[1], statistics.median(d), statistics.median(t),
-        statistics.median(t) / statistics.median(d), min(ratios), max(ratios)))
-lines.append("# wrong elements, both sides, every round: %d" % wrong)
+        statistics.median(t) / statistics.median(d), min(ratios), max(ratios))
+    if env:
+        e = times["devmesh_env"][key]
+        er = [b / a for a, b in zip(d, e)]
+        text += " %12.1f %8.2f %8.2f-%-8.2f" % (
+            statistics.median(e), statistics.median(e) / statistics.median(d),
+            min(er), max(er))
+    lines.append(text)
+lines.append("# wrong elements, every side, every round: %d" % wrong)
 text = "\n".join(lines)
 print(text)
 if out:

@@ -65,6 +65,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   if (!mesh.ok()) return mesh.status();
   comm->store_round_trips_ = mesh->store_round_trips;
   comm->barrier_round_trips_ = mesh->barrier_round_trips;
+  comm->crosses_hosts_ = mesh->crosses_hosts;
   comm->peer_endpoints_ = std::move(mesh->peer_endpoints);
   comm->connections_ = std::move(mesh->connections);
   comm->abortable_ = std::move(mesh->abortable);

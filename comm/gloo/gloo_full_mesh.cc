@@ -1,6 +1,7 @@
 // devmesh/comm/gloo/gloo_full_mesh.cc
 #include "comm/gloo/gloo_full_mesh.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -156,6 +157,35 @@ std::string PairKey(const std::string& prefix, absl::string_view kind,
   return absl::StrCat(prefix, kind, "/", from, "/", to);
 }
 
+// Whether two device addresses are on one host as far as addresses tell:
+// both loopback (127.0.0.0/8, ::1: devmesh gives each process a loopback
+// address of its own on one host, gloo_device.h), or the same address.
+bool SameHost(const sockaddr_storage& a, const sockaddr_storage& b) {
+  auto loopback = [](const sockaddr_storage& x) {
+    if (x.ss_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(&x);
+      return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (x.ss_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&x);
+      return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) != 0;
+    }
+    return false;
+  };
+  if (loopback(a) && loopback(b)) return true;
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(&a)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(&b)->sin_addr.s_addr;
+  }
+  if (a.ss_family == AF_INET6) {
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr,
+                       sizeof(in6_addr)) == 0;
+  }
+  return false;
+}
+
 // The keys rank `rank` publishes (one per peer) and the keys it reads (each
 // peer's key for it), with the peers' global ranks in the same order: every
 // rank moves O(size) bytes, never another member's entries for third ranks.
@@ -167,10 +197,11 @@ struct PairKeys {
 };
 
 PairKeys KeysFor(const std::string& prefix, absl::string_view kind, int rank,
-                 int size, const std::vector<int>& global_ranks) {
+                 int size, const std::vector<int>& global_ranks,
+                 const std::vector<bool>& wanted) {
   PairKeys k;
   for (int i = 0; i < size; ++i) {
-    if (i == rank) continue;
+    if (i == rank || !wanted[i]) continue;
     k.mine.push_back(PairKey(prefix, kind, rank, i));
     k.theirs.push_back(PairKey(prefix, kind, i, rank));
     k.peers.push_back(i);
@@ -186,10 +217,17 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     const std::vector<int>& global_ranks,
     const std::shared_ptr<::gloo::transport::Device>& device,
     absl::Duration timeout, absl::Time deadline,
-    const std::function<absl::Status()>& cancel) {
+    const std::function<absl::Status()>& cancel,
+    const std::vector<int>* only_peers) {
   std::string what = absl::StrCat(
       "gloo connect (rank ", rank, " of ", size, ", global rank ",
       global_ranks[rank], ", prefix \"", prefix, "\")");
+  std::vector<bool> wanted(size, only_peers == nullptr);
+  if (only_peers != nullptr) {
+    for (int i : *only_peers) {
+      if (i >= 0 && i < size) wanted[i] = true;
+    }
+  }
   FullMesh out;
   std::shared_ptr<::gloo::transport::Context> transport;
   std::vector<std::string> my_addresses;  // per peer, in PairKeys order
@@ -201,7 +239,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
         std::move(inner), LoopWakerFor(device.get()));
     transport = out.abortable;
     for (int i = 0; i < size; ++i) {
-      if (i == rank) continue;
+      if (i == rank || !wanted[i]) continue;
       auto& pair = transport->createPair(i);
       pairs[i] = pair.get();
       std::vector<char> bytes = pair->address().bytes();
@@ -224,7 +262,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     if (!advertised.empty()) {
       what.insert(what.size() - 1, absl::StrCat(", advertising ", advertised));
     }
-    const PairKeys addr_keys = KeysFor(prefix, "addr", rank, size, global_ranks);
+    const PairKeys addr_keys = KeysFor(prefix, "addr", rank, size, global_ranks, wanted);
     ++out.store_round_trips;
     status = store.MultiSet(addr_keys.mine, my_addresses);
     if (!status.ok()) {
@@ -271,6 +309,9 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
         }
         out.peer_endpoints[name] = addr_keys.peer_globals[j];
         connects[j] = ConnectingSide(mine->getSockaddr(), peer.getSockaddr());
+        if (!SameHost(mine->getSockaddr(), peer.getSockaddr())) {
+          out.crosses_hosts = true;
+        }
         ConnectionEnd end;
         end.peer = addr_keys.peers[j];
         end.local = !connects[j];
@@ -334,7 +375,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     if (!status.ok()) {
       // Tell the peers waiting in the barrier below, so that they fail now
       // (naming this rank) rather than at the deadline.
-      const PairKeys up_keys = KeysFor(prefix, "up", rank, size, global_ranks);
+      const PairKeys up_keys = KeysFor(prefix, "up", rank, size, global_ranks, wanted);
       ++out.store_round_trips;
       (void)store.MultiSet(
           up_keys.mine,
@@ -349,7 +390,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     // Barrier: publish, for each peer, the local end of the connection with
     // it; every member's endpoints mean every member has connected every
     // pair.
-    const PairKeys up_keys = KeysFor(prefix, "up", rank, size, global_ranks);
+    const PairKeys up_keys = KeysFor(prefix, "up", rank, size, global_ranks, wanted);
     std::vector<std::string> endpoints;
     status = GlooCall(what, [&] {
       for (int i : up_keys.peers) endpoints.push_back(pairs[i]->address().str());

@@ -83,17 +83,26 @@ struct FullMesh {
   std::map<int, ino_t> connections;
   // Of those, the barrier's (MultiSet "up/<rank>/*" + MultiGet): 2 when size > 1.
   int64_t barrier_round_trips = 0;
+  // Whether a connected peer's device address is on another host than this
+  // rank's: not both loopback, and not the same address (two addresses of
+  // one host count as two hosts).
+  bool crosses_hosts = false;
 };
 
 // Connects rank `rank` of `size` (global ranks `global_ranks`, for messages)
 // over `device`; pairs get `timeout` as Gloo's context timeout (the default
-// of later collectives). See the top of this file for the rest.
+// of later collectives). `only_peers` (group ranks; null: every other
+// member) limits the mesh to those pairs: the relation must be symmetric
+// (j in i's list exactly when i is in j's), keys, round trips and bytes are
+// then per listed peer, and the context has no pair for the others. See the
+// top of this file for the rest.
 absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,
     const std::vector<int>& global_ranks,
     const std::shared_ptr<::gloo::transport::Device>& device,
     absl::Duration timeout, absl::Time deadline,
-    const std::function<absl::Status()>& cancel = nullptr);
+    const std::function<absl::Status()>& cancel = nullptr,
+    const std::vector<int>* only_peers = nullptr);
 
 }  // namespace gloo_internal
 }  // namespace devmesh

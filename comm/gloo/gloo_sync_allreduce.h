@@ -1,0 +1,201 @@
+// devmesh/comm/gloo/gloo_sync_allreduce.h
+// -----------------------------------------------------------------------------
+// Small and mid-size all-reduces of a Gloo group over synchronous pairs
+// (issue 18: "groups across hosts: the fastest Gloo route measured").
+//
+// Gloo's TCP pairs normally run on its event loop thread: a message is read
+// there and the caller is woken through a condition variable, two thread
+// hand-offs per message. Pair::setSync(true, false) instead makes the socket
+// blocking and reads it on the calling thread. Measured
+// (docs/gloo_sync_pairs.txt, one host, 2x2 mesh, 4 ranks on 2 cores; and
+// docs/cross_host_bench.txt across two namespace hosts) the synchronous
+// route is faster up to kGlooSyncMaxBytes (1 MiB) and slower at 4 MiB.
+//
+// Gloo's synchronous pairs take only its pair-bound Buffer algorithms
+// (gloo::AllreduceBcube here), never its unbound-buffer ones (gloo::allreduce, send/recv), and setSync is one-way.
+// So a group that uses them holds a second full mesh of pairs (its own
+// gloo::Context, connected by ConnectFullMesh under its own store prefix),
+// made on the group's first all-reduce that fits: a group that never makes
+// one (a group inside one host is shared memory; large all-reduces) costs
+// nothing more. Every member makes that all-reduce (a collective), so every
+// member connects at the same call.
+//
+// Gloo's Buffer algorithms fix their buffer and count when built, so each
+// (count, dtype, op) gets one algorithm over a staging buffer of its own
+// (the caller's data is copied in and out: at 256 KiB about 20 us against
+// about 400 us for the all-reduce). Algorithms are kept in a cache of at
+// most kSyncCacheEntries entries and kSyncCacheBytes of staging, least
+// recently used first out; every member makes the same calls in the same
+// order, so every member builds and drops the same algorithms at the same
+// call, which keeps Gloo's slot numbers (Context::nextSlot) equal across
+// members. Each build takes 2 n (n - 1) slots of Gloo's int counter; when
+// the next build would pass kSyncSlotBudget the group stops using this
+// route for good (on every member at the same call) and all-reduces go
+// back to Gloo's event-loop route.
+//
+// Algorithm: Gloo's bcube (recursive halving and doubling, 2 log2(n)
+// steps), so the route is for groups whose size n is a power of two (2, 4,
+// 8, ...; others keep the event-loop route), and its mesh holds only the
+// pairs bcube uses: rank r with r XOR 2^k, log2(n) connections per member
+// (4 store round trips and O(log n) bytes per member to make them), not
+// n - 1.
+//
+// Which groups: DEVMESH_GLOO_SYNC_ROUTE (read once per process; the same on
+// every member): "auto" or unset, groups that cross hosts (a member's Gloo
+// address is on another host: gloo_full_mesh.h, FullMesh::crosses_hosts;
+// inside one host devmesh's groups are shared memory, and a Gloo group
+// there keeps its n - 1 connections, the bound issue 19 documents); "1",
+// every power-of-two Gloo group (tests; a Gloo group inside one host); "0",
+// none.
+//
+// Bounds and faults: every blocking read and write has the group's timeout
+// (SO_RCVTIMEO / SO_SNDTIMEO, set by Gloo from the context timeout): past
+// it Gloo throws "Read timeout" (DeadlineExceeded through GlooCall). A peer
+// that dies closes or resets its sockets: the blocked read returns at once
+// with Gloo's "Connection closed by peer" / "Read error" (Unavailable). Abort
+// shuts the sockets down (gloo_shutdown.h): a read blocked on this thread or
+// any later read or write fails at once, on this member and, through the
+// closed connection, on its peers.
+//
+// Thread-safety: one Run at a time (the communicator's rule); Abort may be
+// called from any thread at any time.
+#ifndef DEVMESH_COMM_GLOO_GLOO_SYNC_ALLREDUCE_H_
+#define DEVMESH_COMM_GLOO_GLOO_SYNC_ALLREDUCE_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/dtype.h"
+#include "gloo/algorithm.h"
+#include "gloo/context.h"
+#include "gloo/transport/device.h"
+#include "store/store.h"
+
+namespace devmesh {
+namespace gloo_internal {
+
+// All-reduces of at most this many bytes take the synchronous route; larger
+// ones Gloo's event-loop route. Measured with tools/cross_host_bench.sh
+// --rounds=3 --devmesh_env=DEVMESH_GLOO_SYNC_MAX_BYTES=0 (dp across the two
+// namespace hosts, float32, us per all-reduce, median of 3 rounds, this
+// route / the event-loop route, per-round ratio range): 1 KiB 181 / 844
+// (2.9-7.7x), 16 KiB 205 / 948 (3.0-7.6x), 256 KiB 396 / 4232 (7.0-18x),
+// 1 MiB 3303 / 4950 (1.5-2.0x), 4 MiB 18179 / 15260 (0.78-0.87x: the
+// event-loop route wins). docs/cross_host_bench.txt has the latest run.
+inline constexpr size_t kGlooSyncMaxBytes = size_t{1} << 20;
+
+// The algorithm cache's bounds (see the top of this file): entries, and
+// staging bytes summed over them (Gloo's own receive buffers add about as
+// much again).
+inline constexpr size_t kSyncCacheEntries = 8;
+inline constexpr size_t kSyncCacheBytes = size_t{16} << 20;
+
+// Gloo slots (Context::nextSlot, an int) the route may take in all.
+inline constexpr int64_t kSyncSlotBudget = int64_t{1} << 30;
+
+// The bytes above which an all-reduce takes the event-loop route: the
+// DEVMESH_GLOO_SYNC_MAX_BYTES environment variable when set to a number
+// (0 turns the route off; it must be the same on every member of a group,
+// like NCCL's own tuning variables, or members take different routes and
+// fail at the timeout), else kGlooSyncMaxBytes. Read once per process.
+size_t GlooSyncMaxBytes();
+
+// Whether a group of `size` that does (`crosses_hosts`) or does not cross
+// hosts takes the route: SyncAllreduce::SizeFits(size), and
+// DEVMESH_GLOO_SYNC_ROUTE as above.
+bool GlooSyncRouteWanted(int size, bool crosses_hosts);
+
+class SyncAllreduce {
+ public:
+  // Connects rank `rank` of `size` (global ranks `global_ranks`, for
+  // messages) over `device` under `prefix` (ConnectFullMesh: bounded by
+  // `deadline`, ended early by `cancel`), then makes every pair
+  // synchronous. Errors: ConnectFullMesh's; Unavailable when a pair cannot
+  // be made synchronous (its connection failed meanwhile). Never throws.
+  // Sizes the route serves: powers of two from 2.
+  static bool SizeFits(int size);
+  // The members rank `rank` of `size` connects with: rank XOR 2^k, sorted.
+  static std::vector<int> Partners(int rank, int size);
+
+  // Errors: InvalidArgument when !SizeFits(size); the rest as below.
+  static absl::StatusOr<std::unique_ptr<SyncAllreduce>> Connect(
+      Store& store, const std::string& prefix, int rank, int size,
+      const std::vector<int>& global_ranks,
+      const std::shared_ptr<::gloo::transport::Device>& device,
+      absl::Duration timeout, absl::Time deadline,
+      const std::function<absl::Status()>& cancel);
+
+  ~SyncAllreduce();
+  SyncAllreduce(const SyncAllreduce&) = delete;
+  SyncAllreduce& operator=(const SyncAllreduce&) = delete;
+
+  // False once the slot budget is spent (the same call on every member),
+  // and for a count above INT_MAX (Gloo counts in int): the caller then
+  // uses its other route. Count in elements.
+  bool Fits(size_t count, DataType dtype, ReduceOp op) const;
+
+  // out[i] = the reduction over members of in[i] for i < count (`in` may
+  // equal `out`; otherwise they must not overlap). kAvg reduces as kSum
+  // (the caller divides). Requires Fits(count, dtype, op). Throws Gloo's
+  // exceptions: call under GlooCall.
+  void Run(const void* in, void* out, size_t count, DataType dtype,
+           ReduceOp op);
+
+  // Shuts every connection down and closes the pairs; Run fails from then
+  // on. Idempotent.
+  void Abort();
+
+  // "[ip]:port" of each peer's end of its connection -> global rank.
+  const std::map<std::string, int>& peer_endpoints() const {
+    return peer_endpoints_;
+  }
+  // Algorithms built so far (cache misses), for tests.
+  int64_t builds() const { return builds_; }
+
+ private:
+  struct Entry {
+    size_t count = 0;
+    DataType dtype = DataType::kFloat32;
+    ReduceOp op = ReduceOp::kSum;
+    size_t bytes = 0;
+    std::vector<uint64_t> staging;  // 8-byte aligned for every dtype
+    std::function<void(void*, const void*, const void*, size_t)> reduce;
+    std::unique_ptr<::gloo::Algorithm> algorithm;
+  };
+
+  SyncAllreduce() = default;
+  // Slots one build takes: 2 n (n - 1).
+  int64_t SlotsPerBuild() const;
+  Entry& Lookup(size_t count, DataType dtype, ReduceOp op);
+
+  int rank_ = 0;
+  int size_ = 1;
+  std::shared_ptr<::gloo::Context> context_;
+  std::map<std::string, int> peer_endpoints_;
+  std::map<int, ino_t> connections_;
+  std::list<Entry> cache_;  // most recently used first
+  size_t cache_bytes_ = 0;
+  int64_t slots_used_ = 0;
+  int64_t builds_ = 0;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace gloo_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_GLOO_GLOO_SYNC_ALLREDUCE_H_
