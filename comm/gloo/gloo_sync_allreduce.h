@@ -9,7 +9,7 @@
 // blocking and reads it on the calling thread. Measured
 // (docs/gloo_sync_pairs.txt, one host, 2x2 mesh, 4 ranks on 2 cores; and
 // docs/cross_host_bench.txt across two namespace hosts) the synchronous
-// route is faster up to kGlooSyncMaxBytes (1 MiB) and slower at 4 MiB.
+// route is faster up to kGlooSyncMaxBytes (2 MiB) and slower at 4 MiB.
 //
 // Gloo's synchronous pairs take only its pair-bound Buffer algorithms
 // (gloo::AllreduceBcube here), never its unbound-buffer ones (gloo::allreduce, send/recv), and setSync is one-way.
@@ -91,13 +91,17 @@ namespace gloo_internal {
 
 // All-reduces of at most this many bytes take the synchronous route; larger
 // ones Gloo's event-loop route. Measured with tools/cross_host_bench.sh
-// --rounds=3 --devmesh_env=DEVMESH_GLOO_SYNC_MAX_BYTES=0 (dp across the two
-// namespace hosts, float32, us per all-reduce, median of 3 rounds, this
-// route / the event-loop route, per-round ratio range): 1 KiB 181 / 844
-// (2.9-7.7x), 16 KiB 205 / 948 (3.0-7.6x), 256 KiB 396 / 4232 (7.0-18x),
-// 1 MiB 3303 / 4950 (1.5-2.0x), 4 MiB 18179 / 15260 (0.78-0.87x: the
-// event-loop route wins). docs/cross_host_bench.txt has the latest run.
-inline constexpr size_t kGlooSyncMaxBytes = size_t{1} << 20;
+// --rounds=3 (dp across the two namespace hosts, float32, us per
+// all-reduce, median of 3 rounds, this route / the event-loop route, the
+// per-round ratio range in brackets), on a quiet machine:
+//   --devmesh_env=DEVMESH_GLOO_SYNC_ROUTE=0: 1 KiB 129 / 361 (2.4-3.4x),
+//   16 KiB 145 / 462 (2.7-3.2x), 256 KiB 354 / 1312 (3.6-4.4x), 1 MiB
+//   1654 / 2372 (1.06-1.83x);
+//   --devmesh_env=DEVMESH_GLOO_SYNC_MAX_BYTES=4194304 (the route up to
+//   4 MiB against this bound's earlier value, 1 MiB): 2 MiB 4684 / 5914
+//   (1.19-1.43x), 4 MiB 10450 / 8599 (0.82-0.93x: the event loop wins;
+//   not profiled).
+inline constexpr size_t kGlooSyncMaxBytes = size_t{2} << 20;
 
 // The algorithm cache's bounds (see the top of this file): entries, and
 // staging bytes summed over them (Gloo's own receive buffers add about as
