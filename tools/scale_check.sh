@@ -21,11 +21,14 @@
 # Flags: --backend=auto|gloo|shm every dim's backend (default auto, what
 # InitDeviceMesh("cpu") gives: shared memory inside a host, 3 store round
 # trips and no socket per group; Gloo across hosts, 4 round trips and size -
-# 1 sockets per group). --expect_round_trips=T fails a run in which some
+# 1 sockets per group, and for a power-of-two size 4 more round trips and
+# log2(size) more sockets for its synchronous all-reduce route,
+# comm/gloo/gloo_sync_allreduce.h; DEVMESH_GLOO_SYNC_ROUTE=0 leaves it out). --expect_round_trips=T fails a run in which some
 # rank's group creation made other than T store round trips;
 # --max_sockets=S fails a run in which a rank held more than S sockets
-# (bound: the sum over its groups of size - 1, plus its two store
-# connections: its own and its failure watch's, device_mesh/failure_watch.h).
+# (bound: the sum over its groups of size - 1, plus log2(size) for each
+# Gloo group with the synchronous route, plus its two store connections:
+# its own and its failure watch's, device_mesh/failure_watch.h).
 # Binaries are built with -c opt, as `bazel run` builds them for users
 # (-c=fastbuild for a debug build). --keep_logs=DIR copies every rank's and
 # the store's output there at the end. Every launch is bounded by --timeout_s

@@ -16,7 +16,6 @@
 #include "comm/gloo/gloo_reduce_scatter.h"
 #include "comm/gloo/gloo_status.h"
 #include "comm/reduce_functions.h"
-#include "store/cancellable_store.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoall.h"
@@ -176,11 +175,9 @@ absl::Status GlooCommunicator::AllReduce(const void* send, void* recv,
       absl::StrCat(Describe("allreduce", dtype, count), " ", ReduceOpName(op));
   absl::Status status;
   gloo_internal::SyncAllreduce* sync = nullptr;
-  if (bytes <= gloo_internal::GlooSyncMaxBytes() &&
-      gloo_internal::GlooSyncRouteWanted(size_, crosses_hosts_)) {
-    auto route = SyncRoute(what);
-    if (!route.ok()) return route.status();
-    if ((*route)->Fits(count, dtype, op)) sync = *route;
+  if (sync_ != nullptr && bytes <= gloo_internal::GlooSyncMaxBytes() &&
+      sync_->Fits(count, dtype, op)) {
+    sync = sync_.get();
   }
   if (sync != nullptr) {
     status = Call(what, [&] {
@@ -376,70 +373,13 @@ absl::Status GlooCommunicator::Barrier() {
   });
 }
 
-absl::StatusOr<gloo_internal::SyncAllreduce*> GlooCommunicator::SyncRoute(
-    absl::string_view what) {
-  {
-    std::lock_guard<std::mutex> lock(sync_mu_);
-    if (sync_tried_) {
-      if (sync_ == nullptr) return sync_status_;
-      return sync_.get();
-    }
-    sync_tried_ = true;
-  }
-  // Every member makes this call at the same collective. Its store waits
-  // and pair connects end early when this group is aborted or the group's
-  // creation_cancel says so (a member found dead).
-  // A member that has died since the group was made never connects: its
-  // connection of the group's first mesh is closed by then (Gloo's loop
-  // reads the end of it), which ends the wait with Unavailable naming it
-  // rather than at the timeout.
-  std::function<absl::Status()> cancel =
-      [this, outer = options_.creation_cancel]() -> absl::Status {
-    if (aborted_.load()) {
-      return absl::FailedPreconditionError("the gloo group was aborted");
-    }
-    const std::set<int> closed = gloo_internal::ClosedConnections(connections_);
-    if (!closed.empty()) {
-      std::vector<int> globals;
-      for (int peer : closed) globals.push_back(global_ranks_[peer]);
-      return absl::UnavailableError(absl::StrCat(
-          "the group's connection with global rank(s) [",
-          absl::StrJoin(globals, ", "),
-          "] is closed (the member died, or aborted the group)"));
-    }
-    return outer ? outer() : absl::OkStatus();
-  };
-  CancellableStore store(store_, absl::Milliseconds(100), cancel);
-  auto made = gloo_internal::SyncAllreduce::Connect(
-      store, absl::StrCat(prefix_, "sync/"), rank_, size_, global_ranks_, device_, options_.timeout,
-      absl::Now() + options_.timeout, cancel);
-  std::lock_guard<std::mutex> lock(sync_mu_);
-  if (!made.ok()) {
-    sync_status_ = absl::Status(
-        made.status().code(),
-        absl::StrCat(what, ": connecting the group's synchronous pairs: ",
-                     made.status().message()));
-    return sync_status_;
-  }
-  sync_ = *std::move(made);
-  for (const auto& [endpoint, global] : sync_->peer_endpoints()) {
-    peer_endpoints_[endpoint] = global;
-  }
-  if (aborted_.load()) sync_->Abort();
-  return sync_.get();
-}
-
 int64_t GlooCommunicator::sync_builds() const {
-  std::lock_guard<std::mutex> lock(sync_mu_);
   return sync_ == nullptr ? -1 : sync_->builds();
 }
 
 absl::Status GlooCommunicator::Abort() {
   if (aborted_.exchange(true)) return absl::OkStatus();
-  {
-    std::lock_guard<std::mutex> lock(sync_mu_);
-    if (sync_ != nullptr) sync_->Abort();
-  }
+  if (sync_ != nullptr) sync_->Abort();
   if (context_ == nullptr) return absl::OkStatus();
   // 1. Shut the sockets down: the peers read "connection closed" at once, and
   //    Gloo's loop here fails every pending operation on them.

@@ -30,15 +30,11 @@
 // DEVMESH_GLOO_SYNC_MAX_BYTES says otherwise) runs Gloo's bcube over the
 // group's synchronous pairs, read on the calling thread
 // (gloo_sync_allreduce.h): a second mesh of log2(size) pairs per member,
-// connected through the store on the first such call (every member makes
-// it, being a collective; its waits end early on Abort, on creation_cancel,
-// and when a member's connection of the first mesh has closed, Unavailable
-// naming it). Every other all-reduce, and all once that route's slot budget
-// is spent, runs Gloo's bcube up to kGlooBcubeMaxBytes and Gloo's ring
-// above, on Gloo's event-loop thread. So in such a group the first small
-// all-reduce needs the store (an Unavailable store fails it), and a failed
-// connection of the route fails every later small all-reduce with the same
-// error.
+// connected right after the first one, within the same creation deadline
+// (4 more store round trips, 2 of them a second barrier, and log2(size)
+// more connections). Every other all-reduce, and all once that route's slot
+// budget is spent, runs Gloo's bcube up to kGlooBcubeMaxBytes and Gloo's
+// ring above, on Gloo's event-loop thread.
 //
 // Bounds (CommOptions::timeout = T). Creation: one deadline T for the whole
 // call (Split: the (color, key) exchange, the connections and the barrier
@@ -82,7 +78,6 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -171,7 +166,8 @@ class GlooCommunicator final : public Communicator {
   // Of those, the creation barrier's (2 when size > 1).
   int64_t barrier_round_trips() const { return barrier_round_trips_; }
   // Gloo algorithms built for the synchronous route so far
-  // (gloo_sync_allreduce.h); -1 before the route is connected. For tests.
+  // (gloo_sync_allreduce.h); -1 when the group has no route. For tests;
+  // call from the thread that runs the collectives.
   int64_t sync_builds() const;
 
  private:
@@ -192,11 +188,6 @@ class GlooCommunicator final : public Communicator {
   absl::Status CheckRank(absl::string_view op, absl::string_view name,
                          int rank) const;
   std::chrono::milliseconds timeout() const;
-  // The group's synchronous pairs (gloo_sync_allreduce.h), connected on the
-  // first call: nullptr with an error when that connection failed (every
-  // later call gets the same error). `what` names the calling operation.
-  absl::StatusOr<gloo_internal::SyncAllreduce*> SyncRoute(
-      absl::string_view what);
 
   std::shared_ptr<Store> store_;
   std::string prefix_;
@@ -219,13 +210,11 @@ class GlooCommunicator final : public Communicator {
   // The transport context, whose Abort ends every wait of the group's
   // buffers (gloo_abortable_context.h).
   std::shared_ptr<gloo_internal::AbortableContext> abortable_;
-  // The synchronous route (SyncRoute). sync_mu_ orders its creation with
-  // Abort; the collective thread alone reads it otherwise.
   // Whether a member's Gloo address is on another host (FullMesh).
   bool crosses_hosts_ = false;
-  mutable std::mutex sync_mu_;
-  bool sync_tried_ = false;
-  absl::Status sync_status_;
+  // The synchronous route (gloo_sync_allreduce.h), made with the group when
+  // GlooSyncRouteWanted; null otherwise. Set before the communicator is
+  // returned, never changed after.
   std::unique_ptr<gloo_internal::SyncAllreduce> sync_;
 };
 

@@ -13,6 +13,7 @@
 #include "comm/gloo/gloo_device.h"
 #include "comm/gloo/gloo_status.h"
 #include "comm/gloo/gloo_full_mesh.h"
+#include "comm/gloo/gloo_sync_allreduce.h"
 #include "comm/group_args.h"
 #include "comm/store_exchange.h"
 
@@ -70,6 +71,22 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   comm->connections_ = std::move(mesh->connections);
   comm->abortable_ = std::move(mesh->abortable);
   comm->context_ = std::move(mesh->context);
+  if (gloo_internal::GlooSyncRouteWanted(size, comm->crosses_hosts_)) {
+    // The route's mesh, under the same deadline and cancel check; every
+    // member decides alike (in a group across hosts each member has a peer
+    // on another host).
+    auto sync = gloo_internal::SyncAllreduce::Connect(
+        *comm->store_, absl::StrCat(comm->prefix_, "sync/"), rank, size,
+        comm->global_ranks_, comm->device_, options.timeout, deadline,
+        options.creation_cancel);
+    if (!sync.ok()) return sync.status();
+    comm->store_round_trips_ += (*sync)->store_round_trips();
+    comm->barrier_round_trips_ += (*sync)->barrier_round_trips();
+    for (const auto& [endpoint, global] : (*sync)->peer_endpoints()) {
+      comm->peer_endpoints_[endpoint] = global;
+    }
+    comm->sync_ = *std::move(sync);
+  }
   return comm;
 }
 

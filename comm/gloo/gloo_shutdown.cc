@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,27 +92,6 @@ std::set<int> ShutdownConnections(const std::map<int, ino_t>& inodes) {
     }
   });
   return shut;
-}
-
-std::set<int> ClosedConnections(const std::map<int, ino_t>& inodes) {
-  std::set<int> closed;
-  if (inodes.empty()) return closed;
-  std::map<ino_t, int> peer_of;
-  for (const auto& [peer, inode] : inodes) {
-    peer_of[inode] = peer;
-    closed.insert(peer);
-  }
-  ForEachSocket([&](int fd, ino_t inode) {
-    auto it = peer_of.find(inode);
-    if (it == peer_of.end()) return;
-    pollfd p{fd, POLLRDHUP, 0};
-    const int ready = poll(&p, 1, 0);
-    if (ready == 0 ||
-        (ready == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0)) {
-      closed.erase(it->second);
-    }
-  });
-  return closed;
 }
 
 }  // namespace gloo_internal

@@ -56,13 +56,6 @@ std::map<int, ino_t> FindConnections(const std::vector<ConnectionEnd>& ends);
 // whose socket it found. Thread-safe; never blocks.
 std::set<int> ShutdownConnections(const std::map<int, ino_t>& inodes);
 
-// The peers (keys of `inodes`) whose connection is over as far as this
-// process can tell, without reading from it: its socket is no longer open
-// here (Gloo's loop closes a pair's socket when it reads the end of the
-// connection or an error), or it reports a hang-up or an error (poll with
-// POLLRDHUP, no wait). Reads /proc/self/fd. Thread-safe; never blocks.
-std::set<int> ClosedConnections(const std::map<int, ino_t>& inodes);
-
 }  // namespace gloo_internal
 }  // namespace devmesh
 

@@ -120,6 +120,8 @@ absl::StatusOr<std::unique_ptr<SyncAllreduce>> SyncAllreduce::Connect(
   sync->context_ = std::move(mesh->context);
   sync->peer_endpoints_ = std::move(mesh->peer_endpoints);
   sync->connections_ = std::move(mesh->connections);
+  sync->store_round_trips_ = mesh->store_round_trips;
+  sync->barrier_round_trips_ = mesh->barrier_round_trips;
   // Each setSync takes the pair's socket out of Gloo's loop and waits for a
   // loop turn: wake the loop (gloo_loop_waker.h).
   ScopedLoopKick kick(LoopWakerFor(device.get()));

@@ -12,13 +12,12 @@
 // route is faster up to kGlooSyncMaxBytes (2 MiB) and slower at 4 MiB.
 //
 // Gloo's synchronous pairs take only its pair-bound Buffer algorithms
-// (gloo::AllreduceBcube here), never its unbound-buffer ones (gloo::allreduce, send/recv), and setSync is one-way.
-// So a group that uses them holds a second full mesh of pairs (its own
-// gloo::Context, connected by ConnectFullMesh under its own store prefix),
-// made on the group's first all-reduce that fits: a group that never makes
-// one (a group inside one host is shared memory; large all-reduces) costs
-// nothing more. Every member makes that all-reduce (a collective), so every
-// member connects at the same call.
+// (gloo::AllreduceBcube here), never its unbound-buffer ones
+// (gloo::allreduce, send/recv), and setSync is one-way.
+// So a group that uses them holds a second mesh of pairs (its own
+// gloo::Context, connected by ConnectFullMesh under the group's prefix +
+// "sync/"), made by GlooCommunicator right after the group's first mesh,
+// within the same creation deadline, cancel check and barrier rules.
 //
 // Gloo's Buffer algorithms fix their buffer and count when built, so each
 // (count, dtype, op) gets one algorithm over a staging buffer of its own
@@ -170,6 +169,9 @@ class SyncAllreduce {
   }
   // Algorithms built so far (cache misses), for tests.
   int64_t builds() const { return builds_; }
+  // Store calls its connection made, and of those its barrier's.
+  int64_t store_round_trips() const { return store_round_trips_; }
+  int64_t barrier_round_trips() const { return barrier_round_trips_; }
 
  private:
   struct Entry {
@@ -196,6 +198,8 @@ class SyncAllreduce {
   size_t cache_bytes_ = 0;
   int64_t slots_used_ = 0;
   int64_t builds_ = 0;
+  int64_t store_round_trips_ = 0;
+  int64_t barrier_round_trips_ = 0;
   std::atomic<bool> aborted_{false};
 };
 
