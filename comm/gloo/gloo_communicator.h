@@ -26,7 +26,7 @@
 // avg = sum then divide by size() (integers truncate toward zero).
 // In a group that crosses hosts and whose size is a power of two (or any
 // power-of-two group with DEVMESH_GLOO_SYNC_ROUTE=1), AllReduce of at most
-// GlooSyncMaxBytes() (kGlooSyncMaxBytes, 2 MiB, unless
+// GlooSyncMaxBytes() (kGlooSyncMaxBytes, 256 KiB, unless
 // DEVMESH_GLOO_SYNC_MAX_BYTES says otherwise) runs Gloo's bcube over the
 // group's synchronous pairs, read on the calling thread
 // (gloo_sync_allreduce.h): a second mesh of log2(size) pairs per member,

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -205,7 +207,20 @@ SyncAllreduce::Entry& SyncAllreduce::Lookup(size_t count, DataType dtype,
 
 void SyncAllreduce::Run(const void* in, void* out, size_t count,
                         DataType dtype, ReduceOp op) {
-  Entry& entry = Lookup(count, dtype, op);
+  if (broken_) {
+    throw std::runtime_error(
+        "the group's synchronous route failed to build an algorithm earlier "
+        "(its Gloo slots may differ from its peers'); abort and re-create "
+        "the group");
+  }
+  Entry* found = nullptr;
+  try {
+    found = &Lookup(count, dtype, op);
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+  Entry& entry = *found;
   std::memcpy(entry.staging.data(), in, entry.bytes);
   {
     ScopedReduce reduce(&entry.reduce);
@@ -217,10 +232,14 @@ void SyncAllreduce::Run(const void* in, void* out, size_t count,
 void SyncAllreduce::Abort() {
   if (aborted_.exchange(true)) return;
   // A read blocked on another thread returns at once (it holds the pair's
-  // lock, which close() below then takes).
-  (void)ShutdownConnections(connections_);
+  // lock, which close() below then takes). Only the pairs whose socket was
+  // shut are closed here: a pair whose socket was not found (gone already)
+  // may have a read in progress, and close() would wait for it; its next
+  // read or write fails on its own.
+  const std::set<int> shut = ShutdownConnections(connections_);
   (void)GlooCall("gloo abort (synchronous pairs)", [&] {
     for (int i : Partners(rank_, size_)) {
+      if (shut.count(i) == 0) continue;
       if (auto& pair = context_->getPair(i)) pair->close();
     }
   });

@@ -9,7 +9,8 @@
 // blocking and reads it on the calling thread. Measured
 // (docs/gloo_sync_pairs.txt, one host, 2x2 mesh, 4 ranks on 2 cores; and
 // docs/cross_host_bench.txt across two namespace hosts) the synchronous
-// route is faster up to kGlooSyncMaxBytes (2 MiB) and slower at 4 MiB.
+// route is faster up to 2 MiB and slower at 4 MiB; kGlooSyncMaxBytes
+// (256 KiB) bounds it for another reason, said there.
 //
 // Gloo's synchronous pairs take only its pair-bound Buffer algorithms
 // (gloo::AllreduceBcube here), never its unbound-buffer ones
@@ -89,18 +90,25 @@ namespace devmesh {
 namespace gloo_internal {
 
 // All-reduces of at most this many bytes take the synchronous route; larger
-// ones Gloo's event-loop route. Measured with tools/cross_host_bench.sh
-// --rounds=3 (dp across the two namespace hosts, float32, us per
-// all-reduce, median of 3 rounds, this route / the event-loop route, the
-// per-round ratio range in brackets), on a quiet machine:
-//   --devmesh_env=DEVMESH_GLOO_SYNC_ROUTE=0: 1 KiB 129 / 361 (2.4-3.4x),
-//   16 KiB 145 / 462 (2.7-3.2x), 256 KiB 354 / 1312 (3.6-4.4x), 1 MiB
-//   1654 / 2372 (1.06-1.83x);
-//   --devmesh_env=DEVMESH_GLOO_SYNC_MAX_BYTES=4194304 (the route up to
-//   4 MiB against this bound's earlier value, 1 MiB): 2 MiB 4684 / 5914
-//   (1.19-1.43x), 4 MiB 10450 / 8599 (0.82-0.93x: the event loop wins;
-//   not profiled).
-inline constexpr size_t kGlooSyncMaxBytes = size_t{2} << 20;
+// ones Gloo's event-loop route. The bound is set by deadlock, not speed: in
+// each bcube step both partners write their whole message (blocking, on the
+// calling thread) before either reads, so a message must fit in the
+// sender's socket send buffer. Gloo asks SO_SNDBUF for the message size,
+// which Linux caps at 2 x net.core.wmem_max: 416 KiB with the kernel's
+// default 212992. The largest message is half the all-reduce, so 256 KiB
+// (128 KiB messages) stays deadlock-free on a default host. Found by review
+// and checked here with wmem_max and rmem_max set to 212992: a 2 MiB
+// all-reduce of 2 ranks hung until killed (this machine's 4 MiB wmem_max had
+// hidden it). Speed, tools/cross_host_bench.sh --rounds=3 (dp across the two
+// namespace hosts, float32, us per all-reduce, median of 3 rounds, this
+// route / the event-loop route, per-round ratio range), on a quiet machine
+// with --devmesh_env=DEVMESH_GLOO_SYNC_ROUTE=0: 1 KiB 134 / 415
+// (2.7-3.1x), 16 KiB 144 / 373 (2.4-3.4x), 256 KiB 356 / 1473 (3.1-5.0x);
+// with this machine's 4 MiB wmem_max also 1 MiB 1934 / 2407 (1.24-1.51x),
+// 2 MiB 4583 / 5313 (1.16-1.37x), and 4 MiB 10450 / 8599 (0.82-0.93x).
+// DEVMESH_GLOO_SYNC_MAX_BYTES may raise it (at most 2 x wmem_max of every
+// member, and the same on every member).
+inline constexpr size_t kGlooSyncMaxBytes = size_t{256} << 10;
 
 // The algorithm cache's bounds (see the top of this file): entries, and
 // staging bytes summed over them (Gloo's own receive buffers add about as
@@ -155,7 +163,8 @@ class SyncAllreduce {
   // out[i] = the reduction over members of in[i] for i < count (`in` may
   // equal `out`; otherwise they must not overlap). kAvg reduces as kSum
   // (the caller divides). Requires Fits(count, dtype, op). Throws Gloo's
-  // exceptions: call under GlooCall.
+  // exceptions, and std::runtime_error for every call after one whose
+  // algorithm failed to build: call under GlooCall.
   void Run(const void* in, void* out, size_t count, DataType dtype,
            ReduceOp op);
 
@@ -201,6 +210,9 @@ class SyncAllreduce {
   int64_t store_round_trips_ = 0;
   int64_t barrier_round_trips_ = 0;
   std::atomic<bool> aborted_{false};
+  // An algorithm failed to build (Gloo threw, or no memory): this member's
+  // slots no longer match its peers', so every later Run throws.
+  bool broken_ = false;
 };
 
 }  // namespace gloo_internal
