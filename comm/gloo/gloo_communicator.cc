@@ -174,14 +174,10 @@ absl::Status GlooCommunicator::AllReduce(const void* send, void* recv,
   const std::string what =
       absl::StrCat(Describe("allreduce", dtype, count), " ", ReduceOpName(op));
   absl::Status status;
-  gloo_internal::SyncAllreduce* sync = nullptr;
   if (sync_ != nullptr && bytes <= gloo_internal::GlooSyncMaxBytes() &&
       sync_->Fits(count, dtype, op)) {
-    sync = sync_.get();
-  }
-  if (sync != nullptr) {
     status = Call(what, [&] {
-      sync->Run(in != nullptr ? in : recv, recv, count, dtype, op);
+      sync_->Run(in != nullptr ? in : recv, recv, count, dtype, op);
     });
   } else {
     auto fn = reduce_internal::GetReduceFunction(dtype, op);

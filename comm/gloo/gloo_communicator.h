@@ -161,9 +161,10 @@ class GlooCommunicator final : public Communicator {
   // The Gloo context, for benchmarks that call Gloo directly.
   const std::shared_ptr<::gloo::Context>& context() const { return context_; }
   // Store calls made while creating this group (4 for a world group of
-  // size > 1, 6 for a Split child of size > 1).
+  // size > 1, 6 for a Split child of size > 1; 4 more where the group has
+  // the synchronous all-reduce route, gloo_sync_allreduce.h).
   int64_t store_round_trips() const { return store_round_trips_; }
-  // Of those, the creation barrier's (2 when size > 1).
+  // Of those, the creation barriers' (2 when size > 1; 4 with the route).
   int64_t barrier_round_trips() const { return barrier_round_trips_; }
   // Gloo algorithms built for the synchronous route so far
   // (gloo_sync_allreduce.h); -1 when the group has no route. For tests;
@@ -210,8 +211,6 @@ class GlooCommunicator final : public Communicator {
   // The transport context, whose Abort ends every wait of the group's
   // buffers (gloo_abortable_context.h).
   std::shared_ptr<gloo_internal::AbortableContext> abortable_;
-  // Whether a member's Gloo address is on another host (FullMesh).
-  bool crosses_hosts_ = false;
   // The synchronous route (gloo_sync_allreduce.h), made with the group when
   // GlooSyncRouteWanted; null otherwise. Set before the communicator is
   // returned, never changed after.

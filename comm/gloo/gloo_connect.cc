@@ -66,12 +66,11 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   if (!mesh.ok()) return mesh.status();
   comm->store_round_trips_ = mesh->store_round_trips;
   comm->barrier_round_trips_ = mesh->barrier_round_trips;
-  comm->crosses_hosts_ = mesh->crosses_hosts;
   comm->peer_endpoints_ = std::move(mesh->peer_endpoints);
   comm->connections_ = std::move(mesh->connections);
   comm->abortable_ = std::move(mesh->abortable);
   comm->context_ = std::move(mesh->context);
-  if (gloo_internal::GlooSyncRouteWanted(size, comm->crosses_hosts_)) {
+  if (gloo_internal::GlooSyncRouteWanted(size, mesh->crosses_hosts)) {
     // The route's mesh, under the same deadline and cancel check; every
     // member decides alike (in a group across hosts each member has a peer
     // on another host).

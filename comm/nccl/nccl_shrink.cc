@@ -48,6 +48,8 @@ absl::Status NcclCommunicator::Revoke() {
   revoked_.store(false);  // NCCL refused: the caller aborts instead.
   return NcclStatus(r, "ncclCommRevoke", comm_);
 #else
+  // Not a stub: the documented answer where the NCCL built against has no
+  // ncclCommRevoke (shrinkable_communicator.h); the failure watch aborts.
   return absl::UnimplementedError(absl::StrCat(
       "nccl revoke: devmesh was built against NCCL ", NCCL_VERSION_CODE,
       "; ncclCommRevoke needs 2.28.7"));
@@ -119,6 +121,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Shrink(
   }
   return std::unique_ptr<Communicator>(*std::move(wrapped));
 #else
+  // Not a stub: the documented answer where the NCCL built against has no
+  // ncclCommShrink (shrinkable_communicator.h); DeviceMesh::Shrink then
+  // aborts and re-creates the group.
   return absl::UnimplementedError(absl::StrCat(
       "nccl shrink: devmesh was built against NCCL ", NCCL_VERSION_CODE,
       "; ncclCommShrink needs 2.27"));
