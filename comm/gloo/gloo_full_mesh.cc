@@ -218,7 +218,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     const std::shared_ptr<::gloo::transport::Device>& device,
     absl::Duration timeout, absl::Time deadline,
     const std::function<absl::Status()>& cancel,
-    const std::vector<int>* only_peers) {
+    const std::vector<int>* only_peers, bool sync_pairs) {
   std::string what = absl::StrCat(
       "gloo connect (rank ", rank, " of ", size, ", global rank ",
       global_ranks[rank], ", prefix \"", prefix, "\")");
@@ -346,6 +346,22 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       status = GlooCall(
           absl::StrCat(what, ": connecting to global rank ", global_ranks[i]),
           [&] { pairs[i]->connect(addr); });
+    }
+    if (sync_pairs && status.ok() && !watchdog.fired()) {
+      // Before the barrier, so that no peer can have sent on a pair while it
+      // was still in the loop: a message for a Buffer slot not yet
+      // registered makes Gloo's loop retry it on every turn (level-triggered,
+      // pair.cc's "busy waiting"), which at 1024 ranks kept the machine's
+      // cores spinning. Each setSync takes the pair's socket out of the loop
+      // and waits for a loop turn: wake the loop (gloo_loop_waker.h).
+      ScopedLoopKick kick(waker);
+      for (size_t k = 0; k < order.size() && status.ok(); ++k) {
+        const int i = addr_keys.peers[order[k]];
+        status = GlooCall(
+            absl::StrCat(what, ": making the pair with global rank ",
+                         global_ranks[i], " synchronous"),
+            [&] { pairs[i]->setSync(true, false); });
+      }
     }
     watchdog.Stop();
     if (watchdog.fired()) {

@@ -94,15 +94,19 @@ struct FullMesh {
 // of later collectives). `only_peers` (group ranks; null: every other
 // member) limits the mesh to those pairs: the relation must be symmetric
 // (j in i's list exactly when i is in j's), keys, round trips and bytes are
-// then per listed peer, and the context has no pair for the others. See the
-// top of this file for the rest.
+// then per listed peer, and the context has no pair for the others.
+// `sync_pairs` makes every pair synchronous (Gloo's Pair::setSync(true,
+// false): the calling thread reads its socket) after it connects and before
+// the barrier, so that no peer sends on it while it is still in Gloo's loop
+// (a Buffer message that arrives before its buffer exists makes the loop
+// spin until it does). See the top of this file for the rest.
 absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,
     const std::vector<int>& global_ranks,
     const std::shared_ptr<::gloo::transport::Device>& device,
     absl::Duration timeout, absl::Time deadline,
     const std::function<absl::Status()>& cancel = nullptr,
-    const std::vector<int>* only_peers = nullptr);
+    const std::vector<int>* only_peers = nullptr, bool sync_pairs = false);
 
 }  // namespace gloo_internal
 }  // namespace devmesh

@@ -16,7 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "comm/gloo/gloo_device.h"
 #include "comm/gloo/gloo_full_mesh.h"
-#include "comm/gloo/gloo_loop_waker.h"
 #include "comm/gloo/gloo_shutdown.h"
 #include "comm/gloo/gloo_status.h"
 #include "comm/reduce_functions.h"
@@ -113,8 +112,11 @@ absl::StatusOr<std::unique_ptr<SyncAllreduce>> SyncAllreduce::Connect(
         "2, not ", size));
   }
   const std::vector<int> partners = Partners(rank, size);
+  // The pairs turn synchronous inside, before the barrier (see
+  // ConnectFullMesh's sync_pairs).
   auto mesh = ConnectFullMesh(store, prefix, rank, size, global_ranks, device,
-                              timeout, deadline, cancel, &partners);
+                              timeout, deadline, cancel, &partners,
+                              /*sync_pairs=*/true);
   if (!mesh.ok()) return mesh.status();
   std::unique_ptr<SyncAllreduce> sync(new SyncAllreduce());
   sync->rank_ = rank;
@@ -124,16 +126,6 @@ absl::StatusOr<std::unique_ptr<SyncAllreduce>> SyncAllreduce::Connect(
   sync->connections_ = std::move(mesh->connections);
   sync->store_round_trips_ = mesh->store_round_trips;
   sync->barrier_round_trips_ = mesh->barrier_round_trips;
-  // Each setSync takes the pair's socket out of Gloo's loop and waits for a
-  // loop turn: wake the loop (gloo_loop_waker.h).
-  ScopedLoopKick kick(LoopWakerFor(device.get()));
-  for (int i : partners) {
-    absl::Status status = GlooCall(
-        absl::StrCat("gloo: making the synchronous pair with global rank ",
-                     global_ranks[i]),
-        [&] { sync->context_->getPair(i)->setSync(true, false); });
-    if (!status.ok()) return status;
-  }
   return sync;
 }
 
