@@ -10,14 +10,15 @@
 // Run under a launcher (torchrun / srun / mpirun variables, or the Python
 // spawner of tools/peer_bench), each rank prints one line
 //   PEER_BENCH_STARTUP {"rank":R,"t0_ns":..,"main_ns":..,"init_ns":..,
-//                       "group_ns":[..],"ready_ns":..,
+//                       "group_ns":[..],"allreduce_ns":[..],"ready_ns":..,
 //                       "communicators":C,"store_round_trips":S,
 //                       "store_bytes":B,"sockets":K,"maxrss_kb":M}
 // with wall-clock (CLOCK_REALTIME) nanoseconds: t0_ns is the launch time the
 // spawner put in PEER_BENCH_T0_NS (this process's main() entry when unset),
 // main_ns the entry of main(), init_ns the return of InitDeviceMesh (the
 // rendezvous done), group_ns per dim the return of its GetGroup (the group
-// created; its check all-reduce follows), ready_ns the end of the last all-reduce.
+// created; its check all-reduce follows), allreduce_ns per dim the return of
+// that all-reduce, ready_ns the end of the last all-reduce.
 // "communicators" is what this rank created: its mesh groups
 // (MeshRuntime::group_creations) plus any world communicator (only for a
 // world-sized dim); "store_round_trips" and "store_bytes" the
@@ -26,7 +27,11 @@
 // rendezvous, not the bootstrap's own join); "sockets" the sockets this
 // process holds when ready (listening and connected, the bootstrap's
 // store connection included: /proc/self/fd); "maxrss_kb" its peak resident
-// memory (getrusage). With no launcher variables it starts --nproc ranks itself with
+// memory (getrusage). Then (--hold_until_all_ready, the default) each rank
+// passes a barrier on every dim's group before tearing down, so that ranks
+// that finished early do not close connections and exit while others are
+// still starting (at 1024 ranks on 2 cores that teardown cost the last ranks
+// 2-3 s). With no launcher variables it starts --nproc ranks itself with
 // //bootstrap's launcher (as group_creation does).
 //
 // Exit codes: 0 success, 1 a runtime error (printed), 2 bad flags.
@@ -57,6 +62,10 @@ ABSL_FLAG(std::string, mesh_shape, "4x2", "mesh shape: 8, 4x2, 2x4, 2x2x2");
 ABSL_FLAG(std::string, backend, "auto",
           "every dim's backend: auto (InitDeviceMesh(\"cpu\")'s default: "
           "shared memory inside a host, Gloo across hosts), gloo, shm");
+ABSL_FLAG(bool, hold_until_all_ready, true,
+          "after printing its line, pass a barrier on every dim's group (in "
+          "dim order: every rank has printed) before tearing the mesh down, "
+          "as a job's ranks stay up after start-up; false: exit at once");
 ABSL_FLAG(int, nproc, 0,
           "local ranks to launch when not under a launcher (0: the mesh's "
           "size)");
@@ -107,7 +116,8 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   auto mesh = InitDeviceMesh("cpu", shape, names, options);
   if (!mesh.ok()) return Fail(mesh.status(), 1);
   const int64_t init_ns = WallNs();
-  std::vector<int64_t> group_ns;  // per dim: GetGroup's return
+  std::vector<int64_t> group_ns;      // per dim: GetGroup's return
+  std::vector<int64_t> allreduce_ns;  // per dim: its all-reduce's return
   for (int d = 0; d < mesh->ndim(); ++d) {
     auto group = mesh->GetGroup(d);
     if (!group.ok()) return Fail(group.status(), 1);
@@ -118,6 +128,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
         !s.ok()) {
       return Fail(s, 1);
     }
+    allreduce_ns.push_back(WallNs());
     if (sum != static_cast<float>((*group)->size())) {
       return Fail(absl::InternalError(absl::StrCat(
                       "dim ", d, ": all-reduce of 1 gave ", sum, ", not ",
@@ -131,11 +142,13 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   getrusage(RUSAGE_SELF, &usage);
   std::printf(
       "PEER_BENCH_STARTUP {\"rank\":%d,\"t0_ns\":%lld,\"main_ns\":%lld,"
-      "\"init_ns\":%lld,\"group_ns\":[%s],\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld,"
+      "\"init_ns\":%lld,\"group_ns\":[%s],\"allreduce_ns\":[%s],\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld,"
       "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld}\n",
       mesh->GetRank(), static_cast<long long>(t0_ns),
       static_cast<long long>(main_ns), static_cast<long long>(init_ns),
-      absl::StrJoin(group_ns, ",").c_str(), static_cast<long long>(ready_ns),
+      absl::StrJoin(group_ns, ",").c_str(),
+      absl::StrJoin(allreduce_ns, ",").c_str(),
+      static_cast<long long>(ready_ns),
       static_cast<long long>(runtime->group_creations() +
                              runtime->world_communicators()),
       static_cast<long long>(runtime->store_round_trips()),
@@ -143,6 +156,17 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
       static_cast<long long>(OpenSockets()),
       static_cast<long long>(usage.ru_maxrss));
   std::fflush(stdout);
+  if (absl::GetFlag(FLAGS_hold_until_all_ready)) {
+    // A barrier on each dim's group in dim order ends only when every rank
+    // of the mesh has arrived (each dim's barrier passes the previous dims'
+    // arrivals along): no rank tears its groups down, and so no closing
+    // connection or exiting process takes CPU from, a rank still starting.
+    for (int d = 0; d < mesh->ndim(); ++d) {
+      auto group = mesh->GetGroup(d);
+      if (!group.ok()) return Fail(group.status(), 1);
+      if (absl::Status s = (*group)->Barrier(); !s.ok()) return Fail(s, 1);
+    }
+  }
   return 0;
 }
 

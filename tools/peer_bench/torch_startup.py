@@ -48,6 +48,10 @@ def main():
           "\"store_round_trips\":null}" % (
               dist.get_rank(), os.environ.get("PEER_BENCH_T0_NS", MAIN_NS),
               MAIN_NS, IMPORT_NS, ready_ns, groups), flush=True)
+    # As bench/startup.cc --hold_until_all_ready: a barrier per dim, in dim
+    # order (every rank has printed), before the teardown.
+    for d in range(len(shape)):
+        dist.barrier(group=mesh.get_group(d))
     dist.destroy_process_group()
 
 
