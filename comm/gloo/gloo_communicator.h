@@ -30,9 +30,8 @@
 // DEVMESH_GLOO_SYNC_MAX_BYTES says otherwise) runs Gloo's bcube over the
 // group's synchronous pairs, read on the calling thread
 // (gloo_sync_allreduce.h): a second mesh of log2(size) pairs per member,
-// connected right after the first one, within the same creation deadline
-// (4 more store round trips, 2 of them a second barrier, and log2(size)
-// more connections). Every other all-reduce, and all once that route's slot
+// connected with the first one in the same store exchange and barrier (no
+// more store round trips; log2(size) more connections). Every other all-reduce, and all once that route's slot
 // budget is spent, runs Gloo's bcube up to kGlooBcubeMaxBytes and Gloo's
 // ring above, on Gloo's event-loop thread.
 //
@@ -161,10 +160,10 @@ class GlooCommunicator final : public Communicator {
   // The Gloo context, for benchmarks that call Gloo directly.
   const std::shared_ptr<::gloo::Context>& context() const { return context_; }
   // Store calls made while creating this group (4 for a world group of
-  // size > 1, 6 for a Split child of size > 1; 4 more where the group has
-  // the synchronous all-reduce route, gloo_sync_allreduce.h).
+  // size > 1, 6 for a Split child of size > 1; the synchronous all-reduce
+  // route, gloo_sync_allreduce.h, is made in the same calls).
   int64_t store_round_trips() const { return store_round_trips_; }
-  // Of those, the creation barriers' (2 when size > 1; 4 with the route).
+  // Of those, the creation barrier's (2 when size > 1).
   int64_t barrier_round_trips() const { return barrier_round_trips_; }
   // Gloo algorithms built for the synchronous route so far
   // (gloo_sync_allreduce.h); -1 when the group has no route. For tests;

@@ -60,9 +60,22 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   comm->options_ = options;
   comm->options_.global_ranks.clear();  // Held in global_ranks_.
   comm->device_ = std::move(device);
+  // The synchronous route's partners (gloo_sync_allreduce.h) join the same
+  // exchange and barrier as a sub-mesh, kept where GlooSyncRouteWanted
+  // (every member decides alike: in a group across hosts each member has a
+  // peer on another host).
+  gloo_internal::SyncSubMesh route;
+  const bool route_fits = gloo_internal::SyncAllreduce::SizeFits(size);
+  if (route_fits) {
+    route.peers = gloo_internal::SyncAllreduce::Partners(rank, size);
+    route.keep = [size](bool crosses_hosts) {
+      return gloo_internal::GlooSyncRouteWanted(size, crosses_hosts);
+    };
+  }
   auto mesh = gloo_internal::ConnectFullMesh(
       *comm->store_, comm->prefix_, rank, size, comm->global_ranks_,
-      comm->device_, options.timeout, deadline, options.creation_cancel);
+      comm->device_, options.timeout, deadline, options.creation_cancel,
+      /*only_peers=*/nullptr, route_fits ? &route : nullptr);
   if (!mesh.ok()) return mesh.status();
   comm->store_round_trips_ = mesh->store_round_trips;
   comm->barrier_round_trips_ = mesh->barrier_round_trips;
@@ -70,21 +83,12 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   comm->connections_ = std::move(mesh->connections);
   comm->abortable_ = std::move(mesh->abortable);
   comm->context_ = std::move(mesh->context);
-  if (gloo_internal::GlooSyncRouteWanted(size, mesh->crosses_hosts)) {
-    // The route's mesh, under the same deadline and cancel check; every
-    // member decides alike (in a group across hosts each member has a peer
-    // on another host).
-    auto sync = gloo_internal::SyncAllreduce::Connect(
-        *comm->store_, absl::StrCat(comm->prefix_, "sync/"), rank, size,
-        comm->global_ranks_, comm->device_, options.timeout, deadline,
-        options.creation_cancel);
-    if (!sync.ok()) return sync.status();
-    comm->store_round_trips_ += (*sync)->store_round_trips();
-    comm->barrier_round_trips_ += (*sync)->barrier_round_trips();
-    for (const auto& [endpoint, global] : (*sync)->peer_endpoints()) {
+  if (mesh->sync_sub != nullptr) {
+    for (const auto& [endpoint, global] : mesh->sync_sub->peer_endpoints) {
       comm->peer_endpoints_[endpoint] = global;
     }
-    comm->sync_ = *std::move(sync);
+    comm->sync_ = gloo_internal::SyncAllreduce::FromMesh(
+        rank, size, std::move(*mesh->sync_sub));
   }
   return comm;
 }

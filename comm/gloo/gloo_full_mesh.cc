@@ -160,19 +160,20 @@ std::string PairKey(const std::string& prefix, absl::string_view kind,
 // Whether two device addresses are on one host as far as addresses tell:
 // both loopback (127.0.0.0/8, ::1: devmesh gives each process a loopback
 // address of its own on one host, gloo_device.h), or the same address.
+bool IsLoopback(const sockaddr_storage& x) {
+  if (x.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&x);
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (x.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&x);
+    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) != 0;
+  }
+  return false;
+}
+
 bool SameHost(const sockaddr_storage& a, const sockaddr_storage& b) {
-  auto loopback = [](const sockaddr_storage& x) {
-    if (x.ss_family == AF_INET) {
-      const auto* in = reinterpret_cast<const sockaddr_in*>(&x);
-      return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (x.ss_family == AF_INET6) {
-      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&x);
-      return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) != 0;
-    }
-    return false;
-  };
-  if (loopback(a) && loopback(b)) return true;
+  if (IsLoopback(a) && IsLoopback(b)) return true;
   if (a.ss_family != b.ss_family) return false;
   if (a.ss_family == AF_INET) {
     return reinterpret_cast<const sockaddr_in*>(&a)->sin_addr.s_addr ==
@@ -212,46 +213,90 @@ PairKeys KeysFor(const std::string& prefix, absl::string_view kind, int rank,
 
 }  // namespace
 
+namespace {
+
+// One mesh's share of the creation: its transport context, its pairs (by
+// group rank) and its keys.
+struct MeshPart {
+  std::shared_ptr<AbortableContext> abortable;
+  std::vector<::gloo::transport::Pair*> pairs;  // by group rank; null: none
+  PairKeys addr_keys;
+  PairKeys up_keys;
+  std::vector<std::string> my_addresses;  // in addr_keys order
+  std::vector<ConnectionEnd> ends;
+  std::map<std::string, int> peer_endpoints;
+};
+
+}  // namespace
+
 absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,
     const std::vector<int>& global_ranks,
     const std::shared_ptr<::gloo::transport::Device>& device,
     absl::Duration timeout, absl::Time deadline,
     const std::function<absl::Status()>& cancel,
-    const std::vector<int>* only_peers, bool sync_pairs) {
+    const std::vector<int>* only_peers, const SyncSubMesh* sync_sub) {
   std::string what = absl::StrCat(
       "gloo connect (rank ", rank, " of ", size, ", global rank ",
       global_ranks[rank], ", prefix \"", prefix, "\")");
-  std::vector<bool> wanted(size, only_peers == nullptr);
-  if (only_peers != nullptr) {
-    for (int i : *only_peers) {
-      if (i >= 0 && i < size) wanted[i] = true;
+  auto wanted_of = [&](const std::vector<int>* peers) {
+    std::vector<bool> wanted(size, peers == nullptr);
+    if (peers != nullptr) {
+      for (int i : *peers) {
+        if (i >= 0 && i < size && i != rank) wanted[i] = true;
+      }
     }
-  }
+    return wanted;
+  };
+  const std::vector<bool> wanted = wanted_of(only_peers);
   FullMesh out;
-  std::shared_ptr<::gloo::transport::Context> transport;
-  std::vector<std::string> my_addresses;  // per peer, in PairKeys order
-  std::vector<::gloo::transport::Pair*> pairs(size, nullptr);
-  absl::Status status = GlooCall(what, [&] {
+  // parts[0]: the mesh; parts[1]: the synchronous sub-mesh, when made.
+  std::vector<MeshPart> parts(1);
+  auto make_part = [&](MeshPart& part, const std::vector<bool>& want) {
     auto inner = device->createContext(rank, size);
     inner->setTimeout(absl::ToChronoMilliseconds(timeout));
-    out.abortable = std::make_shared<AbortableContext>(
+    part.abortable = std::make_shared<AbortableContext>(
         std::move(inner), LoopWakerFor(device.get()));
-    transport = out.abortable;
+    part.pairs.assign(size, nullptr);
     for (int i = 0; i < size; ++i) {
-      if (i == rank || !wanted[i]) continue;
-      auto& pair = transport->createPair(i);
-      pairs[i] = pair.get();
+      if (i == rank || !want[i]) continue;
+      auto& pair = part.abortable->createPair(i);
+      part.pairs[i] = pair.get();
       std::vector<char> bytes = pair->address().bytes();
-      my_addresses.emplace_back(bytes.data(), bytes.size());
+      part.my_addresses.emplace_back(bytes.data(), bytes.size());
     }
-  });
+  };
+  absl::Status status = GlooCall(what, [&] { make_part(parts[0], wanted); });
   if (!status.ok()) return status;
+  if (sync_sub != nullptr && size > 1) {
+    // Made before the exchange only where it may be kept: with this rank's
+    // device on loopback every member is on this host.
+    bool loopback = false;
+    for (auto* p : parts[0].pairs) {
+      if (p == nullptr) continue;
+      (void)GlooCall(what, [&] {
+        const auto* tcp =
+            dynamic_cast<const ::gloo::transport::tcp::Address*>(&p->address());
+        loopback = tcp != nullptr && IsLoopback(tcp->getSockaddr());
+      });
+      break;
+    }
+    const bool possible =
+        sync_sub->keep == nullptr || sync_sub->keep(false) ||
+        (!loopback && sync_sub->keep(true));
+    if (possible) {
+      parts.emplace_back();
+      status = GlooCall(what, [&] {
+        make_part(parts[1], wanted_of(&sync_sub->peers));
+      });
+      if (!status.ok()) return status;
+    }
+  }
   if (size > 1) {
     // Name the address this rank advertises in every error below, so that a
     // rank its peers cannot reach says where they were told to connect.
     std::string advertised;
-    for (auto* p : pairs) {
+    for (auto* p : parts[0].pairs) {
       if (p == nullptr) continue;
       (void)GlooCall(what, [&] { advertised = p->address().str(); });
       break;
@@ -262,26 +307,104 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     if (!advertised.empty()) {
       what.insert(what.size() - 1, absl::StrCat(", advertising ", advertised));
     }
-    const PairKeys addr_keys = KeysFor(prefix, "addr", rank, size, global_ranks, wanted);
+    // One exchange for both parts: "addr/..." for the mesh, "sync_addr/..."
+    // for the sub-mesh.
+    std::vector<std::string> mine, theirs, values;
+    std::vector<int> their_globals;
+    for (size_t m = 0; m < parts.size(); ++m) {
+      MeshPart& part = parts[m];
+      std::vector<bool> want(size, false);
+      for (int i = 0; i < size; ++i) want[i] = part.pairs[i] != nullptr;
+      part.addr_keys = KeysFor(prefix, m == 0 ? "addr" : "sync_addr", rank,
+                               size, global_ranks, want);
+      part.up_keys = KeysFor(prefix, m == 0 ? "up" : "sync_up", rank, size,
+                             global_ranks, want);
+      mine.insert(mine.end(), part.addr_keys.mine.begin(),
+                  part.addr_keys.mine.end());
+      values.insert(values.end(), part.my_addresses.begin(),
+                    part.my_addresses.end());
+      theirs.insert(theirs.end(), part.addr_keys.theirs.begin(),
+                    part.addr_keys.theirs.end());
+      their_globals.insert(their_globals.end(),
+                           part.addr_keys.peer_globals.begin(),
+                           part.addr_keys.peer_globals.end());
+    }
     ++out.store_round_trips;
-    status = store.MultiSet(addr_keys.mine, my_addresses);
+    status = store.MultiSet(mine, values);
     if (!status.ok()) {
       return absl::Status(status.code(),
                           absl::StrCat(what, ": store: ", status.message()));
     }
     auto addresses = StoreAllGather(
-        store, addr_keys.theirs, addr_keys.peer_globals, deadline, what,
+        store, theirs, their_globals, deadline, what,
         "did not join the group (no address published)",
         &out.store_round_trips);
     if (!addresses.ok()) return addresses.status();
 
-    std::vector<::gloo::transport::Pair*> live;
-    for (auto* p : pairs) {
-      if (p != nullptr) live.push_back(p);
+    // Per link (a pair of either part), from its peer's address (parsed
+    // once, inside GlooCall: the bytes come from the store): whether this
+    // side connects, the name Gloo's errors give the peer ("[ip]:port", its
+    // listening address), and the socket address by which Abort finds the
+    // connection (gloo_shutdown.h).
+    struct Link {
+      size_t part = 0;
+      int peer = -1;  // group rank
+      int global = -1;
+      const std::string* address = nullptr;
+      bool connects = false;
+    };
+    std::vector<Link> links;
+    size_t at = 0;  // position in *addresses
+    for (size_t m = 0; m < parts.size(); ++m) {
+      MeshPart& part = parts[m];
+      for (size_t j = 0; j < part.addr_keys.peers.size(); ++j, ++at) {
+        Link link;
+        link.part = m;
+        link.peer = part.addr_keys.peers[j];
+        link.global = part.addr_keys.peer_globals[j];
+        link.address = &(*addresses)[at];
+        const auto* self = dynamic_cast<const ::gloo::transport::tcp::Address*>(
+            &part.pairs[link.peer]->address());
+        if (self != nullptr && !link.address->empty()) {
+          (void)GlooCall(what, [&] {
+            const ::gloo::transport::tcp::Address peer(
+                std::vector<char>(link.address->begin(), link.address->end()));
+            std::string name = peer.str();
+            if (size_t seq = name.find('$'); seq != std::string::npos) {
+              name.resize(seq);
+            }
+            part.peer_endpoints[name] = link.global;
+            link.connects =
+                ConnectingSide(self->getSockaddr(), peer.getSockaddr());
+            if (m == 0 && !SameHost(self->getSockaddr(), peer.getSockaddr())) {
+              out.crosses_hosts = true;
+            }
+            ConnectionEnd end;
+            end.peer = link.peer;
+            end.local = !link.connects;
+            end.addr =
+                link.connects ? peer.getSockaddr() : self->getSockaddr();
+            part.ends.push_back(end);
+          });
+        }
+        links.push_back(link);
+      }
     }
+    if (parts.size() > 1 && sync_sub->keep != nullptr &&
+        !sync_sub->keep(out.crosses_hosts)) {
+      // Not kept: every member decides alike (crosses_hosts is the same on
+      // every member), so no peer connects to these pairs. Closing them
+      // waits for a loop turn each (the context's destructor holds a kick).
+      links.erase(std::remove_if(links.begin(), links.end(),
+                                 [](const Link& l) { return l.part == 1; }),
+                  links.end());
+      parts.pop_back();
+    }
+
+    std::vector<::gloo::transport::Pair*> live;
+    for (const Link& l : links) live.push_back(parts[l.part].pairs[l.peer]);
     const std::shared_ptr<LoopWaker> waker = LoopWakerFor(device.get());
     Watchdog watchdog(live, deadline, cancel, waker);
-    size_t reached = 0;  // position in `order` of the pair being connected
     // Connect the pairs this rank connects first, then wait for those its
     // peers connect: a connect completes without the peer's main thread
     // (its event loop accepts), so a rank never sits waiting for a peer
@@ -289,65 +412,34 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     // (index order made such waits chain along the group). Measured at 256
     // ranks on one host (farm-bench, 8 pairs): wall 0.86x of index order,
     // interval 0.72-1.52, within the machine's noise.
-    // Per peer, from its address (parsed once, inside GlooCall: the bytes
-    // come from the store): whether this side connects, the name Gloo's
-    // errors give the peer ("[ip]:port", its listening address), and the
-    // socket address by which Abort finds the connection (gloo_shutdown.h).
-    std::vector<bool> connects(addr_keys.peers.size(), false);
-    std::vector<ConnectionEnd> ends;
-    for (size_t j = 0; j < addr_keys.peers.size(); ++j) {
-      const std::string& bytes = (*addresses)[j];
-      const auto* mine = dynamic_cast<const ::gloo::transport::tcp::Address*>(
-          &pairs[addr_keys.peers[j]]->address());
-      if (mine == nullptr || bytes.empty()) continue;
-      (void)GlooCall(what, [&] {
-        const ::gloo::transport::tcp::Address peer(
-            std::vector<char>(bytes.begin(), bytes.end()));
-        std::string name = peer.str();
-        if (size_t seq = name.find('$'); seq != std::string::npos) {
-          name.resize(seq);
-        }
-        out.peer_endpoints[name] = addr_keys.peer_globals[j];
-        connects[j] = ConnectingSide(mine->getSockaddr(), peer.getSockaddr());
-        if (!SameHost(mine->getSockaddr(), peer.getSockaddr())) {
-          out.crosses_hosts = true;
-        }
-        ConnectionEnd end;
-        end.peer = addr_keys.peers[j];
-        end.local = !connects[j];
-        end.addr = connects[j] ? peer.getSockaddr() : mine->getSockaddr();
-        ends.push_back(end);
-      });
-    }
     std::vector<size_t> order;
     for (int pass = 0; pass < 2; ++pass) {
-      for (size_t j = 0; j < addr_keys.peers.size(); ++j) {
-        if (connects[j] == (pass == 0)) order.push_back(j);
+      for (size_t k = 0; k < links.size(); ++k) {
+        if (links[k].connects == (pass == 0)) order.push_back(k);
       }
     }
+    size_t reached = 0;  // position in `order` of the pair being connected
     for (size_t k = 0; k < order.size() && status.ok(); ++k) {
-      const size_t j = order[k];
-      const int i = addr_keys.peers[j];
+      const Link& link = links[order[k]];
       reached = k;
       if (watchdog.fired()) break;
-      const std::string& bytes = (*addresses)[j];
-      if (bytes.empty()) {
+      if (link.address->empty()) {
         status = absl::InternalError(absl::StrCat(
-            what, ": global rank ", global_ranks[i],
+            what, ": global rank ", link.global,
             " published an empty address for this rank"));
         break;
       }
-      std::vector<char> addr(bytes.begin(), bytes.end());
+      std::vector<char> addr(link.address->begin(), link.address->end());
       // On the side that connects, Gloo first takes the pair's own listening
       // socket out of its loop and waits for a loop turn: wake the loop
       // (gloo_loop_waker.h). The other side only waits for the loop thread's
       // accept, which needs no turn.
-      ScopedLoopKick kick(connects[j] ? waker : nullptr);
+      ScopedLoopKick kick(link.connects ? waker : nullptr);
       status = GlooCall(
-          absl::StrCat(what, ": connecting to global rank ", global_ranks[i]),
-          [&] { pairs[i]->connect(addr); });
+          absl::StrCat(what, ": connecting to global rank ", link.global),
+          [&] { parts[link.part].pairs[link.peer]->connect(addr); });
     }
-    if (sync_pairs && status.ok() && !watchdog.fired()) {
+    if (parts.size() > 1 && status.ok() && !watchdog.fired()) {
       // Before the barrier, so that no peer can have sent on a pair while it
       // was still in the loop: a message for a Buffer slot not yet
       // registered makes Gloo's loop retry it on every turn (level-triggered,
@@ -355,27 +447,29 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       // cores spinning. Each setSync takes the pair's socket out of the loop
       // and waits for a loop turn: wake the loop (gloo_loop_waker.h).
       ScopedLoopKick kick(waker);
-      for (size_t k = 0; k < order.size() && status.ok(); ++k) {
-        const int i = addr_keys.peers[order[k]];
+      for (size_t k = 0; k < links.size() && status.ok(); ++k) {
+        if (links[k].part != 1) continue;
         status = GlooCall(
             absl::StrCat(what, ": making the pair with global rank ",
-                         global_ranks[i], " synchronous"),
-            [&] { pairs[i]->setSync(true, false); });
+                         links[k].global, " synchronous"),
+            [&] { parts[1].pairs[links[k].peer]->setSync(true, false); });
       }
     }
     watchdog.Stop();
     if (watchdog.fired()) {
       // Pairs before `reached` connected; the one at `reached` was being
       // waited on; the rest were not checked yet.
-      const int waited = order.empty()
-                             ? -1
-                             : addr_keys.peer_globals[order[std::min(
-                                   reached, order.size() - 1)]];
+      const int waited =
+          order.empty() ? -1
+                        : links[order[std::min(reached, order.size() - 1)]]
+                              .global;
       std::vector<int> unchecked;
       for (size_t k = reached + 1; k < order.size(); ++k) {
-        unchecked.push_back(addr_keys.peer_globals[order[k]]);
+        unchecked.push_back(links[order[k]].global);
       }
       std::sort(unchecked.begin(), unchecked.end());
+      unchecked.erase(std::unique(unchecked.begin(), unchecked.end()),
+                      unchecked.end());
       if (absl::Status cancelled = watchdog.cancelled(); !cancelled.ok()) {
         return absl::Status(
             cancelled.code(),
@@ -388,15 +482,23 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
           " (pairs closed by the watchdog); pairs to global rank(s) [",
           absl::StrJoin(unchecked, ", "), "] not checked yet"));
     }
+    std::vector<std::string> up_mine, up_theirs;
+    std::vector<int> up_globals;
+    for (const MeshPart& part : parts) {
+      up_mine.insert(up_mine.end(), part.up_keys.mine.begin(),
+                     part.up_keys.mine.end());
+      up_theirs.insert(up_theirs.end(), part.up_keys.theirs.begin(),
+                       part.up_keys.theirs.end());
+      up_globals.insert(up_globals.end(), part.up_keys.peer_globals.begin(),
+                        part.up_keys.peer_globals.end());
+    }
     if (!status.ok()) {
       // Tell the peers waiting in the barrier below, so that they fail now
       // (naming this rank) rather than at the deadline.
-      const PairKeys up_keys = KeysFor(prefix, "up", rank, size, global_ranks, wanted);
       ++out.store_round_trips;
       (void)store.MultiSet(
-          up_keys.mine,
-          std::vector<std::string>(up_keys.mine.size(),
-                                   absl::StrCat("!", status.message())));
+          up_mine, std::vector<std::string>(
+                       up_mine.size(), absl::StrCat("!", status.message())));
       return absl::Status(
           absl::IsInternal(status) ? status.code()
                                    : absl::StatusCode::kUnavailable,
@@ -406,43 +508,58 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     // Barrier: publish, for each peer, the local end of the connection with
     // it; every member's endpoints mean every member has connected every
     // pair.
-    const PairKeys up_keys = KeysFor(prefix, "up", rank, size, global_ranks, wanted);
     std::vector<std::string> endpoints;
     status = GlooCall(what, [&] {
-      for (int i : up_keys.peers) endpoints.push_back(pairs[i]->address().str());
+      for (const MeshPart& part : parts) {
+        for (int i : part.up_keys.peers) {
+          endpoints.push_back(part.pairs[i]->address().str());
+        }
+      }
     });
     if (!status.ok()) return status;
     const int64_t before_barrier = out.store_round_trips;
     ++out.store_round_trips;
-    status = store.MultiSet(up_keys.mine, endpoints);
+    status = store.MultiSet(up_mine, endpoints);
     if (!status.ok()) {
       return absl::Status(status.code(),
                           absl::StrCat(what, ": store: ", status.message()));
     }
-    auto ups = StoreAllGather(store, up_keys.theirs, up_keys.peer_globals,
-                              deadline, what,
+    auto ups = StoreAllGather(store, up_theirs, up_globals, deadline, what,
                               "did not finish connecting their pairs",
                               &out.store_round_trips);
     if (!ups.ok()) return ups.status();
     out.barrier_round_trips = out.store_round_trips - before_barrier;
-    for (size_t j = 0; j < up_keys.peers.size(); ++j) {
+    for (size_t j = 0; j < up_theirs.size(); ++j) {
       const std::string& up = (*ups)[j];
       if (absl::StartsWith(up, "!")) {
         return absl::UnavailableError(absl::StrCat(
-            what, ": global rank ", up_keys.peer_globals[j],
+            what, ": global rank ", up_globals[j],
             " failed to connect its pairs: ", absl::string_view(up).substr(1)));
       }
     }
-    for (size_t j = 0; j < up_keys.peers.size(); ++j) {
-      out.peer_endpoints[(*ups)[j]] = up_keys.peer_globals[j];
+    size_t j = 0;
+    for (MeshPart& part : parts) {
+      for (size_t k = 0; k < part.up_keys.peers.size(); ++k, ++j) {
+        part.peer_endpoints[(*ups)[j]] = part.up_keys.peer_globals[k];
+      }
     }
-    // Every pair is connected now: find their sockets once, for Abort.
-    out.connections = FindConnections(ends);
   }
-  auto context =
-      std::make_shared<InstalledContext>(rank, size, device, transport);
-  context->setTimeout(absl::ToChronoMilliseconds(timeout));
-  out.context = std::move(context);
+  // Every pair is connected now: find their sockets once, for Abort.
+  auto finish = [&](MeshPart& part, FullMesh& mesh) {
+    if (size > 1) mesh.connections = FindConnections(part.ends);
+    mesh.peer_endpoints = std::move(part.peer_endpoints);
+    mesh.abortable = part.abortable;
+    auto context = std::make_shared<InstalledContext>(rank, size, device,
+                                                      part.abortable);
+    context->setTimeout(absl::ToChronoMilliseconds(timeout));
+    mesh.context = std::move(context);
+  };
+  finish(parts[0], out);
+  if (parts.size() > 1) {
+    out.sync_sub = std::make_unique<FullMesh>();
+    finish(parts[1], *out.sync_sub);
+    out.sync_sub->crosses_hosts = out.crosses_hosts;
+  }
   return out;
 }
 

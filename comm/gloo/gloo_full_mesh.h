@@ -25,6 +25,9 @@
 //   MultiSet "up/<rank>/<peer>"    the local endpoint of each connection
 //   MultiGet "up/<peer>/<rank>"    (waits: the barrier; the endpoints name
 //                                  the peer in later error messages)
+// A synchronous sub-mesh (SyncSubMesh) adds "sync_addr/<rank>/<peer>" and
+// "sync_up/<rank>/<peer>" for each of its peers to the same MultiSets and
+// MultiGets.
 // A rank whose pairs fail sets its "up/<rank>/<peer>" keys to "!<its error>"
 // (one more round trip), so that its peers leave the barrier at once with Unavailable naming
 // it, instead of waiting for the deadline.
@@ -87,6 +90,32 @@ struct FullMesh {
   // rank's: not both loopback, and not the same address (two addresses of
   // one host count as two hosts).
   bool crosses_hosts = false;
+  // The synchronous sub-mesh (SyncSubMesh below), when one was asked for
+  // and kept: its context, endpoints and connections (its round-trip
+  // counts are 0: they are the mesh's).
+  std::unique_ptr<FullMesh> sync_sub;
+};
+
+// A second set of pairs made in the same store exchange and barrier as the
+// mesh, in a context of its own, every pair made synchronous (Gloo's
+// Pair::setSync(true, false): the calling thread reads its socket) after it
+// connects and before the barrier, so that no peer sends on it while it is
+// still in Gloo's loop (a Buffer message that arrives before its buffer
+// exists makes the loop spin until it does). It costs no store round trip
+// of its own: its keys ("sync_addr/...", "sync_up/...") travel with the
+// mesh's.
+struct SyncSubMesh {
+  // Group ranks; symmetric, as only_peers.
+  std::vector<int> peers;
+  // Called with FullMesh::crosses_hosts once the addresses are known (the
+  // same on every member): false drops the sub-mesh (its listening pairs
+  // are closed and nothing of it is connected) on every member alike.
+  // Before the exchange the sub-mesh is made only where keep(false), or
+  // keep(true) with this rank's device off loopback (on loopback every
+  // member is on this host). Null: always kept. Every member must pass the
+  // same `peers` relation and `keep`, or some wait for keys never written
+  // and fail at the deadline naming the others.
+  std::function<bool(bool crosses_hosts)> keep;
 };
 
 // Connects rank `rank` of `size` (global ranks `global_ranks`, for messages)
@@ -95,18 +124,16 @@ struct FullMesh {
 // member) limits the mesh to those pairs: the relation must be symmetric
 // (j in i's list exactly when i is in j's), keys, round trips and bytes are
 // then per listed peer, and the context has no pair for the others.
-// `sync_pairs` makes every pair synchronous (Gloo's Pair::setSync(true,
-// false): the calling thread reads its socket) after it connects and before
-// the barrier, so that no peer sends on it while it is still in Gloo's loop
-// (a Buffer message that arrives before its buffer exists makes the loop
-// spin until it does). See the top of this file for the rest.
+// `sync_sub` (may be null) adds a synchronous sub-mesh (above) to the same
+// round trips. See the top of this file for the rest.
 absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,
     const std::vector<int>& global_ranks,
     const std::shared_ptr<::gloo::transport::Device>& device,
     absl::Duration timeout, absl::Time deadline,
     const std::function<absl::Status()>& cancel = nullptr,
-    const std::vector<int>* only_peers = nullptr, bool sync_pairs = false);
+    const std::vector<int>* only_peers = nullptr,
+    const SyncSubMesh* sync_sub = nullptr);
 
 }  // namespace gloo_internal
 }  // namespace devmesh

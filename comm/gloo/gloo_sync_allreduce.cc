@@ -100,32 +100,14 @@ bool GlooSyncRouteWanted(int size, bool crosses_hosts) {
   return mode == 1 || (mode == 2 && crosses_hosts);
 }
 
-absl::StatusOr<std::unique_ptr<SyncAllreduce>> SyncAllreduce::Connect(
-    Store& store, const std::string& prefix, int rank, int size,
-    const std::vector<int>& global_ranks,
-    const std::shared_ptr<::gloo::transport::Device>& device,
-    absl::Duration timeout, absl::Time deadline,
-    const std::function<absl::Status()>& cancel) {
-  if (!SizeFits(size)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gloo: the synchronous route needs a power-of-two group of at least "
-        "2, not ", size));
-  }
-  const std::vector<int> partners = Partners(rank, size);
-  // The pairs turn synchronous inside, before the barrier (see
-  // ConnectFullMesh's sync_pairs).
-  auto mesh = ConnectFullMesh(store, prefix, rank, size, global_ranks, device,
-                              timeout, deadline, cancel, &partners,
-                              /*sync_pairs=*/true);
-  if (!mesh.ok()) return mesh.status();
+std::unique_ptr<SyncAllreduce> SyncAllreduce::FromMesh(int rank, int size,
+                                                       FullMesh mesh) {
   std::unique_ptr<SyncAllreduce> sync(new SyncAllreduce());
   sync->rank_ = rank;
   sync->size_ = size;
-  sync->context_ = std::move(mesh->context);
-  sync->peer_endpoints_ = std::move(mesh->peer_endpoints);
-  sync->connections_ = std::move(mesh->connections);
-  sync->store_round_trips_ = mesh->store_round_trips;
-  sync->barrier_round_trips_ = mesh->barrier_round_trips;
+  sync->context_ = std::move(mesh.context);
+  sync->peer_endpoints_ = std::move(mesh.peer_endpoints);
+  sync->connections_ = std::move(mesh.connections);
   return sync;
 }
 

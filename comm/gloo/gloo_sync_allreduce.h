@@ -16,15 +16,16 @@
 // (gloo::AllreduceBcube here), never its unbound-buffer ones
 // (gloo::allreduce, send/recv), and setSync is one-way.
 // So a group that uses them holds a second mesh of pairs (its own
-// gloo::Context, connected by ConnectFullMesh under the group's prefix +
-// "sync/"), made by GlooCommunicator right after the group's first mesh,
-// within the same creation deadline, cancel check and barrier rules. Its
-// pairs turn synchronous before that mesh's barrier (ConnectFullMesh's
-// sync_pairs): a partner that has passed the barrier may send at once, and a
-// message reaching a pair still in Gloo's loop before its Buffer exists
-// makes the loop retry it on every turn (with the pairs turned after the
-// barrier, 1024 ranks on 8 namespace hosts took 20.9-22.7 s from launch to
-// usable; turned before it, 13.6-14.9 s).
+// gloo::Context): ConnectFullMesh's SyncSubMesh, made with the group's
+// first mesh in the same store exchange, connections, deadline, cancel
+// check and barrier (no store round trip of its own; until 2026-12-03 it
+// was a second ConnectFullMesh after the first, 4 more round trips per
+// member). Its pairs turn synchronous before the barrier: a partner that
+// has passed the barrier may send at once, and a message reaching a pair
+// still in Gloo's loop before its Buffer exists makes the loop retry it on
+// every turn (with the pairs turned after the barrier, 1024 ranks on 8
+// namespace hosts took 20.9-22.7 s from launch to usable; turned before
+// it, 13.6-14.9 s).
 //
 // Gloo's Buffer algorithms fix their buffer and count when built, so each
 // (count, dtype, op) gets one algorithm over a staging buffer of its own
@@ -43,8 +44,7 @@
 // steps), so the route is for groups whose size n is a power of two (2, 4,
 // 8, ...; others keep the event-loop route), and its mesh holds only the
 // pairs bcube uses: rank r with r XOR 2^k, log2(n) connections per member
-// (4 store round trips and O(log n) bytes per member to make them), not
-// n - 1.
+// (O(log n) more bytes in the group's own store round trips), not n - 1.
 //
 // Which groups: DEVMESH_GLOO_SYNC_ROUTE (read once per process; the same on
 // every member): "auto" or unset, groups that cross hosts (a member's Gloo
@@ -87,6 +87,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/dtype.h"
+#include "comm/gloo/gloo_full_mesh.h"
 #include "gloo/algorithm.h"
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
@@ -139,23 +140,17 @@ bool GlooSyncRouteWanted(int size, bool crosses_hosts);
 
 class SyncAllreduce {
  public:
-  // Connects rank `rank` of `size` (global ranks `global_ranks`, for
-  // messages) over `device` under `prefix` (ConnectFullMesh: bounded by
-  // `deadline`, ended early by `cancel`), then makes every pair
-  // synchronous. Errors: ConnectFullMesh's; Unavailable when a pair cannot
-  // be made synchronous (its connection failed meanwhile). Never throws.
   // Sizes the route serves: powers of two from 2.
   static bool SizeFits(int size);
   // The members rank `rank` of `size` connects with: rank XOR 2^k, sorted.
   static std::vector<int> Partners(int rank, int size);
 
-  // Errors: InvalidArgument when !SizeFits(size); the rest as below.
-  static absl::StatusOr<std::unique_ptr<SyncAllreduce>> Connect(
-      Store& store, const std::string& prefix, int rank, int size,
-      const std::vector<int>& global_ranks,
-      const std::shared_ptr<::gloo::transport::Device>& device,
-      absl::Duration timeout, absl::Time deadline,
-      const std::function<absl::Status()>& cancel);
+  // The route over `mesh`, a synchronous sub-mesh of the group's partners
+  // (ConnectFullMesh's SyncSubMesh with Partners(rank, size), made with
+  // the group's mesh in the same store round trips). Requires
+  // SizeFits(size). Never throws.
+  static std::unique_ptr<SyncAllreduce> FromMesh(int rank, int size,
+                                                 FullMesh mesh);
 
   ~SyncAllreduce();
   SyncAllreduce(const SyncAllreduce&) = delete;
@@ -184,9 +179,6 @@ class SyncAllreduce {
   }
   // Algorithms built so far (cache misses), for tests.
   int64_t builds() const { return builds_; }
-  // Store calls its connection made, and of those its barrier's.
-  int64_t store_round_trips() const { return store_round_trips_; }
-  int64_t barrier_round_trips() const { return barrier_round_trips_; }
 
  private:
   struct Entry {
@@ -213,8 +205,6 @@ class SyncAllreduce {
   size_t cache_bytes_ = 0;
   int64_t slots_used_ = 0;
   int64_t builds_ = 0;
-  int64_t store_round_trips_ = 0;
-  int64_t barrier_round_trips_ = 0;
   std::atomic<bool> aborted_{false};
   // An algorithm failed to build (Gloo threw, or no memory): this member's
   // slots no longer match its peers', so every later Run throws.
