@@ -174,8 +174,17 @@ absl::Status ShmSync::CheckMissing(uint32_t step, OpName what,
     if (i == rank_) continue;
     const MemberLine* m = segment_->member(i);
     if (static_cast<int32_t>(m->step.load() - step) >= 0) continue;
+    if (m->state.load() == kMemberLeft) {
+      // It may have reached the step and left between the two loads (a
+      // member stores its step before it leaves; both are sequentially
+      // consistent): read the step again before calling it missing. Seen
+      // under TSan: a barrier's last member to pass destroyed its group
+      // while a slower one checked it, which then failed with "left the
+      // group before arriving".
+      if (static_cast<int32_t>(m->step.load() - step) >= 0) continue;
+      if (left < 0) left = i;
+    }
     missing.push_back(i);
-    if (left < 0 && m->state.load() == kMemberLeft) left = i;
   }
   // A member that left may have left because another died: look for the
   // dead one first, so every survivor names the same rank.
