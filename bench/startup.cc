@@ -11,6 +11,7 @@
 // spawner of tools/peer_bench), each rank prints one line
 //   PEER_BENCH_STARTUP {"rank":R,"t0_ns":..,"main_ns":..,"init_ns":..,
 //                       "group_ns":[..],"allreduce_ns":[..],"ready_ns":..,
+//                       "mesh_ns":..,
 //                       "communicators":C,"store_round_trips":S,
 //                       "store_bytes":B,"sockets":K,"maxrss_kb":M}
 // with wall-clock (CLOCK_REALTIME) nanoseconds: t0_ns is the launch time the
@@ -27,11 +28,16 @@
 // rendezvous, not the bootstrap's own join); "sockets" the sockets this
 // process holds when ready (listening and connected, the bootstrap's
 // store connection included: /proc/self/fd); "maxrss_kb" its peak resident
-// memory (getrusage). Then (--hold_until_all_ready, the default) each rank
-// passes a barrier on every dim's group before tearing down, so that ranks
-// that finished early do not close connections and exit while others are
-// still starting (at 1024 ranks on 2 cores that teardown cost the last ranks
-// 2-3 s). With no launcher variables it starts --nproc ranks itself with
+// memory (getrusage), both taken when ready. Then (--hold_until_all_ready,
+// the default) each rank all-reduces one float on every dim's group, so
+// that ranks that finished early do not close connections and exit while
+// others are still starting (at 1024 ranks on 2 cores that teardown cost
+// the last ranks 2-3 s); then passes a Barrier on every dim's group, the
+// first collective off the small all-reduce route, which connects the
+// pairs a Gloo group left for first use (comm/gloo/gloo_communicator.h):
+// mesh_ns is its end (-1 without the hold); then it all-reduces once more
+// on every dim (every rank past its Barriers), and only then prints its line
+// and tears down. With no launcher variables it starts --nproc ranks itself with
 // //bootstrap's launcher (as group_creation does).
 //
 // Exit codes: 0 success, 1 a runtime error (printed), 2 bad flags.
@@ -63,9 +69,11 @@ ABSL_FLAG(std::string, backend, "auto",
           "every dim's backend: auto (InitDeviceMesh(\"cpu\")'s default: "
           "shared memory inside a host, Gloo across hosts), gloo, shm");
 ABSL_FLAG(bool, hold_until_all_ready, true,
-          "after printing its line, pass a barrier on every dim's group (in "
-          "dim order: every rank has printed) before tearing the mesh down, "
-          "as a job's ranks stay up after start-up; false: exit at once");
+          "once ready, all-reduce one float on every dim's group (in dim "
+          "order: every rank is ready), then time a Barrier per dim "
+          "(mesh_ns), before printing and tearing the mesh down, as a "
+          "job's ranks stay up after start-up; false: print and exit at "
+          "once");
 ABSL_FLAG(int, nproc, 0,
           "local ranks to launch when not under a launcher (0: the mesh's "
           "size)");
@@ -99,6 +107,22 @@ int64_t OpenSockets() {
 int Fail(const absl::Status& s, int code) {
   std::fprintf(stderr, "startup: %s\n", s.ToString().c_str());
   return code;
+}
+
+// A one-float all-reduce on every dim's group, in dim order: it returns on
+// a rank once every rank of the mesh has started it.
+absl::Status AllReduceEveryDim(DeviceMesh& mesh) {
+  for (int d = 0; d < mesh.ndim(); ++d) {
+    auto group = mesh.GetGroup(d);
+    if (!group.ok()) return group.status();
+    float one = 1, sum = 0;
+    if (absl::Status s = (*group)->AllReduce(&one, &sum, 1, DataType::kFloat32,
+                                             ReduceOp::kSum);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
@@ -138,35 +162,51 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   }
   const int64_t ready_ns = WallNs();
   const auto& runtime = mesh->runtime();
+  // Measured when ready, before the steps below connect anything more.
+  const int64_t sockets = OpenSockets();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::printf(
-      "PEER_BENCH_STARTUP {\"rank\":%d,\"t0_ns\":%lld,\"main_ns\":%lld,"
-      "\"init_ns\":%lld,\"group_ns\":[%s],\"allreduce_ns\":[%s],\"ready_ns\":%lld,\"communicators\":%lld,\"store_round_trips\":%lld,"
-      "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld}\n",
-      mesh->GetRank(), static_cast<long long>(t0_ns),
-      static_cast<long long>(main_ns), static_cast<long long>(init_ns),
-      absl::StrJoin(group_ns, ",").c_str(),
-      absl::StrJoin(allreduce_ns, ",").c_str(),
-      static_cast<long long>(ready_ns),
-      static_cast<long long>(runtime->group_creations() +
-                             runtime->world_communicators()),
-      static_cast<long long>(runtime->store_round_trips()),
-      static_cast<long long>(runtime->store_bytes()),
-      static_cast<long long>(OpenSockets()),
-      static_cast<long long>(usage.ru_maxrss));
-  std::fflush(stdout);
+  int64_t mesh_ns = -1;
   if (absl::GetFlag(FLAGS_hold_until_all_ready)) {
-    // A barrier on each dim's group in dim order ends only when every rank
-    // of the mesh has arrived (each dim's barrier passes the previous dims'
-    // arrivals along): no rank tears its groups down, and so no closing
-    // connection or exiting process takes CPU from, a rank still starting.
+    // A one-float all-reduce on each dim's group in dim order ends only
+    // when every rank of the mesh has arrived (each dim's passes the
+    // previous dims' arrivals along): no rank tears its groups down, and so
+    // no closing connection or exiting process takes CPU from, a rank still
+    // starting. An all-reduce rather than Barrier: like the check above it
+    // stays on the route a Gloo group across hosts makes for small
+    // all-reduces, where Barrier would connect the group's other pairs
+    // (gloo_communicator.h).
+    if (absl::Status s = AllReduceEveryDim(*mesh); !s.ok()) return Fail(s, 1);
+    // Then, every rank ready, the first collective off that route: a
+    // Barrier per dim, which connects every pair a Gloo group left for
+    // first use. mesh_ns: its end. Then every rank waits for the others
+    // again before it tears down.
     for (int d = 0; d < mesh->ndim(); ++d) {
       auto group = mesh->GetGroup(d);
       if (!group.ok()) return Fail(group.status(), 1);
       if (absl::Status s = (*group)->Barrier(); !s.ok()) return Fail(s, 1);
     }
+    mesh_ns = WallNs();
+    if (absl::Status s = AllReduceEveryDim(*mesh); !s.ok()) return Fail(s, 1);
   }
+  std::printf(
+      "PEER_BENCH_STARTUP {\"rank\":%d,\"t0_ns\":%lld,\"main_ns\":%lld,"
+      "\"init_ns\":%lld,\"group_ns\":[%s],\"allreduce_ns\":[%s],"
+      "\"ready_ns\":%lld,\"mesh_ns\":%lld,\"communicators\":%lld,"
+      "\"store_round_trips\":%lld,"
+      "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld}\n",
+      mesh->GetRank(), static_cast<long long>(t0_ns),
+      static_cast<long long>(main_ns), static_cast<long long>(init_ns),
+      absl::StrJoin(group_ns, ",").c_str(),
+      absl::StrJoin(allreduce_ns, ",").c_str(),
+      static_cast<long long>(ready_ns), static_cast<long long>(mesh_ns),
+      static_cast<long long>(runtime->group_creations() +
+                             runtime->world_communicators()),
+      static_cast<long long>(runtime->store_round_trips()),
+      static_cast<long long>(runtime->store_bytes()),
+      static_cast<long long>(sockets),
+      static_cast<long long>(usage.ru_maxrss));
+  std::fflush(stdout);
   return 0;
 }
 

@@ -126,9 +126,9 @@ if [ "$HOSTS" -gt 1 ]; then
   hosts_up || { echo "scale_check: could not make the namespace hosts" >&2; exit 1; }
 fi
 echo "scale_check: mesh $MESH, $NPROC ranks over $HOSTS host(s), $RUNS run(s)"
-printf '%-14s %6s %5s %10s %10s %10s %10s %12s %12s %8s %8s %9s\n' run ranks \
-  hosts "started s" "joined s" "groups s" "usable s" trips/rank bytes/rank \
-  comms sockets "rss MiB"
+printf '%-14s %6s %5s %10s %10s %10s %10s %8s %12s %12s %8s %8s %9s\n' run ranks \
+  hosts "started s" "joined s" "groups s" "usable s" "+mesh s" trips/rank \
+  bytes/rank comms sockets "rss MiB"
 FAILED=0
 for run in $(seq "$RUNS"); do
   LOGS=()

@@ -6,12 +6,16 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "comm/dtype.h"
 #include "comm/gloo/gloo_reduce_scatter.h"
 #include "comm/gloo/gloo_status.h"
@@ -22,6 +26,7 @@
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
+#include "gloo/transport/tcp/address.h"
 #include "gloo/transport/unbound_buffer.h"
 
 namespace devmesh {
@@ -114,6 +119,63 @@ absl::Status GlooCommunicator::Call(absl::string_view what,
                    "global ranks [", absl::StrJoin(global_ranks_, ", "), "])"));
 }
 
+absl::Status GlooCommunicator::ConnectPending(absl::string_view op,
+                                              int peer) {
+  std::vector<gloo_internal::MeshLink> now;
+  {
+    std::lock_guard<std::mutex> lock(mesh_mu_);
+    if (!mesh_failed_.ok()) {
+      return absl::Status(
+          mesh_failed_.code(),
+          absl::StrCat("gloo ", op, ": the group's connections failed at an "
+                       "earlier call: ", mesh_failed_.message()));
+    }
+    if (pending_.empty()) return absl::OkStatus();
+    std::vector<gloo_internal::MeshLink> rest;
+    for (auto& link : pending_) {
+      (peer < 0 || link.peer == peer ? now : rest).push_back(std::move(link));
+    }
+    pending_ = std::move(rest);
+  }
+  if (now.empty()) return absl::OkStatus();
+  const std::string what = absl::StrCat(
+      "gloo ", op, ": connecting the group's pairs at first use (rank ",
+      rank_, " of ", size_, ", global rank ", global_ranks_[rank_], ")");
+  absl::Status status = gloo_internal::ConnectLinks(
+      what, now, device_, options_.timeout, absl::Now() + options_.timeout,
+      [this] {
+        return aborted_.load() ? absl::FailedPreconditionError(
+                                     "the communicator was aborted")
+                               : absl::OkStatus();
+      },
+      nullptr);
+  std::vector<gloo_internal::ConnectionEnd> ends;
+  for (const auto& link : now) {
+    if (link.has_end) ends.push_back(link.end);
+  }
+  std::map<int, sockaddr_storage> remotes;
+  std::map<int, ino_t> found;
+  if (status.ok()) found = gloo_internal::FindConnections(ends, &remotes);
+  std::lock_guard<std::mutex> lock(mesh_mu_);
+  if (!status.ok()) {
+    mesh_failed_ = status;
+    return status;
+  }
+  for (const auto& [p, inode] : found) connections_[p] = inode;
+  // Gloo names a peer by its end of the connection: for a pair the peer
+  // connected, its ephemeral port (Call maps it to the global rank).
+  for (const auto& [p, remote] : remotes) {
+    (void)GlooCall(what, [&, p = p, remote = remote] {
+      std::string name = ::gloo::transport::tcp::Address(remote).str();
+      if (size_t seq = name.find('$'); seq != std::string::npos) {
+        name.resize(seq);
+      }
+      peer_endpoints_[name] = global_ranks_[p];
+    });
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GlooCommunicator::CheckOpen(absl::string_view op) const {
   if (aborted_.load()) {
     return absl::FailedPreconditionError(
@@ -180,6 +242,7 @@ absl::Status GlooCommunicator::AllReduce(const void* send, void* recv,
       sync_->Run(in != nullptr ? in : recv, recv, count, dtype, op);
     });
   } else {
+    if (auto s = ConnectPending("allreduce", -1); !s.ok()) return s;
     auto fn = reduce_internal::GetReduceFunction(dtype, op);
     status = Call(what, [&] {
       AllreduceBySize(context_, in, recv, count, elem, fn, timeout());
@@ -216,6 +279,7 @@ absl::Status GlooCommunicator::AllGather(const void* send, void* recv,
     std::memmove(out, in, bytes);
     return absl::OkStatus();
   }
+  if (auto s = ConnectPending("allgather", -1); !s.ok()) return s;
   return Call(Describe("allgather", dtype, count), [&] {
     ::gloo::AllgatherOptions opts(context_);
     opts.setInput<char>(const_cast<char*>(in), bytes);
@@ -242,6 +306,7 @@ absl::Status GlooCommunicator::ReduceScatter(const void* send, void* recv,
   const char* in = static_cast<const char*>(send);
   std::vector<char> work(in, in + bytes * size_);
   auto fn = reduce_internal::GetReduceFunction(dtype, op);
+  if (auto s = ConnectPending("reduce_scatter", -1); !s.ok()) return s;
   absl::Status status = Call(
       absl::StrCat(Describe("reduce_scatter", dtype, count), " ",
                    ReduceOpName(op)),
@@ -275,6 +340,7 @@ absl::Status GlooCommunicator::Broadcast(const void* send, void* recv,
   const size_t bytes = count * DataTypeSize(dtype);
   if (rank_ == root && send != recv) std::memmove(recv, send, bytes);
   if (size_ == 1) return absl::OkStatus();
+  if (auto s = ConnectPending("broadcast", -1); !s.ok()) return s;
   return Call(Describe("broadcast", dtype, count), [&] {
     ::gloo::BroadcastOptions opts(context_);
     opts.setOutput<char>(static_cast<char*>(recv), bytes);
@@ -305,6 +371,7 @@ absl::Status GlooCommunicator::AllToAll(const void* send, void* recv,
     std::memmove(recv, in, total);
     return absl::OkStatus();
   }
+  if (auto s = ConnectPending("alltoall", -1); !s.ok()) return s;
   return Call(Describe("alltoall", dtype, count), [&] {
     ::gloo::AlltoallOptions opts(context_);
     opts.setInput<char>(const_cast<char*>(in), total);
@@ -326,6 +393,7 @@ absl::Status GlooCommunicator::Send(const void* buf, size_t count,
     return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
+  if (auto s = ConnectPending("send", peer); !s.ok()) return s;
   return Call(absl::StrCat(Describe("send", dtype, count), " to ", peer),
                   [&] {
                     auto ub = context_->createUnboundBuffer(
@@ -349,6 +417,7 @@ absl::Status GlooCommunicator::Recv(void* buf, size_t count, DataType dtype,
     return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
+  if (auto s = ConnectPending("recv", peer); !s.ok()) return s;
   return Call(absl::StrCat(Describe("recv", dtype, count), " from ", peer),
                   [&] {
                     auto ub = context_->createUnboundBuffer(buf, bytes);
@@ -362,11 +431,17 @@ absl::Status GlooCommunicator::Recv(void* buf, size_t count, DataType dtype,
 absl::Status GlooCommunicator::Barrier() {
   if (auto s = CheckOpen("barrier"); !s.ok()) return s;
   if (size_ == 1) return absl::OkStatus();
+  if (auto s = ConnectPending("barrier", -1); !s.ok()) return s;
   return Call("gloo barrier", [&] {
     ::gloo::BarrierOptions opts(context_);
     opts.setTimeout(timeout());
     ::gloo::barrier(opts);
   });
+}
+
+int64_t GlooCommunicator::pending_pairs() const {
+  std::lock_guard<std::mutex> lock(mesh_mu_);
+  return static_cast<int64_t>(pending_.size());
 }
 
 int64_t GlooCommunicator::sync_builds() const {
@@ -379,7 +454,12 @@ absl::Status GlooCommunicator::Abort() {
   if (context_ == nullptr) return absl::OkStatus();
   // 1. Shut the sockets down: the peers read "connection closed" at once, and
   //    Gloo's loop here fails every pending operation on them.
-  (void)gloo_internal::ShutdownConnections(connections_);
+  std::map<int, ino_t> connections;
+  {
+    std::lock_guard<std::mutex> lock(mesh_mu_);
+    connections = connections_;
+  }
+  (void)gloo_internal::ShutdownConnections(connections);
   return GlooCall("gloo abort", [&] {
     // 2. Close every pair. Pair::close takes the pair's lock, which Gloo's
     //    loop holds while it reads into or writes from a buffer, so once it

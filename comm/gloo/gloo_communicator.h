@@ -31,9 +31,25 @@
 // group's synchronous pairs, read on the calling thread
 // (gloo_sync_allreduce.h): a second mesh of log2(size) pairs per member,
 // connected with the first one in the same store exchange and barrier (no
-// more store round trips; log2(size) more connections). Every other all-reduce, and all once that route's slot
-// budget is spent, runs Gloo's bcube up to kGlooBcubeMaxBytes and Gloo's
-// ring above, on Gloo's event-loop thread.
+// more store round trips; log2(size) more connections). Every other
+// all-reduce, and all once that route's slot budget is spent, runs Gloo's
+// bcube up to kGlooBcubeMaxBytes and Gloo's ring above, on Gloo's
+// event-loop thread.
+//
+// Such a group (one with the synchronous route) connects only the route's
+// log2(size) pairs at creation; its other pairs listen, their peers'
+// addresses exchanged, and connect at the first call that needs them, as
+// NCCL connects at first use (NCCL_RUNTIME_CONNECT) and PyTorch's Gloo with
+// TORCH_GLOO_LAZY_INIT: every pair at the first collective off the route
+// (an all-reduce above the route's bound, AllGather, ReduceScatter,
+// Broadcast, AllToAll, Barrier), the peer's pair at a Send or Recv. That
+// call then also bears the connections' cost and their errors (Unavailable
+// naming a peer that is gone, DeadlineExceeded naming the one not
+// connected within the timeout); a failed connection fails every later call
+// that needs the mesh with the same error. At 1024 ranks over 8 namespace
+// hosts (32-member dp groups) creation then makes 5 connections per rank
+// instead of 36. DEVMESH_GLOO_LAZY_MESH=0 (read once per process, the same
+// on every member) connects every pair at creation.
 //
 // Bounds (CommOptions::timeout = T). Creation: one deadline T for the whole
 // call (Split: the (color, key) exchange, the connections and the barrier
@@ -77,6 +93,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -87,6 +104,7 @@
 #include "store/store.h"
 #include "comm/communicator.h"
 #include "comm/gloo/gloo_abortable_context.h"
+#include "comm/gloo/gloo_full_mesh.h"
 #include "comm/gloo/gloo_shutdown.h"
 #include "comm/gloo/gloo_sync_allreduce.h"
 #include "comm/options.h"
@@ -169,6 +187,10 @@ class GlooCommunicator final : public Communicator {
   // (gloo_sync_allreduce.h); -1 when the group has no route. For tests;
   // call from the thread that runs the collectives.
   int64_t sync_builds() const;
+  // Pairs still left for first use (gloo_communicator.h's lazy mesh): size
+  // - 1 right after creating a group with the synchronous route, 0 once a
+  // collective off the route ran. For tests. Thread-safe.
+  int64_t pending_pairs() const;
 
  private:
   GlooCommunicator() = default;
@@ -188,6 +210,11 @@ class GlooCommunicator final : public Communicator {
   absl::Status CheckRank(absl::string_view op, absl::string_view name,
                          int rank) const;
   std::chrono::milliseconds timeout() const;
+  // Connects the pairs left for first use (pending_): every one for a
+  // collective (peer = -1), only the one with `peer` for Send and Recv.
+  // Bounded by the group's timeout; Abort ends it. A failure is kept and
+  // returned by every later call that needs the mesh.
+  absl::Status ConnectPending(absl::string_view op, int peer);
 
   std::shared_ptr<Store> store_;
   std::string prefix_;
@@ -204,9 +231,18 @@ class GlooCommunicator final : public Communicator {
   // Each peer's "[ip]:port" end of its connection with this rank -> its
   // global rank (gloo_full_mesh.h).
   std::map<std::string, int> peer_endpoints_;
+  // Guards connections_ (Abort reads it from any thread), pending_ and
+  // mesh_failed_.
+  mutable std::mutex mesh_mu_;
   // Peer group rank -> the inode of the socket of its connection
   // (gloo_shutdown.h).
   std::map<int, ino_t> connections_;
+  // The mesh's pairs not connected yet (ConnectFullMesh's defer_mesh, for a
+  // group with the synchronous route): connected by the first call that
+  // needs them (ConnectPending).
+  std::vector<gloo_internal::MeshLink> pending_;
+  // The error of a ConnectPending that failed; OK otherwise.
+  absl::Status mesh_failed_;
   // The transport context, whose Abort ends every wait of the group's
   // buffers (gloo_abortable_context.h).
   std::shared_ptr<gloo_internal::AbortableContext> abortable_;

@@ -1,6 +1,8 @@
 // devmesh/comm/gloo/gloo_connect.cc
 // Creation of Gloo groups: the world group and Split's children.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -20,6 +22,21 @@
 namespace devmesh {
 
 using gloo_internal::GlooCall;
+
+namespace {
+
+// Whether a group with the synchronous route leaves its other pairs for
+// first use (gloo_communicator.h): DEVMESH_GLOO_LAZY_MESH unset or not "0".
+// Read once per process.
+bool LazyMesh() {
+  static const bool lazy = [] {
+    const char* env = std::getenv("DEVMESH_GLOO_LAZY_MESH");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  return lazy;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     std::shared_ptr<Store> store, int rank, int size,
@@ -71,6 +88,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
     route.keep = [size](bool crosses_hosts) {
       return gloo_internal::GlooSyncRouteWanted(size, crosses_hosts);
     };
+    route.defer_mesh = LazyMesh();
   }
   auto mesh = gloo_internal::ConnectFullMesh(
       *comm->store_, comm->prefix_, rank, size, comm->global_ranks_,
@@ -83,6 +101,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   comm->connections_ = std::move(mesh->connections);
   comm->abortable_ = std::move(mesh->abortable);
   comm->context_ = std::move(mesh->context);
+  comm->pending_ = std::move(mesh->pending);
   if (mesh->sync_sub != nullptr) {
     for (const auto& [endpoint, global] : mesh->sync_sub->peer_endpoints) {
       comm->peer_endpoints_[endpoint] = global;

@@ -229,6 +229,105 @@ struct MeshPart {
 
 }  // namespace
 
+absl::Status ConnectLinks(
+    const std::string& what, const std::vector<MeshLink>& links,
+    const std::shared_ptr<::gloo::transport::Device>& device,
+    absl::Duration timeout, absl::Time deadline,
+    const std::function<absl::Status()>& cancel, bool* watchdog_fired) {
+  if (watchdog_fired != nullptr) *watchdog_fired = false;
+  if (links.empty()) return absl::OkStatus();
+  std::vector<::gloo::transport::Pair*> live;
+  for (const MeshLink& l : links) live.push_back(l.pair);
+  const std::shared_ptr<LoopWaker> waker = LoopWakerFor(device.get());
+  Watchdog watchdog(live, deadline, cancel, waker);
+  // Connect the pairs this rank connects first, then wait for those its
+  // peers connect: a connect completes without the peer's main thread
+  // (its event loop accepts), so a rank never sits waiting for a peer
+  // that is itself still working through lower indices of its own list
+  // (index order made such waits chain along the group). Measured at 256
+  // ranks on one host (farm-bench, 8 pairs): wall 0.86x of index order,
+  // interval 0.72-1.52, within the machine's noise.
+  std::vector<size_t> order;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t k = 0; k < links.size(); ++k) {
+      if (links[k].connects == (pass == 0)) order.push_back(k);
+    }
+  }
+  absl::Status status;
+  size_t reached = 0;  // position in `order` of the pair being connected
+  for (size_t k = 0; k < order.size() && status.ok(); ++k) {
+    const MeshLink& link = links[order[k]];
+    reached = k;
+    if (watchdog.fired()) break;
+    if (link.address.empty()) {
+      status = absl::InternalError(absl::StrCat(
+          what, ": global rank ", link.global,
+          " published an empty address for this rank"));
+      break;
+    }
+    std::vector<char> addr(link.address.begin(), link.address.end());
+    // On the side that connects, Gloo first takes the pair's own listening
+    // socket out of its loop and waits for a loop turn: wake the loop
+    // (gloo_loop_waker.h). The other side only waits for the loop thread's
+    // accept, which needs no turn.
+    ScopedLoopKick kick(link.connects ? waker : nullptr);
+    status = GlooCall(
+        absl::StrCat(what, ": connecting to global rank ", link.global),
+        [&] { link.pair->connect(addr); });
+  }
+  if (status.ok() && !watchdog.fired()) {
+    // Before the caller's barrier, so that no peer can have sent on a pair
+    // while it was still in the loop: a message for a Buffer slot not yet
+    // registered makes Gloo's loop retry it on every turn (level-triggered,
+    // pair.cc's "busy waiting"), which at 1024 ranks kept the machine's
+    // cores spinning. Each setSync takes the pair's socket out of the loop
+    // and waits for a loop turn: wake the loop (gloo_loop_waker.h).
+    ScopedLoopKick kick(waker);
+    for (size_t k = 0; k < links.size() && status.ok(); ++k) {
+      if (!links[k].sync) continue;
+      status = GlooCall(
+          absl::StrCat(what, ": making the pair with global rank ",
+                       links[k].global, " synchronous"),
+          [&] { links[k].pair->setSync(true, false); });
+    }
+  }
+  watchdog.Stop();
+  if (watchdog.fired()) {
+    if (watchdog_fired != nullptr) *watchdog_fired = true;
+    // Pairs before `reached` connected; the one at `reached` was being
+    // waited on; the rest were not checked yet.
+    const int waited =
+        order.empty()
+            ? -1
+            : links[order[std::min(reached, order.size() - 1)]].global;
+    std::vector<int> unchecked;
+    for (size_t k = reached + 1; k < order.size(); ++k) {
+      unchecked.push_back(links[order[k]].global);
+    }
+    std::sort(unchecked.begin(), unchecked.end());
+    unchecked.erase(std::unique(unchecked.begin(), unchecked.end()),
+                    unchecked.end());
+    if (absl::Status cancelled = watchdog.cancelled(); !cancelled.ok()) {
+      return absl::Status(
+          cancelled.code(),
+          absl::StrCat(what, ": waiting for the connection with global rank ",
+                       waited, " (pairs closed): ", cancelled.message()));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        what, ": connection to global rank ", waited, " not made within ",
+        absl::FormatDuration(timeout),
+        " (pairs closed by the watchdog); pairs to global rank(s) [",
+        absl::StrJoin(unchecked, ", "), "] not checked yet"));
+  }
+  if (!status.ok()) {
+    return absl::Status(absl::IsInternal(status)
+                            ? status.code()
+                            : absl::StatusCode::kUnavailable,
+                        status.message());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FullMesh> ConnectFullMesh(
     Store& store, const std::string& prefix, int rank, int size,
     const std::vector<int>& global_ranks,
@@ -346,29 +445,24 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     // side connects, the name Gloo's errors give the peer ("[ip]:port", its
     // listening address), and the socket address by which Abort finds the
     // connection (gloo_shutdown.h).
-    struct Link {
-      size_t part = 0;
-      int peer = -1;  // group rank
-      int global = -1;
-      const std::string* address = nullptr;
-      bool connects = false;
-    };
-    std::vector<Link> links;
+    std::vector<MeshLink> links;
+    std::vector<size_t> link_part;
     size_t at = 0;  // position in *addresses
     for (size_t m = 0; m < parts.size(); ++m) {
       MeshPart& part = parts[m];
       for (size_t j = 0; j < part.addr_keys.peers.size(); ++j, ++at) {
-        Link link;
-        link.part = m;
+        MeshLink link;
         link.peer = part.addr_keys.peers[j];
+        link.pair = part.pairs[link.peer];
         link.global = part.addr_keys.peer_globals[j];
-        link.address = &(*addresses)[at];
+        link.address = (*addresses)[at];
+        link.sync = m == 1;
         const auto* self = dynamic_cast<const ::gloo::transport::tcp::Address*>(
-            &part.pairs[link.peer]->address());
-        if (self != nullptr && !link.address->empty()) {
+            &link.pair->address());
+        if (self != nullptr && !link.address.empty()) {
           (void)GlooCall(what, [&] {
             const ::gloo::transport::tcp::Address peer(
-                std::vector<char>(link.address->begin(), link.address->end()));
+                std::vector<char>(link.address.begin(), link.address.end()));
             std::string name = peer.str();
             if (size_t seq = name.find('$'); seq != std::string::npos) {
               name.resize(seq);
@@ -379,109 +473,47 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
             if (m == 0 && !SameHost(self->getSockaddr(), peer.getSockaddr())) {
               out.crosses_hosts = true;
             }
-            ConnectionEnd end;
-            end.peer = link.peer;
-            end.local = !link.connects;
-            end.addr =
+            link.end.peer = link.peer;
+            link.end.local = !link.connects;
+            link.end.addr =
                 link.connects ? peer.getSockaddr() : self->getSockaddr();
-            part.ends.push_back(end);
+            link.has_end = true;
           });
         }
-        links.push_back(link);
+        links.push_back(std::move(link));
+        link_part.push_back(m);
       }
     }
-    if (parts.size() > 1 && sync_sub->keep != nullptr &&
-        !sync_sub->keep(out.crosses_hosts)) {
-      // Not kept: every member decides alike (crosses_hosts is the same on
-      // every member), so no peer connects to these pairs. Closing them
-      // waits for a loop turn each (the context's destructor holds a kick).
-      links.erase(std::remove_if(links.begin(), links.end(),
-                                 [](const Link& l) { return l.part == 1; }),
-                  links.end());
-      parts.pop_back();
-    }
-
-    std::vector<::gloo::transport::Pair*> live;
-    for (const Link& l : links) live.push_back(parts[l.part].pairs[l.peer]);
-    const std::shared_ptr<LoopWaker> waker = LoopWakerFor(device.get());
-    Watchdog watchdog(live, deadline, cancel, waker);
-    // Connect the pairs this rank connects first, then wait for those its
-    // peers connect: a connect completes without the peer's main thread
-    // (its event loop accepts), so a rank never sits waiting for a peer
-    // that is itself still working through lower indices of its own list
-    // (index order made such waits chain along the group). Measured at 256
-    // ranks on one host (farm-bench, 8 pairs): wall 0.86x of index order,
-    // interval 0.72-1.52, within the machine's noise.
-    std::vector<size_t> order;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t k = 0; k < links.size(); ++k) {
-        if (links[k].connects == (pass == 0)) order.push_back(k);
+    bool defer_mesh = false;
+    if (parts.size() > 1) {
+      if (sync_sub->keep != nullptr && !sync_sub->keep(out.crosses_hosts)) {
+        // Not kept: every member decides alike (crosses_hosts is the same
+        // on every member), so no peer connects to these pairs. Closing them
+        // waits for a loop turn each (the context's destructor holds a
+        // kick).
+        parts.pop_back();
+      } else {
+        defer_mesh = sync_sub->defer_mesh;
       }
     }
-    size_t reached = 0;  // position in `order` of the pair being connected
-    for (size_t k = 0; k < order.size() && status.ok(); ++k) {
-      const Link& link = links[order[k]];
-      reached = k;
-      if (watchdog.fired()) break;
-      if (link.address->empty()) {
-        status = absl::InternalError(absl::StrCat(
-            what, ": global rank ", link.global,
-            " published an empty address for this rank"));
-        break;
+    std::vector<MeshLink> now;
+    for (size_t k = 0; k < links.size(); ++k) {
+      if (link_part[k] >= parts.size()) continue;  // dropped
+      if (link_part[k] == 0 && defer_mesh) {
+        out.pending.push_back(links[k]);
+        continue;
       }
-      std::vector<char> addr(link.address->begin(), link.address->end());
-      // On the side that connects, Gloo first takes the pair's own listening
-      // socket out of its loop and waits for a loop turn: wake the loop
-      // (gloo_loop_waker.h). The other side only waits for the loop thread's
-      // accept, which needs no turn.
-      ScopedLoopKick kick(link.connects ? waker : nullptr);
-      status = GlooCall(
-          absl::StrCat(what, ": connecting to global rank ", link.global),
-          [&] { parts[link.part].pairs[link.peer]->connect(addr); });
+      if (link_part[k] == 0 && links[k].has_end) {
+        parts[0].ends.push_back(links[k].end);
+      }
+      if (link_part[k] == 1 && links[k].has_end) {
+        parts[1].ends.push_back(links[k].end);
+      }
+      now.push_back(links[k]);
     }
-    if (parts.size() > 1 && status.ok() && !watchdog.fired()) {
-      // Before the barrier, so that no peer can have sent on a pair while it
-      // was still in the loop: a message for a Buffer slot not yet
-      // registered makes Gloo's loop retry it on every turn (level-triggered,
-      // pair.cc's "busy waiting"), which at 1024 ranks kept the machine's
-      // cores spinning. Each setSync takes the pair's socket out of the loop
-      // and waits for a loop turn: wake the loop (gloo_loop_waker.h).
-      ScopedLoopKick kick(waker);
-      for (size_t k = 0; k < links.size() && status.ok(); ++k) {
-        if (links[k].part != 1) continue;
-        status = GlooCall(
-            absl::StrCat(what, ": making the pair with global rank ",
-                         links[k].global, " synchronous"),
-            [&] { parts[1].pairs[links[k].peer]->setSync(true, false); });
-      }
-    }
-    watchdog.Stop();
-    if (watchdog.fired()) {
-      // Pairs before `reached` connected; the one at `reached` was being
-      // waited on; the rest were not checked yet.
-      const int waited =
-          order.empty() ? -1
-                        : links[order[std::min(reached, order.size() - 1)]]
-                              .global;
-      std::vector<int> unchecked;
-      for (size_t k = reached + 1; k < order.size(); ++k) {
-        unchecked.push_back(links[order[k]].global);
-      }
-      std::sort(unchecked.begin(), unchecked.end());
-      unchecked.erase(std::unique(unchecked.begin(), unchecked.end()),
-                      unchecked.end());
-      if (absl::Status cancelled = watchdog.cancelled(); !cancelled.ok()) {
-        return absl::Status(
-            cancelled.code(),
-            absl::StrCat(what, ": waiting for the connection with global rank ",
-                         waited, " (pairs closed): ", cancelled.message()));
-      }
-      return absl::DeadlineExceededError(absl::StrCat(
-          what, ": connection to global rank ", waited, " not made within ",
-          absl::FormatDuration(timeout),
-          " (pairs closed by the watchdog); pairs to global rank(s) [",
-          absl::StrJoin(unchecked, ", "), "] not checked yet"));
-    }
+    bool fired = false;
+    status = ConnectLinks(what, now, device, timeout, deadline, cancel, &fired);
+    if (fired) return status;
     std::vector<std::string> up_mine, up_theirs;
     std::vector<int> up_globals;
     for (const MeshPart& part : parts) {
@@ -499,10 +531,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       (void)store.MultiSet(
           up_mine, std::vector<std::string>(
                        up_mine.size(), absl::StrCat("!", status.message())));
-      return absl::Status(
-          absl::IsInternal(status) ? status.code()
-                                   : absl::StatusCode::kUnavailable,
-          status.message());
+      return status;
     }
 
     // Barrier: publish, for each peer, the local end of the connection with

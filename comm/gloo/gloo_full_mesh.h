@@ -72,6 +72,21 @@
 namespace devmesh {
 namespace gloo_internal {
 
+// One pair of a mesh and what connecting it takes: its peer, the address the
+// peer published for this rank, which side connects (Gloo's rule: the
+// greater listening address), and the socket address by which Abort finds
+// the connection once made (gloo_shutdown.h).
+struct MeshLink {
+  ::gloo::transport::Pair* pair = nullptr;  // not owned: its context's
+  int peer = -1;                            // group rank
+  int global = -1;                          // its global rank
+  std::string address;                      // Gloo's address bytes
+  bool connects = false;
+  bool sync = false;  // made synchronous once connected (SyncSubMesh)
+  bool has_end = false;
+  ConnectionEnd end;
+};
+
 struct FullMesh {
   std::shared_ptr<::gloo::Context> context;
   // Its transport context: Abort ends every wait through it
@@ -94,6 +109,10 @@ struct FullMesh {
   // and kept: its context, endpoints and connections (its round-trip
   // counts are 0: they are the mesh's).
   std::unique_ptr<FullMesh> sync_sub;
+  // The mesh's pairs left unconnected (SyncSubMesh::defer_mesh): listening,
+  // their peers' addresses known, for the caller to connect on first use
+  // with ConnectLinks.
+  std::vector<MeshLink> pending;
 };
 
 // A second set of pairs made in the same store exchange and barrier as the
@@ -116,7 +135,26 @@ struct SyncSubMesh {
   // same `peers` relation and `keep`, or some wait for keys never written
   // and fail at the deadline naming the others.
   std::function<bool(bool crosses_hosts)> keep;
+  // When the sub-mesh is kept, leave the mesh's own pairs unconnected
+  // (FullMesh::pending): only the sub-mesh connects at creation, and the
+  // barrier then means every member has published its addresses, made its
+  // listening pairs and connected the sub-mesh.
+  bool defer_mesh = false;
 };
+
+// Connects `links` by `deadline`: the ones this side connects first, then
+// waits for the others' peers; then makes the `sync` ones synchronous. A
+// watchdog closes every pair of `links` when the deadline passes or
+// `cancel` (asked every 100 ms; may be empty) fails, and *watchdog_fired
+// (may be null) says so. Errors: DeadlineExceeded naming the global rank
+// waited on and those not checked yet; the cancel check's code; Unavailable
+// naming the peer whose connection failed; Internal for an empty address.
+// Never throws. Thread-safety: one call per set of pairs at a time.
+absl::Status ConnectLinks(
+    const std::string& what, const std::vector<MeshLink>& links,
+    const std::shared_ptr<::gloo::transport::Device>& device,
+    absl::Duration timeout, absl::Time deadline,
+    const std::function<absl::Status()>& cancel, bool* watchdog_fired);
 
 // Connects rank `rank` of `size` (global ranks `global_ranks`, for messages)
 // over `device`; pairs get `timeout` as Gloo's context timeout (the default

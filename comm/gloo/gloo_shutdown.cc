@@ -55,7 +55,8 @@ void ForEachSocket(const std::function<void(int, ino_t)>& fn) {
 
 }  // namespace
 
-std::map<int, ino_t> FindConnections(const std::vector<ConnectionEnd>& ends) {
+std::map<int, ino_t> FindConnections(const std::vector<ConnectionEnd>& ends,
+                                     std::map<int, sockaddr_storage>* remotes) {
   std::map<int, ino_t> found;
   if (ends.empty()) return found;
   ForEachSocket([&](int fd, ino_t inode) {
@@ -73,6 +74,7 @@ std::map<int, ino_t> FindConnections(const std::vector<ConnectionEnd>& ends) {
                              : SameAddress(remote, want.addr);
       if (match) {
         found[want.peer] = inode;
+        if (remotes != nullptr) (*remotes)[want.peer] = remote;
         return;
       }
     }

@@ -48,8 +48,12 @@ struct ConnectionEnd {
 
 // The inodes of this process's connected sockets that match `ends`, per
 // peer group rank. Reads /proc/self/fd; call right after the group's
-// creation barrier, while every pair is connected. Thread-safe.
-std::map<int, ino_t> FindConnections(const std::vector<ConnectionEnd>& ends);
+// creation barrier, while every pair is connected. `remotes` (may be null)
+// gets the remote address of each connection found, per peer group rank.
+// Thread-safe.
+std::map<int, ino_t> FindConnections(
+    const std::vector<ConnectionEnd>& ends,
+    std::map<int, sockaddr_storage>* remotes = nullptr);
 
 // shutdown(2)s (SHUT_RDWR), through a duplicate descriptor, every socket of
 // this process whose inode is one of `inodes`' values; returns the peers

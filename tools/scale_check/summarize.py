@@ -9,7 +9,10 @@ Prints one table row: label, ranks, hosts, launch to the last rank's
 main() (seconds: process start-up on this machine's cores), launch to the
 last rank's InitDeviceMesh return (the rendezvous), the longest time a rank
 took from there to its groups usable, launch to usable
-(the last rank's ready time minus the launch time, seconds), and the maximum over
+(the last rank's ready time minus the launch time, seconds), from there to
+the last rank past a Barrier per dim (+mesh: the first collective off the
+small all-reduce route, which connects the pairs a Gloo group left for first
+use; -1 when the ranks did not time it), and the maximum over
 ranks of the store round trips, store payload bytes and communicators of
 group creation, of the sockets a rank holds when ready (the rank that hosts
 the store, --store_rank, is left out: its store clients are not its groups'),
@@ -57,17 +60,22 @@ def main():
               - t0) / 1e9
     groups_s = max(r["ready_ns"] - r.get("init_ns", r["main_ns"])
                    for r in rows.values()) / 1e9
+    # From the last rank usable to the last rank past its first collective
+    # off the small all-reduce route (every pair connected); -1: not timed.
+    mesh = [r.get("mesh_ns", -1) for r in rows.values()]
+    mesh_s = ((max(mesh) - max(r["ready_ns"] for r in rows.values())) / 1e9
+              if min(mesh) > 0 else -1.0)
     trips = [r["store_round_trips"] for r in rows.values()]
     groups = [r for k, r in rows.items() if k != a.store_rank]
     sockets = max(r["sockets"] for r in groups) if groups else 0
     if a.header:
-        print("%-14s %6s %5s %10s %10s %10s %10s %12s %12s %8s %8s %9s" % (
+        print("%-14s %6s %5s %10s %10s %10s %10s %8s %12s %12s %8s %8s %9s" % (
             "run", "ranks", "hosts", "started s", "joined s", "groups s",
-            "usable s", "trips/rank",
+            "usable s", "+mesh s", "trips/rank",
             "bytes/rank", "comms", "sockets", "rss MiB"))
-    print("%-14s %6d %5d %10.2f %10.2f %10.2f %10.2f %12d %12d %8d %8d %9.1f" % (
+    print("%-14s %6d %5d %10.2f %10.2f %10.2f %10.2f %8.2f %12d %12d %8d %8d %9.1f" % (
         a.label, len(rows), a.hosts, started, joined, groups_s, usable,
-        max(trips),
+        mesh_s, max(trips),
         max(r["store_bytes"] for r in rows.values()),
         max(r["communicators"] for r in rows.values()), sockets,
         max(r["maxrss_kb"] for r in rows.values()) / 1024.0))
