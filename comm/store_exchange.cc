@@ -35,6 +35,12 @@ absl::StatusOr<std::vector<std::string>> StoreAllGather(
   }
   std::vector<int> missing;
   for (size_t r = 0; r < keys.size(); ++r) {
+    // A rank may own several keys (a Gloo group's mesh and its sub-mesh):
+    // named once, checked until one of its keys is found missing.
+    if (std::find(missing.begin(), missing.end(), global_ranks[r]) !=
+        missing.end()) {
+      continue;
+    }
     ++*round_trips;
     auto present = store.Check({keys[r]});
     if (present.ok() && !*present) missing.push_back(global_ranks[r]);

@@ -29,11 +29,12 @@ namespace comm_internal {
 // positive timeout).
 absl::Duration Remaining(absl::Time deadline);
 
-// Waits (until `deadline`) for every key in `keys` (key r belongs to the
-// group's rank r) and returns the values in order; one MultiGet. On a
-// timeout: DeadlineExceeded "<what>: global rank(s) [..] <missing_means>
-// before the group's deadline", naming the ranks whose key is missing (one
-// Check per key, on this error path only). Other store errors keep their
+// Waits (until `deadline`) for every key in `keys` (key r belongs to
+// global rank global_ranks[r]; a rank may own several keys) and returns the
+// values in order; one MultiGet. On a timeout: DeadlineExceeded "<what>:
+// global rank(s) [..] <missing_means> before the group's deadline", naming
+// each rank with a missing key once (one Check per key of a rank not named
+// yet, on this error path only). Other store errors keep their
 // code, prefixed with `what`. Adds its round trips to *round_trips.
 // Thread-safety: as the store's.
 absl::StatusOr<std::vector<std::string>> StoreAllGather(

@@ -149,6 +149,12 @@ absl::Status GlooCommunicator::ConnectPending(absl::string_view op,
                                : absl::OkStatus();
       },
       nullptr);
+  if (aborted_.load()) {
+    // Abort closed the pairs under the connects: whatever they returned
+    // (a closed pair ends a wait as if connected; a connect that began
+    // after the close fails inside Gloo), the answer is the abort's.
+    return CheckOpen(op);
+  }
   std::vector<gloo_internal::ConnectionEnd> ends;
   for (const auto& link : now) {
     if (link.has_end) ends.push_back(link.end);

@@ -255,25 +255,43 @@ absl::Status ConnectLinks(
   }
   absl::Status status;
   size_t reached = 0;  // position in `order` of the pair being connected
-  for (size_t k = 0; k < order.size() && status.ok(); ++k) {
+  std::vector<bool> tried(links.size(), false);
+  for (size_t k = 0; k < order.size(); ++k) {
     const MeshLink& link = links[order[k]];
+    // After a failure, still make the connects this side makes (they end
+    // at once: the peer's loop accepts, or the kernel refuses), so that a
+    // live peer waiting for this rank is not left to its timeout naming
+    // this rank; skip the waits for the others.
+    if (!status.ok() && !link.connects) break;
     reached = k;
     if (watchdog.fired()) break;
+    tried[order[k]] = true;
+    absl::Status one;
     if (link.address.empty()) {
-      status = absl::InternalError(absl::StrCat(
+      one = absl::InternalError(absl::StrCat(
           what, ": global rank ", link.global,
           " published an empty address for this rank"));
-      break;
+    } else {
+      std::vector<char> addr(link.address.begin(), link.address.end());
+      // On the side that connects, Gloo first takes the pair's own
+      // listening socket out of its loop and waits for a loop turn: wake
+      // the loop (gloo_loop_waker.h). The other side only waits for the
+      // loop thread's accept, which needs no turn.
+      ScopedLoopKick kick(link.connects ? waker : nullptr);
+      one = GlooCall(
+          absl::StrCat(what, ": connecting to global rank ", link.global),
+          [&] { link.pair->connect(addr); });
     }
-    std::vector<char> addr(link.address.begin(), link.address.end());
-    // On the side that connects, Gloo first takes the pair's own listening
-    // socket out of its loop and waits for a loop turn: wake the loop
-    // (gloo_loop_waker.h). The other side only waits for the loop thread's
-    // accept, which needs no turn.
-    ScopedLoopKick kick(link.connects ? waker : nullptr);
-    status = GlooCall(
-        absl::StrCat(what, ": connecting to global rank ", link.global),
-        [&] { link.pair->connect(addr); });
+    if (status.ok()) status = one;
+  }
+  if (!status.ok() && !watchdog.fired()) {
+    // Close the pairs not waited for, so that their peers fail at once (a
+    // refused or closed connection naming this rank) instead of waiting.
+    ScopedLoopKick kick(waker);
+    for (size_t k = 0; k < links.size(); ++k) {
+      if (tried[k]) continue;
+      (void)GlooCall(what, [&] { links[k].pair->close(); });
+    }
   }
   if (status.ok() && !watchdog.fired()) {
     // Before the caller's barrier, so that no peer can have sent on a pair
@@ -368,21 +386,13 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
   absl::Status status = GlooCall(what, [&] { make_part(parts[0], wanted); });
   if (!status.ok()) return status;
   if (sync_sub != nullptr && size > 1) {
-    // Made before the exchange only where it may be kept: with this rank's
-    // device on loopback every member is on this host.
-    bool loopback = false;
-    for (auto* p : parts[0].pairs) {
-      if (p == nullptr) continue;
-      (void)GlooCall(what, [&] {
-        const auto* tcp =
-            dynamic_cast<const ::gloo::transport::tcp::Address*>(&p->address());
-        loopback = tcp != nullptr && IsLoopback(tcp->getSockaddr());
-      });
-      break;
-    }
-    const bool possible =
-        sync_sub->keep == nullptr || sync_sub->keep(false) ||
-        (!loopback && sync_sub->keep(true));
+    // Made before the exchange wherever it may be kept. Not skipped on a
+    // rank whose device is on loopback: a member of the same host may
+    // advertise another address (GLOO_SOCKET_IFNAME, CommOptions::gloo),
+    // and then every member sees the group cross hosts and keeps it; a rank
+    // that had skipped it would leave its partners waiting for its keys.
+    const bool possible = sync_sub->keep == nullptr ||
+                          sync_sub->keep(false) || sync_sub->keep(true);
     if (possible) {
       parts.emplace_back();
       status = GlooCall(what, [&] {
@@ -535,8 +545,8 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     }
 
     // Barrier: publish, for each peer, the local end of the connection with
-    // it; every member's endpoints mean every member has connected every
-    // pair.
+    // it (a deferred pair's listening address); every member's endpoints
+    // mean every member has connected every pair it connects now.
     std::vector<std::string> endpoints;
     status = GlooCall(what, [&] {
       for (const MeshPart& part : parts) {

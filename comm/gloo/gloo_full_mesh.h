@@ -12,7 +12,15 @@
 //      aborts or destroys the group can no longer reset a connection that a
 //      peer is still setting up (issue 11: "Connection reset by peer" in
 //      GetGroup, and an uncaught gloo::EnforceNotMet on Gloo's event-loop
-//      thread when getpeername() met a reset socket).
+//      thread when getpeername() met a reset socket). With
+//      SyncSubMesh::defer_mesh only the sub-mesh is connected before the
+//      barrier; the mesh's own pairs connect later (ConnectLinks, at the
+//      caller's first use), so that protection then covers the sub-mesh,
+//      and a mesh pair's connection set up later fails as a collective's
+//      does (Unavailable naming the peer). Meanwhile those pairs listen:
+//      Debian's Gloo accepts whoever connects first to a pair's port, with
+//      no handshake, as it does during any creation; they are open for as
+//      long as the group is unused off its route.
 //
 // Protocol, under `prefix` in the store, for a group of n ranks; 4 store
 // round trips and O(n) bytes per rank (each rank reads only what its peers
@@ -146,10 +154,14 @@ struct SyncSubMesh {
 // waits for the others' peers; then makes the `sync` ones synchronous. A
 // watchdog closes every pair of `links` when the deadline passes or
 // `cancel` (asked every 100 ms; may be empty) fails, and *watchdog_fired
-// (may be null) says so. Errors: DeadlineExceeded naming the global rank
-// waited on and those not checked yet; the cancel check's code; Unavailable
-// naming the peer whose connection failed; Internal for an empty address.
-// Never throws. Thread-safety: one call per set of pairs at a time.
+// (may be null) says so. After a failed connect it still makes the
+// connects this side makes (so that live peers are not left waiting for
+// this rank), then closes the pairs it did not wait for (their peers fail
+// at once) and returns the first error. Errors: DeadlineExceeded naming the
+// global rank waited on and those not checked yet; the cancel check's code;
+// Unavailable naming the peer whose connection failed; Internal for an
+// empty address or a Gloo enforce failure (a pair closed under it). Never
+// throws. Thread-safety: one call per set of pairs at a time.
 absl::Status ConnectLinks(
     const std::string& what, const std::vector<MeshLink>& links,
     const std::shared_ptr<::gloo::transport::Device>& device,

@@ -39,8 +39,10 @@ std::string NeverConnectingPeerAddress() {
   return std::string(bytes.begin(), bytes.end());
 }
 
-// Rank 0 of 2 (global ranks 4 and 7), on 127.0.0.1, with rank 1's address
-// already published for it.
+// Rank 0 of 2 (global ranks 4 and 7), on 127.0.0.1, with rank 1's addresses
+// already published for it: its mesh pair's, and its synchronous route
+// pair's (a group of 2 offers the route, gloo_sync_allreduce.h, and keeps
+// it only across hosts).
 CommOptions ListeningRankOptions(absl::Duration timeout) {
   CommOptions options;
   options.timeout = timeout;
@@ -52,6 +54,8 @@ CommOptions ListeningRankOptions(absl::Duration timeout) {
 std::shared_ptr<Store> StoreWithFakePeer() {
   auto store = std::make_shared<InMemoryStore>(absl::Seconds(60));
   EXPECT_TRUE(store->Set("gloo/addr/1/0", NeverConnectingPeerAddress()).ok());
+  EXPECT_TRUE(
+      store->Set("gloo/sync_addr/1/0", NeverConnectingPeerAddress()).ok());
   return store;
 }
 

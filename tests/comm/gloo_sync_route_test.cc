@@ -170,7 +170,7 @@ absl::Status CheckNoRoute(Communicator& comm) {
 // Groups the route is not for: a size that is not a power of two (even
 // when forced), and, left to "auto", a group inside one host (its members'
 // Gloo addresses are all loopback): exact sums on Gloo's event-loop route,
-// no route made, creation's 4 store round trips.
+// no route kept, creation's 4 store round trips.
 TEST(GlooSyncRouteChoiceTest, NotForOddSizesNorForOneHostUnlessForced) {
   for (const char* mode : {"1", "auto"}) {
     SetRoute(mode);
@@ -181,13 +181,20 @@ TEST(GlooSyncRouteChoiceTest, NotForOddSizesNorForOneHostUnlessForced) {
       auto comm = Make(store, rank, size, absl::Seconds(60));
       if (!comm.ok()) return comm.status();
       if (auto s = CheckNoRoute(**comm); !s.ok()) return s;
-      // Not even offered: 3 is no power of two, and with the devices on
-      // loopback every member is on this host.
+      // 3 is no power of two: the route is not even offered. 4 in auto
+      // mode: offered (its partners' addresses published with the mesh's),
+      // then dropped on every member, as every member is on this host.
       auto published = store->Check(
           {absl::StrCat("gloo/sync_addr/", rank, "/", rank ^ 1)});
       if (!published.ok()) return published.status();
-      if (*published) {
-        return absl::InternalError("the route's addresses were published");
+      if (*published != (size == 4)) {
+        return absl::InternalError(absl::StrCat(
+            "the route's addresses were ", *published ? "" : "not ",
+            "published at ", size, " ranks"));
+      }
+      // Nothing deferred without the route.
+      if (AsGloo(*comm)->pending_pairs() != 0) {
+        return absl::InternalError("pairs left for first use");
       }
       return absl::OkStatus();
     }, absl::Seconds(60));
@@ -241,6 +248,10 @@ TEST(GlooSyncRouteChoiceTest, MadeThenDroppedInsideOneHostInAutoMode) {
     if (!published.ok()) return published.status();
     if (!*published) {
       return absl::InternalError("the route's addresses were not published");
+    }
+    // The route dropped: the mesh connected at creation, nothing deferred.
+    if (AsGloo(*comm)->pending_pairs() != 0) {
+      return absl::InternalError("pairs left for first use");
     }
     return absl::OkStatus();
   }, absl::Seconds(60));
