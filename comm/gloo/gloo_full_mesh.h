@@ -137,9 +137,9 @@ struct SyncSubMesh {
   // Called with FullMesh::crosses_hosts once the addresses are known (the
   // same on every member): false drops the sub-mesh (its listening pairs
   // are closed and nothing of it is connected) on every member alike.
-  // Before the exchange the sub-mesh is made only where keep(false), or
-  // keep(true) with this rank's device off loopback (on loopback every
-  // member is on this host). Null: always kept. Every member must pass the
+  // Before the exchange the sub-mesh is made wherever keep(false) or
+  // keep(true) (its addresses then travel with the mesh's, and it is
+  // dropped after the exchange when not kept). Null: always kept. Every member must pass the
   // same `peers` relation and `keep`, or some wait for keys never written
   // and fail at the deadline naming the others.
   std::function<bool(bool crosses_hosts)> keep;
