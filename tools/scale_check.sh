@@ -2,7 +2,10 @@
 # tools/scale_check.sh: group creation at scale (issue 19), end to end. Starts
 # //bench:startup (InitDeviceMesh, GetGroup on every dim, one checked
 # all-reduce per dim) on N ranks and prints, per run, launch to usable (the
-# last rank), and the maximum per rank of the store round trips and payload
+# last rank), "+mesh" (from there to the last rank past a Barrier per dim,
+# the first collective off the small all-reduce route, which connects the
+# pairs a Gloo group across hosts left for first use), and the maximum per
+# rank of the store round trips and payload
 # bytes that group creation cost, communicators, sockets held when ready
 # (the store host's clients left out) and peak RSS, then the requests the
 # store served (tools/scale_check/summarize.py).
