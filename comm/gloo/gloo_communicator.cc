@@ -121,6 +121,7 @@ absl::Status GlooCommunicator::Call(absl::string_view what,
 
 absl::Status GlooCommunicator::ConnectPending(absl::string_view op,
                                               int peer) {
+  if (mesh_connected_.load(std::memory_order_acquire)) return absl::OkStatus();
   std::vector<gloo_internal::MeshLink> now;
   {
     std::lock_guard<std::mutex> lock(mesh_mu_);
@@ -130,7 +131,10 @@ absl::Status GlooCommunicator::ConnectPending(absl::string_view op,
           absl::StrCat("gloo ", op, ": the group's connections failed at an "
                        "earlier call: ", mesh_failed_.message()));
     }
-    if (pending_.empty()) return absl::OkStatus();
+    if (pending_.empty()) {
+      mesh_connected_.store(true, std::memory_order_release);
+      return absl::OkStatus();
+    }
     std::vector<gloo_internal::MeshLink> rest;
     for (auto& link : pending_) {
       (peer < 0 || link.peer == peer ? now : rest).push_back(std::move(link));
@@ -172,11 +176,8 @@ absl::Status GlooCommunicator::ConnectPending(absl::string_view op,
   // connected, its ephemeral port (Call maps it to the global rank).
   for (const auto& [p, remote] : remotes) {
     (void)GlooCall(what, [&, p = p, remote = remote] {
-      std::string name = ::gloo::transport::tcp::Address(remote).str();
-      if (size_t seq = name.find('$'); seq != std::string::npos) {
-        name.resize(seq);
-      }
-      peer_endpoints_[name] = global_ranks_[p];
+      peer_endpoints_[gloo_internal::EndpointName(
+          ::gloo::transport::tcp::Address(remote))] = global_ranks_[p];
     });
   }
   return absl::OkStatus();

@@ -243,6 +243,9 @@ class GlooCommunicator final : public Communicator {
   std::vector<gloo_internal::MeshLink> pending_;
   // The error of a ConnectPending that failed; OK otherwise.
   absl::Status mesh_failed_;
+  // Set once pending_ is empty and mesh_failed_ OK for good: every later
+  // ConnectPending returns at once, without mesh_mu_.
+  std::atomic<bool> mesh_connected_{false};
   // The transport context, whose Abort ends every wait of the group's
   // buffers (gloo_abortable_context.h).
   std::shared_ptr<gloo_internal::AbortableContext> abortable_;

@@ -229,6 +229,12 @@ struct MeshPart {
 
 }  // namespace
 
+std::string EndpointName(const ::gloo::transport::Address& address) {
+  std::string name = address.str();
+  if (size_t seq = name.find('$'); seq != std::string::npos) name.resize(seq);
+  return name;
+}
+
 absl::Status ConnectLinks(
     const std::string& what, const std::vector<MeshLink>& links,
     const std::shared_ptr<::gloo::transport::Device>& device,
@@ -407,11 +413,8 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     std::string advertised;
     for (auto* p : parts[0].pairs) {
       if (p == nullptr) continue;
-      (void)GlooCall(what, [&] { advertised = p->address().str(); });
+      (void)GlooCall(what, [&] { advertised = EndpointName(p->address()); });
       break;
-    }
-    if (size_t seq = advertised.find('$'); seq != std::string::npos) {
-      advertised.resize(seq);  // the pair's sequence number
     }
     if (!advertised.empty()) {
       what.insert(what.size() - 1, absl::StrCat(", advertising ", advertised));
@@ -456,7 +459,6 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     // listening address), and the socket address by which Abort finds the
     // connection (gloo_shutdown.h).
     std::vector<MeshLink> links;
-    std::vector<size_t> link_part;
     size_t at = 0;  // position in *addresses
     for (size_t m = 0; m < parts.size(); ++m) {
       MeshPart& part = parts[m];
@@ -473,11 +475,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
           (void)GlooCall(what, [&] {
             const ::gloo::transport::tcp::Address peer(
                 std::vector<char>(link.address.begin(), link.address.end()));
-            std::string name = peer.str();
-            if (size_t seq = name.find('$'); seq != std::string::npos) {
-              name.resize(seq);
-            }
-            part.peer_endpoints[name] = link.global;
+            part.peer_endpoints[EndpointName(peer)] = link.global;
             link.connects =
                 ConnectingSide(self->getSockaddr(), peer.getSockaddr());
             if (m == 0 && !SameHost(self->getSockaddr(), peer.getSockaddr())) {
@@ -491,7 +489,6 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
           });
         }
         links.push_back(std::move(link));
-        link_part.push_back(m);
       }
     }
     bool defer_mesh = false;
@@ -507,19 +504,15 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       }
     }
     std::vector<MeshLink> now;
-    for (size_t k = 0; k < links.size(); ++k) {
-      if (link_part[k] >= parts.size()) continue;  // dropped
-      if (link_part[k] == 0 && defer_mesh) {
-        out.pending.push_back(links[k]);
+    for (MeshLink& link : links) {
+      const size_t part = link.sync ? 1 : 0;  // the sub-mesh's are sync
+      if (part >= parts.size()) continue;     // dropped
+      if (part == 0 && defer_mesh) {
+        out.pending.push_back(std::move(link));
         continue;
       }
-      if (link_part[k] == 0 && links[k].has_end) {
-        parts[0].ends.push_back(links[k].end);
-      }
-      if (link_part[k] == 1 && links[k].has_end) {
-        parts[1].ends.push_back(links[k].end);
-      }
-      now.push_back(links[k]);
+      if (link.has_end) parts[part].ends.push_back(link.end);
+      now.push_back(std::move(link));
     }
     bool fired = false;
     status = ConnectLinks(what, now, device, timeout, deadline, cancel, &fired);

@@ -75,6 +75,7 @@
 #include "comm/gloo/gloo_shutdown.h"
 #include "store/store.h"
 #include "gloo/context.h"
+#include "gloo/transport/address.h"
 #include "gloo/transport/device.h"
 
 namespace devmesh {
@@ -149,6 +150,11 @@ struct SyncSubMesh {
   // listening pairs and connected the sub-mesh.
   bool defer_mesh = false;
 };
+
+// "[ip]:port" of `address` as Gloo's error messages name an endpoint (its
+// str() without the pair's "$<sequence number>"). May throw Gloo's
+// exceptions (call under GlooCall).
+std::string EndpointName(const ::gloo::transport::Address& address);
 
 // Connects `links` by `deadline`: the ones this side connects first, then
 // waits for the others' peers; then makes the `sync` ones synchronous. A
