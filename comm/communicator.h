@@ -5,17 +5,24 @@
 // MPI's rule). Buffers are contiguous: pointer + element count + DataType.
 // On the NCCL backend buffers are device pointers and calls are enqueued on
 // the communicator's stream (synchronized before return unless the backend's
-// options say otherwise); on Gloo they are host pointers and calls block.
+// options say otherwise); on the CPU backends ("shm", "gloo") they are host
+// pointers and calls block.
+//
+// The class is a front over a backend: its collectives check their
+// arguments and count the call, then run the backend's protected Do*
+// function. Write a backend by deriving from it and overriding those;
+// write a wrapper by deriving from ForwardingCommunicator.
 //
 // In-place: pass the same pointer as send and recv (AllGather: send is
 // recv + rank * count elements; ReduceScatter: send is the full buffer and
 // recv is send + rank * count elements), as in NCCL.
 //
 // Errors:
-//   InvalidArgument     null buffer with count > 0; bad root/peer rank
+//   InvalidArgument     a bad argument, found by the front (the messages
+//                       are listed at Communicator's collectives)
 //   Unimplemented       a backend cannot do the dtype and op, naming them (a
 //                       contract for backends added through RegisterBackend;
-//                       Gloo and NCCL do all)
+//                       shm, Gloo and NCCL do all)
 //   DeadlineExceeded    a peer did not answer within the timeout
 //   Internal            backend failure (message from the backend)
 //   Unavailable         backend failure (message from the backend); when
@@ -40,6 +47,7 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -121,11 +129,37 @@ struct SplitOptions {
   std::optional<NcclOptions> nccl;
 };
 
+// The front's primitives, for names, error messages and the per-call
+// record (calls()).
+enum class CallKind {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kAllToAll,
+  kSend,
+  kRecv,
+  kBarrier,
+};
+// "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall",
+// "send", "recv", "barrier": the names error messages use.
+absl::string_view CallKindName(CallKind kind);
+
+// The front: every rank of a group holds one. Its collectives are not
+// virtual: each checks its arguments (once, here, for every backend), counts
+// the call and hands it to the backend's Do* function below. A backend
+// derives from Communicator and overrides the protected Do* functions (one
+// per primitive) and the four identity accessors, nothing else; a wrapper
+// (a guard, a view) derives from ForwardingCommunicator
+// (comm/forwarding_communicator.h).
 class Communicator {
  public:
   virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
 
-  // "gloo" or "nccl".
+  // The backend's registered name: "shm", "gloo", "nccl", or a name given to
+  // RegisterBackend.
   virtual absl::string_view backend() const = 0;
   // This rank's position in the group, in [0, size()).
   virtual int rank() const = 0;
@@ -133,28 +167,41 @@ class Communicator {
   // The global (world) rank of each group rank, in group order.
   virtual const std::vector<int>& global_ranks() const = 0;
 
-  virtual absl::Status AllReduce(const void* send, void* recv, size_t count,
-                                 DataType dtype, ReduceOp op) = 0;
+  // Argument errors: InvalidArgument, found here before the backend sees the
+  // call, on this rank only (the others wait for it as for a rank that
+  // skipped the call), with the message "<backend> <op>: " (op from
+  // CallKindName) followed by:
+  //   "<send|recv> buffer is null with count N"   a null buffer, count > 0
+  //   "invalid dtype value N"                     a DataType outside the enum
+  //   "count N x B blocks of <dtype> overflows the byte count"
+  //   "invalid ReduceOp value N"                  a ReduceOp outside the enum
+  //   "root R is outside [0, N)"                  Broadcast
+  //   "peer P is outside [0, N)", "peer P is this rank"   Send, Recv
+  // The other errors are the backend's (the table at the top of this file).
+
+  // All-reduce of `count` elements of `dtype`: recv gets `op` over every
+  // rank's send. send == recv is in place.
+  absl::Status AllReduce(const void* send, void* recv, size_t count,
+                         DataType dtype, ReduceOp op);
   // recv holds size() * count elements, rank r's at offset r * count.
-  virtual absl::Status AllGather(const void* send, void* recv, size_t count,
-                                 DataType dtype) = 0;
+  absl::Status AllGather(const void* send, void* recv, size_t count,
+                         DataType dtype);
   // send holds size() * count elements; recv gets block rank() reduced.
-  virtual absl::Status ReduceScatter(const void* send, void* recv,
-                                     size_t count, DataType dtype,
-                                     ReduceOp op) = 0;
-  // root is a group rank. send is read on the root only.
-  virtual absl::Status Broadcast(const void* send, void* recv, size_t count,
-                                 DataType dtype, int root) = 0;
+  absl::Status ReduceScatter(const void* send, void* recv, size_t count,
+                             DataType dtype, ReduceOp op);
+  // root is a group rank. send is read (and checked) on the root only.
+  absl::Status Broadcast(const void* send, void* recv, size_t count,
+                         DataType dtype, int root);
   // send and recv hold size() * count elements; block j of send goes to
   // group rank j, block i of recv came from group rank i.
-  virtual absl::Status AllToAll(const void* send, void* recv, size_t count,
-                                DataType dtype) = 0;
-  // Point to point; peer is a group rank.
-  virtual absl::Status Send(const void* buf, size_t count, DataType dtype,
-                            int peer) = 0;
-  virtual absl::Status Recv(void* buf, size_t count, DataType dtype,
-                            int peer) = 0;
-  virtual absl::Status Barrier() = 0;
+  absl::Status AllToAll(const void* send, void* recv, size_t count,
+                        DataType dtype);
+  // Point to point: peer is another group rank, which calls Recv (Send)
+  // with the same count and dtype.
+  absl::Status Send(const void* buf, size_t count, DataType dtype, int peer);
+  absl::Status Recv(void* buf, size_t count, DataType dtype, int peer);
+  // Returns once every member has called it.
+  absl::Status Barrier();
 
   // Typed forms of the collectives above over host spans: the DataType comes
   // from T, the count from the spans (checked). Documented, with their
@@ -192,36 +239,76 @@ class Communicator {
   // parent's options except those set in `options` (every rank of the
   // parent passes the same).
   // Errors:
-  //   InvalidArgument  color < -1; a timeout that is not positive
+  //   InvalidArgument  "<backend> split: color C must be >= 0 or kNoColor
+  //                    (-1)"; "<backend> split: timeout (T) must be
+  //                    positive"
   //   others           the backend's, after the checks above
-  virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(
-      int color, int key, const SplitOptions& options) = 0;
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+      int color, int key, const SplitOptions& options);
   // Split with the parent's options.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) {
     return Split(color, key, SplitOptions());
   }
 
-  // Stops the group: pending and later calls fail. Safe from any thread.
-  virtual absl::Status Abort() = 0;
+  // Stops the group: pending and later calls fail (FailedPrecondition).
+  // Local: peers need not call it; they see this rank's calls fail. Safe
+  // from any thread, at any time; a second Abort is OK.
+  absl::Status Abort();
+
+  // The collectives, Sends, Recvs and Barriers that passed the argument
+  // checks and went to the backend, whatever they returned: the sequence
+  // number the next call will have. Any thread may read it.
+  int64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+
+ protected:
+  Communicator() = default;
+  // For ForwardingCommunicator: a front whose Do* functions call another
+  // front, which makes the checks; this one only counts.
+  struct Forwarding {};
+  explicit Communicator(Forwarding) : checks_(false) {}
+
+  // The backend interface: one function per primitive, called by the front
+  // with its arguments checked as documented above (buffers non-null where
+  // count > 0, dtype and op in their enums, the root and the peer in range,
+  // peer != rank(), Split's color >= kNoColor and timeout positive). The
+  // arguments mean what the front's do. Thread-safety as the front's: one
+  // call at a time, but DoAbort from any thread during any other call.
+  virtual absl::Status DoAllReduce(const void* send, void* recv, size_t count,
+                                   DataType dtype, ReduceOp op) = 0;
+  virtual absl::Status DoAllGather(const void* send, void* recv, size_t count,
+                                   DataType dtype) = 0;
+  virtual absl::Status DoReduceScatter(const void* send, void* recv,
+                                       size_t count, DataType dtype,
+                                       ReduceOp op) = 0;
+  virtual absl::Status DoBroadcast(const void* send, void* recv, size_t count,
+                                   DataType dtype, int root) = 0;
+  virtual absl::Status DoAllToAll(const void* send, void* recv, size_t count,
+                                  DataType dtype) = 0;
+  virtual absl::Status DoSend(const void* buf, size_t count, DataType dtype,
+                              int peer) = 0;
+  virtual absl::Status DoRecv(void* buf, size_t count, DataType dtype,
+                              int peer) = 0;
+  virtual absl::Status DoBarrier() = 0;
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
+      int color, int key, const SplitOptions& options) = 0;
+  virtual absl::Status DoAbort() = 0;
+
+ private:
+  // `name`'s buffer of `blocks` x `count` elements (InvalidArgument as
+  // documented above).
+  absl::Status CheckBuffer(CallKind kind, absl::string_view name,
+                           const void* ptr, size_t count, size_t blocks,
+                           DataType dtype) const;
+  absl::Status CheckOp(CallKind kind, ReduceOp op) const;
+  // A root (`is_peer` false) or a peer (true) of Broadcast, Send, Recv.
+  absl::Status CheckRank(CallKind kind, int value, bool is_peer) const;
+  void Count() { calls_.fetch_add(1, std::memory_order_relaxed); }
+
+  const bool checks_ = true;
+  std::atomic<int64_t> calls_{0};
 };
 
 }  // namespace devmesh
-
-// A class derived from Communicator that overrides the void* collectives puts
-// this in its public section: C++ hides a base class's overloads of every
-// name the derived class declares, so without it the typed forms and
-// Split(color, key) could not be called through the derived type (only
-// through Communicator&). Every devmesh backend class (GlooCommunicator,
-// ShmCommunicator, NcclCommunicator) has it.
-#define DEVMESH_USING_COMMUNICATOR_OVERLOADS    \
-  using ::devmesh::Communicator::AllReduce;     \
-  using ::devmesh::Communicator::AllGather;     \
-  using ::devmesh::Communicator::ReduceScatter; \
-  using ::devmesh::Communicator::Broadcast;     \
-  using ::devmesh::Communicator::AllToAll;      \
-  using ::devmesh::Communicator::Send;          \
-  using ::devmesh::Communicator::Recv;          \
-  using ::devmesh::Communicator::Split
 
 // The typed collectives' definitions (they need the class complete).
 #include "comm/typed_collectives.h"  // IWYU pragma: export

@@ -98,10 +98,6 @@ absl::StatusOr<StoreSplit> BeginStoreSplit(
     int64_t seq, int rank, const std::vector<int>& global_ranks,
     const CommOptions& parent, const std::optional<absl::Duration>& timeout,
     int color, int key) {
-  if (color < kNoColor) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        backend, " split: color ", color, " must be >= 0 or kNoColor (-1)"));
-  }
   auto resolved = SplitChildOptions(backend, parent, timeout);
   if (!resolved.ok()) return resolved.status();
   StoreSplit out;

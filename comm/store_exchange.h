@@ -65,9 +65,9 @@ absl::StatusOr<std::optional<SplitMembership>> ExchangeSplitColors(
     absl::Time deadline, absl::string_view what, int64_t* round_trips);
 
 // The first half of a CPU backend's Split through the store, shared by Gloo
-// and shm: the color check, the child's options (the parent's with
-// SplitOptions::timeout; comm/group_args.h), one deadline for the whole Split
-// (that timeout from now), and ExchangeSplitColors under
+// and shm (the color was checked by the front): the child's options (the
+// parent's with SplitOptions::timeout; comm/group_args.h), one deadline for
+// the whole Split (that timeout from now), and ExchangeSplitColors under
 // "<prefix>split/<seq>/". The caller then makes the child under
 // "<base><color>" within `deadline`.
 struct StoreSplit {
@@ -77,8 +77,7 @@ struct StoreSplit {
   int child_rank = -1;        // -1: this rank passed kNoColor (no child)
   int64_t round_trips = 0;
 };
-// Errors: InvalidArgument "<backend> split: color C must be >= 0 or
-// kNoColor (-1)" and SplitChildOptions' (a timeout that is not positive);
+// Errors: SplitChildOptions' (a timeout that is not positive) and
 // ExchangeSplitColors' (messages prefixed "<backend> split #<seq> (color,
 // key, global rank)").
 absl::StatusOr<StoreSplit> BeginStoreSplit(

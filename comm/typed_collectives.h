@@ -34,13 +34,9 @@
 // Past the checks, each call is its void* form with the same errors
 // (comm/communicator.h).
 //
-// Through a backend's own class: GlooCommunicator, ShmCommunicator and
-// NcclCommunicator bring these overloads into scope
-// (DEVMESH_USING_COMMUNICATOR_OVERLOADS in comm/communicator.h), so they are
-// called the same way through those types as through Communicator& (what
-// CreateCommunicator and DeviceMesh::GetGroup return). A Communicator of
-// your own needs that line too: C++ hides a base's overloads of a name the
-// derived class declares.
+// The typed forms are members of the non-virtual front, so they are called
+// the same way through a backend's own class (GlooCommunicator&,
+// ShmCommunicator&) as through Communicator&.
 //
 // Thread-safety: as the void* forms (one collective at a time per
 // Communicator).

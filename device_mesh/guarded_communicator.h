@@ -1,8 +1,8 @@
 // devmesh/device_mesh/guarded_communicator.h
 // -----------------------------------------------------------------------------
 // GuardedCommunicator: the Communicator a MeshRuntime hands out (mesh groups
-// and world communicators). It forwards every call to the backend's
-// communicator, and:
+// and world communicators). A ForwardingCommunicator over the backend's
+// communicator that:
 //   - when a collective, Send, Recv or Barrier fails with Unavailable or
 //     DeadlineExceeded it returns FailureWatch::Explain of the error: the
 //     job's verdict on which rank died, the same on every survivor
@@ -20,8 +20,8 @@
 //     new guard);
 //   - counts the calls that completed, and whether any failed or was cut
 //     short (state()), which Shrink compares across a group's members.
-// Split's children are guarded too. The cost on success is three atomic
-// read-modify-writes and one load.
+// Split's children are guarded too. The cost on success is four atomic
+// read-modify-writes (the front's call count among them) and one load.
 //
 // Thread-safety: as the inner communicator's; OnVerdict and state() may be
 // called from any thread.
@@ -42,14 +42,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/functional/function_ref.h"
 #include "comm/communicator.h"
+#include "comm/forwarding_communicator.h"
 #include "comm/shrinkable_communicator.h"
 #include "device_mesh/failure_watch.h"
 
 namespace devmesh {
 
 class GuardedCommunicator final
-    : public Communicator,
+    : public ForwardingCommunicator,
       public WatchedGroup,
       public std::enable_shared_from_this<GuardedCommunicator> {
  public:
@@ -62,9 +64,6 @@ class GuardedCommunicator final
     return guard;
   }
 
-  Communicator* inner() const { return inner_.get(); }
-  const std::shared_ptr<Communicator>& inner_shared() const { return inner_; }
-
   // What Shrink compares across a group's members: calls that returned OK,
   // and whether the group is clean (no call failed, none in flight, not
   // aborted, the verdict found it idle).
@@ -75,54 +74,6 @@ class GuardedCommunicator final
   State state() const {
     return State{completed_.load(),
                  !tainted_.load() && in_flight_.load() == 0};
-  }
-
-  absl::string_view backend() const override { return inner_->backend(); }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  const std::vector<int>& global_ranks() const override {
-    return inner_->global_ranks();
-  }
-  absl::Status AllReduce(const void* send, void* recv, size_t count,
-                         DataType dtype, ReduceOp op) override {
-    return Run([&] { return inner_->AllReduce(send, recv, count, dtype, op); });
-  }
-  absl::Status AllGather(const void* send, void* recv, size_t count,
-                         DataType dtype) override {
-    return Run([&] { return inner_->AllGather(send, recv, count, dtype); });
-  }
-  absl::Status ReduceScatter(const void* send, void* recv, size_t count,
-                             DataType dtype, ReduceOp op) override {
-    return Run(
-        [&] { return inner_->ReduceScatter(send, recv, count, dtype, op); });
-  }
-  absl::Status Broadcast(const void* send, void* recv, size_t count,
-                         DataType dtype, int root) override {
-    return Run(
-        [&] { return inner_->Broadcast(send, recv, count, dtype, root); });
-  }
-  absl::Status AllToAll(const void* send, void* recv, size_t count,
-                        DataType dtype) override {
-    return Run([&] { return inner_->AllToAll(send, recv, count, dtype); });
-  }
-  absl::Status Send(const void* buf, size_t count, DataType dtype,
-                    int peer) override {
-    return Run([&] { return inner_->Send(buf, count, dtype, peer); });
-  }
-  absl::Status Recv(void* buf, size_t count, DataType dtype,
-                    int peer) override {
-    return Run([&] { return inner_->Recv(buf, count, dtype, peer); });
-  }
-  absl::Status Barrier() override {
-    return Run([&] { return inner_->Barrier(); });
-  }
-  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
-      int color, int key, const SplitOptions& options) override;
-  absl::Status Abort() override {
-    aborted_.store(true);
-    tainted_.store(true);
-    return inner_->Abort();
   }
 
   void OnVerdict(int dead, const std::string& verdict, bool fenced) override {
@@ -139,36 +90,24 @@ class GuardedCommunicator final
                               "survivor calls it on the root mesh), or "
                               "exit"));
     }
-    refused_.store(true);  // seq_cst: pairs with Run's in_flight_ increment
-    const auto& ranks = inner_->global_ranks();
+    refused_.store(true);  // seq_cst: pairs with Intercept's in_flight_ add
+    const auto& ranks = inner()->global_ranks();
     const bool holds_dead =
         std::find(ranks.begin(), ranks.end(), dead) != ranks.end();
     if (fenced || holds_dead || in_flight_.load() > 0) {
       tainted_.store(true);
-      auto* shrinkable = dynamic_cast<ShrinkableCommunicator*>(inner_.get());
+      auto* shrinkable = dynamic_cast<ShrinkableCommunicator*>(inner());
       if (!fenced && shrinkable != nullptr && shrinkable->Revoke().ok()) {
         return;
       }
-      (void)inner_->Abort();
+      (void)inner()->Abort();
     }
   }
 
- private:
-  GuardedCommunicator(std::shared_ptr<Communicator> inner,
-                      std::shared_ptr<FailureWatch> watch)
-      : inner_(std::move(inner)), watch_(std::move(watch)) {}
-
-  // Holds a guard for Split's unique_ptr child.
-  class Owner;
-
-  absl::Status Refusal() const {
-    if (!refused_.load()) return absl::OkStatus();
-    std::lock_guard<std::mutex> lock(mu_);
-    return refusal_;
-  }
-
-  template <typename F>
-  absl::Status Run(F call) {
+ protected:
+  absl::Status Intercept(CallKind kind,
+                         absl::FunctionRef<absl::Status()> call) override {
+    (void)kind;
     in_flight_.fetch_add(1);  // seq_cst: either OnVerdict sees it, or we
                               // see refused_
     if (refused_.load()) {
@@ -183,6 +122,26 @@ class GuardedCommunicator final
     }
     in_flight_.fetch_sub(1);
     return Check(std::move(s));
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
+      int color, int key, const SplitOptions& options) override;
+
+  absl::Status DoAbort() override {
+    aborted_.store(true);
+    tainted_.store(true);
+    return inner()->Abort();
+  }
+
+ private:
+  GuardedCommunicator(std::shared_ptr<Communicator> inner,
+                      std::shared_ptr<FailureWatch> watch)
+      : ForwardingCommunicator(std::move(inner)), watch_(std::move(watch)) {}
+
+  absl::Status Refusal() const {
+    if (!refused_.load()) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(mu_);
+    return refusal_;
   }
 
   absl::Status Check(absl::Status s) {
@@ -202,10 +161,9 @@ class GuardedCommunicator final
       }
       return s;
     }
-    return watch_->Explain(s, inner_->global_ranks());
+    return watch_->Explain(s, inner()->global_ranks());
   }
 
-  std::shared_ptr<Communicator> inner_;
   std::shared_ptr<FailureWatch> watch_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> tainted_{false};
@@ -216,69 +174,17 @@ class GuardedCommunicator final
   absl::Status refusal_;  // guarded by mu_
 };
 
-// A Communicator that forwards to a guard it owns (Split's unique_ptr
-// children).
-class GuardedCommunicator::Owner final : public Communicator {
- public:
-  explicit Owner(std::shared_ptr<GuardedCommunicator> guard)
-      : guard_(std::move(guard)) {}
-  absl::string_view backend() const override { return guard_->backend(); }
-  int rank() const override { return guard_->rank(); }
-  int size() const override { return guard_->size(); }
-  const std::vector<int>& global_ranks() const override {
-    return guard_->global_ranks();
-  }
-  absl::Status AllReduce(const void* send, void* recv, size_t count,
-                         DataType dtype, ReduceOp op) override {
-    return guard_->AllReduce(send, recv, count, dtype, op);
-  }
-  absl::Status AllGather(const void* send, void* recv, size_t count,
-                         DataType dtype) override {
-    return guard_->AllGather(send, recv, count, dtype);
-  }
-  absl::Status ReduceScatter(const void* send, void* recv, size_t count,
-                             DataType dtype, ReduceOp op) override {
-    return guard_->ReduceScatter(send, recv, count, dtype, op);
-  }
-  absl::Status Broadcast(const void* send, void* recv, size_t count,
-                         DataType dtype, int root) override {
-    return guard_->Broadcast(send, recv, count, dtype, root);
-  }
-  absl::Status AllToAll(const void* send, void* recv, size_t count,
-                        DataType dtype) override {
-    return guard_->AllToAll(send, recv, count, dtype);
-  }
-  absl::Status Send(const void* buf, size_t count, DataType dtype,
-                    int peer) override {
-    return guard_->Send(buf, count, dtype, peer);
-  }
-  absl::Status Recv(void* buf, size_t count, DataType dtype,
-                    int peer) override {
-    return guard_->Recv(buf, count, dtype, peer);
-  }
-  absl::Status Barrier() override { return guard_->Barrier(); }
-  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
-      int color, int key, const SplitOptions& options) override {
-    return guard_->Split(color, key, options);
-  }
-  absl::Status Abort() override { return guard_->Abort(); }
-
- private:
-  std::shared_ptr<GuardedCommunicator> guard_;
-};
-
-inline absl::StatusOr<std::unique_ptr<Communicator>> GuardedCommunicator::Split(
-    int color, int key, const SplitOptions& options) {
+inline absl::StatusOr<std::unique_ptr<Communicator>>
+GuardedCommunicator::DoSplit(int color, int key, const SplitOptions& options) {
   if (absl::Status refused = Refusal(); !refused.ok()) return refused;
-  auto child = inner_->Split(color, key, options);
+  auto child = inner()->Split(color, key, options);
   if (!child.ok()) return Check(child.status());
   if (*child == nullptr || watch_ == nullptr) return child;
   std::shared_ptr<Communicator> shared(std::move(*child));
-  // A unique_ptr child: the watch follows it through a guard owned by
-  // the returned wrapper.
+  // A unique_ptr child: the watch follows it through a guard, owned by the
+  // returned view.
   return std::unique_ptr<Communicator>(
-      new Owner(Make(std::move(shared), watch_)));
+      new ForwardingCommunicator(Make(std::move(shared), watch_)));
 }
 
 }  // namespace devmesh

@@ -1,7 +1,6 @@
 // devmesh/comm/gloo/gloo_communicator.cc
 // Collectives of the Gloo backend. Creation and Split: gloo_connect.cc.
 #include "comm/gloo/gloo_communicator.h"
-#include "comm/group_args.h"
 
 #include <cstdint>
 #include <cstring>
@@ -191,40 +190,10 @@ absl::Status GlooCommunicator::CheckOpen(absl::string_view op) const {
   return absl::OkStatus();
 }
 
-absl::Status GlooCommunicator::CheckBuffer(absl::string_view op,
-                                           absl::string_view name,
-                                           const void* ptr, size_t count,
-                                           size_t blocks,
-                                           DataType dtype) const {
-  return CheckBufferArg("gloo", op, name, ptr, count, blocks, dtype);
-}
-
-absl::Status GlooCommunicator::CheckOp(absl::string_view op,
-                                       ReduceOp reduce) const {
-  return CheckReduceOpArg("gloo", op, reduce);
-}
-
-absl::Status GlooCommunicator::CheckRank(absl::string_view op,
-                                         absl::string_view name,
-                                         int rank) const {
-  if (rank < 0 || rank >= size_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gloo ", op, ": ", name, " ", rank, " is outside [0, ", size_, ")"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status GlooCommunicator::AllReduce(const void* send, void* recv,
-                                         size_t count, DataType dtype,
-                                         ReduceOp op) {
+absl::Status GlooCommunicator::DoAllReduce(const void* send, void* recv,
+                                           size_t count, DataType dtype,
+                                           ReduceOp op) {
   if (auto s = CheckOpen("allreduce"); !s.ok()) return s;
-  if (auto s = CheckBuffer("allreduce", "send", send, count, 1, dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckBuffer("allreduce", "recv", recv, count, 1, dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckOp("allreduce", op); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   const size_t elem = DataTypeSize(dtype);
   const size_t bytes = count * elem;
@@ -262,15 +231,9 @@ absl::Status GlooCommunicator::AllReduce(const void* send, void* recv,
   return absl::OkStatus();
 }
 
-absl::Status GlooCommunicator::AllGather(const void* send, void* recv,
-                                         size_t count, DataType dtype) {
+absl::Status GlooCommunicator::DoAllGather(const void* send, void* recv,
+                                           size_t count, DataType dtype) {
   if (auto s = CheckOpen("allgather"); !s.ok()) return s;
-  if (auto s = CheckBuffer("allgather", "send", send, count, 1, dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckBuffer("allgather", "recv", recv, count, size_, dtype);
-      !s.ok())
-    return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   char* out = static_cast<char*>(recv);
@@ -296,18 +259,10 @@ absl::Status GlooCommunicator::AllGather(const void* send, void* recv,
   });
 }
 
-absl::Status GlooCommunicator::ReduceScatter(const void* send, void* recv,
-                                             size_t count, DataType dtype,
-                                             ReduceOp op) {
+absl::Status GlooCommunicator::DoReduceScatter(const void* send, void* recv,
+                                               size_t count, DataType dtype,
+                                               ReduceOp op) {
   if (auto s = CheckOpen("reduce_scatter"); !s.ok()) return s;
-  if (auto s = CheckBuffer("reduce_scatter", "send", send, count, size_,
-                           dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckBuffer("reduce_scatter", "recv", recv, count, 1, dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckOp("reduce_scatter", op); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
@@ -330,19 +285,10 @@ absl::Status GlooCommunicator::ReduceScatter(const void* send, void* recv,
   return absl::OkStatus();
 }
 
-absl::Status GlooCommunicator::Broadcast(const void* send, void* recv,
-                                         size_t count, DataType dtype,
-                                         int root) {
+absl::Status GlooCommunicator::DoBroadcast(const void* send, void* recv,
+                                           size_t count, DataType dtype,
+                                           int root) {
   if (auto s = CheckOpen("broadcast"); !s.ok()) return s;
-  if (auto s = CheckRank("broadcast", "root", root); !s.ok()) return s;
-  if (auto s = CheckBuffer("broadcast", "recv", recv, count, 1, dtype);
-      !s.ok())
-    return s;
-  if (rank_ == root) {
-    if (auto s = CheckBuffer("broadcast", "send", send, count, 1, dtype);
-        !s.ok())
-      return s;
-  }
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   if (rank_ == root && send != recv) std::memmove(recv, send, bytes);
@@ -357,15 +303,9 @@ absl::Status GlooCommunicator::Broadcast(const void* send, void* recv,
   });
 }
 
-absl::Status GlooCommunicator::AllToAll(const void* send, void* recv,
-                                        size_t count, DataType dtype) {
+absl::Status GlooCommunicator::DoAllToAll(const void* send, void* recv,
+                                          size_t count, DataType dtype) {
   if (auto s = CheckOpen("alltoall"); !s.ok()) return s;
-  if (auto s = CheckBuffer("alltoall", "send", send, count, size_, dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckBuffer("alltoall", "recv", recv, count, size_, dtype);
-      !s.ok())
-    return s;
   if (count == 0) return absl::OkStatus();
   const size_t total = count * DataTypeSize(dtype) * size_;
   const char* in = static_cast<const char*>(send);
@@ -388,16 +328,9 @@ absl::Status GlooCommunicator::AllToAll(const void* send, void* recv,
   });
 }
 
-absl::Status GlooCommunicator::Send(const void* buf, size_t count,
-                                    DataType dtype, int peer) {
+absl::Status GlooCommunicator::DoSend(const void* buf, size_t count,
+                                      DataType dtype, int peer) {
   if (auto s = CheckOpen("send"); !s.ok()) return s;
-  if (auto s = CheckRank("send", "peer", peer); !s.ok()) return s;
-  if (peer == rank_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gloo send: peer ", peer, " is this rank"));
-  }
-  if (auto s = CheckBuffer("send", "send", buf, count, 1, dtype); !s.ok())
-    return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   if (auto s = ConnectPending("send", peer); !s.ok()) return s;
@@ -412,16 +345,9 @@ absl::Status GlooCommunicator::Send(const void* buf, size_t count,
                   });
 }
 
-absl::Status GlooCommunicator::Recv(void* buf, size_t count, DataType dtype,
-                                    int peer) {
+absl::Status GlooCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
+                                      int peer) {
   if (auto s = CheckOpen("recv"); !s.ok()) return s;
-  if (auto s = CheckRank("recv", "peer", peer); !s.ok()) return s;
-  if (peer == rank_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gloo recv: peer ", peer, " is this rank"));
-  }
-  if (auto s = CheckBuffer("recv", "recv", buf, count, 1, dtype); !s.ok())
-    return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   if (auto s = ConnectPending("recv", peer); !s.ok()) return s;
@@ -435,7 +361,7 @@ absl::Status GlooCommunicator::Recv(void* buf, size_t count, DataType dtype,
                   });
 }
 
-absl::Status GlooCommunicator::Barrier() {
+absl::Status GlooCommunicator::DoBarrier() {
   if (auto s = CheckOpen("barrier"); !s.ok()) return s;
   if (size_ == 1) return absl::OkStatus();
   if (auto s = ConnectPending("barrier", -1); !s.ok()) return s;
@@ -455,7 +381,7 @@ int64_t GlooCommunicator::sync_builds() const {
   return sync_ == nullptr ? -1 : sync_->builds();
 }
 
-absl::Status GlooCommunicator::Abort() {
+absl::Status GlooCommunicator::DoAbort() {
   if (aborted_.exchange(true)) return absl::OkStatus();
   if (sync_ != nullptr) sync_->Abort();
   if (context_ == nullptr) return absl::OkStatus();

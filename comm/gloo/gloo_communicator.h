@@ -155,26 +155,28 @@ class GlooCommunicator final : public Communicator {
     return global_ranks_;
   }
 
-  absl::Status AllReduce(const void* send, void* recv, size_t count,
-                         DataType dtype, ReduceOp op) override;
-  absl::Status AllGather(const void* send, void* recv, size_t count,
-                         DataType dtype) override;
-  absl::Status ReduceScatter(const void* send, void* recv, size_t count,
-                             DataType dtype, ReduceOp op) override;
-  absl::Status Broadcast(const void* send, void* recv, size_t count,
-                         DataType dtype, int root) override;
-  absl::Status AllToAll(const void* send, void* recv, size_t count,
-                        DataType dtype) override;
-  absl::Status Send(const void* buf, size_t count, DataType dtype,
-                    int peer) override;
-  absl::Status Recv(void* buf, size_t count, DataType dtype,
-                    int peer) override;
-  absl::Status Barrier() override;
-  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+ protected:
+  // The backend interface (comm/communicator.h).
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count,
+                           DataType dtype, ReduceOp op) override;
+  absl::Status DoAllGather(const void* send, void* recv, size_t count,
+                           DataType dtype) override;
+  absl::Status DoReduceScatter(const void* send, void* recv, size_t count,
+                               DataType dtype, ReduceOp op) override;
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count,
+                           DataType dtype, int root) override;
+  absl::Status DoAllToAll(const void* send, void* recv, size_t count,
+                          DataType dtype) override;
+  absl::Status DoSend(const void* buf, size_t count, DataType dtype,
+                      int peer) override;
+  absl::Status DoRecv(void* buf, size_t count, DataType dtype,
+                      int peer) override;
+  absl::Status DoBarrier() override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int color, int key, const SplitOptions& options) override;
-  absl::Status Abort() override;
+  absl::Status DoAbort() override;
 
+ public:
   // The Gloo context, for benchmarks that call Gloo directly.
   const std::shared_ptr<::gloo::Context>& context() const { return context_; }
   // Store calls made while creating this group (4 for a world group of
@@ -201,14 +203,6 @@ class GlooCommunicator final : public Communicator {
                     absl::FunctionRef<void()> fn) const;
   // FailedPrecondition after Abort.
   absl::Status CheckOpen(absl::string_view op) const;
-  // InvalidArgument for a bad dtype, a null buffer with count > 0, or a
-  // byte count that overflows size_t (`blocks` blocks of `count`).
-  absl::Status CheckBuffer(absl::string_view op, absl::string_view name,
-                           const void* ptr, size_t count, size_t blocks,
-                           DataType dtype) const;
-  absl::Status CheckOp(absl::string_view op, ReduceOp reduce) const;
-  absl::Status CheckRank(absl::string_view op, absl::string_view name,
-                         int rank) const;
   std::chrono::milliseconds timeout() const;
   // Connects the pairs left for first use (pending_): every one for a
   // collective (peer = -1), only the one with `peer` for Send and Recv.

@@ -112,7 +112,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   return comm;
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(
+absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::DoSplit(
     int color, int key, const SplitOptions& split_options) {
   if (auto s = CheckOpen("split"); !s.ok()) return s;
   // (color, key) of every rank through the store (comm/store_exchange.h):

@@ -24,7 +24,7 @@ ncclDataType_t ToNccl(DataType dtype) {
     case DataType::kInt32: return ncclInt32;
     case DataType::kInt64: return ncclInt64;
   }
-  return ncclFloat32;  // Not reached: Check() rejects other values.
+  return ncclFloat32;  // Not reached: the front rejects other values.
 }
 
 ncclRedOp_t ToNccl(ReduceOp op) {
@@ -38,16 +38,9 @@ ncclRedOp_t ToNccl(ReduceOp op) {
   return ncclSum;
 }
 
-bool ValidOp(ReduceOp op) {
-  const int v = static_cast<int>(op);
-  return v >= 0 && v <= static_cast<int>(ReduceOp::kAvg);
-}
-
 }  // namespace
 
-absl::Status NcclCommunicator::Check(absl::string_view op, const void* a,
-                                     const void* b, size_t count,
-                                     DataType dtype) const {
+absl::Status NcclCommunicator::CheckOpen(absl::string_view op) const {
   if (aborted_.load()) {
     return absl::FailedPreconditionError(
         absl::StrCat("nccl ", op, ": communicator was aborted"));
@@ -55,14 +48,6 @@ absl::Status NcclCommunicator::Check(absl::string_view op, const void* a,
   if (revoked_.load()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "nccl ", op, ": communicator was revoked (ncclCommRevoke)"));
-  }
-  if (DataTypeSize(dtype) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl ", op, ": invalid dtype value ", static_cast<int>(dtype)));
-  }
-  if (count > 0 && (a == nullptr || b == nullptr)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nccl ", op, ": null buffer with count ", count));
   }
   return absl::OkStatus();
 }
@@ -109,58 +94,45 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result,
   }
 }
 
-absl::Status NcclCommunicator::AllReduce(const void* send, void* recv,
-                                         size_t count, DataType dtype,
-                                         ReduceOp op) {
-  if (auto s = Check("allreduce", send, recv, count, dtype); !s.ok()) return s;
-  if (!ValidOp(op)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl allreduce: invalid ReduceOp value ", static_cast<int>(op)));
-  }
+absl::Status NcclCommunicator::DoAllReduce(const void* send, void* recv,
+                                           size_t count, DataType dtype,
+                                           ReduceOp op) {
+  if (auto s = CheckOpen("allreduce"); !s.ok()) return s;
   return Finish(ncclAllReduce(send, recv, count, ToNccl(dtype), ToNccl(op),
                               comm_, stream_),
                 "ncclAllReduce");
 }
 
-absl::Status NcclCommunicator::AllGather(const void* send, void* recv,
-                                         size_t count, DataType dtype) {
-  if (auto s = Check("allgather", send, recv, count, dtype); !s.ok()) return s;
+absl::Status NcclCommunicator::DoAllGather(const void* send, void* recv,
+                                           size_t count, DataType dtype) {
+  if (auto s = CheckOpen("allgather"); !s.ok()) return s;
   return Finish(
       ncclAllGather(send, recv, count, ToNccl(dtype), comm_, stream_),
       "ncclAllGather");
 }
 
-absl::Status NcclCommunicator::ReduceScatter(const void* send, void* recv,
-                                             size_t count, DataType dtype,
-                                             ReduceOp op) {
-  if (auto s = Check("reduce_scatter", send, recv, count, dtype); !s.ok())
-    return s;
-  if (!ValidOp(op)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl reduce_scatter: invalid ReduceOp value ", static_cast<int>(op)));
-  }
+absl::Status NcclCommunicator::DoReduceScatter(const void* send, void* recv,
+                                               size_t count, DataType dtype,
+                                               ReduceOp op) {
+  if (auto s = CheckOpen("reduce_scatter"); !s.ok()) return s;
   return Finish(ncclReduceScatter(send, recv, count, ToNccl(dtype), ToNccl(op),
                                   comm_, stream_),
                 "ncclReduceScatter");
 }
 
-absl::Status NcclCommunicator::Broadcast(const void* send, void* recv,
-                                         size_t count, DataType dtype,
-                                         int root) {
-  if (root < 0 || root >= size_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl broadcast: root ", root, " is outside [0, ", size_, ")"));
-  }
+absl::Status NcclCommunicator::DoBroadcast(const void* send, void* recv,
+                                           size_t count, DataType dtype,
+                                           int root) {
   const void* in = rank_ == root ? send : recv;
-  if (auto s = Check("broadcast", in, recv, count, dtype); !s.ok()) return s;
+  if (auto s = CheckOpen("broadcast"); !s.ok()) return s;
   return Finish(ncclBroadcast(in, recv, count, ToNccl(dtype), root, comm_,
                               stream_),
                 "ncclBroadcast");
 }
 
-absl::Status NcclCommunicator::AllToAll(const void* send, void* recv,
-                                        size_t count, DataType dtype) {
-  if (auto s = Check("alltoall", send, recv, count, dtype); !s.ok()) return s;
+absl::Status NcclCommunicator::DoAllToAll(const void* send, void* recv,
+                                          size_t count, DataType dtype) {
+  if (auto s = CheckOpen("alltoall"); !s.ok()) return s;
   const size_t bytes = count * DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
@@ -201,34 +173,24 @@ absl::Status NcclCommunicator::AllToAll(const void* send, void* recv,
   return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (alltoall)");
 }
 
-absl::Status NcclCommunicator::Send(const void* buf, size_t count,
-                                    DataType dtype, int peer) {
-  if (peer < 0 || peer >= size_ || peer == rank_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl send: peer ", peer, " must be another rank in [0, ", size_, ")"));
-  }
-  if (auto s = Check("send", buf, buf, count, dtype); !s.ok()) return s;
+absl::Status NcclCommunicator::DoSend(const void* buf, size_t count,
+                                      DataType dtype, int peer) {
+  if (auto s = CheckOpen("send"); !s.ok()) return s;
   return Finish(ncclSend(buf, count, ToNccl(dtype), peer, comm_, stream_),
                 "ncclSend");
 }
 
-absl::Status NcclCommunicator::Recv(void* buf, size_t count, DataType dtype,
-                                    int peer) {
-  if (peer < 0 || peer >= size_ || peer == rank_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl recv: peer ", peer, " must be another rank in [0, ", size_, ")"));
-  }
-  if (auto s = Check("recv", buf, buf, count, dtype); !s.ok()) return s;
+absl::Status NcclCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
+                                      int peer) {
+  if (auto s = CheckOpen("recv"); !s.ok()) return s;
   return Finish(ncclRecv(buf, count, ToNccl(dtype), peer, comm_, stream_),
                 "ncclRecv");
 }
 
-absl::Status NcclCommunicator::Barrier() {
+absl::Status NcclCommunicator::DoBarrier() {
   // NCCL has no barrier: an all-reduce of one int on the scratch buffer, then
   // a stream wait (whatever NcclOptions::synchronize says), bounded.
-  if (auto s = Check("barrier", scratch_, scratch_, 1, DataType::kInt32);
-      !s.ok())
-    return s;
+  if (auto s = CheckOpen("barrier"); !s.ok()) return s;
   // Wait for the stream whatever synchronize says, but bounded: a plain
   // cudaStreamSynchronize would wait forever for a vanished peer.
   return Finish(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum,

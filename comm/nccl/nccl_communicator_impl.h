@@ -74,26 +74,29 @@ class NcclCommunicator final : public Communicator,
   const std::vector<int>& global_ranks() const override {
     return global_ranks_;
   }
-  absl::Status AllReduce(const void* send, void* recv, size_t count,
-                         DataType dtype, ReduceOp op) override;
-  absl::Status AllGather(const void* send, void* recv, size_t count,
-                         DataType dtype) override;
-  absl::Status ReduceScatter(const void* send, void* recv, size_t count,
-                             DataType dtype, ReduceOp op) override;
-  absl::Status Broadcast(const void* send, void* recv, size_t count,
-                         DataType dtype, int root) override;
-  absl::Status AllToAll(const void* send, void* recv, size_t count,
-                        DataType dtype) override;
-  absl::Status Send(const void* buf, size_t count, DataType dtype,
-                    int peer) override;
-  absl::Status Recv(void* buf, size_t count, DataType dtype,
-                    int peer) override;
-  absl::Status Barrier() override;
-  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
-      int color, int key, const SplitOptions& options) override;
-  absl::Status Abort() override;
 
+ protected:
+  // The backend interface (comm/communicator.h).
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count,
+                           DataType dtype, ReduceOp op) override;
+  absl::Status DoAllGather(const void* send, void* recv, size_t count,
+                           DataType dtype) override;
+  absl::Status DoReduceScatter(const void* send, void* recv, size_t count,
+                               DataType dtype, ReduceOp op) override;
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count,
+                           DataType dtype, int root) override;
+  absl::Status DoAllToAll(const void* send, void* recv, size_t count,
+                          DataType dtype) override;
+  absl::Status DoSend(const void* buf, size_t count, DataType dtype,
+                      int peer) override;
+  absl::Status DoRecv(void* buf, size_t count, DataType dtype,
+                      int peer) override;
+  absl::Status DoBarrier() override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
+      int color, int key, const SplitOptions& options) override;
+  absl::Status DoAbort() override;
+
+ public:
   bool CanShrink() const override;
   absl::Status Revoke() override;
   absl::StatusOr<std::unique_ptr<Communicator>> Shrink(
@@ -101,8 +104,8 @@ class NcclCommunicator final : public Communicator,
 
  private:
   NcclCommunicator() = default;
-  absl::Status Check(absl::string_view op, const void* a, const void* b,
-                     size_t count, DataType dtype) const;
+  // FailedPrecondition after Abort or Revoke.
+  absl::Status CheckOpen(absl::string_view op) const;
   // After enqueueing: waits for NCCL (non-blocking mode) and, when
   // synchronize or `wait_stream`, for the stream; both bounded by the
   // timeout (past it: ncclCommAbort, DeadlineExceeded).

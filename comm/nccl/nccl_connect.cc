@@ -228,17 +228,13 @@ NcclCommunicator::~NcclCommunicator() {
   if (owns_stream_ && stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-absl::Status NcclCommunicator::Abort() {
+absl::Status NcclCommunicator::DoAbort() {
   if (aborted_.exchange(true)) return absl::OkStatus();
   return NcclStatus(ncclCommAbort(comm_), "ncclCommAbort");
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(
+absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
     int color, int key, const SplitOptions& split_options) {
-  if (color < kNoColor) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl split: color ", color, " must be >= 0 or kNoColor (-1)"));
-  }
   // The child's options: the parent's, with the timeout and NCCL config the
   // caller set (the device and stream stay the parent's).
   absl::StatusOr<CommOptions> resolved =

@@ -156,29 +156,9 @@ absl::Status ShmCommunicator::CheckOpen(shm_internal::OpName what) const {
   return sync_ == nullptr ? absl::OkStatus() : sync_->CheckOpen(what);
 }
 
-absl::Status ShmCommunicator::CheckBuffer(absl::string_view op,
-                                          absl::string_view name,
-                                          const void* ptr, size_t count,
-                                          size_t blocks,
-                                          DataType dtype) const {
-  return CheckBufferArg("shm", op, name, ptr, count, blocks, dtype);
-}
-
-absl::Status ShmCommunicator::CheckOp(absl::string_view op,
-                                      ReduceOp reduce) const {
-  return CheckReduceOpArg("shm", op, reduce);
-}
-
-absl::Status ShmCommunicator::AllReduce(const void* send, void* recv,
-                                        size_t count, DataType dtype,
-                                        ReduceOp op) {
-  if (auto s = CheckBuffer("allreduce", "send", send, count, 1, dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckBuffer("allreduce", "recv", recv, count, 1, dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckOp("allreduce", op); !s.ok()) return s;
+absl::Status ShmCommunicator::DoAllReduce(const void* send, void* recv,
+                                          size_t count, DataType dtype,
+                                          ReduceOp op) {
   auto what = [&] {
     return absl::StrCat(Describe("allreduce", dtype, count), " ",
                         ReduceOpName(op));
@@ -205,14 +185,8 @@ absl::Status ShmCommunicator::AllReduce(const void* send, void* recv,
   return absl::OkStatus();
 }
 
-absl::Status ShmCommunicator::AllGather(const void* send, void* recv,
-                                        size_t count, DataType dtype) {
-  if (auto s = CheckBuffer("allgather", "send", send, count, 1, dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckBuffer("allgather", "recv", recv, count, size(), dtype);
-      !s.ok())
-    return s;
+absl::Status ShmCommunicator::DoAllGather(const void* send, void* recv,
+                                          size_t count, DataType dtype) {
   auto what = [&] { return Describe("allgather", dtype, count); };
   if (auto s = CheckOpen(what); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
@@ -235,17 +209,9 @@ absl::Status ShmCommunicator::AllGather(const void* send, void* recv,
                                     out, bytes, what);
 }
 
-absl::Status ShmCommunicator::ReduceScatter(const void* send, void* recv,
-                                            size_t count, DataType dtype,
-                                            ReduceOp op) {
-  if (auto s = CheckBuffer("reducescatter", "send", send, count, size(),
-                           dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckBuffer("reducescatter", "recv", recv, count, 1, dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckOp("reducescatter", op); !s.ok()) return s;
+absl::Status ShmCommunicator::DoReduceScatter(const void* send, void* recv,
+                                              size_t count, DataType dtype,
+                                              ReduceOp op) {
   auto what = [&] {
     return absl::StrCat(Describe("reducescatter", dtype, count), " ",
                         ReduceOpName(op));
@@ -276,20 +242,10 @@ absl::Status ShmCommunicator::ReduceScatter(const void* send, void* recv,
   return absl::OkStatus();
 }
 
-absl::Status ShmCommunicator::Broadcast(const void* send, void* recv,
-                                        size_t count, DataType dtype,
-                                        int root) {
-  if (root < 0 || root >= size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shm broadcast: root ", root, " is outside [0, ", size(), ")"));
-  }
-  if (auto s = CheckBuffer("broadcast", "recv", recv, count, 1, dtype);
-      !s.ok())
-    return s;
+absl::Status ShmCommunicator::DoBroadcast(const void* send, void* recv,
+                                          size_t count, DataType dtype,
+                                          int root) {
   if (rank() == root) {
-    if (auto s = CheckBuffer("broadcast", "send", send, count, 1, dtype);
-        !s.ok())
-      return s;
   }
   auto what = [&] {
     return absl::StrCat(Describe("broadcast", dtype, count), " root ", root);
@@ -307,14 +263,8 @@ absl::Status ShmCommunicator::Broadcast(const void* send, void* recv,
                                     what);
 }
 
-absl::Status ShmCommunicator::AllToAll(const void* send, void* recv,
-                                       size_t count, DataType dtype) {
-  if (auto s = CheckBuffer("alltoall", "send", send, count, size(), dtype);
-      !s.ok())
-    return s;
-  if (auto s = CheckBuffer("alltoall", "recv", recv, count, size(), dtype);
-      !s.ok())
-    return s;
+absl::Status ShmCommunicator::DoAllToAll(const void* send, void* recv,
+                                         size_t count, DataType dtype) {
   auto what = [&] { return Describe("alltoall", dtype, count); };
   if (auto s = CheckOpen(what); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
@@ -334,31 +284,25 @@ absl::Status ShmCommunicator::AllToAll(const void* send, void* recv,
                                    out, bytes, what);
 }
 
-absl::Status ShmCommunicator::Send(const void* buf, size_t count,
-                                   DataType dtype, int peer) {
+absl::Status ShmCommunicator::DoSend(const void* buf, size_t count,
+                                     DataType dtype, int peer) {
   if (auto s = CheckOpen([] { return std::string("shm send"); }); !s.ok()) {
     return s;
   }
   if (group_ != nullptr) return group_->Send(buf, count, dtype, peer);
-  if (auto s = CheckBuffer("send", "send", buf, count, 1, dtype); !s.ok()) {
-    return s;
-  }
   return links_->Send(buf, count, dtype, peer);
 }
 
-absl::Status ShmCommunicator::Recv(void* buf, size_t count, DataType dtype,
-                                   int peer) {
+absl::Status ShmCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
+                                     int peer) {
   if (auto s = CheckOpen([] { return std::string("shm recv"); }); !s.ok()) {
     return s;
   }
   if (group_ != nullptr) return group_->Recv(buf, count, dtype, peer);
-  if (auto s = CheckBuffer("recv", "recv", buf, count, 1, dtype); !s.ok()) {
-    return s;
-  }
   return links_->Recv(buf, count, dtype, peer);
 }
 
-absl::Status ShmCommunicator::Barrier() {
+absl::Status ShmCommunicator::DoBarrier() {
   auto what = [] { return std::string("shm barrier"); };
   if (auto s = CheckOpen(what); !s.ok()) return s;
   if (sync_ == nullptr) return absl::OkStatus();
@@ -366,7 +310,7 @@ absl::Status ShmCommunicator::Barrier() {
   return sync_->Step(what);
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::Split(
+absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::DoSplit(
     int color, int key, const SplitOptions& options) {
   if (auto s = CheckOpen([] { return std::string("shm split"); }); !s.ok()) {
     return s;
@@ -408,7 +352,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::SplitOverStore(
                                 child_size, child_options);
 }
 
-absl::Status ShmCommunicator::Abort() {
+absl::Status ShmCommunicator::DoAbort() {
   aborted_.store(true);
   if (sync_ != nullptr) sync_->Abort();
   if (links_ != nullptr) links_->Abort();

@@ -179,25 +179,27 @@ class ShmCommunicator final : public Communicator {
     return global_ranks_;
   }
 
-  absl::Status AllReduce(const void* send, void* recv, size_t count,
-                         DataType dtype, ReduceOp op) override;
-  absl::Status AllGather(const void* send, void* recv, size_t count,
-                         DataType dtype) override;
-  absl::Status ReduceScatter(const void* send, void* recv, size_t count,
-                             DataType dtype, ReduceOp op) override;
-  absl::Status Broadcast(const void* send, void* recv, size_t count,
-                         DataType dtype, int root) override;
-  absl::Status AllToAll(const void* send, void* recv, size_t count,
-                        DataType dtype) override;
+ protected:
+  // The backend interface (comm/communicator.h).
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count,
+                           DataType dtype, ReduceOp op) override;
+  absl::Status DoAllGather(const void* send, void* recv, size_t count,
+                           DataType dtype) override;
+  absl::Status DoReduceScatter(const void* send, void* recv, size_t count,
+                               DataType dtype, ReduceOp op) override;
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count,
+                           DataType dtype, int root) override;
+  absl::Status DoAllToAll(const void* send, void* recv, size_t count,
+                          DataType dtype) override;
   // Through the underlying group's pairs; for a group made over the store,
   // through a pair connected on the first call with that peer
   // (shm_links.h: DeadlineExceeded naming the peer when it does not make
   // the matching call within the timeout).
-  absl::Status Send(const void* buf, size_t count, DataType dtype,
-                    int peer) override;
-  absl::Status Recv(void* buf, size_t count, DataType dtype,
-                    int peer) override;
-  absl::Status Barrier() override;
+  absl::Status DoSend(const void* buf, size_t count, DataType dtype,
+                      int peer) override;
+  absl::Status DoRecv(void* buf, size_t count, DataType dtype,
+                      int peer) override;
+  absl::Status DoBarrier() override;
   // Splits the underlying group, then ShareMemory on the child with this
   // communicator's options (and the child's timeout): children are shm when
   // their members share memory. A group made over the store exchanges
@@ -206,13 +208,13 @@ class ShmCommunicator final : public Communicator {
   // CreateShmGroup under "<prefix>split/<n>/<color>/" within the Split's
   // deadline; a child whose segment cannot be made (not required) is a Gloo
   // group of its members under the same keys, with a timeout of its own.
-  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int color, int key, const SplitOptions& options) override;
   // Aborts the group for every member (shm_sync.h) and the underlying group
   // or the point-to-point pairs.
-  absl::Status Abort() override;
+  absl::Status DoAbort() override;
 
+ public:
   // The underlying group (Gloo) of a ShareMemory group; null for a group
   // made over the store.
   const std::shared_ptr<Communicator>& underlying() const { return group_; }
@@ -222,10 +224,6 @@ class ShmCommunicator final : public Communicator {
 
  private:
   absl::Status CheckOpen(shm_internal::OpName what) const;
-  absl::Status CheckBuffer(absl::string_view op, absl::string_view name,
-                           const void* ptr, size_t count, size_t blocks,
-                           DataType dtype) const;
-  absl::Status CheckOp(absl::string_view op, ReduceOp reduce) const;
   absl::StatusOr<std::unique_ptr<Communicator>> SplitOverStore(
       int color, int key, const SplitOptions& options);
 

@@ -70,43 +70,44 @@ class RecordingCommunicator final : public Communicator {
   int size() const override { return size_; }
   const std::vector<int>& global_ranks() const override { return global_; }
 
-  absl::Status AllReduce(const void* send, void* recv, size_t count,
-                         DataType dtype, ReduceOp op) override {
+ protected:
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count,
+                           DataType dtype, ReduceOp op) override {
     return Record({"AllReduce", send, recv, count, dtype, op, -1});
   }
-  absl::Status AllGather(const void* send, void* recv, size_t count,
-                         DataType dtype) override {
+  absl::Status DoAllGather(const void* send, void* recv, size_t count,
+                           DataType dtype) override {
     return Record({"AllGather", send, recv, count, dtype, ReduceOp::kSum, -1});
   }
-  absl::Status ReduceScatter(const void* send, void* recv, size_t count,
-                             DataType dtype, ReduceOp op) override {
+  absl::Status DoReduceScatter(const void* send, void* recv, size_t count,
+                               DataType dtype, ReduceOp op) override {
     return Record({"ReduceScatter", send, recv, count, dtype, op, -1});
   }
-  absl::Status Broadcast(const void* send, void* recv, size_t count,
-                         DataType dtype, int root) override {
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count,
+                           DataType dtype, int root) override {
     return Record({"Broadcast", send, recv, count, dtype, ReduceOp::kSum,
                    root});
   }
-  absl::Status AllToAll(const void* send, void* recv, size_t count,
-                        DataType dtype) override {
+  absl::Status DoAllToAll(const void* send, void* recv, size_t count,
+                          DataType dtype) override {
     return Record({"AllToAll", send, recv, count, dtype, ReduceOp::kSum, -1});
   }
-  absl::Status Send(const void* buf, size_t count, DataType dtype,
-                    int peer) override {
+  absl::Status DoSend(const void* buf, size_t count, DataType dtype,
+                      int peer) override {
     return Record({"Send", buf, nullptr, count, dtype, ReduceOp::kSum, peer});
   }
-  absl::Status Recv(void* buf, size_t count, DataType dtype,
-                    int peer) override {
+  absl::Status DoRecv(void* buf, size_t count, DataType dtype,
+                      int peer) override {
     return Record({"Recv", nullptr, buf, count, dtype, ReduceOp::kSum, peer});
   }
-  absl::Status Barrier() override { return Record({"Barrier"}); }
-  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+  absl::Status DoBarrier() override { return Record({"Barrier"}); }
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int, int, const SplitOptions&) override {
     return absl::UnimplementedError("recording");
   }
-  absl::Status Abort() override { return absl::OkStatus(); }
+  absl::Status DoAbort() override { return absl::OkStatus(); }
 
+ public:
   const Call& last() const { return last_; }
 
  private:
@@ -305,7 +306,7 @@ TEST(TypedLengthTest, HalfTypesNameTheirDtype) {
 
 // ---- Through a derived class ----------------------------------------------
 
-// DEVMESH_USING_COMMUNICATOR_OVERLOADS: the typed forms (and Split(color,
+// The front is not virtual: the typed forms (and Split(color,
 // key)) are callable through the derived type, not only Communicator&.
 TEST(TypedThroughDerivedTest, EveryFormThroughTheSubclassItself) {
   RecordingCommunicator fake(/*rank=*/0, /*size=*/2);

@@ -28,34 +28,40 @@ class MembersOnlyComm : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(members_.size()); }
   const std::vector<int>& global_ranks() const override { return members_; }
-  absl::Status AllReduce(const void*, void*, size_t, DataType,
-                         ReduceOp) override { return None(); }
-  absl::Status AllGather(const void*, void*, size_t, DataType) override {
+
+ protected:
+  absl::Status DoAllReduce(const void*, void*, size_t, DataType,
+                           ReduceOp) override {
     return None();
   }
-  absl::Status ReduceScatter(const void*, void*, size_t, DataType,
-                             ReduceOp) override { return None(); }
-  absl::Status Broadcast(const void*, void*, size_t, DataType, int) override {
+  absl::Status DoAllGather(const void*, void*, size_t, DataType) override {
     return None();
   }
-  absl::Status AllToAll(const void*, void*, size_t, DataType) override {
+  absl::Status DoReduceScatter(const void*, void*, size_t, DataType,
+                               ReduceOp) override {
     return None();
   }
-  absl::Status Send(const void*, size_t, DataType, int) override {
+  absl::Status DoBroadcast(const void*, void*, size_t, DataType, int) override {
     return None();
   }
-  absl::Status Recv(void*, size_t, DataType, int) override { return None(); }
-  absl::Status Barrier() override { return None(); }
-  DEVMESH_USING_COMMUNICATOR_OVERLOADS;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+  absl::Status DoAllToAll(const void*, void*, size_t, DataType) override {
+    return None();
+  }
+  absl::Status DoSend(const void*, size_t, DataType, int) override {
+    return None();
+  }
+  absl::Status DoRecv(void*, size_t, DataType, int) override { return None(); }
+  absl::Status DoBarrier() override { return None(); }
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int, int, const SplitOptions&) override {
     return None();
   }
-  absl::Status Abort() override {
+  absl::Status DoAbort() override {
     ++aborts;
     return absl::OkStatus();
   }
 
+ public:
   int aborts = 0;
 
  protected:

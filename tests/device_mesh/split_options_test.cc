@@ -35,8 +35,9 @@ std::vector<CommOptions>& Created() {
 class RecordingComm : public testing::MembersOnlyComm {
  public:
   RecordingComm() : MembersOnlyComm("recording", 0, {0}) {}
-  using Communicator::Split;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+
+ protected:
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int color, int, const SplitOptions& options) override {
     Splits().push_back(options);
     if (color == kNoColor) return std::unique_ptr<Communicator>();

@@ -1,0 +1,199 @@
+// devmesh/comm/communicator.cc
+// The front of comm/communicator.h: argument checks, the call count, and the
+// hand-off to the backend's Do* functions.
+#include "comm/communicator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "comm/group_args.h"
+
+namespace devmesh {
+
+absl::string_view CallKindName(CallKind kind) {
+  switch (kind) {
+    case CallKind::kAllReduce:
+      return "allreduce";
+    case CallKind::kAllGather:
+      return "allgather";
+    case CallKind::kReduceScatter:
+      return "reduce_scatter";
+    case CallKind::kBroadcast:
+      return "broadcast";
+    case CallKind::kAllToAll:
+      return "alltoall";
+    case CallKind::kSend:
+      return "send";
+    case CallKind::kRecv:
+      return "recv";
+    case CallKind::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+absl::Status Communicator::CheckBuffer(CallKind kind, absl::string_view name,
+                                       const void* ptr, size_t count,
+                                       size_t blocks, DataType dtype) const {
+  return CheckBufferArg(backend(), CallKindName(kind), name, ptr, count,
+                        blocks, dtype);
+}
+
+absl::Status Communicator::CheckOp(CallKind kind, ReduceOp op) const {
+  return CheckReduceOpArg(backend(), CallKindName(kind), op);
+}
+
+absl::Status Communicator::CheckRank(CallKind kind, int value,
+                                     bool is_peer) const {
+  const int n = size();
+  if (value < 0 || value >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(backend(), " ", CallKindName(kind), ": ",
+                     is_peer ? "peer " : "root ", value, " is outside [0, ",
+                     n, ")"));
+  }
+  if (is_peer && value == rank()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend(), " ", CallKindName(kind), ": peer ", value, " is this rank"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::AllReduce(const void* send, void* recv,
+                                     size_t count, DataType dtype,
+                                     ReduceOp op) {
+  if (checks_) {
+    constexpr CallKind k = CallKind::kAllReduce;
+    if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckOp(k, op); !s.ok()) return s;
+  }
+  Count();
+  return DoAllReduce(send, recv, count, dtype, op);
+}
+
+absl::Status Communicator::AllGather(const void* send, void* recv,
+                                     size_t count, DataType dtype) {
+  if (checks_) {
+    constexpr CallKind k = CallKind::kAllGather;
+    if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckBuffer(k, "recv", recv, count, size(), dtype);
+        !s.ok()) {
+      return s;
+    }
+  }
+  Count();
+  return DoAllGather(send, recv, count, dtype);
+}
+
+absl::Status Communicator::ReduceScatter(const void* send, void* recv,
+                                         size_t count, DataType dtype,
+                                         ReduceOp op) {
+  if (checks_) {
+    constexpr CallKind k = CallKind::kReduceScatter;
+    if (auto s = CheckBuffer(k, "send", send, count, size(), dtype);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckOp(k, op); !s.ok()) return s;
+  }
+  Count();
+  return DoReduceScatter(send, recv, count, dtype, op);
+}
+
+absl::Status Communicator::Broadcast(const void* send, void* recv,
+                                     size_t count, DataType dtype, int root) {
+  if (checks_) {
+    constexpr CallKind k = CallKind::kBroadcast;
+    if (auto s = CheckRank(k, root, /*is_peer=*/false); !s.ok()) return s;
+    if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+    if (rank() == root) {
+      if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
+        return s;
+      }
+    }
+  }
+  Count();
+  return DoBroadcast(send, recv, count, dtype, root);
+}
+
+absl::Status Communicator::AllToAll(const void* send, void* recv,
+                                    size_t count, DataType dtype) {
+  if (checks_) {
+    constexpr CallKind k = CallKind::kAllToAll;
+    if (auto s = CheckBuffer(k, "send", send, count, size(), dtype);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckBuffer(k, "recv", recv, count, size(), dtype);
+        !s.ok()) {
+      return s;
+    }
+  }
+  Count();
+  return DoAllToAll(send, recv, count, dtype);
+}
+
+absl::Status Communicator::Send(const void* buf, size_t count, DataType dtype,
+                                int peer) {
+  if (checks_) {
+    constexpr CallKind k = CallKind::kSend;
+    if (auto s = CheckRank(k, peer, /*is_peer=*/true); !s.ok()) return s;
+    if (auto s = CheckBuffer(k, "send", buf, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+  }
+  Count();
+  return DoSend(buf, count, dtype, peer);
+}
+
+absl::Status Communicator::Recv(void* buf, size_t count, DataType dtype,
+                                int peer) {
+  if (checks_) {
+    constexpr CallKind k = CallKind::kRecv;
+    if (auto s = CheckRank(k, peer, /*is_peer=*/true); !s.ok()) return s;
+    if (auto s = CheckBuffer(k, "recv", buf, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+  }
+  Count();
+  return DoRecv(buf, count, dtype, peer);
+}
+
+absl::Status Communicator::Barrier() {
+  Count();
+  return DoBarrier();
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
+    int color, int key, const SplitOptions& options) {
+  if (checks_) {
+    if (color < kNoColor) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(backend(), " split: color ", color,
+                       " must be >= 0 or kNoColor (-1)"));
+    }
+    if (options.timeout.has_value() &&
+        *options.timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          backend(), " split: timeout (",
+          absl::FormatDuration(*options.timeout), ") must be positive"));
+    }
+  }
+  return DoSplit(color, key, options);
+}
+
+absl::Status Communicator::Abort() { return DoAbort(); }
+
+}  // namespace devmesh

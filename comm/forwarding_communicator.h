@@ -1,0 +1,122 @@
+// devmesh/comm/forwarding_communicator.h
+// -----------------------------------------------------------------------------
+// ForwardingCommunicator: the one base for communicators that wrap another
+// (a guard that refuses calls or explains errors, a unique_ptr view of a
+// shared communicator). It forwards every call to the inner communicator's
+// front, which checks the arguments and runs the backend; a subclass sees
+// each collective, Send, Recv and Barrier in Intercept, and overrides DoSplit
+// or DoAbort where it must.
+//
+//   class Logged final : public ForwardingCommunicator {
+//    public:
+//     using ForwardingCommunicator::ForwardingCommunicator;
+//    protected:
+//     absl::Status Intercept(CallKind kind,
+//                            absl::FunctionRef<absl::Status()> call) override {
+//       absl::Status s = call();
+//       if (!s.ok()) LOG(ERROR) << CallKindName(kind) << ": " << s;
+//       return s;
+//     }
+//   };
+//
+// Used as it is, it is a view: a Communicator that owns a share of `inner`.
+//
+// Thread-safety: as the inner communicator's.
+#ifndef DEVMESH_COMM_FORWARDING_COMMUNICATOR_H_
+#define DEVMESH_COMM_FORWARDING_COMMUNICATOR_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+
+namespace devmesh {
+
+class ForwardingCommunicator : public Communicator {
+ public:
+  // `inner` must not be null.
+  explicit ForwardingCommunicator(std::shared_ptr<Communicator> inner)
+      : Communicator(Forwarding{}), inner_(std::move(inner)) {}
+
+  absl::string_view backend() const override { return inner_->backend(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::vector<int>& global_ranks() const override {
+    return inner_->global_ranks();
+  }
+
+  Communicator* inner() const { return inner_.get(); }
+  const std::shared_ptr<Communicator>& inner_shared() const { return inner_; }
+
+ protected:
+  // Runs `call` (the inner communicator's `kind`); the default only runs it.
+  virtual absl::Status Intercept(CallKind kind,
+                                 absl::FunctionRef<absl::Status()> call) {
+    (void)kind;
+    return call();
+  }
+
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count,
+                           DataType dtype, ReduceOp op) override {
+    return Intercept(CallKind::kAllReduce, [&] {
+      return inner_->AllReduce(send, recv, count, dtype, op);
+    });
+  }
+  absl::Status DoAllGather(const void* send, void* recv, size_t count,
+                           DataType dtype) override {
+    return Intercept(CallKind::kAllGather, [&] {
+      return inner_->AllGather(send, recv, count, dtype);
+    });
+  }
+  absl::Status DoReduceScatter(const void* send, void* recv, size_t count,
+                               DataType dtype, ReduceOp op) override {
+    return Intercept(CallKind::kReduceScatter, [&] {
+      return inner_->ReduceScatter(send, recv, count, dtype, op);
+    });
+  }
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count,
+                           DataType dtype, int root) override {
+    return Intercept(CallKind::kBroadcast, [&] {
+      return inner_->Broadcast(send, recv, count, dtype, root);
+    });
+  }
+  absl::Status DoAllToAll(const void* send, void* recv, size_t count,
+                          DataType dtype) override {
+    return Intercept(CallKind::kAllToAll, [&] {
+      return inner_->AllToAll(send, recv, count, dtype);
+    });
+  }
+  absl::Status DoSend(const void* buf, size_t count, DataType dtype,
+                      int peer) override {
+    return Intercept(CallKind::kSend,
+                     [&] { return inner_->Send(buf, count, dtype, peer); });
+  }
+  absl::Status DoRecv(void* buf, size_t count, DataType dtype,
+                      int peer) override {
+    return Intercept(CallKind::kRecv,
+                     [&] { return inner_->Recv(buf, count, dtype, peer); });
+  }
+  absl::Status DoBarrier() override {
+    return Intercept(CallKind::kBarrier, [&] { return inner_->Barrier(); });
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
+      int color, int key, const SplitOptions& options) override {
+    return inner_->Split(color, key, options);
+  }
+  absl::Status DoAbort() override { return inner_->Abort(); }
+
+ private:
+  std::shared_ptr<Communicator> inner_;
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_FORWARDING_COMMUNICATOR_H_
