@@ -81,6 +81,10 @@ ABSL_FLAG(std::string, backend, "auto",
           "memory for groups whose members share it, Gloo for the others), "
           "shm, gloo or nccl");
 ABSL_FLAG(int, nproc, 0, "local ranks to launch (0: the mesh's size)");
+ABSL_FLAG(bool, raw_call_check, true,
+          "whether the raw shared-memory groups compare their members' calls "
+          "(comm/call_check.h) as the mesh's do; false: mesh/raw then "
+          "includes the check's cost");
 ABSL_FLAG(std::string, cpu_bind, "core",
           "binding of the ranks this benchmark launches: core (one CPU each, "
           "round-robin, as mpirun --bind-to core) or none");
@@ -330,7 +334,8 @@ absl::Status WarmUpAtLargest(const Setup& setup, const std::vector<Cell>& cells)
 // When the mesh's group is shared memory, the raw one is too: the same
 // transport (ShareMemory on the split: its set-up runs over the Gloo split
 // where the mesh's runs over the store, and every collective then takes the
-// same shm code), so mesh/raw is DeviceMesh's cost.
+// same shm code), so mesh/raw is DeviceMesh's cost (with
+// --raw_call_check=false, DeviceMesh's and the per-call check's).
 absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(
     const DeviceMesh& mesh, int d, Communicator& raw_world,
     const Communicator& mesh_group) {
@@ -345,6 +350,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> RawGroup(
   }
   ShmOptions shm;
   shm.require = true;
+  shm.check_calls = absl::GetFlag(FLAGS_raw_call_check);
   return ShareMemory(std::move(raw), shm);
 }
 

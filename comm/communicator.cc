@@ -1,6 +1,6 @@
 // devmesh/comm/communicator.cc
-// The front of comm/communicator.h: argument checks, the call count, and the
-// hand-off to the backend's Do* functions.
+// The front of comm/communicator.h: the call's record and number, argument
+// checks, and the hand-off to the backend's Do* functions.
 #include "comm/communicator.h"
 
 #include <utility>
@@ -59,9 +59,18 @@ absl::Status Communicator::CheckRank(CallKind kind, int value,
   return absl::OkStatus();
 }
 
+void Communicator::Begin(CallKind kind, DataType dtype, ReduceOp op, int root,
+                         size_t count) {
+  const int64_t seq = calls_.load(std::memory_order_relaxed) + 1;
+  calls_.store(seq, std::memory_order_relaxed);
+  current_ =
+      CallRecord{seq, kind, dtype, op, root, static_cast<uint64_t>(count)};
+}
+
 absl::Status Communicator::AllReduce(const void* send, void* recv,
                                      size_t count, DataType dtype,
                                      ReduceOp op) {
+  Begin(CallKind::kAllReduce, dtype, op, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kAllReduce;
     if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
@@ -72,12 +81,12 @@ absl::Status Communicator::AllReduce(const void* send, void* recv,
     }
     if (auto s = CheckOp(k, op); !s.ok()) return s;
   }
-  Count();
   return DoAllReduce(send, recv, count, dtype, op);
 }
 
 absl::Status Communicator::AllGather(const void* send, void* recv,
                                      size_t count, DataType dtype) {
+  Begin(CallKind::kAllGather, dtype, ReduceOp::kSum, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kAllGather;
     if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
@@ -88,13 +97,13 @@ absl::Status Communicator::AllGather(const void* send, void* recv,
       return s;
     }
   }
-  Count();
   return DoAllGather(send, recv, count, dtype);
 }
 
 absl::Status Communicator::ReduceScatter(const void* send, void* recv,
                                          size_t count, DataType dtype,
                                          ReduceOp op) {
+  Begin(CallKind::kReduceScatter, dtype, op, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kReduceScatter;
     if (auto s = CheckBuffer(k, "send", send, count, size(), dtype);
@@ -106,12 +115,12 @@ absl::Status Communicator::ReduceScatter(const void* send, void* recv,
     }
     if (auto s = CheckOp(k, op); !s.ok()) return s;
   }
-  Count();
   return DoReduceScatter(send, recv, count, dtype, op);
 }
 
 absl::Status Communicator::Broadcast(const void* send, void* recv,
                                      size_t count, DataType dtype, int root) {
+  Begin(CallKind::kBroadcast, dtype, ReduceOp::kSum, root, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kBroadcast;
     if (auto s = CheckRank(k, root, /*is_peer=*/false); !s.ok()) return s;
@@ -124,12 +133,12 @@ absl::Status Communicator::Broadcast(const void* send, void* recv,
       }
     }
   }
-  Count();
   return DoBroadcast(send, recv, count, dtype, root);
 }
 
 absl::Status Communicator::AllToAll(const void* send, void* recv,
                                     size_t count, DataType dtype) {
+  Begin(CallKind::kAllToAll, dtype, ReduceOp::kSum, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kAllToAll;
     if (auto s = CheckBuffer(k, "send", send, count, size(), dtype);
@@ -141,7 +150,6 @@ absl::Status Communicator::AllToAll(const void* send, void* recv,
       return s;
     }
   }
-  Count();
   return DoAllToAll(send, recv, count, dtype);
 }
 
@@ -154,7 +162,6 @@ absl::Status Communicator::Send(const void* buf, size_t count, DataType dtype,
       return s;
     }
   }
-  Count();
   return DoSend(buf, count, dtype, peer);
 }
 
@@ -167,12 +174,11 @@ absl::Status Communicator::Recv(void* buf, size_t count, DataType dtype,
       return s;
     }
   }
-  Count();
   return DoRecv(buf, count, dtype, peer);
 }
 
 absl::Status Communicator::Barrier() {
-  Count();
+  Begin(CallKind::kBarrier, DataType::kUInt8, ReduceOp::kSum, -1, 0);
   return DoBarrier();
 }
 

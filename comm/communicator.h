@@ -78,6 +78,19 @@ absl::Status WithProcessGone(absl::Status error, int global_rank);
 // (or one that is not a rank).
 int ProcessGoneRank(const absl::Status& error);
 
+// The absl::Status payload (type URL) of an error for which the members of a
+// call disagreed (comm/call_check.h: another kind, dtype, count, op, root or
+// sequence number than the group's rank 0); its value is the global rank of
+// the member whose call differed, in decimal.
+inline constexpr absl::string_view kDisagreementPayload =
+    "devmesh/disagreement";
+
+// `error` with that payload naming `global_rank`.
+absl::Status WithDisagreement(absl::Status error, int global_rank);
+
+// The global rank `error`'s kDisagreementPayload names; -1 when it has none.
+int DisagreeingRank(const absl::Status& error);
+
 enum class DataType {
   kFloat32,
   kFloat64,
@@ -144,6 +157,23 @@ enum class CallKind {
 // "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall",
 // "send", "recv", "barrier": the names error messages use.
 absl::string_view CallKindName(CallKind kind);
+
+// One member's collective as the per-call check compares it across the
+// group's members (comm/call_check.h): what the front hands a backend with
+// each AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll and Barrier.
+struct CallRecord {
+  // The collective's number on this communicator, from 1: every collective
+  // called on it counts, those the front rejected included (Send and Recv,
+  // which involve two members only, do not).
+  int64_t seq = 0;
+  CallKind kind = CallKind::kBarrier;
+  DataType dtype = DataType::kUInt8;  // kUInt8 for Barrier
+  ReduceOp op = ReduceOp::kSum;       // kSum where the kind has none
+  int root = -1;                      // Broadcast's; -1 for the others
+  // Elements: per block for AllGather, ReduceScatter and AllToAll (their
+  // `count` argument); 0 for Barrier.
+  uint64_t count = 0;
+};
 
 // The front: every rank of a group holds one. Its collectives are not
 // virtual: each checks its arguments (once, here, for every backend), counts
@@ -255,9 +285,10 @@ class Communicator {
   // from any thread, at any time; a second Abort is OK.
   absl::Status Abort();
 
-  // The collectives, Sends, Recvs and Barriers that passed the argument
-  // checks and went to the backend, whatever they returned: the sequence
-  // number the next call will have. Any thread may read it.
+  // The collectives called on this communicator so far (CallRecord::seq of
+  // the last one): AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll
+  // and Barrier, whether the front rejected them or not; Send and Recv are
+  // not counted. Any thread may read it.
   int64_t calls() const { return calls_.load(std::memory_order_relaxed); }
 
  protected:
@@ -266,6 +297,12 @@ class Communicator {
   // front, which makes the checks; this one only counts.
   struct Forwarding {};
   explicit Communicator(Forwarding) : checks_(false) {}
+
+  // The collective the front is handing to the backend: valid during a
+  // DoAllReduce, DoAllGather, DoReduceScatter, DoBroadcast, DoAllToAll or
+  // DoBarrier, on the calling thread. A backend's per-call check compares it
+  // across the members (comm/call_check.h).
+  const CallRecord& current_call() const { return current_; }
 
   // The backend interface: one function per primitive, called by the front
   // with its arguments checked as documented above (buffers non-null where
@@ -302,10 +339,13 @@ class Communicator {
   absl::Status CheckOp(CallKind kind, ReduceOp op) const;
   // A root (`is_peer` false) or a peer (true) of Broadcast, Send, Recv.
   absl::Status CheckRank(CallKind kind, int value, bool is_peer) const;
-  void Count() { calls_.fetch_add(1, std::memory_order_relaxed); }
+  // Numbers the collective `kind` and makes it current_call().
+  void Begin(CallKind kind, DataType dtype, ReduceOp op, int root,
+             size_t count);
 
   const bool checks_ = true;
   std::atomic<int64_t> calls_{0};
+  CallRecord current_;
 };
 
 }  // namespace devmesh

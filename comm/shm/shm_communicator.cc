@@ -156,6 +156,18 @@ absl::Status ShmCommunicator::CheckOpen(shm_internal::OpName what) const {
   return sync_ == nullptr ? absl::OkStatus() : sync_->CheckOpen(what);
 }
 
+absl::Status ShmCommunicator::BeginCall(shm_internal::OpName what) {
+  if (auto s = CheckOpen(what); !s.ok()) return s;
+  if (sync_ != nullptr) sync_->BeginCall(current_call());
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::EmptyCall(shm_internal::OpName what) {
+  if (sync_ == nullptr) return absl::OkStatus();
+  sync_->NextRoundParity();
+  return sync_->Step(what);
+}
+
 absl::Status ShmCommunicator::DoAllReduce(const void* send, void* recv,
                                           size_t count, DataType dtype,
                                           ReduceOp op) {
@@ -163,8 +175,8 @@ absl::Status ShmCommunicator::DoAllReduce(const void* send, void* recv,
     return absl::StrCat(Describe("allreduce", dtype, count), " ",
                         ReduceOpName(op));
   };
-  if (auto s = CheckOpen(what); !s.ok()) return s;
-  if (count == 0) return absl::OkStatus();
+  if (auto s = BeginCall(what); !s.ok()) return s;
+  if (count == 0) return EmptyCall(what);
   const size_t elem = DataTypeSize(dtype);
   const size_t bytes = count * elem;
   if (send != recv &&
@@ -188,8 +200,8 @@ absl::Status ShmCommunicator::DoAllReduce(const void* send, void* recv,
 absl::Status ShmCommunicator::DoAllGather(const void* send, void* recv,
                                           size_t count, DataType dtype) {
   auto what = [&] { return Describe("allgather", dtype, count); };
-  if (auto s = CheckOpen(what); !s.ok()) return s;
-  if (count == 0) return absl::OkStatus();
+  if (auto s = BeginCall(what); !s.ok()) return s;
+  if (count == 0) return EmptyCall(what);
   const size_t bytes = count * DataTypeSize(dtype);
   char* out = static_cast<char*>(recv);
   const char* in = static_cast<const char*>(send);
@@ -216,8 +228,8 @@ absl::Status ShmCommunicator::DoReduceScatter(const void* send, void* recv,
     return absl::StrCat(Describe("reducescatter", dtype, count), " ",
                         ReduceOpName(op));
   };
-  if (auto s = CheckOpen(what); !s.ok()) return s;
-  if (count == 0) return absl::OkStatus();
+  if (auto s = BeginCall(what); !s.ok()) return s;
+  if (count == 0) return EmptyCall(what);
   const size_t elem = DataTypeSize(dtype);
   const size_t bytes = count * elem;
   const char* in = static_cast<const char*>(send);
@@ -250,8 +262,8 @@ absl::Status ShmCommunicator::DoBroadcast(const void* send, void* recv,
   auto what = [&] {
     return absl::StrCat(Describe("broadcast", dtype, count), " root ", root);
   };
-  if (auto s = CheckOpen(what); !s.ok()) return s;
-  if (count == 0) return absl::OkStatus();
+  if (auto s = BeginCall(what); !s.ok()) return s;
+  if (count == 0) return EmptyCall(what);
   const size_t bytes = count * DataTypeSize(dtype);
   if (sync_ == nullptr) {
     if (send != recv) std::memmove(recv, send, bytes);
@@ -266,8 +278,8 @@ absl::Status ShmCommunicator::DoBroadcast(const void* send, void* recv,
 absl::Status ShmCommunicator::DoAllToAll(const void* send, void* recv,
                                          size_t count, DataType dtype) {
   auto what = [&] { return Describe("alltoall", dtype, count); };
-  if (auto s = CheckOpen(what); !s.ok()) return s;
-  if (count == 0) return absl::OkStatus();
+  if (auto s = BeginCall(what); !s.ok()) return s;
+  if (count == 0) return EmptyCall(what);
   const size_t bytes = count * DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
@@ -304,10 +316,8 @@ absl::Status ShmCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
 
 absl::Status ShmCommunicator::DoBarrier() {
   auto what = [] { return std::string("shm barrier"); };
-  if (auto s = CheckOpen(what); !s.ok()) return s;
-  if (sync_ == nullptr) return absl::OkStatus();
-  sync_->NextRoundParity();
-  return sync_->Step(what);
+  if (auto s = BeginCall(what); !s.ok()) return s;
+  return EmptyCall(what);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::DoSplit(

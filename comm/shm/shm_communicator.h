@@ -108,6 +108,11 @@ struct ShmOptions {
   size_t slot_bytes = shm_internal::kDefaultSlotBytes;
   // Bound on every wait of the set-up and of each collective.
   absl::Duration timeout = absl::Seconds(300);
+  // The per-call check (comm/call_check.h: members whose calls differ all
+  // get InvalidArgument at the call). Group rank 0's value is the group's
+  // (it travels in the segment's header). false only to measure what the
+  // check costs (bench/allreduce_2d --raw_call_check=false).
+  bool check_calls = true;
 };
 
 // Gives `group` a shared-memory transport (collective over `group`: every
@@ -224,6 +229,13 @@ class ShmCommunicator final : public Communicator {
 
  private:
   absl::Status CheckOpen(shm_internal::OpName what) const;
+  // CheckOpen, then the per-call check's record of current_call()
+  // (ShmSync::BeginCall): the start of every collective.
+  absl::Status BeginCall(shm_internal::OpName what);
+  // A collective with nothing to move: one step, so that the members' calls
+  // are still compared (a member passing 0 elements where another passes 8
+  // is a mismatch, not an OK).
+  absl::Status EmptyCall(shm_internal::OpName what);
   absl::StatusOr<std::unique_ptr<Communicator>> SplitOverStore(
       int color, int key, const SplitOptions& options);
 

@@ -94,6 +94,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
   header->data_offset = ControlBytes(size);
   header->total_bytes = bytes;
   header->mapped.store(1);
+  header->check_calls = 1;
   std::unique_ptr<ShmSegment> segment(
       new ShmSegment(base, bytes, size, slot_bytes, ControlBytes(size)));
   SyncLine* sync = new (segment->sync()) SyncLine();

@@ -14,12 +14,13 @@
 //
 //   SegmentHeader                       magic, nonce, size, slot bytes
 //   SyncLine                            arrivals, bell, sleepers, aborted_by
-//   MemberLine x size                   per member: step, state, identity
+//   MemberLine x size                   per member: step, state, identity;
+//                                       its last two calls' records
 //   (pad to 4096)
 //   data: slot(parity, member) x 2 x size, each slot_bytes long
 //
 // Memory per member: 2 x slot_bytes (kDefaultSlotBytes: 256 KiB each, so
-// 512 KiB a member) plus 64 bytes of control. Messages larger than a slot go
+// 512 KiB a member) plus 128 bytes of control. Messages larger than a slot go
 // through it in rounds (shm_algorithms.h).
 //
 // Thread-safety: ShmSegment is immutable after Create/Open; the atomics in
@@ -47,8 +48,9 @@ namespace shm_internal {
 inline constexpr size_t kCacheLine = 64;
 // Bytes of a page, and the period of the CPU's 4K aliasing (shm_copy.h).
 inline constexpr size_t kPageBytes = 4096;
-// "DMSHMSG1" read as a little-endian word.
-inline constexpr uint64_t kSegmentMagic = 0x3147534D48534D44ULL;
+// "DMSHMSG2" read as a little-endian word (2: member lines of two cache
+// lines, with the call records).
+inline constexpr uint64_t kSegmentMagic = 0x3247534D48534D44ULL;
 
 // Bytes per member per parity. Swept with bench/allreduce_2d (2x2 mesh, 4
 // ranks on 2 cores with 4 MiB of L2 each, float32), us per all-reduce with
@@ -73,6 +75,10 @@ struct alignas(kCacheLine) SegmentHeader {
   // set-up's member that brings it to `size` removes the name from /dev/shm
   // (shm_setup.cc, step 3), so that from then on nothing can be left there.
   std::atomic<uint32_t> mapped;
+  // 1: the group compares its members' calls (shm_sync.h: BeginCall), the
+  // default; 0: it does not. Written by rank 0 before it offers the segment
+  // (ShmOptions::check_calls), so that every member does the same.
+  uint32_t check_calls;
 };
 
 // The one word every member sleeps on, and what wakes it.
@@ -99,6 +105,16 @@ enum MemberState : uint32_t {
   kMemberLeft = 2,
 };
 
+// A member's collective for the per-call check (comm/call_check.h), as
+// plain data: written by its member before the call's first arrival, read by
+// every member after that step.
+struct CallSlot {
+  int64_t seq;     // CallRecord::seq; 0 before the first call
+  uint64_t count;  // CallRecord::count
+  uint32_t what;   // kind | dtype << 8 | op << 16
+  int32_t root;    // CallRecord::root
+};
+
 struct alignas(kCacheLine) MemberLine {
   std::atomic<uint32_t> step;   // the last step this member arrived at
   std::atomic<uint32_t> state;  // MemberState
@@ -119,8 +135,14 @@ struct alignas(kCacheLine) MemberLine {
   // Before that, at set-up, it holds this member's verdict on the others
   // (shm_setup.cc, step 6).
   std::atomic<uint64_t> read_result;
+  // Second cache line: the records of this member's last two checked calls
+  // (shm_sync.h: BeginCall), by the parity of their count. A member writes
+  // call[k & 1] for its k-th checked call only after every member arrived
+  // at the first step of its (k-1)-th, which each does only after it
+  // finished its (k-2)-th, the reading of the records included.
+  alignas(kCacheLine) CallSlot call[2];
 };
-static_assert(sizeof(MemberLine) == kCacheLine, "one cache line a member");
+static_assert(sizeof(MemberLine) == 2 * kCacheLine, "two cache lines a member");
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free (address-free)");

@@ -389,6 +389,7 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
     auto made = ShmSegment::Create(name, n, options.slot_bytes, offer.nonce);
     if (made.ok()) {
       segment = std::move(*made);
+      segment->header()->check_calls = options.check_calls ? 1 : 0;
       offer.ok = 1;
       std::memcpy(offer.name, name.c_str(), name.size() + 1);
     } else {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "comm/call_check.h"
 #include "comm/communicator.h"
 #include "comm/shm/shm_exit_watch.h"
 #include "comm/shm/shm_futex.h"
@@ -70,7 +71,8 @@ ShmSync::ShmSync(const ShmSegment* segment, int rank,
       size_(static_cast<int>(segment->size())),
       global_ranks_(std::move(global_ranks)),
       identities_(std::move(identities)),
-      timeout_(timeout) {
+      timeout_(timeout),
+      check_calls_(segment->header()->check_calls != 0) {
   // Every other member's exit rings the bell at once (shm_exit_watch.h);
   // the liveness slices stay for a member that cannot be watched.
   ExitWatch& watch = ExitWatch::Get();
@@ -127,6 +129,7 @@ void ShmSync::Ring() {
 }
 
 absl::Status ShmSync::CheckOpen(OpName what) const {
+  if (!mismatch_.ok()) return mismatch_;
   if (aborted_.load()) {
     return absl::FailedPreconditionError(
         absl::StrCat(what(), ": communicator was aborted"));
@@ -206,7 +209,51 @@ absl::Status ShmSync::CheckMissing(uint32_t step, OpName what,
   return absl::OkStatus();
 }
 
+void ShmSync::BeginCall(const CallRecord& call) {
+  if (!check_calls_) return;
+  CallSlot& slot = segment_->member(rank_)->call[++checked_calls_ & 1];
+  slot.seq = call.seq;
+  slot.count = call.count;
+  slot.what = static_cast<uint32_t>(call.kind) |
+              static_cast<uint32_t>(call.dtype) << 8 |
+              static_cast<uint32_t>(call.op) << 16;
+  slot.root = call.root;
+  check_next_ = true;
+}
+
+absl::Status ShmSync::CheckCalls() {
+  const int parity = static_cast<int>(checked_calls_ & 1);
+  auto record = [&](int member) {
+    const CallSlot& slot = segment_->member(member)->call[parity];
+    CallRecord r;
+    r.seq = slot.seq;
+    r.count = slot.count;
+    r.kind = static_cast<CallKind>(slot.what & 0xff);
+    r.dtype = static_cast<DataType>((slot.what >> 8) & 0xff);
+    r.op = static_cast<ReduceOp>((slot.what >> 16) & 0xff);
+    r.root = slot.root;
+    return r;
+  };
+  // Every member compares each with group rank 0, so all name the same.
+  const CallRecord first = record(0);
+  for (int i = 1; i < size_; ++i) {
+    const CallRecord other = record(i);
+    if (SameCall(first, other)) continue;
+    mismatch_ = CallMismatchError("shm", global_ranks_[0], first,
+                                  global_ranks_[i], other, global_ranks_);
+    return mismatch_;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShmSync::WaitAll(uint32_t step, OpName what) {
+  absl::Status s = WaitStep(step, what);
+  if (!check_next_) return s;
+  check_next_ = false;
+  return s.ok() ? CheckCalls() : s;
+}
+
+absl::Status ShmSync::WaitStep(uint32_t step, OpName what) {
   // A step every member reached is complete, whatever happened since (a
   // member that aborts or leaves right after its last step must not fail
   // peers still reading that step's data); the next call's CheckOpen sees it.

@@ -47,6 +47,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "comm/communicator.h"
 #include "comm/shm/shm_process.h"
 #include "comm/shm/shm_segment.h"
 
@@ -101,13 +102,26 @@ class ShmSync {
   // Arrive() then WaitAll() of that step.
   absl::Status Step(OpName what) { return WaitAll(Arrive(), what); }
 
+  // The per-call check (comm/call_check.h): records `call` as this member's
+  // next collective, to be compared with every member's at the next step.
+  // That step's WaitAll, once every member arrived, reads every member's
+  // record and fails with CallMismatchError (InvalidArgument, the same on
+  // every member: the first member whose call differs from group rank
+  // 0's) when they differ; from then on CheckOpen returns that error.
+  // Call it before the collective's first Arrive, after CheckOpen, on every
+  // collective that has a step (a collective of no elements must still
+  // take one step, so that the others' calls are checked against it). Does
+  // nothing in a group made with ShmOptions::check_calls false.
+  void BeginCall(const CallRecord& call);
+
   // The parity of the next round (a round is one or two steps reading and
   // writing the slots of one parity; see shm_algorithms.h).
   int NextRoundParity() { return static_cast<int>(rounds_++ & 1); }
 
   // OK while the group is usable: FailedPrecondition once this member
   // aborted; Unavailable once another did, or once a member was found dead
-  // (naming it).
+  // (naming it); InvalidArgument once the members' calls differed
+  // (BeginCall).
   absl::Status CheckOpen(OpName what) const;
 
   // Aborts the group for every member (see the top of this file). Idempotent.
@@ -116,6 +130,10 @@ class ShmSync {
   void Leave();
 
  private:
+  // WaitAll without the per-call check.
+  absl::Status WaitStep(uint32_t step, OpName what);
+  // Compares every member's record of the current checked call.
+  absl::Status CheckCalls();
   // The members that have not arrived at `step`, as global ranks.
   std::vector<int> Missing(uint32_t step) const;
   // Unavailable naming the member found dead (by any member), else a
@@ -138,6 +156,14 @@ class ShmSync {
   absl::Duration timeout_;
   uint32_t step_ = 0;
   uint64_t rounds_ = 0;
+  // The segment header's check_calls: BeginCall does nothing when false.
+  bool check_calls_ = true;
+  // Checked calls so far (BeginCall), and whether the next WaitAll checks.
+  uint64_t checked_calls_ = 0;
+  bool check_next_ = false;
+  // The members' calls differed: CheckOpen returns this from then on.
+  // Written by the collectives' thread, read by it only.
+  absl::Status mismatch_;
   std::atomic<bool> aborted_{false};
   std::vector<uint64_t> watches_;  // ExitWatch registrations
   // kWatchedLivenessSlice when watches_ covers every other member, else

@@ -32,25 +32,26 @@ class Recorder final : public Communicator {
   const std::vector<int>& global_ranks() const override { return global_; }
 
   std::vector<std::string> ran;
+  std::vector<CallRecord> records;  // current_call() in each collective
 
  protected:
   absl::Status DoAllReduce(const void*, void*, size_t, DataType,
                            ReduceOp) override {
-    return Ran("allreduce");
+    return Ran("allreduce", /*collective=*/true);
   }
   absl::Status DoAllGather(const void*, void*, size_t, DataType) override {
-    return Ran("allgather");
+    return Ran("allgather", /*collective=*/true);
   }
   absl::Status DoReduceScatter(const void*, void*, size_t, DataType,
                                ReduceOp) override {
-    return Ran("reduce_scatter");
+    return Ran("reduce_scatter", /*collective=*/true);
   }
   absl::Status DoBroadcast(const void*, void*, size_t, DataType,
                            int) override {
-    return Ran("broadcast");
+    return Ran("broadcast", /*collective=*/true);
   }
   absl::Status DoAllToAll(const void*, void*, size_t, DataType) override {
-    return Ran("alltoall");
+    return Ran("alltoall", /*collective=*/true);
   }
   absl::Status DoSend(const void*, size_t, DataType, int) override {
     return Ran("send");
@@ -58,7 +59,9 @@ class Recorder final : public Communicator {
   absl::Status DoRecv(void*, size_t, DataType, int) override {
     return Ran("recv");
   }
-  absl::Status DoBarrier() override { return Ran("barrier"); }
+  absl::Status DoBarrier() override {
+    return Ran("barrier", /*collective=*/true);
+  }
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int, int, const SplitOptions&) override {
     (void)Ran("split");
@@ -67,8 +70,9 @@ class Recorder final : public Communicator {
   absl::Status DoAbort() override { return Ran("abort"); }
 
  private:
-  absl::Status Ran(std::string what) {
+  absl::Status Ran(std::string what, bool collective = false) {
     ran.push_back(std::move(what));
+    if (collective) records.push_back(current_call());
     return absl::OkStatus();
   }
   int rank_;
@@ -135,7 +139,9 @@ TEST(CommunicatorFront, EveryArgumentErrorIsTheFrontsAndReachesNoBackend) {
   EXPECT_EQ(Invalid(c.Split(0, 0, zero).status()),
             "rec split: timeout (0) must be positive");
   EXPECT_TRUE(c.ran.empty());
-  EXPECT_EQ(c.calls(), 0);
+  // Rejected collectives still count (a member that skipped one is then
+  // seen by the per-call check); the 5 Sends and Recvs and the 2 Splits do not.
+  EXPECT_EQ(c.calls(), 13);
 }
 
 TEST(CommunicatorFront, ValidCallsReachTheBackendAndAreCounted) {
@@ -153,15 +159,34 @@ TEST(CommunicatorFront, ValidCallsReachTheBackendAndAreCounted) {
   EXPECT_TRUE(c.Send(x, 4, DataType::kFloat32, 1).ok());
   EXPECT_TRUE(c.Recv(x, 4, DataType::kFloat32, 1).ok());
   EXPECT_TRUE(c.Barrier().ok());
-  EXPECT_EQ(c.calls(), 8);
+  EXPECT_EQ(c.calls(), 6);  // Send and Recv are not counted
   ASSERT_TRUE(c.Split(kNoColor, 0).ok());
   EXPECT_TRUE(c.Abort().ok());
-  EXPECT_EQ(c.calls(), 8);  // Split and Abort are not collectives' calls
+  EXPECT_EQ(c.calls(), 6);
   EXPECT_EQ(c.ran,
             (std::vector<std::string>{"allreduce", "allgather",
                                       "reduce_scatter", "broadcast",
                                       "alltoall", "send", "recv", "barrier",
                                       "split", "abort"}));
+  // The record each collective's backend saw.
+  ASSERT_EQ(c.records.size(), 6u);
+  auto expect = [&](size_t i, CallKind kind, DataType dtype, ReduceOp op,
+                    int root, uint64_t count) {
+    const CallRecord& r = c.records[i];
+    EXPECT_EQ(r.seq, static_cast<int64_t>(i + 1)) << i;
+    EXPECT_EQ(r.kind, kind) << i;
+    EXPECT_EQ(r.dtype, dtype) << i;
+    EXPECT_EQ(r.op, op) << i;
+    EXPECT_EQ(r.root, root) << i;
+    EXPECT_EQ(r.count, count) << i;
+  };
+  expect(0, CallKind::kAllReduce, DataType::kFloat32, ReduceOp::kAvg, -1, 0);
+  expect(1, CallKind::kAllGather, DataType::kFloat32, ReduceOp::kSum, -1, 2);
+  expect(2, CallKind::kReduceScatter, DataType::kFloat32, ReduceOp::kProd, -1,
+         2);
+  expect(3, CallKind::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 1, 4);
+  expect(4, CallKind::kAllToAll, DataType::kFloat32, ReduceOp::kSum, -1, 2);
+  expect(5, CallKind::kBarrier, DataType::kUInt8, ReduceOp::kSum, -1, 0);
 }
 
 TEST(CommunicatorFront, CallKindNames) {
@@ -207,8 +232,8 @@ TEST(ForwardingCommunicator, ForwardsToTheInnerFrontWhichChecksOnce) {
   // with the backend's name, and the backend never runs it.
   EXPECT_EQ(Invalid(outer.Recv(absl::MakeSpan(v), /*peer=*/1)),
             "rec recv: peer 1 is this rank");
-  EXPECT_EQ(outer.calls(), 4);
-  EXPECT_EQ(inner->calls(), 3);
+  EXPECT_EQ(outer.calls(), 2);  // the all-reduce and the barrier
+  EXPECT_EQ(inner->calls(), 2);
   EXPECT_EQ(inner->ran,
             (std::vector<std::string>{"allreduce", "send", "barrier"}));
   EXPECT_EQ(outer.seen,
@@ -219,7 +244,8 @@ TEST(ForwardingCommunicator, ForwardsToTheInnerFrontWhichChecksOnce) {
   std::vector<int32_t> all(4);
   EXPECT_EQ(outer.AllGather(v, absl::MakeSpan(all)).code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_EQ(inner->calls(), 3);
+  EXPECT_EQ(outer.calls(), 3);
+  EXPECT_EQ(inner->calls(), 2);
   // Split and Abort go straight to the inner front.
   auto child = outer.Split(-2, 0);
   EXPECT_EQ(Invalid(child.status()),

@@ -1,0 +1,60 @@
+// devmesh/comm/call_check.cc
+#include "comm/call_check.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace devmesh {
+
+bool SameCall(const CallRecord& a, const CallRecord& b) {
+  return a.seq == b.seq && a.kind == b.kind && a.dtype == b.dtype &&
+         a.op == b.op && a.root == b.root && a.count == b.count;
+}
+
+std::string DescribeCall(const CallRecord& call) {
+  const absl::string_view kind = CallKindName(call.kind);
+  if (call.kind == CallKind::kBarrier) return std::string(kind);
+  std::string out = absl::StrCat(kind, " ", DataTypeName(call.dtype), " x ",
+                                 call.count);
+  switch (call.kind) {
+    case CallKind::kAllReduce:
+    case CallKind::kReduceScatter:
+      absl::StrAppend(&out, " ", ReduceOpName(call.op));
+      break;
+    case CallKind::kBroadcast:
+      absl::StrAppend(&out, " from root ", call.root);
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+absl::Status CallMismatchError(absl::string_view backend, int first_rank,
+                               const CallRecord& first, int other_rank,
+                               const CallRecord& other,
+                               const std::vector<int>& group) {
+  const std::string tail =
+      absl::StrCat(" (group of global ranks [", absl::StrJoin(group, ", "),
+                   "]); the group refuses every later call");
+  std::string message;
+  if (first.seq == other.seq) {
+    message = absl::StrCat(backend, " call #", first.seq,
+                           ": the members' calls differ: global rank ",
+                           other_rank, " called ", DescribeCall(other),
+                           ", global rank ", first_rank, " ",
+                           DescribeCall(first), tail);
+  } else {
+    message = absl::StrCat(
+        backend, ": the members are at different collectives: global rank ",
+        other_rank, " at its #", other.seq, " (", DescribeCall(other),
+        "), global rank ", first_rank, " at its #", first.seq, " (",
+        DescribeCall(first),
+        "): a member skipped or added a collective (one the front rejected "
+        "on it still counts)",
+        tail);
+  }
+  return WithDisagreement(absl::InvalidArgumentError(message), other_rank);
+}
+
+}  // namespace devmesh

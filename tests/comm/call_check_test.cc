@@ -1,0 +1,95 @@
+// devmesh/tests/comm/call_check_test.cc
+// comm/call_check.h's pure parts: SameCall field by field, DescribeCall of
+// every kind, and CallMismatchError's two texts and payload.
+#include "comm/call_check.h"
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+
+namespace devmesh {
+namespace {
+
+CallRecord Call(CallKind kind, DataType dtype, uint64_t count,
+                ReduceOp op = ReduceOp::kSum, int root = -1, int64_t seq = 3) {
+  CallRecord r;
+  r.seq = seq;
+  r.kind = kind;
+  r.dtype = dtype;
+  r.count = count;
+  r.op = op;
+  r.root = root;
+  return r;
+}
+
+TEST(CallCheck, SameCallComparesEveryField) {
+  const CallRecord a = Call(CallKind::kBroadcast, DataType::kInt32, 4,
+                            ReduceOp::kSum, 1);
+  EXPECT_TRUE(SameCall(a, a));
+  CallRecord b = a;
+  b.seq = 4;
+  EXPECT_FALSE(SameCall(a, b));
+  b = a;
+  b.kind = CallKind::kAllGather;
+  EXPECT_FALSE(SameCall(a, b));
+  b = a;
+  b.dtype = DataType::kFloat32;
+  EXPECT_FALSE(SameCall(a, b));
+  b = a;
+  b.count = 5;
+  EXPECT_FALSE(SameCall(a, b));
+  b = a;
+  b.op = ReduceOp::kMax;
+  EXPECT_FALSE(SameCall(a, b));
+  b = a;
+  b.root = 0;
+  EXPECT_FALSE(SameCall(a, b));
+}
+
+TEST(CallCheck, DescribeCallOfEveryKind) {
+  EXPECT_EQ(DescribeCall(Call(CallKind::kAllReduce, DataType::kBFloat16, 7,
+                              ReduceOp::kAvg)),
+            "allreduce bfloat16 x 7 avg");
+  EXPECT_EQ(DescribeCall(Call(CallKind::kAllGather, DataType::kInt8, 2)),
+            "allgather int8 x 2");
+  EXPECT_EQ(DescribeCall(Call(CallKind::kReduceScatter, DataType::kFloat16, 3,
+                              ReduceOp::kProd)),
+            "reduce_scatter float16 x 3 prod");
+  EXPECT_EQ(DescribeCall(Call(CallKind::kBroadcast, DataType::kUInt8, 9,
+                              ReduceOp::kSum, 2)),
+            "broadcast uint8 x 9 from root 2");
+  EXPECT_EQ(DescribeCall(Call(CallKind::kAllToAll, DataType::kInt64, 1)),
+            "alltoall int64 x 1");
+  EXPECT_EQ(DescribeCall(Call(CallKind::kBarrier, DataType::kUInt8, 0)),
+            "barrier");
+}
+
+TEST(CallCheck, MismatchErrorTexts) {
+  const std::vector<int> group = {4, 6};
+  absl::Status s = CallMismatchError(
+      "x", 4, Call(CallKind::kAllReduce, DataType::kFloat32, 8), 6,
+      Call(CallKind::kAllReduce, DataType::kFloat64, 4), group);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "x call #3: the members' calls differ: global rank 6 called "
+            "allreduce float64 x 4 sum, global rank 4 allreduce float32 x 8 "
+            "sum (group of global ranks [4, 6]); the group refuses every "
+            "later call");
+  EXPECT_EQ(DisagreeingRank(s), 6);
+  s = CallMismatchError(
+      "x", 4, Call(CallKind::kBarrier, DataType::kUInt8, 0), 6,
+      Call(CallKind::kBarrier, DataType::kUInt8, 0, ReduceOp::kSum, -1, 5),
+      group);
+  EXPECT_EQ(s.message(),
+            "x: the members are at different collectives: global rank 6 at "
+            "its #5 (barrier), global rank 4 at its #3 (barrier): a member "
+            "skipped or added a collective (one the front rejected on it "
+            "still counts) (group of global ranks [4, 6]); the group refuses "
+            "every later call");
+  EXPECT_EQ(DisagreeingRank(s), 6);
+  EXPECT_EQ(DisagreeingRank(absl::InvalidArgumentError("no payload")), -1);
+}
+
+}  // namespace
+}  // namespace devmesh
