@@ -13,7 +13,8 @@
 //                       "group_ns":[..],"allreduce_ns":[..],"ready_ns":..,
 //                       "mesh_ns":..,
 //                       "communicators":C,"store_round_trips":S,
-//                       "store_bytes":B,"sockets":K,"maxrss_kb":M}
+//                       "init_round_trips":I,"store_bytes":B,"sockets":K,
+//                       "maxrss_kb":M}
 // with wall-clock (CLOCK_REALTIME) nanoseconds: t0_ns is the launch time the
 // spawner put in PEER_BENCH_T0_NS (this process's main() entry when unset),
 // main_ns the entry of main(), init_ns the return of InitDeviceMesh (the
@@ -23,9 +24,10 @@
 // "communicators" is what this rank created: its mesh groups
 // (MeshRuntime::group_creations) plus any world communicator (only for a
 // world-sized dim); "store_round_trips" and "store_bytes" the
-// store calls made through the mesh's runtime and the payload bytes they
-// moved (MeshRuntime::store_round_trips / store_bytes: the group
-// rendezvous, not the bootstrap's own join); "sockets" the sockets this
+// store calls made through the mesh's runtime after InitDeviceMesh and the
+// payload bytes they moved (MeshRuntime::store_round_trips / store_bytes:
+// the group rendezvous, not the bootstrap's own join), "init_round_trips"
+// InitDeviceMesh's own (its mesh agreement: 2 on rank 0, 3 elsewhere); "sockets" the sockets this
 // process holds when ready (listening and connected, the bootstrap's
 // store connection included: /proc/self/fd); "maxrss_kb" its peak resident
 // memory (getrusage), both taken when ready. Then (--hold_until_all_ready,
@@ -140,6 +142,10 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   auto mesh = InitDeviceMesh("cpu", shape, names, options);
   if (!mesh.ok()) return Fail(mesh.status(), 1);
   const int64_t init_ns = WallNs();
+  // InitDeviceMesh's own store calls (its mesh agreement,
+  // device_mesh/mesh_agreement.h), apart from the groups'.
+  const int64_t init_trips = mesh->runtime()->store_round_trips();
+  const int64_t init_bytes = mesh->runtime()->store_bytes();
   std::vector<int64_t> group_ns;      // per dim: GetGroup's return
   std::vector<int64_t> allreduce_ns;  // per dim: its all-reduce's return
   for (int d = 0; d < mesh->ndim(); ++d) {
@@ -193,7 +199,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
       "PEER_BENCH_STARTUP {\"rank\":%d,\"t0_ns\":%lld,\"main_ns\":%lld,"
       "\"init_ns\":%lld,\"group_ns\":[%s],\"allreduce_ns\":[%s],"
       "\"ready_ns\":%lld,\"mesh_ns\":%lld,\"communicators\":%lld,"
-      "\"store_round_trips\":%lld,"
+      "\"store_round_trips\":%lld,\"init_round_trips\":%lld,"
       "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld}\n",
       mesh->GetRank(), static_cast<long long>(t0_ns),
       static_cast<long long>(main_ns), static_cast<long long>(init_ns),
@@ -202,8 +208,9 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
       static_cast<long long>(ready_ns), static_cast<long long>(mesh_ns),
       static_cast<long long>(runtime->group_creations() +
                              runtime->world_communicators()),
-      static_cast<long long>(runtime->store_round_trips()),
-      static_cast<long long>(runtime->store_bytes()),
+      static_cast<long long>(runtime->store_round_trips() - init_trips),
+      static_cast<long long>(init_trips),
+      static_cast<long long>(runtime->store_bytes() - init_bytes),
       static_cast<long long>(sockets),
       static_cast<long long>(usage.ru_maxrss));
   std::fflush(stdout);

@@ -11,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "device_mesh/host_layout.h"
+#include "device_mesh/mesh_agreement.h"
+#include "device_mesh/root_state.h"
 #include "device_mesh/peer_address.h"
 #include "mesh/auto_shape.h"
 #include "mesh/mesh_layout.h"
@@ -32,12 +34,12 @@ absl::Status CheckTimeouts(const MeshOptions& options) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<DeviceMesh> InitDeviceMesh(
-    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
-    absl::Span<const int64_t> mesh_shape,
-    std::vector<std::string> mesh_dim_names, MeshOptions options) {
+// InitDeviceMesh on this rank alone: every check, then the mesh.
+absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
+                                    absl::string_view device_type,
+                                    absl::Span<const int64_t> mesh_shape,
+                                    std::vector<std::string> mesh_dim_names,
+                                    MeshOptions options) {
   if (!mesh_dim_names.empty()) {
     absl::flat_hash_set<std::string> seen;
     for (const std::string& name : mesh_dim_names) {
@@ -125,6 +127,37 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
   }
   return DeviceMesh::FromLayout(std::move(runtime), device_type,
                                 *std::move(layout), std::move(options));
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceMesh> InitDeviceMesh(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    absl::Span<const int64_t> mesh_shape,
+    std::vector<std::string> mesh_dim_names, MeshOptions options) {
+  if (runtime == nullptr || runtime->detached()) {
+    return MakeMesh(std::move(runtime), device_type, mesh_shape,
+                    std::move(mesh_dim_names), std::move(options));
+  }
+  // Every rank takes the next agreement, whether its own checks pass or not
+  // (a rank whose checks fail tells the others at once).
+  const int64_t index = runtime->NextAgreementIndex();
+  const absl::Duration timeout =
+      options.all.timeout.value_or(device_mesh_internal::kDefaultGroupTimeout);
+  auto mesh = MakeMesh(runtime, device_type, mesh_shape,
+                       std::move(mesh_dim_names), std::move(options));
+  if (!mesh.ok()) {
+    return device_mesh_internal::AbandonMesh(*runtime, index, mesh.status());
+  }
+  const device_mesh_internal::MeshSpec spec =
+      device_mesh_internal::InitDeviceMeshSpec(
+          device_type, mesh->shape(), mesh->mesh_dim_names(), mesh->options());
+  if (absl::Status s =
+          device_mesh_internal::AgreeOnMesh(*runtime, index, spec, timeout);
+      !s.ok()) {
+    return s;
+  }
+  return mesh;
 }
 
 absl::StatusOr<std::shared_ptr<MeshRuntime>> MeshRuntimeFromBootstrap(

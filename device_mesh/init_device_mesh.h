@@ -9,8 +9,18 @@
 //   // Every rank, started by torchrun, Slurm, mpirun or //bootstrap:launch:
 //   auto mesh = devmesh::InitDeviceMesh("cpu", {2, 4}, {"dp", "tp"});
 //
-// "cpu" uses Gloo and "cuda" NCCL unless MeshOptions names a backend; for
-// NCCL each rank's CUDA device is its local rank. Groups are made lazily.
+// "cpu" uses shared memory inside a host and Gloo across hosts, and "cuda"
+// NCCL, unless MeshOptions names a backend; for NCCL each rank's CUDA device
+// is its local rank. Groups are made lazily.
+//
+// InitDeviceMesh is a collective over the world: every rank calls it, in the
+// same order as its other InitDeviceMesh calls, and the ranks agree on what
+// they asked for (devmesh's version, the device type, the shape, the dim
+// names, each dim's options, require_inside_host, and the DEVMESH_* settings
+// that must be equal everywhere) before any rank gets its mesh
+// (device_mesh/mesh_agreement.h: 2 store round trips on rank 0, 3 on the
+// others). A rank that asked for something else, or whose own checks
+// failed, makes every rank fail at once with the same error.
 //
 // Thread-safety: call once per process and mesh, from any thread.
 #ifndef DEVMESH_DEVICE_MESH_INIT_DEVICE_MESH_H_
@@ -64,6 +74,20 @@ namespace devmesh {
 //   NotFound            with options.require_inside_host, a name that is
 //                       not a dim
 //   Unavailable         the backend is NCCL and no CUDA device is visible
+//   the agreement's, on every rank alike (after this rank's own checks):
+//   InvalidArgument     another rank asked for another mesh: "InitDeviceMesh:
+//                       the ranks disagree on the mesh: global rank 3 asked
+//                       for mesh shape (4, 1), global rank 0 for (2, 2);
+//                       every rank fails with this error", with
+//                       kDisagreementPayload naming that rank
+//                       (comm/communicator.h); or another rank's own check
+//                       failed: "InitDeviceMesh: global rank R could not
+//                       make its mesh: <its error>" (its error's code)
+//   DeadlineExceeded    not every rank called it within options.all.timeout
+//                       (300 s when unset): "InitDeviceMesh: N of M ranks
+//                       reached the mesh agreement within T (global rank 0
+//                       had|had not); ..."
+//   Unavailable         the failure watch found a rank dead meanwhile
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
     absl::Span<const int64_t> mesh_shape,

@@ -163,6 +163,25 @@ class MeshRuntime {
   // makes process groups in PyTorch); a rank that makes an extra root sees
   // its later roots' groups end in DeadlineExceeded, never a wrong group.
   int64_t NextRootIndex() { return roots_made_.fetch_add(1); }
+  // A new index for an agreement of a mesh over this runtime
+  // (device_mesh/mesh_agreement.h: InitDeviceMesh's), 0, 1, ...: the keys
+  // of its exchange. Every rank calls InitDeviceMesh in the same order.
+  int64_t NextAgreementIndex() { return agreements_.fetch_add(1); }
+  // Whether InitDeviceMesh agrees on its mesh with the other ranks (true
+  // unless SkipMeshAgreementForTesting was called; a world of one rank has
+  // nothing to agree with either way).
+  bool agrees_on_meshes() const { return agrees_.load(); }
+  // For unit tests whose runtime stands for one rank of a larger world over
+  // an in-memory store, where no other rank will ever come: InitDeviceMesh
+  // then makes its mesh without the agreement.
+  void SkipMeshAgreementForTesting() { agrees_.store(false); }
+  // The store a communicator or an agreement is made over: the runtime's,
+  // with its waits ended by the failure watch's verdict or fence
+  // (CancellableStore, in slices of max(2 s, 2 lease periods)) and counted
+  // once per call in the runtime's counters; the runtime's store itself
+  // without a watch (starts the watch, as watch() does). Not on a detached
+  // runtime (null store).
+  std::shared_ptr<Store> CreationStore();
   // Calls made on the store through this runtime so far (each one round trip
   // on a TCP store), and the payload bytes they moved (CountingStore).
   int64_t store_round_trips() const {
@@ -223,6 +242,8 @@ class MeshRuntime {
   std::atomic<int64_t> worlds_made_{0};
   std::atomic<int64_t> groups_made_{0};
   std::atomic<int64_t> roots_made_{0};
+  std::atomic<int64_t> agreements_{0};
+  std::atomic<bool> agrees_{true};
 
   // Adds `comm` to world_ids_.
   void RememberWorld(const Communicator* comm);
@@ -247,11 +268,6 @@ class MeshRuntime {
   // job's epoch has a verdict: ..." once the failure watch has a verdict,
   // OK otherwise; empty without a watch. It holds the watch weakly.
   std::function<absl::Status()> CreationCancel();
-  // The store a communicator is created over: the runtime's, with its waits
-  // ended by the failure watch's verdict or fence (CancellableStore, in
-  // slices of max(2 s, 2 lease periods)) and counted once per call in the
-  // runtime's counters; the runtime's store itself without a watch.
-  std::shared_ptr<Store> CreationStore();
   // The named group of Group (members checked).
   absl::StatusOr<std::shared_ptr<Communicator>> NamedGroup(
       absl::string_view backend, absl::string_view identity,

@@ -18,9 +18,13 @@
 namespace devmesh {
 namespace {
 
+// One rank of a `world`-rank job whose other ranks never come: no mesh
+// agreement (device_mesh/mesh_agreement.h), which would wait for them.
 std::shared_ptr<MeshRuntime> Runtime(int rank, int world) {
-  return *MeshRuntime::Create(std::make_shared<InMemoryStore>(), rank, world,
-                              rank);
+  auto runtime = *MeshRuntime::Create(std::make_shared<InMemoryStore>(), rank,
+                                      world, rank);
+  runtime->SkipMeshAgreementForTesting();
+  return runtime;
 }
 
 void ExpectError(const absl::Status& s, absl::StatusCode code,

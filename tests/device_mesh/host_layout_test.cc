@@ -111,10 +111,17 @@ TEST(CheckDimsInsideHostTest, MessagesNameDimLineAndHosts) {
             "of the mesh (dims: [tp, dp])");
 }
 
-std::shared_ptr<MeshRuntime> RuntimeWithHosts(
-    std::vector<std::string> hosts) {
+// Rank 0 of a 4-rank job whose other ranks never come: no mesh agreement
+// (device_mesh/mesh_agreement.h), which would wait for them.
+std::shared_ptr<MeshRuntime> RuntimeWithoutHosts() {
   auto runtime = *MeshRuntime::Create(std::make_shared<InMemoryStore>(), 0,
                                       4, 0);
+  runtime->SkipMeshAgreementForTesting();
+  return runtime;
+}
+
+std::shared_ptr<MeshRuntime> RuntimeWithHosts(std::vector<std::string> hosts) {
+  auto runtime = RuntimeWithoutHosts();
   runtime->SetHostInfo(std::move(hosts), "10.0.0.1");
   return runtime;
 }
@@ -147,9 +154,8 @@ TEST(InitDeviceMeshInsideHostTest, RequirementHoldsOrFails) {
 TEST(InitDeviceMeshInsideHostTest, UnknownHostsAndUnknownDim) {
   MeshOptions options;
   options.require_inside_host = {"tp"};
-  auto no_hosts = InitDeviceMesh(
-      *MeshRuntime::Create(std::make_shared<InMemoryStore>(), 0, 4, 0), "cpu",
-      {2, 2}, {"dp", "tp"}, options);
+  auto no_hosts = InitDeviceMesh(RuntimeWithoutHosts(), "cpu", {2, 2},
+                                 {"dp", "tp"}, options);
   EXPECT_EQ(no_hosts.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(no_hosts.status().message()),
               HasSubstr("needs the ranks' hosts"));
@@ -157,9 +163,8 @@ TEST(InitDeviceMeshInsideHostTest, UnknownHostsAndUnknownDim) {
   auto unknown = InitDeviceMesh(RuntimeWithHosts(kHostMajor), "cpu", {2, 2},
                                 {"dp", "tp"}, options);
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
-  auto no_runtime_hosts = DimHostSpans(*InitDeviceMesh(
-      *MeshRuntime::Create(std::make_shared<InMemoryStore>(), 0, 4, 0), "cpu",
-      {2, 2}, {"dp", "tp"}));
+  auto no_runtime_hosts = DimHostSpans(
+      *InitDeviceMesh(RuntimeWithoutHosts(), "cpu", {2, 2}, {"dp", "tp"}));
   EXPECT_EQ(no_runtime_hosts.status().code(),
             absl::StatusCode::kFailedPrecondition);
 }

@@ -1,0 +1,220 @@
+// devmesh/device_mesh/mesh_agreement.cc
+#include "device_mesh/mesh_agreement.h"
+
+#include <cstdlib>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "comm/communicator.h"
+#include "config/version.h"
+#include "store/store.h"
+
+namespace devmesh {
+namespace device_mesh_internal {
+namespace {
+
+constexpr const char* kAgreedSettings[] = {
+    "DEVMESH_SHM_ONESHOT_MAX",     "DEVMESH_SHM_SINGLE_COPY",
+    "DEVMESH_SHM_SINGLE_COPY_MIN", "DEVMESH_SHM_SLOT_BYTES",
+    "DEVMESH_GLOO_SYNC_ROUTE",     "DEVMESH_GLOO_SYNC_MAX_BYTES",
+    "DEVMESH_GLOO_LAZY_MESH",      "DEVMESH_FAILURE_WATCH",
+    "DEVMESH_LEASE_PERIOD_MS",     "DEVMESH_LEASE_SILENCE_MS",
+};
+
+constexpr absl::string_view kOk = "ok";
+
+std::string Parenthesized(const std::vector<std::string>& items) {
+  return absl::StrCat("(", absl::StrJoin(items, ", "), ")");
+}
+
+// A verdict other than kOk: "<global rank>\n<status code>\n<message>".
+std::string FailureVerdict(int rank, const absl::Status& error) {
+  return absl::StrCat(rank, "\n", static_cast<int>(error.code()), "\n",
+                      error.message());
+}
+
+absl::Status FromVerdict(absl::string_view verdict) {
+  if (verdict == kOk) return absl::OkStatus();
+  const size_t a = verdict.find('\n');
+  const size_t b = a == absl::string_view::npos ? a : verdict.find('\n', a + 1);
+  int rank = -1, code = 0;
+  if (b == absl::string_view::npos ||
+      !absl::SimpleAtoi(verdict.substr(0, a), &rank) ||
+      !absl::SimpleAtoi(verdict.substr(a + 1, b - a - 1), &code) || code <= 0 ||
+      code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InternalError(absl::StrCat(
+        "InitDeviceMesh: the mesh agreement's verdict is malformed: \"",
+        verdict, "\""));
+  }
+  return WithDisagreement(
+      absl::Status(static_cast<absl::StatusCode>(code), verdict.substr(b + 1)),
+      rank);
+}
+
+std::string Key(int64_t index, absl::string_view name) {
+  return absl::StrCat("mesh_agreement/", index, "/", name);
+}
+
+}  // namespace
+
+absl::Span<const char* const> AgreedSettings() { return kAgreedSettings; }
+
+MeshSpec InitDeviceMeshSpec(absl::string_view device_type,
+                            absl::Span<const int64_t> shape,
+                            const std::vector<std::string>& names,
+                            const MeshOptions& options) {
+  MeshSpec spec;
+  spec.emplace_back("devmesh version", kDevmeshVersion);
+  spec.emplace_back("device type", std::string(device_type));
+  std::vector<std::string> sizes;
+  for (int64_t s : shape) sizes.push_back(absl::StrCat(s));
+  spec.emplace_back("mesh shape", Parenthesized(sizes));
+  spec.emplace_back("mesh dim names", Parenthesized(names));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const std::string group_name =
+        d < names.size() ? names[d] : absl::StrCat("dim_", d);
+    spec.emplace_back(absl::StrCat("options of mesh dim ", d),
+                      GroupOptionsString(options.For(group_name)));
+  }
+  spec.emplace_back("require_inside_host",
+                    Parenthesized(options.require_inside_host));
+  for (const char* name : kAgreedSettings) {
+    const char* value = std::getenv(name);
+    spec.emplace_back(
+        absl::StrCat("setting ", name),
+        value == nullptr ? "unset" : absl::StrCat("'", value, "'"));
+  }
+  return spec;
+}
+
+std::string EncodeMeshSpec(const MeshSpec& spec) {
+  std::string out;
+  for (const auto& [field, value] : spec) {
+    absl::StrAppend(&out, field.size(), ":", field, value.size(), ":", value);
+  }
+  return out;
+}
+
+absl::StatusOr<MeshSpec> DecodeMeshSpec(absl::string_view text) {
+  MeshSpec spec;
+  auto next = [&text](std::string* out) {
+    const size_t colon = text.find(':');
+    size_t n = 0;
+    if (colon == absl::string_view::npos ||
+        !absl::SimpleAtoi(text.substr(0, colon), &n) ||
+        n > text.size() - colon - 1) {
+      return false;
+    }
+    *out = std::string(text.substr(colon + 1, n));
+    text.remove_prefix(colon + 1 + n);
+    return true;
+  };
+  while (!text.empty()) {
+    std::string field, value;
+    if (!next(&field) || !next(&value)) {
+      return absl::InvalidArgumentError(
+          "InitDeviceMesh: rank 0's mesh spec is malformed");
+    }
+    spec.emplace_back(std::move(field), std::move(value));
+  }
+  return spec;
+}
+
+absl::Status CompareMeshSpecs(int me, const MeshSpec& mine, int them,
+                              const MeshSpec& theirs) {
+  auto differ = [&](const std::string& field, const std::string& a,
+                    const std::string& b) {
+    return WithDisagreement(
+        absl::InvalidArgumentError(absl::StrCat(
+            "InitDeviceMesh: the ranks disagree on the mesh: global rank ", me,
+            " asked for ", field, " ", a, ", global rank ", them, " for ", b,
+            "; every rank fails with this error")),
+        me);
+  };
+  const size_t n = std::min(mine.size(), theirs.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (mine[i].first != theirs[i].first) {
+      return differ("the field", mine[i].first, theirs[i].first);
+    }
+    if (mine[i].second != theirs[i].second) {
+      return differ(mine[i].first, mine[i].second, theirs[i].second);
+    }
+  }
+  if (mine.size() != theirs.size()) {
+    return differ("a spec of fields", absl::StrCat(mine.size()),
+                  absl::StrCat(theirs.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
+                         const MeshSpec& spec, absl::Duration timeout) {
+  const int me = runtime.rank();
+  const int world = runtime.world_size();
+  if (world <= 1 || runtime.detached() || !runtime.agrees_on_meshes()) {
+    return absl::OkStatus();
+  }
+  std::shared_ptr<Store> store = runtime.CreationStore();
+  const std::string verdict_key = Key(index, "verdict");
+  auto timed_out = [&](const absl::Status& s) -> absl::Status {
+    if (!absl::IsDeadlineExceeded(s)) return s;
+    auto agreed = store->Add(Key(index, "agreed"), 0);
+    auto has_spec = store->Check({Key(index, "spec")});
+    const int64_t reached =
+        (agreed.ok() ? *agreed : 0) + (has_spec.ok() && *has_spec ? 1 : 0);
+    return absl::DeadlineExceededError(absl::StrCat(
+        "InitDeviceMesh: ", reached, " of ", world,
+        " ranks reached the mesh agreement within ",
+        absl::FormatDuration(timeout), " (global rank 0 ",
+        has_spec.ok() && *has_spec ? "had" : "had not",
+        "); the others did not call InitDeviceMesh: ", s.message()));
+  };
+  if (me == 0) {
+    if (absl::Status s = store->Set(Key(index, "spec"), EncodeMeshSpec(spec));
+        !s.ok()) {
+      return s;
+    }
+  } else {
+    auto theirs = store->Get(Key(index, "spec"), timeout);
+    if (!theirs.ok()) return timed_out(theirs.status());
+    auto decoded = DecodeMeshSpec(*theirs);
+    if (!decoded.ok()) return decoded.status();
+    if (absl::Status differ = CompareMeshSpecs(me, spec, 0, *decoded);
+        !differ.ok()) {
+      auto first =
+          store->CompareSet(verdict_key, "", FailureVerdict(me, differ));
+      if (!first.ok()) return first.status();
+      return FromVerdict(*first);
+    }
+    auto agreed = store->Add(Key(index, "agreed"), 1);
+    if (!agreed.ok()) return agreed.status();
+    if (*agreed == world - 1) {
+      auto first = store->CompareSet(verdict_key, "", std::string(kOk));
+      if (!first.ok()) return first.status();
+      return FromVerdict(*first);
+    }
+  }
+  auto verdict = store->Get(verdict_key, timeout);
+  if (!verdict.ok()) return timed_out(verdict.status());
+  return FromVerdict(*verdict);
+}
+
+absl::Status AbandonMesh(MeshRuntime& runtime, int64_t index,
+                         absl::Status error) {
+  if (runtime.world_size() <= 1 || runtime.detached() ||
+      !runtime.agrees_on_meshes()) {
+    return error;
+  }
+  const absl::Status told(
+      error.code(),
+      absl::StrCat("InitDeviceMesh: global rank ", runtime.rank(),
+                   " could not make its mesh: ", error.message()));
+  (void)runtime.CreationStore()->CompareSet(
+      Key(index, "verdict"), "", FailureVerdict(runtime.rank(), told));
+  return error;
+}
+
+}  // namespace device_mesh_internal
+}  // namespace devmesh
