@@ -60,36 +60,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "comm/error_info.h"  // IWYU pragma: export
 #include "comm/float16.h"
 #include "comm/options.h"
 
 namespace devmesh {
-
-// The absl::Status payload (type URL) of an error for which the backend saw,
-// through this host's kernel, that a member's process is gone; its value is
-// that member's global rank in decimal.
-inline constexpr absl::string_view kProcessGonePayload =
-    "devmesh/process-gone";
-
-// `error` with that payload naming `global_rank`.
-absl::Status WithProcessGone(absl::Status error, int global_rank);
-
-// The global rank `error`'s kProcessGonePayload names; -1 when it has none
-// (or one that is not a rank).
-int ProcessGoneRank(const absl::Status& error);
-
-// The absl::Status payload (type URL) of an error for which the members of a
-// call disagreed (comm/call_check.h: another kind, dtype, count, op, root or
-// sequence number than the group's rank 0); its value is the global rank of
-// the member whose call differed, in decimal.
-inline constexpr absl::string_view kDisagreementPayload =
-    "devmesh/disagreement";
-
-// `error` with that payload naming `global_rank`.
-absl::Status WithDisagreement(absl::Status error, int global_rank);
-
-// The global rank `error`'s kDisagreementPayload names; -1 when it has none.
-int DisagreeingRank(const absl::Status& error);
 
 enum class DataType {
   kFloat32,

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "comm/error_info.h"
 #include "comm/group_args.h"
 #include "comm/shrinkable_communicator.h"
 #include "device_mesh/device_mesh.h"
@@ -182,7 +183,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   const int64_t e = root_->epoch;
   const int me = runtime_->rank();
   if (std::string f = watch->fenced(); !f.empty()) {
-    return absl::FailedPreconditionError(f);
+    return WithFenced(absl::FailedPreconditionError(f), me);
   }
   if (watch->epoch() != e) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -280,11 +281,13 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     for (const auto& [key, g] : groups) {
       if (shrinkable.count(key)) deferred.groups.push_back(g);
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "global rank ", me, " was removed in epoch ", e + 1, ": its replica ",
-        my_coord[rd], " along mesh dim ", dim_name,
-        " lost global rank(s) [", absl::StrJoin(agreement->dead, ", "),
-        "]; this rank is alive and may exit or stay as a spare"));
+    return WithRemoved(
+        absl::FailedPreconditionError(absl::StrCat(
+            "global rank ", me, " was removed in epoch ", e + 1,
+            ": its replica ", my_coord[rd], " along mesh dim ", dim_name,
+            " lost global rank(s) [", absl::StrJoin(agreement->dead, ", "),
+            "]; this rank is alive and may exit or stay as a spare")),
+        e + 1);
   }
 
   // The new root: the old rank table without the removed replicas.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "comm/error_info.h"
 
 namespace devmesh {
 namespace device_mesh_internal {
@@ -136,11 +137,15 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
   // A rank the verdict names (stopped past its lease, say, and back) is
   // fenced: it takes no part (the watch has fenced it on learning the
   // verdict).
-  if (VerdictRank(*verdict) == me) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "global rank ", me, " (this rank) is fenced out of the job: the "
-        "others declared it dead (", *verdict, ") and went on without it "
-        "(exit, or start over as a new job)"));
+  if (verdict->rank == me) {
+    return WithFenced(absl::FailedPreconditionError(absl::StrCat(
+                          "global rank ", me,
+                          " (this rank) is fenced out of the job: the "
+                          "others declared it dead (",
+                          verdict->text,
+                          ") and went on without it "
+                          "(exit, or start over as a new job)")),
+                      me);
   }
   if (absl::Status s = store.Set(arrive_key(me), payload); !s.ok()) {
     return store_error(s);
@@ -148,7 +153,7 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
 
   std::set<int> dead;
   // The verdict's rank: the watch already saw it gone or its lease stop.
-  if (const int r = VerdictRank(*verdict); r >= 0 && r != me) dead.insert(r);
+  if (const int r = verdict->rank; r >= 0 && r != me) dead.insert(r);
   std::set<int> arrived = {me};
   struct Lease {
     int64_t value = -1;

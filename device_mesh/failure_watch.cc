@@ -24,34 +24,6 @@
 namespace devmesh {
 namespace {
 
-// The global rank after the last (or, with `first`, the first) "global rank "
-// in `message`; -1 when none.
-int RankAfterTag(absl::string_view message, bool first) {
-  int found = -1;
-  const absl::string_view tag = "global rank ";
-  for (size_t at = message.find(tag); at != absl::string_view::npos;
-       at = message.find(tag, at + 1)) {
-    size_t end = at + tag.size();
-    while (end < message.size() && message[end] >= '0' && message[end] <= '9') {
-      ++end;
-    }
-    int r = -1;
-    if (absl::SimpleAtoi(message.substr(at + tag.size(), end - at - tag.size()),
-                         &r)) {
-      found = r;
-      if (first) return found;
-    }
-  }
-  return found;
-}
-
-// The global rank an error names as its peer: the last "global rank N" in
-// the message (Gloo's "(peer: global rank N)", the connect errors'
-// "connecting to global rank N"); -1 when none.
-int PeerNamed(absl::string_view message) {
-  return RankAfterTag(message, /*first=*/false);
-}
-
 std::string FencedText(int rank, const std::string& verdict) {
   return absl::StrCat(
       "global rank ", rank,
@@ -144,8 +116,21 @@ Liveness ProcessLiveness(const std::string& self, const std::string& info) {
 
 }  // namespace
 
-int VerdictRank(absl::string_view verdict) {
-  return RankAfterTag(verdict, /*first=*/true);
+std::string EncodeVerdict(const Verdict& verdict) {
+  return absl::StrCat(verdict.rank, "\n", verdict.text);
+}
+
+Verdict DecodeVerdict(absl::string_view stored) {
+  Verdict out;
+  const size_t newline = stored.find('\n');
+  if (newline == absl::string_view::npos ||
+      !absl::SimpleAtoi(stored.substr(0, newline), &out.rank)) {
+    out.rank = -1;
+    out.text = std::string(stored);
+    return out;
+  }
+  out.text = std::string(stored.substr(newline + 1));
+  return out;
 }
 
 std::string FailureWatch::LeaseKey(int rank) {
@@ -243,11 +228,12 @@ struct FailureWatch::State {
     return live;
   }
 
-  // Publishes `text` as `at_epoch`'s verdict with CompareSet and acts on the
-  // verdict the store then holds (the first publisher's); false, acting on
-  // nothing, when the store did not answer.
-  bool Publish(int64_t at_epoch, const std::string& text) {
-    auto won = store->CompareSet(EpochKey(at_epoch, "death"), "", text);
+  // Publishes `text` on `dead` as `at_epoch`'s verdict with CompareSet and
+  // acts on the verdict the store then holds (the first publisher's); false,
+  // acting on nothing, when the store did not answer.
+  bool Publish(int64_t at_epoch, int dead, const std::string& text) {
+    auto won = store->CompareSet(EpochKey(at_epoch, "death"), "",
+                                 EncodeVerdict(Verdict{dead, text}));
     if (!won.ok()) return false;
     Decide(at_epoch, *won);
     return true;
@@ -259,11 +245,13 @@ struct FailureWatch::State {
     return left.ok() && *left;
   }
 
-  // Records `text` as `at_epoch`'s verdict (first one wins; ignored when
-  // the epoch moved on) and tells every registered group.
-  void Decide(int64_t at_epoch, const std::string& text) {
+  // Records `stored` (EncodeVerdict's) as `at_epoch`'s verdict (first one
+  // wins; ignored when the epoch moved on) and tells every registered group.
+  void Decide(int64_t at_epoch, const std::string& stored) {
     std::vector<std::shared_ptr<WatchedGroup>> live;
-    int dead = VerdictRank(text);
+    const Verdict decoded = DecodeVerdict(stored);
+    const int dead = decoded.rank;
+    const std::string& text = decoded.text;
     bool self = false;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -356,7 +344,8 @@ struct FailureWatch::State {
             const Liveness live = Live(watched);
             if ((live != Liveness::kRunning || wall >= hard_limit) &&
                 !Left(watched)) {
-              (void)Publish(at_epoch, SilenceText(watched, live, wall));
+              (void)Publish(at_epoch, watched,
+                            SilenceText(watched, live, wall));
             }
           }
         }
@@ -497,12 +486,12 @@ void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
   for (auto& g : old) g->OnVerdict(-1, text, /*fenced=*/false);
 }
 
-absl::StatusOr<std::string> FailureWatch::ReadVerdict(int64_t epoch) {
+absl::StatusOr<Verdict> FailureWatch::ReadVerdict(int64_t epoch) {
   {
     // A verdict is set once (CompareSet): the one learnt is the store's.
     std::lock_guard<std::mutex> lock(state_->mu);
     if (epoch == state_->epoch && !state_->verdict.empty()) {
-      return state_->verdict;
+      return Verdict{state_->verdict_rank, state_->verdict};
     }
   }
   auto v = state_->store->GetIfSet(EpochKey(epoch, "death"));
@@ -511,7 +500,7 @@ absl::StatusOr<std::string> FailureWatch::ReadVerdict(int64_t epoch) {
     return absl::NotFoundError(absl::StrCat("no verdict in epoch ", epoch));
   }
   state_->Decide(epoch, **v);
-  return **std::move(v);
+  return DecodeVerdict(**v);
 }
 
 absl::Status FailureWatch::Explain(const absl::Status& error,
@@ -522,13 +511,21 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   }
   auto explained = [&]() {
     if (std::string f = fenced(); !f.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(f, " -- this call: ", error.message()));
+      return WithPayloadsOf(
+          WithFenced(absl::FailedPreconditionError(
+                         absl::StrCat(f, " -- this call: ", error.message())),
+                     rank()),
+          error);
     }
     const std::string v = verdict();
     if (v.empty()) return error;  // the epoch moved on meanwhile
-    return absl::UnavailableError(
+    // The verdict's rank is the error's peer now, whatever the backend named.
+    absl::Status out = absl::UnavailableError(
         absl::StrCat(v, " -- this call: ", error.message()));
+    if (const int dead = verdict_rank(); dead >= 0) {
+      out = WithPeer(std::move(out), dead);
+    }
+    return WithPayloadsOf(std::move(out), error);
   };
   if (!verdict().empty() || !fenced().empty()) return explained();
   std::string note;
@@ -563,7 +560,7 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   };
   // The suspects: the peer the error names, else every other member.
   std::vector<int> suspects;
-  if (const int peer = PeerNamed(error.message());
+  if (const int peer = PeerRank(error);
       peer >= 0 && peer != state_->rank &&
       std::find(members.begin(), members.end(), peer) != members.end()) {
     suspects.push_back(peer);
@@ -585,7 +582,7 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
     if (peer != gone && suspects.size() > 1) continue;
     if (!(peer == gone || state_->Gone(peer)) || state_->Left(peer)) continue;
     const std::string text = state_->GoneText(peer);
-    if (!state_->Publish(at_epoch, text)) return error;
+    if (!state_->Publish(at_epoch, peer, text)) return error;
     if (verdict() != text) fence_if_left_out();
     return explained();
   }
@@ -604,7 +601,9 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
     if (poll > 0 || suspects.size() > 1) {
       for (int peer : suspects) {
         if (!state_->Gone(peer) || state_->Left(peer)) continue;
-        if (!state_->Publish(at_epoch, state_->GoneText(peer))) return error;
+        if (!state_->Publish(at_epoch, peer, state_->GoneText(peer))) {
+          return error;
+        }
         return explained();
       }
     }
@@ -633,7 +632,8 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
     // slow rank (an overloaded machine), not a dead one: the error stands.
     if (state_->Live(peer) == Liveness::kRunning) continue;
     if (!state_->Publish(
-            at_epoch, state_->LeaseText(peer, state_->period * kLeaseMisses))) {
+            at_epoch, peer,
+            state_->LeaseText(peer, state_->period * kLeaseMisses))) {
       return error;
     }
     return explained();

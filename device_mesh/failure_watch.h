@@ -121,6 +121,14 @@
 namespace devmesh {
 
 // What a verdict is told to (GuardedCommunicator).
+// A job's verdict on a death: the rank it names (-1 for none) and its text
+// for people ("global rank 3 died (...)"). The rank travels beside the text,
+// never read out of it.
+struct Verdict {
+  int rank = -1;
+  std::string text;
+};
+
 class WatchedGroup {
  public:
   virtual ~WatchedGroup() = default;
@@ -180,7 +188,7 @@ class FailureWatch {
   // when `epoch` is the current one; when it was learnt already (the
   // watch's thread, an Explain), returns it with no store read: a verdict
   // is written once.
-  absl::StatusOr<std::string> ReadVerdict(int64_t epoch);
+  absl::StatusOr<Verdict> ReadVerdict(int64_t epoch);
 
   // "" or why this rank is fenced (FailedPrecondition text).
   std::string fenced() const;
@@ -216,9 +224,11 @@ class FailureWatch {
   std::shared_ptr<State> state_;
 };
 
-// The global rank a verdict text names ("global rank N died ..."), -1 when
-// none.
-int VerdictRank(absl::string_view verdict);
+// The stored form of a verdict (the value of EpochKey(epoch, "death")),
+// "<rank>\n<text>", and back; DecodeVerdict gives rank -1 and the whole
+// value as the text for a value without a rank line.
+std::string EncodeVerdict(const Verdict& verdict);
+Verdict DecodeVerdict(absl::string_view stored);
 
 }  // namespace devmesh
 

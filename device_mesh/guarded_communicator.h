@@ -81,14 +81,19 @@ class GuardedCommunicator final
       std::lock_guard<std::mutex> lock(mu_);
       // The first refusal's text stays, unless this rank is now fenced.
       if (refused_.load() && !fenced) return;
-      refusal_ = fenced ? absl::FailedPreconditionError(absl::StrCat(
-                              watch_->fenced(), " -- this call was refused"))
-                        : absl::UnavailableError(absl::StrCat(
-                              verdict,
-                              " -- this call was refused: go on with the "
-                              "mesh DeviceMesh::Shrink returns (every "
-                              "survivor calls it on the root mesh), or "
-                              "exit"));
+      if (fenced) {
+        refusal_ =
+            WithFenced(absl::FailedPreconditionError(absl::StrCat(
+                           watch_->fenced(), " -- this call was refused")),
+                       watch_->rank());
+      } else {
+        refusal_ = absl::UnavailableError(absl::StrCat(
+            verdict,
+            " -- this call was refused: go on with the mesh "
+            "DeviceMesh::Shrink returns (every survivor calls it on the root "
+            "mesh), or exit"));
+        if (dead >= 0) refusal_ = WithPeer(std::move(refusal_), dead);
+      }
     }
     refused_.store(true);  // seq_cst: pairs with Intercept's in_flight_ add
     const auto& ranks = inner()->global_ranks();
@@ -148,16 +153,20 @@ class GuardedCommunicator final
     if (s.ok() || watch_ == nullptr) return s;
     if (aborted_.load()) return s;  // aborted here: nothing to explain
     if (std::string f = watch_->fenced(); !f.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(f, " -- this call: ", s.message()));
+      return WithPayloadsOf(
+          WithFenced(absl::FailedPreconditionError(
+                         absl::StrCat(f, " -- this call: ", s.message())),
+                     watch_->rank()),
+          s);
     }
     if (absl::IsFailedPrecondition(s)) {
       // Aborted by the job's verdict: say which.
       if (refused_.load()) {
         std::lock_guard<std::mutex> lock(mu_);
-        return absl::Status(refusal_.code(),
-                            absl::StrCat(refusal_.message(), " (",
-                                         s.message(), ")"));
+        return WithPayloadsOf(
+            Reworded(refusal_,
+                     absl::StrCat(refusal_.message(), " (", s.message(), ")")),
+            s);
       }
       return s;
     }

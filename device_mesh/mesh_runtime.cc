@@ -231,12 +231,14 @@ std::function<absl::Status()> MeshRuntime::CreationCancel() {
     std::shared_ptr<FailureWatch> watch = weak.lock();
     if (watch == nullptr) return absl::OkStatus();
     if (std::string fenced = watch->fenced(); !fenced.empty()) {
-      return absl::FailedPreconditionError(fenced);
+      return WithFenced(absl::FailedPreconditionError(fenced), watch->rank());
     }
     const std::string verdict = watch->verdict();
     if (verdict.empty()) return absl::OkStatus();
-    return absl::UnavailableError(absl::StrCat(
+    absl::Status stop = absl::UnavailableError(absl::StrCat(
         "stopped waiting: this job's epoch has a verdict: ", verdict));
+    const int dead = watch->verdict_rank();
+    return dead >= 0 ? WithPeer(std::move(stop), dead) : stop;
   };
 }
 

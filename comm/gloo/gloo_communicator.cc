@@ -107,15 +107,17 @@ absl::Status GlooCommunicator::Call(absl::string_view what,
   // say which global rank that is (endpoints exchanged at creation).
   for (const auto& [endpoint, global_rank] : peer_endpoints_) {
     if (absl::StrContains(status.message(), endpoint)) {
-      return absl::Status(status.code(),
-                          absl::StrCat(status.message(), " (peer: global rank ",
-                                       global_rank, ")"));
+      return WithPeer(Reworded(status, absl::StrCat(status.message(),
+                                                    " (peer: global rank ",
+                                                    global_rank, ")")),
+                      global_rank);
     }
   }
-  return absl::Status(
-      status.code(),
-      absl::StrCat(status.message(), " (no single peer identified; group of "
-                   "global ranks [", absl::StrJoin(global_ranks_, ", "), "])"));
+  return Reworded(status,
+                  absl::StrCat(status.message(),
+                               " (no single peer identified; group of "
+                               "global ranks [",
+                               absl::StrJoin(global_ranks_, ", "), "])"));
 }
 
 absl::Status GlooCommunicator::ConnectPending(absl::string_view op,
@@ -125,10 +127,11 @@ absl::Status GlooCommunicator::ConnectPending(absl::string_view op,
   {
     std::lock_guard<std::mutex> lock(mesh_mu_);
     if (!mesh_failed_.ok()) {
-      return absl::Status(
-          mesh_failed_.code(),
-          absl::StrCat("gloo ", op, ": the group's connections failed at an "
-                       "earlier call: ", mesh_failed_.message()));
+      return Reworded(mesh_failed_,
+                      absl::StrCat("gloo ", op,
+                                   ": the group's connections failed at an "
+                                   "earlier call: ",
+                                   mesh_failed_.message()));
     }
     if (pending_.empty()) {
       mesh_connected_.store(true, std::memory_order_release);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/numbers.h"
+#include "comm/communicator.h"
 #include "comm/gloo/gloo_device.h"
 #include "comm/gloo/gloo_loop_waker.h"
 #include "comm/gloo/gloo_status.h"
@@ -274,9 +275,10 @@ absl::Status ConnectLinks(
     tried[order[k]] = true;
     absl::Status one;
     if (link.address.empty()) {
-      one = absl::InternalError(absl::StrCat(
-          what, ": global rank ", link.global,
-          " published an empty address for this rank"));
+      one = WithPeer(absl::InternalError(absl::StrCat(
+                         what, ": global rank ", link.global,
+                         " published an empty address for this rank")),
+                     link.global);
     } else {
       std::vector<char> addr(link.address.begin(), link.address.end());
       // On the side that connects, Gloo first takes the pair's own
@@ -284,9 +286,10 @@ absl::Status ConnectLinks(
       // the loop (gloo_loop_waker.h). The other side only waits for the
       // loop thread's accept, which needs no turn.
       ScopedLoopKick kick(link.connects ? waker : nullptr);
-      one = GlooCall(
-          absl::StrCat(what, ": connecting to global rank ", link.global),
-          [&] { link.pair->connect(addr); });
+      one = WithPeer(GlooCall(absl::StrCat(what, ": connecting to global rank ",
+                                           link.global),
+                              [&] { link.pair->connect(addr); }),
+                     link.global);
     }
     if (status.ok()) status = one;
   }
@@ -332,16 +335,22 @@ absl::Status ConnectLinks(
     unchecked.erase(std::unique(unchecked.begin(), unchecked.end()),
                     unchecked.end());
     if (absl::Status cancelled = watchdog.cancelled(); !cancelled.ok()) {
-      return absl::Status(
-          cancelled.code(),
-          absl::StrCat(what, ": waiting for the connection with global rank ",
-                       waited, " (pairs closed): ", cancelled.message()));
+      return WithPeer(
+          Reworded(
+              cancelled,
+              absl::StrCat(what,
+                           ": waiting for the connection with global "
+                           "rank ",
+                           waited, " (pairs closed): ", cancelled.message())),
+          waited);
     }
-    return absl::DeadlineExceededError(absl::StrCat(
-        what, ": connection to global rank ", waited, " not made within ",
-        absl::FormatDuration(timeout),
-        " (pairs closed by the watchdog); pairs to global rank(s) [",
-        absl::StrJoin(unchecked, ", "), "] not checked yet"));
+    return WithPeer(
+        absl::DeadlineExceededError(absl::StrCat(
+            what, ": connection to global rank ", waited, " not made within ",
+            absl::FormatDuration(timeout),
+            " (pairs closed by the watchdog); pairs to global rank(s) [",
+            absl::StrJoin(unchecked, ", "), "] not checked yet")),
+        waited);
   }
   if (!status.ok()) {
     return absl::Status(absl::IsInternal(status)
@@ -564,9 +573,11 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     for (size_t j = 0; j < up_theirs.size(); ++j) {
       const std::string& up = (*ups)[j];
       if (absl::StartsWith(up, "!")) {
-        return absl::UnavailableError(absl::StrCat(
-            what, ": global rank ", up_globals[j],
-            " failed to connect its pairs: ", absl::string_view(up).substr(1)));
+        return WithPeer(absl::UnavailableError(
+                            absl::StrCat(what, ": global rank ", up_globals[j],
+                                         " failed to connect its pairs: ",
+                                         absl::string_view(up).substr(1))),
+                        up_globals[j]);
       }
     }
     size_t j = 0;

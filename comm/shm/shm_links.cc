@@ -82,11 +82,12 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, size_t count,
   auto made = CreateGlooCommunicator(std::move(pair_store),
                                      rank_ == lo ? 0 : 1, 2, options);
   if (!made.ok()) {
-    made = absl::Status(
-        made.status().code(),
-        absl::StrCat("shm ", what, ": connecting the pair with peer ", peer,
-                     " (global rank ", global_ranks_[peer],
-                     "): ", made.status().message()));
+    made = WithPeer(
+        Reworded(made.status(),
+                 absl::StrCat("shm ", what, ": connecting the pair with peer ",
+                              peer, " (global rank ", global_ranks_[peer],
+                              "): ", made.status().message())),
+        global_ranks_[peer]);
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (made.ok() && aborted_->load()) (void)(*made)->Abort();

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -46,10 +47,12 @@ absl::Status ReadPeer(ShmSync& sync, int j, uint64_t remote, char* local,
     const int err = got == 0 ? EFAULT : errno;
     if (err == EINTR) continue;
     *gone = err == ESRCH;
-    return absl::UnavailableError(absl::StrCat(
-        what(), ": reading the buffer of global rank ", sync.global_rank(j),
-        " (pid ", sync.pid(j), ") with process_vm_readv failed: ",
-        err == ESRCH ? "the process is gone" : std::strerror(err)));
+    return WithPeer(
+        absl::UnavailableError(absl::StrCat(
+            what(), ": reading the buffer of global rank ", sync.global_rank(j),
+            " (pid ", sync.pid(j), ") with process_vm_readv failed: ",
+            err == ESRCH ? "the process is gone" : std::strerror(err))),
+        sync.global_rank(j));
   }
   return absl::OkStatus();
 }
@@ -193,13 +196,15 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
       continue;
     }
     const int of = static_cast<int>(r & (kGone - 1));
-    return absl::UnavailableError(absl::StrCat(
+    absl::Status failed = absl::UnavailableError(absl::StrCat(
         what(), ": global rank ", sync.global_rank(j),
         " could not read the buffer of global rank ",
         of >= 0 && of < n ? sync.global_rank(of) : -1,
         (r & kGone) != 0 ? " (the process is gone)" : "",
         " with process_vm_readv, so the result is incomplete; the group is "
         "aborted"));
+    return of >= 0 && of < n ? WithPeer(std::move(failed), sync.global_rank(of))
+                             : failed;
   }
   return absl::OkStatus();
 }

@@ -137,9 +137,11 @@ absl::Status ShmSync::CheckOpen(OpName what) const {
   const uint32_t by = sync_->aborted_by.load();
   if (by != 0) {
     const int member = static_cast<int>(by) - 1;
-    return absl::UnavailableError(absl::StrCat(
-        what(), ": the group was aborted by global rank ",
-        member < size_ ? global_ranks_[member] : -1));
+    const int global = member < size_ ? global_ranks_[member] : -1;
+    return WithPeer(
+        absl::UnavailableError(absl::StrCat(
+            what(), ": the group was aborted by global rank ", global)),
+        global);
   }
   const uint32_t dead = sync_->dead_member.load();
   if (dead != 0 && static_cast<int>(dead) <= size_) {
@@ -202,9 +204,12 @@ absl::Status ShmSync::CheckMissing(uint32_t step, OpName what,
     }
   }
   if (left >= 0) {
-    return absl::UnavailableError(absl::StrCat(
-        what(), ": global rank ", global_ranks_[left],
-        " left the group (its communicator was destroyed) before arriving"));
+    return WithPeerLeft(
+        absl::UnavailableError(absl::StrCat(
+            what(), ": global rank ", global_ranks_[left],
+            " left the group (its communicator was destroyed) before "
+            "arriving")),
+        global_ranks_[left]);
   }
   return absl::OkStatus();
 }

@@ -102,6 +102,7 @@ absl::StatusOr<TrainResult> Train(DeviceMesh mesh, const TrainOptions& o,
     rec.failed_at = absl::Now();
     rec.error = s.ToString();
     out.last_error = rec.error;
+    out.last_error_info = GetErrorInfo(s);
     while (true) {
       if (hook) hook(Point::kShrinkStart, done, mesh.epoch());
       auto shrunk = mesh.Shrink(o.replica_dim, o.shrink);
@@ -110,6 +111,7 @@ absl::StatusOr<TrainResult> Train(DeviceMesh mesh, const TrainOptions& o,
           return shrunk.status();
         }
         out.left_because = std::string(shrunk.status().message());
+        out.left_info = GetErrorInfo(shrunk.status());
         out.params = params;
         out.steps = done;
         out.epoch = mesh.epoch();

@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/error_info.h"
 #include "device_mesh/device_mesh.h"
 
 namespace devmesh {
@@ -87,7 +88,9 @@ struct TrainResult {
   // Set when this rank was removed (a live rank of a lost replica) or
   // fenced: Shrink's FailedPrecondition. params are then where it stopped.
   std::string left_because;
+  devmesh::ErrorInfo left_info;  // its payloads: fenced, removed_in_epoch
   std::string last_error;     // the last failed call's error ("" if none)
+  devmesh::ErrorInfo last_error_info;  // its payloads: the peer, fenced, ...
   int64_t epoch = 0;          // the mesh's epoch at the end
 };
 

@@ -28,7 +28,7 @@ TEST(EpochAgreementTest, SurvivorsGetTheSameDecisionAndPayloads) {
   auto store = std::make_shared<InMemoryStore>();
   ASSERT_TRUE(store
                   ->Set(FailureWatch::EpochKey(0, "death"),
-                        "global rank 2 is gone (test)")
+                        EncodeVerdict({2, "global rank 2 is gone (test)"}))
                   .ok());
   const std::vector<std::string> payload = {
       "a=1/1;b=2/0;",

@@ -110,7 +110,10 @@ TEST(FailureWatchSuccessorTest, AliveAndRunningIsSlowNotDeadUntilItIsGone) {
   auto stored = w.store->Get(FailureWatch::EpochKey(0, "death"),
                              absl::Seconds(1));
   ASSERT_TRUE(stored.ok()) << stored.status();
-  EXPECT_EQ(*stored, w.watch->verdict());
+  // The rank travels beside the text.
+  EXPECT_EQ(*stored, absl::StrCat("1\n", w.watch->verdict()));
+  EXPECT_EQ(DecodeVerdict(*stored).rank, 1);
+  EXPECT_EQ(DecodeVerdict(*stored).text, w.watch->verdict());
 }
 
 // A process that runs but whose lease stays silent (stuck in the kernel,

@@ -363,6 +363,11 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
     RETURN_IF_ERROR(Expect(absl::StrContains(result.left_because, "fenced"),
                            absl::StrCat("fenced rank's Shrink: ",
                                         result.left_because)));
+    // The same facts as payloads (comm/error_info.h), no text read.
+    RETURN_IF_ERROR(Expect(result.last_error_info.fenced &&
+                               result.left_info.fenced &&
+                               result.left_info.removed_in_epoch == -1,
+                           "fenced rank's errors lack kFencedPayload"));
     for (const char* dim : {"dp", "tp"}) {
       ASSIGN_OR_RETURN(group, mesh.GetGroup(dim));
       float x = 1;
@@ -381,12 +386,29 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
     RETURN_IF_ERROR(Expect(
         absl::StrContains(result.left_because, "was removed in epoch "),
         absl::StrCat("removed rank: '", result.left_because, "'")));
+    // The payload's epoch is the one the text names (a Shrink of several
+    // rounds removes it in a later epoch than its mesh's next).
+    const int64_t removed_in = result.left_info.removed_in_epoch;
+    RETURN_IF_ERROR(Expect(
+        removed_in > result.epoch && !result.left_info.fenced &&
+            absl::StrContains(
+                result.left_because,
+                absl::StrCat("was removed in epoch ", removed_in, ":")),
+        absl::StrCat("removed rank's kRemovedPayload: ", removed_in, ", epoch ",
+                     result.epoch, ": ", result.left_because)));
     WriteFile(absl::StrCat(dir, "/", me), line);
     return absl::OkStatus();
   }
   // A survivor: its parameters equal a fresh run's.
   RETURN_IF_ERROR(Expect(result.left_because.empty(),
                          absl::StrCat("survivor left: ", result.left_because)));
+  // Its last failed call names a rank found dead, as a payload.
+  if (!result.last_error.empty() && !sc.dead.empty()) {
+    RETURN_IF_ERROR(Expect(
+        Has(sc.dead, result.last_error_info.peer),
+        absl::StrCat("survivor's last error names peer ",
+                     result.last_error_info.peer, ": ", result.last_error)));
+  }
   RETURN_IF_ERROR(Expect(result.steps == kSteps, "steps"));
   std::vector<std::pair<int64_t, int64_t>> schedule = {{0, 3}};
   for (const auto& r : result.recoveries) {
