@@ -18,8 +18,12 @@
 // recv is send + rank * count elements), as in NCCL.
 //
 // Errors:
-//   InvalidArgument     a bad argument, found by the front (the messages
-//                       are listed at Communicator's collectives)
+//   InvalidArgument     a bad argument, found by the front before anything
+//                       else (the messages are listed at Communicator's
+//                       collectives); on the shared-memory backend, members
+//                       whose calls differ (comm/call_check.h: every member
+//                       of the call, with kDisagreementPayload; the group
+//                       refuses every later call with it)
 //   Unimplemented       a backend cannot do the dtype and op, naming them (a
 //                       contract for backends added through RegisterBackend;
 //                       shm, Gloo and NCCL do all)
@@ -31,7 +35,7 @@
 //                       /proc), the status carries the payload
 //                       kProcessGonePayload: that member's global rank, in
 //                       decimal (ProcessGoneRank reads it)
-//   FailedPrecondition  every call after Abort
+//   FailedPrecondition  every call with valid arguments after Abort
 //
 // Signals: the Gloo backend ignores SIGPIPE in the process (unless the
 // program installed a handler), so that a vanished peer is an error, not a
@@ -317,6 +321,18 @@ class Communicator {
   // Numbers the collective `kind` and makes it current_call().
   void Begin(CallKind kind, DataType dtype, ReduceOp op, int root,
              size_t count);
+  // A collective a typed form rejected before its void* form ran: numbered
+  // all the same (CallRecord::seq counts rejected calls), then `error`.
+  absl::Status Rejected(CallKind kind, DataType dtype, absl::Status error) {
+    NoteRejected(kind, dtype);
+    return error;
+  }
+  // Numbers a rejected collective; a ForwardingCommunicator also has its
+  // inner front number it, so that the backend's per-call check sees it.
+  virtual void NoteRejected(CallKind kind, DataType dtype) {
+    Begin(kind, dtype, ReduceOp::kSum, -1, 0);
+  }
+  friend class ForwardingCommunicator;
 
   const bool checks_ = true;
   std::atomic<int64_t> calls_{0};

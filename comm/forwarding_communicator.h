@@ -114,6 +114,11 @@ class ForwardingCommunicator : public Communicator {
   absl::Status DoAbort() override { return inner_->Abort(); }
 
  private:
+  void NoteRejected(CallKind kind, DataType dtype) override {
+    Communicator::NoteRejected(kind, dtype);
+    inner_->NoteRejected(kind, dtype);
+  }
+
   std::shared_ptr<Communicator> inner_;
 };
 

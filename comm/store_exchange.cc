@@ -27,9 +27,9 @@ absl::StatusOr<std::vector<std::string>> StoreAllGather(
   auto values = store.MultiGet(keys, Remaining(deadline));
   if (values.ok() || !absl::IsDeadlineExceeded(values.status())) {
     if (!values.ok()) {
-      return absl::Status(values.status().code(),
-                          absl::StrCat(what, ": store: ",
-                                       values.status().message()));
+      return Reworded(
+          values.status(),
+          absl::StrCat(what, ": store: ", values.status().message()));
     }
     return values;
   }
@@ -59,7 +59,7 @@ absl::StatusOr<std::optional<SplitMembership>> ExchangeSplitColors(
   if (auto s = store.Set(absl::StrCat(base, "ck/", rank),
                          absl::StrCat(color, " ", key));
       !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(what, ": store: ", s.message()));
+    return Reworded(s, absl::StrCat(what, ": store: ", s.message()));
   }
   if (color == kNoColor) return std::optional<SplitMembership>();
   std::vector<std::string> keys;

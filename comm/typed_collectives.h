@@ -29,8 +29,10 @@
 //
 // Errors: the count checks below return InvalidArgument naming the collective,
 // the dtype and both lengths; they are made on this rank only, before any
-// communication, so the other ranks of a collective that one rank rejected
-// wait for it until their timeout (as for a rank that skips a collective).
+// communication. The rejected call still counts as a collective of this
+// communicator (CallRecord::seq), so on shared memory the others' call is
+// failed by the per-call check (comm/call_check.h) when this rank calls its
+// next collective, instead of pairing with it.
 // Past the checks, each call is its void* form with the same errors
 // (comm/communicator.h).
 //
@@ -122,9 +124,10 @@ absl::Status Communicator::AllReduce(absl::Span<const NoDeduce<T>> send,
                                      absl::Span<T> recv, ReduceOp op) {
   constexpr DataType dtype = typed_internal::DataTypeFor<T>();
   if (send.size() != recv.size()) {
-    return typed_internal::LengthError("AllReduce", dtype, "send",
-                                       send.size(), "recv", recv.size(),
-                                       "they must be the same length");
+    return Rejected(CallKind::kAllReduce, dtype,
+                    typed_internal::LengthError(
+                        "AllReduce", dtype, "send", send.size(), "recv",
+                        recv.size(), "they must be the same length"));
   }
   return AllReduce(send.data(), recv.data(), recv.size(), dtype, op);
 }
@@ -146,10 +149,12 @@ absl::Status Communicator::AllGather(absl::Span<const NoDeduce<T>> send,
   constexpr DataType dtype = typed_internal::DataTypeFor<T>();
   const size_t n = static_cast<size_t>(size());
   if (recv.size() != n * send.size()) {
-    return typed_internal::LengthError(
-        "AllGather", dtype, "recv", recv.size(), "send", send.size(),
-        absl::StrCat("recv must have size() x send = ", n, " x ", send.size(),
-                     " = ", n * send.size()));
+    return Rejected(
+        CallKind::kAllGather, dtype,
+        typed_internal::LengthError(
+            "AllGather", dtype, "recv", recv.size(), "send", send.size(),
+            absl::StrCat("recv must have size() x send = ", n, " x ",
+                         send.size(), " = ", n * send.size())));
   }
   return AllGather(send.data(), recv.data(), send.size(), dtype);
 }
@@ -165,10 +170,12 @@ absl::Status Communicator::ReduceScatter(absl::Span<const NoDeduce<T>> send,
   constexpr DataType dtype = typed_internal::DataTypeFor<T>();
   const size_t n = static_cast<size_t>(size());
   if (send.size() != n * recv.size()) {
-    return typed_internal::LengthError(
-        "ReduceScatter", dtype, "send", send.size(), "recv", recv.size(),
-        absl::StrCat("send must have size() x recv = ", n, " x ", recv.size(),
-                     " = ", n * recv.size()));
+    return Rejected(
+        CallKind::kReduceScatter, dtype,
+        typed_internal::LengthError(
+            "ReduceScatter", dtype, "send", send.size(), "recv", recv.size(),
+            absl::StrCat("send must have size() x recv = ", n, " x ",
+                         recv.size(), " = ", n * recv.size())));
   }
   return ReduceScatter(send.data(), recv.data(), recv.size(), dtype, op);
 }
@@ -183,10 +190,12 @@ absl::Status Communicator::Broadcast(absl::Span<const NoDeduce<T>> send,
                                      absl::Span<T> recv, int root) {
   constexpr DataType dtype = typed_internal::DataTypeFor<T>();
   if (rank() == root && send.size() != recv.size()) {
-    return typed_internal::LengthError("Broadcast", dtype, "send",
-                                       send.size(), "recv", recv.size(),
-                                       "they must be the same length on the "
-                                       "root");
+    return Rejected(
+        CallKind::kBroadcast, dtype,
+        typed_internal::LengthError("Broadcast", dtype, "send", send.size(),
+                                    "recv", recv.size(),
+                                    "they must be the same length on the "
+                                    "root"));
   }
   return Broadcast(rank() == root ? send.data() : recv.data(), recv.data(),
                    recv.size(), dtype, root);
@@ -213,10 +222,12 @@ absl::Status Communicator::AllToAll(absl::Span<const NoDeduce<T>> send,
   constexpr DataType dtype = typed_internal::DataTypeFor<T>();
   const size_t n = static_cast<size_t>(size());
   if (send.size() != recv.size() || (n > 0 && send.size() % n != 0)) {
-    return typed_internal::LengthError(
-        "AllToAll", dtype, "send", send.size(), "recv", recv.size(),
-        absl::StrCat("they must be the same length, a multiple of size() = ",
-                     n));
+    return Rejected(
+        CallKind::kAllToAll, dtype,
+        typed_internal::LengthError(
+            "AllToAll", dtype, "send", send.size(), "recv", recv.size(),
+            absl::StrCat(
+                "they must be the same length, a multiple of size() = ", n)));
   }
   return AllToAll(send.data(), recv.data(), n > 0 ? send.size() / n : 0,
                   dtype);

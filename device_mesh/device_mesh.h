@@ -379,7 +379,14 @@ class DeviceMesh {
   //                       the epoch's ranks are alive (no split brain)
   //   OutOfRange, NotFound  as for a dim of GetGroup
   //   InvalidArgument     a lease shorter than two periods, min_replicas or
-  //                       max_rounds < 1
+  //                       max_rounds < 1; *the survivors asked for
+  //                       different replica dims or min_replicas ("Shrink of
+  //                       epoch 0: the survivors disagree on what to shrink:
+  //                       global rank 1 asked for mesh dim 'tp'
+  //                       (min_replicas 1), global rank 0 for mesh dim 'dp'
+  //                       (min_replicas 1); ..."), with kDisagreementPayload
+  //                       naming the first that differs from the lowest
+  //                       survivor (comm/error_info.h)
   //   DeadlineExceeded    *live members did not call Shrink within timeout
   //                       (the message names them)
   //   Unavailable         the store did not answer (the message says that

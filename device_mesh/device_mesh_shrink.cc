@@ -42,6 +42,29 @@ struct GroupState {
   bool shrinkable = false;
 };
 
+// A member's arrival payload: what it asks the Shrink to do (its dim and
+// min_replicas, which every survivor must ask alike), then what it knows
+// of its groups: "<n>:<what>" followed by GroupsPayload's entries.
+std::string ShrinkAsk(absl::string_view dim_name, int64_t min_replicas) {
+  return absl::StrCat("mesh dim '", dim_name, "' (min_replicas ", min_replicas,
+                      ")");
+}
+
+// The "<what>" and the rest of a payload; "" and the whole payload when it
+// has no prefix (then the asks differ from every member's that has one).
+std::pair<std::string, absl::string_view> SplitPayload(
+    absl::string_view payload) {
+  const size_t colon = payload.find(':');
+  size_t n = 0;
+  if (colon == absl::string_view::npos ||
+      !absl::SimpleAtoi(payload.substr(0, colon), &n) ||
+      n > payload.size() - colon - 1) {
+    return {std::string(), payload};
+  }
+  return {std::string(payload.substr(colon + 1, n)),
+          payload.substr(colon + 1 + n)};
+}
+
 // "tag=completed/clean/shrinkable;..." -> tag -> state. Unparsable entries
 // are left out (their groups are made anew).
 std::map<std::string, GroupState> ParsePayload(absl::string_view payload) {
@@ -207,7 +230,9 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
       }
     }
   }
-  std::string payload;
+  const std::string ask =
+      ShrinkAsk(dim_group_names()[rd], options.min_replicas);
+  std::string payload = absl::StrCat(ask.size(), ":", ask);
   std::set<std::string> shrinkable;  // keys of groups this rank can shrink
   for (const auto& [key, g] : groups) {
     const GuardedCommunicator::State st = g->state();
@@ -226,6 +251,24 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
       AgreeOnSurvivors(*watch, e, members, payload, lease, options.timeout);
   if (!agreement.ok()) return agreement.status();
   const absl::Time agreed = absl::Now();
+  // Every survivor asked for the same Shrink, or every survivor fails alike
+  // (they all read the same payloads): the lowest survivor's ask against the
+  // first that differs.
+  if (!agreement->payloads.empty()) {
+    const auto& [first_rank, first] = *agreement->payloads.begin();
+    const std::string first_ask = SplitPayload(first).first;
+    for (const auto& [r, p] : agreement->payloads) {
+      const std::string their_ask = SplitPayload(p).first;
+      if (their_ask == first_ask) continue;
+      return WithDisagreement(
+          absl::InvalidArgumentError(absl::StrCat(
+              "Shrink of epoch ", e,
+              ": the survivors disagree on what to shrink: global rank ", r,
+              " asked for ", their_ask, ", global rank ", first_rank, " for ",
+              first_ask, "; every survivor fails with this error")),
+          r);
+    }
+  }
 
   // The old groups that hold a rank found dead are aborted (the verdict
   // aborted those of its own rank; the agreement may have found more), so a
@@ -326,7 +369,9 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   watch->AdvanceEpoch(e + 1, next_members);
 
   std::map<int, std::map<std::string, GroupState>> states;
-  for (const auto& [r, p] : agreement->payloads) states[r] = ParsePayload(p);
+  for (const auto& [r, p] : agreement->payloads) {
+    states[r] = ParsePayload(SplitPayload(p).second);
+  }
   std::vector<int> rebuild;
   bool nccl = false;  // a group to rebuild is NCCL
   // NCCL groups that lose members and that every surviving member can

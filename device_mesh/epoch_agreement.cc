@@ -272,7 +272,7 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
         "] dead and went on without them; this rank is fenced out of the job "
         "(exit, or start over as a new job)");
     watch.Fence(why);
-    return absl::FailedPreconditionError(why);
+    return WithFenced(absl::FailedPreconditionError(why), me);
   }
   return agreement;
 }

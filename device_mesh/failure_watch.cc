@@ -522,10 +522,19 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
     // The verdict's rank is the error's peer now, whatever the backend named.
     absl::Status out = absl::UnavailableError(
         absl::StrCat(v, " -- this call: ", error.message()));
-    if (const int dead = verdict_rank(); dead >= 0) {
-      out = WithPeer(std::move(out), dead);
+    const int dead = verdict_rank();
+    if (dead >= 0) out = WithPeer(std::move(out), dead);
+    out = WithPayloadsOf(std::move(out), error);
+    // Facts about another rank than the error's peer (now the verdict's)
+    // would read as facts about it: drop them.
+    const int peer = PeerRank(out);
+    if (ProcessGoneRank(out) >= 0 && ProcessGoneRank(out) != peer) {
+      out.ErasePayload(kProcessGonePayload);
     }
-    return WithPayloadsOf(std::move(out), error);
+    if (PeerLeftRank(out) >= 0 && PeerLeftRank(out) != peer) {
+      out.ErasePayload(kPeerLeftPayload);
+    }
+    return out;
   };
   if (!verdict().empty() || !fenced().empty()) return explained();
   std::string note;
@@ -538,10 +547,9 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   if (!note.empty()) {
     // The store is not answering: no lease can be read. Say so, keep the
     // code.
-    return absl::Status(error.code(),
-                        absl::StrCat(error.message(),
-                                     " (the job's store is not answering: ",
-                                     note, ")"));
+    return Reworded(
+        error, absl::StrCat(error.message(),
+                            " (the job's store is not answering: ", note, ")"));
   }
   Store& store = *state_->store;
   const std::string death_key = EpochKey(at_epoch, "death");

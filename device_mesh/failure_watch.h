@@ -67,10 +67,10 @@
 //
 // Explain(error, members), called by device_mesh's communicators when a
 // collective fails with Unavailable or DeadlineExceeded: a verdict already
-// known is returned at once; else the peer the error names ("global rank N"
-// of the group, as Gloo's errors do) or the backend found gone (the
-// kProcessGonePayload of comm/communicator.h, which spares the store read
-// of its process identity), when its process is gone on this host, is
+// known is returned at once; else the error's peer (PeerRank: its
+// kPeerPayload, or the kProcessGonePayload of a member the backend found
+// gone, which spares the store read of its process identity; comm/
+// error_info.h), when its process is gone on this host, is
 // published dead at once, before the verdict is read (CompareSet keeps a
 // verdict already there); else, the verdict read and none found, a suspect
 // (that peer; every other member when the error names none) whose process

@@ -147,6 +147,10 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
   auto mesh = MakeMesh(runtime, device_type, mesh_shape,
                        std::move(mesh_dim_names), std::move(options));
   if (!mesh.ok()) {
+    // The others made their roots (and took a root index each) before they
+    // heard of this: take one too, so that later roots' groups keep the
+    // same names on every rank.
+    (void)runtime->NextRootIndex();
     return device_mesh_internal::AbandonMesh(*runtime, index, mesh.status());
   }
   const device_mesh_internal::MeshSpec spec =

@@ -1,12 +1,14 @@
 // devmesh/device_mesh/mesh_agreement.cc
 #include "device_mesh/mesh_agreement.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "comm/communicator.h"
 #include "config/version.h"
 #include "store/store.h"
@@ -29,28 +31,48 @@ std::string Parenthesized(const std::vector<std::string>& items) {
   return absl::StrCat("(", absl::StrJoin(items, ", "), ")");
 }
 
-// A verdict other than kOk: "<global rank>\n<status code>\n<message>".
-std::string FailureVerdict(int rank, const absl::Status& error) {
-  return absl::StrCat(rank, "\n", static_cast<int>(error.code()), "\n",
+// rank 0's "spec" when it could not make its mesh: the others then read the
+// verdict it wrote first.
+constexpr absl::string_view kAbandonedSpec = "abandoned";
+
+// Why a verdict is not kOk, and so which payload its error carries.
+enum class Failure : char {
+  kDisagreed = 'd',  // a rank asked for another mesh: kDisagreementPayload
+  kAbandoned = 'a',  // a rank could not make its mesh: kPeerPayload
+  kOther = 'o',      // a timeout, a malformed spec: none
+};
+
+// A verdict other than kOk:
+// "<failure>\n<global rank>\n<status code>\n<message>".
+std::string FailureVerdict(Failure failure, int rank,
+                           const absl::Status& error) {
+  return absl::StrCat(std::string(1, static_cast<char>(failure)), "\n", rank,
+                      "\n", static_cast<int>(error.code()), "\n",
                       error.message());
 }
 
 absl::Status FromVerdict(absl::string_view verdict) {
   if (verdict == kOk) return absl::OkStatus();
-  const size_t a = verdict.find('\n');
-  const size_t b = a == absl::string_view::npos ? a : verdict.find('\n', a + 1);
+  std::vector<absl::string_view> parts =
+      absl::StrSplit(verdict, absl::MaxSplits('\n', 3));
   int rank = -1, code = 0;
-  if (b == absl::string_view::npos ||
-      !absl::SimpleAtoi(verdict.substr(0, a), &rank) ||
-      !absl::SimpleAtoi(verdict.substr(a + 1, b - a - 1), &code) || code <= 0 ||
+  if (parts.size() != 4 || parts[0].size() != 1 ||
+      !absl::SimpleAtoi(parts[1], &rank) ||
+      !absl::SimpleAtoi(parts[2], &code) || code <= 0 ||
       code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
     return absl::InternalError(absl::StrCat(
         "InitDeviceMesh: the mesh agreement's verdict is malformed: \"",
         verdict, "\""));
   }
-  return WithDisagreement(
-      absl::Status(static_cast<absl::StatusCode>(code), verdict.substr(b + 1)),
-      rank);
+  absl::Status error(static_cast<absl::StatusCode>(code), parts[3]);
+  switch (static_cast<Failure>(parts[0][0])) {
+    case Failure::kDisagreed:
+      return WithDisagreement(std::move(error), rank);
+    case Failure::kAbandoned:
+      return WithPeer(std::move(error), rank);
+    default:
+      return error;
+  }
 }
 
 std::string Key(int64_t index, absl::string_view name) {
@@ -158,18 +180,33 @@ absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
   }
   std::shared_ptr<Store> store = runtime.CreationStore();
   const std::string verdict_key = Key(index, "verdict");
+  const absl::Time deadline = absl::Now() + timeout;
+  auto remaining = [&] {
+    return std::max(absl::ZeroDuration(), deadline - absl::Now());
+  };
+  // Ends the agreement with `error` unless a verdict stands already; either
+  // way, every rank's answer is the verdict that stands.
+  auto conclude = [&](Failure failure, const absl::Status& error) {
+    auto first =
+        store->CompareSet(verdict_key, "", FailureVerdict(failure, me, error));
+    if (!first.ok()) return first.status();
+    return FromVerdict(*first);
+  };
+  // A wait that ran out ends the agreement for every rank, the late ones
+  // included (one that came after would otherwise agree alone).
   auto timed_out = [&](const absl::Status& s) -> absl::Status {
     if (!absl::IsDeadlineExceeded(s)) return s;
     auto agreed = store->Add(Key(index, "agreed"), 0);
     auto has_spec = store->Check({Key(index, "spec")});
-    const int64_t reached =
-        (agreed.ok() ? *agreed : 0) + (has_spec.ok() && *has_spec ? 1 : 0);
-    return absl::DeadlineExceededError(absl::StrCat(
-        "InitDeviceMesh: ", reached, " of ", world,
-        " ranks reached the mesh agreement within ",
-        absl::FormatDuration(timeout), " (global rank 0 ",
-        has_spec.ok() && *has_spec ? "had" : "had not",
-        "); the others did not call InitDeviceMesh: ", s.message()));
+    const bool spec = has_spec.ok() && *has_spec;
+    const int64_t reached = (agreed.ok() ? *agreed : 0) + (spec ? 1 : 0);
+    return conclude(Failure::kOther,
+                    absl::DeadlineExceededError(absl::StrCat(
+                        "InitDeviceMesh: ", reached, " of ", world,
+                        " ranks reached the mesh agreement within ",
+                        absl::FormatDuration(timeout), " (global rank 0 ",
+                        spec ? "had" : "had not",
+                        "); the others did not call InitDeviceMesh")));
   };
   if (me == 0) {
     if (absl::Status s = store->Set(Key(index, "spec"), EncodeMeshSpec(spec));
@@ -177,26 +214,25 @@ absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
       return s;
     }
   } else {
-    auto theirs = store->Get(Key(index, "spec"), timeout);
+    auto theirs = store->Get(Key(index, "spec"), remaining());
     if (!theirs.ok()) return timed_out(theirs.status());
-    auto decoded = DecodeMeshSpec(*theirs);
-    if (!decoded.ok()) return decoded.status();
-    if (absl::Status differ = CompareMeshSpecs(me, spec, 0, *decoded);
-        !differ.ok()) {
-      auto first =
-          store->CompareSet(verdict_key, "", FailureVerdict(me, differ));
-      if (!first.ok()) return first.status();
-      return FromVerdict(*first);
-    }
-    auto agreed = store->Add(Key(index, "agreed"), 1);
-    if (!agreed.ok()) return agreed.status();
-    if (*agreed == world - 1) {
-      auto first = store->CompareSet(verdict_key, "", std::string(kOk));
-      if (!first.ok()) return first.status();
-      return FromVerdict(*first);
+    if (*theirs != kAbandonedSpec) {
+      auto decoded = DecodeMeshSpec(*theirs);
+      if (!decoded.ok()) return conclude(Failure::kOther, decoded.status());
+      if (absl::Status differ = CompareMeshSpecs(me, spec, 0, *decoded);
+          !differ.ok()) {
+        return conclude(Failure::kDisagreed, differ);
+      }
+      auto agreed = store->Add(Key(index, "agreed"), 1);
+      if (!agreed.ok()) return agreed.status();
+      if (*agreed == world - 1) {
+        auto first = store->CompareSet(verdict_key, "", std::string(kOk));
+        if (!first.ok()) return first.status();
+        return FromVerdict(*first);
+      }
     }
   }
-  auto verdict = store->Get(verdict_key, timeout);
+  auto verdict = store->Get(verdict_key, remaining());
   if (!verdict.ok()) return timed_out(verdict.status());
   return FromVerdict(*verdict);
 }
@@ -211,8 +247,15 @@ absl::Status AbandonMesh(MeshRuntime& runtime, int64_t index,
       error.code(),
       absl::StrCat("InitDeviceMesh: global rank ", runtime.rank(),
                    " could not make its mesh: ", error.message()));
-  (void)runtime.CreationStore()->CompareSet(
-      Key(index, "verdict"), "", FailureVerdict(runtime.rank(), told));
+  std::shared_ptr<Store> store = runtime.CreationStore();
+  (void)store->CompareSet(
+      Key(index, "verdict"), "",
+      FailureVerdict(Failure::kAbandoned, runtime.rank(), told));
+  // Rank 0's spec is what the others wait for first: a marker sends them
+  // to the verdict.
+  if (runtime.rank() == 0) {
+    (void)store->Set(Key(index, "spec"), std::string(kAbandonedSpec));
+  }
   return error;
 }
 

@@ -298,11 +298,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
                        static_cast<int>(members.size()), *options);
   if (!comm.ok()) {
     // Name the group (NCCL's own errors do not name its members).
-    return absl::Status(
-        comm.status().code(),
-        absl::StrCat(comm.status().message(), " (creating the ", backend,
-                     " group of global ranks [", absl::StrJoin(members, ", "),
-                     "])"));
+    return Reworded(comm.status(),
+                    absl::StrCat(comm.status().message(), " (creating the ",
+                                 backend, " group of global ranks [",
+                                 absl::StrJoin(members, ", "), "])"));
   }
   return comm;
 }

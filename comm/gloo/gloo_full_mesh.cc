@@ -335,14 +335,15 @@ absl::Status ConnectLinks(
     unchecked.erase(std::unique(unchecked.begin(), unchecked.end()),
                     unchecked.end());
     if (absl::Status cancelled = watchdog.cancelled(); !cancelled.ok()) {
-      return WithPeer(
-          Reworded(
-              cancelled,
-              absl::StrCat(what,
-                           ": waiting for the connection with global "
-                           "rank ",
-                           waited, " (pairs closed): ", cancelled.message())),
-          waited);
+      // The cancel's own peer (the verdict's dead rank) stays.
+      absl::Status stopped = Reworded(
+          cancelled,
+          absl::StrCat(what,
+                       ": waiting for the connection with global "
+                       "rank ",
+                       waited, " (pairs closed): ", cancelled.message()));
+      return PeerRank(cancelled) >= 0 ? stopped
+                                      : WithPeer(std::move(stopped), waited);
     }
     return WithPeer(
         absl::DeadlineExceededError(absl::StrCat(
@@ -353,10 +354,11 @@ absl::Status ConnectLinks(
         waited);
   }
   if (!status.ok()) {
-    return absl::Status(absl::IsInternal(status)
-                            ? status.code()
-                            : absl::StatusCode::kUnavailable,
-                        status.message());
+    return WithPayloadsOf(
+        absl::Status(absl::IsInternal(status) ? status.code()
+                                              : absl::StatusCode::kUnavailable,
+                     status.message()),
+        status);
   }
   return absl::OkStatus();
 }

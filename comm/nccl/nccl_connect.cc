@@ -89,10 +89,10 @@ absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
     if (cancel && polls % kPollsPerCancelCheck == 0) {
       if (absl::Status s = cancel(); !s.ok()) {
         ncclCommAbort(comm);
-        return absl::Status(
-            s.code(), absl::StrCat(what, ": stopped; communicator aborted "
-                                         "(ncclCommAbort): ",
-                                   s.message()));
+        return Reworded(s, absl::StrCat(what,
+                                        ": stopped; communicator aborted "
+                                        "(ncclCommAbort): ",
+                                        s.message()));
       }
     }
     absl::SleepFor(absl::Microseconds(200));

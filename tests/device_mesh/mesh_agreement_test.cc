@@ -97,6 +97,11 @@ Ask BadShapeOfRank2(int rank) {
   if (rank == 2) a.shape = {3, 2};
   return a;
 }
+Ask BadShapeOfRank0(int rank) {
+  Ask a;
+  if (rank == 0) a.shape = {3, 2};
+  return a;
+}
 
 constexpr char kDiffer[] = "InitDeviceMesh: the ranks disagree on the mesh: ";
 constexpr char kTail[] = "; every rank fails with this error";
@@ -120,6 +125,9 @@ const Case kCases[] = {
      1},
     {"own_check_fails", BadShapeOfRank2, absl::StatusCode::kInvalidArgument, "",
      2},
+    // Rank 0's spec is what the others wait for first.
+    {"rank0_check_fails", BadShapeOfRank0, absl::StatusCode::kInvalidArgument,
+     "", 0},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -129,10 +137,13 @@ class MeshAgreementTest : public ::testing::TestWithParam<Case> {};
 TEST_P(MeshAgreementTest, EveryRankFailsAtOnceWithTheSameError) {
   const Case& c = GetParam();
   std::string want = absl::StrCat(kDiffer, c.want, kTail);
-  if (std::string(c.name) == "own_check_fails") {
-    want =
-        "InitDeviceMesh: global rank 2 could not make its mesh: mesh_shape "
-        "product (6) must equal world size (4)";
+  // A rank whose own check failed: the others get its error, naming it as
+  // their peer (not as a disagreement).
+  const bool abandoned = *c.want == '\0';
+  if (abandoned) {
+    want = absl::StrCat("InitDeviceMesh: global rank ", c.disagreeing,
+                        " could not make its mesh: mesh_shape product (6) "
+                        "must equal world size (4)");
   }
   absl::Status s = RunRanks(4, [&](Bootstrap& b) -> absl::Status {
     ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
@@ -145,8 +156,7 @@ TEST_P(MeshAgreementTest, EveryRankFailsAtOnceWithTheSameError) {
     const absl::Status& got = mesh.status();
     // The rank whose own check failed gets its own error; the others the
     // verdict naming it.
-    const bool own =
-        std::string(c.name) == "own_check_fails" && b.rank() == c.disagreeing;
+    const bool own = abandoned && b.rank() == c.disagreeing;
     if (own) {
       return Expect(
           got.message() == "mesh_shape product (6) must equal world size (4)",
@@ -155,8 +165,12 @@ TEST_P(MeshAgreementTest, EveryRankFailsAtOnceWithTheSameError) {
     RETURN_IF_ERROR(
         Expect(got.code() == c.code && got.message() == want,
                absl::StrCat("got ", got.ToString(), "\nwant ", want)));
-    RETURN_IF_ERROR(Expect(DisagreeingRank(got) == c.disagreeing,
-                           absl::StrCat("payload ", DisagreeingRank(got))));
+    const ErrorInfo info = GetErrorInfo(got);
+    RETURN_IF_ERROR(
+        Expect(abandoned ? info.peer == c.disagreeing && info.disagreeing == -1
+                         : info.disagreeing == c.disagreeing,
+               absl::StrCat("payloads: peer ", info.peer, " disagreeing ",
+                            info.disagreeing)));
     return Expect(took < absl::Seconds(10),
                   absl::StrCat("took ", absl::FormatDuration(took)));
   });
