@@ -130,6 +130,7 @@ void ShmSync::Ring() {
 
 absl::Status ShmSync::CheckOpen(OpName what) const {
   if (!mismatch_.ok()) return mismatch_;
+  if (!broken_.ok()) return broken_;
   if (aborted_.load()) {
     return absl::FailedPreconditionError(
         absl::StrCat(what(), ": communicator was aborted"));
@@ -253,6 +254,17 @@ absl::Status ShmSync::CheckCalls() {
 
 absl::Status ShmSync::WaitAll(uint32_t step, OpName what) {
   absl::Status s = WaitStep(step, what);
+  if (absl::IsDeadlineExceeded(s) && broken_.ok()) {
+    // This member arrived at a step a member did not reach in time: its
+    // next call's steps would pair with that member's late ones (only a
+    // call's first step is checked). It takes no further step; the late
+    // member then completes this step and times out at its next.
+    broken_ = absl::FailedPreconditionError(
+        absl::StrCat(what(),
+                     ": refused: an earlier step of this group timed out, so "
+                     "this member's steps no longer line up with the others' (",
+                     s.message(), ")"));
+  }
   if (!check_next_) return s;
   check_next_ = false;
   return s.ok() ? CheckCalls() : s;

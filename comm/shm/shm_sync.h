@@ -16,18 +16,21 @@
 // figures are in shm_sync.cc).
 //
 // Bounds. Each WaitAll ends by the group's timeout: DeadlineExceeded naming
-// the global ranks that did not arrive. While it sleeps it wakes every
-// liveness slice (kLivenessSlice, or kWatchedLivenessSlice when every
-// member's exit is watched) to check the members it waits for: one that died (SIGKILL,
-// crash; a zombie counts) or that left (destroyed its communicator) ends the
-// wait with Unavailable naming it, so a death is noticed within one slice,
-// not at the timeout. Sooner where the kernel allows pidfds: every member
-// watches every other's process (shm_exit_watch.h), and an exit that is not
-// a leave marks the member dead in the segment and rings the bell, so
-// waiters wake with Unavailable naming it at once. Abort, from any thread of any member, sets the
-// segment's aborted_by word and rings the bell: every member's waits end at
-// once (FailedPrecondition on the member that aborted, Unavailable naming it
-// on the others), and so do all later steps.
+// the global ranks that did not arrive; every later call of that member is
+// then a FailedPrecondition saying so (its steps no longer line up with the
+// others', and it takes no more: a late member pairs with nothing wrong). While
+// it sleeps it wakes every liveness slice (kLivenessSlice, or
+// kWatchedLivenessSlice when every member's exit is watched) to check the
+// members it waits for: one that died (SIGKILL, crash; a zombie counts) or that
+// left (destroyed its communicator) ends the wait with Unavailable naming it,
+// so a death is noticed within one slice, not at the timeout. Sooner where the
+// kernel allows pidfds: every member watches every other's process
+// (shm_exit_watch.h), and an exit that is not a leave marks the member dead in
+// the segment and rings the bell, so waiters wake with Unavailable naming it at
+// once. Abort, from any thread of any member, sets the segment's aborted_by
+// word and rings the bell: every member's waits end at once (FailedPrecondition
+// on the member that aborted, Unavailable naming it on the others), and so do
+// all later steps.
 //
 // Thread-safety: Arrive/WaitAll/Leave from one thread at a time (the
 // communicator's collectives); Abort from any thread.
@@ -164,6 +167,9 @@ class ShmSync {
   // The members' calls differed: CheckOpen returns this from then on.
   // Written by the collectives' thread, read by it only.
   absl::Status mismatch_;
+  // A step timed out: CheckOpen returns this (FailedPrecondition) from then
+  // on. As mismatch_.
+  absl::Status broken_;
   std::atomic<bool> aborted_{false};
   std::vector<uint64_t> watches_;  // ExitWatch registrations
   // kWatchedLivenessSlice when watches_ covers every other member, else

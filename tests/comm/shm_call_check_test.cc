@@ -5,6 +5,7 @@
 // InvalidArgument, with the kDisagreementPayload naming the member that
 // differed, at the call (not at the group's 60 s timeout, and never OK); and
 // every later call of the group returns the same error.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "comm/communicator.h"
@@ -256,6 +258,52 @@ TEST(ShmCallCheckOptionTest, RankZerosSettingIsTheGroups) {
     }
     return absl::OkStatus();
   });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// A step that times out leaves the member that timed out ahead of the late
+// one; it refuses every later call, so its next call's data never meets the
+// late member's rounds. 512 KiB all-reduces take 4 steps (two rounds of the
+// two-step algorithm): rank 0 times out at the first, retries and is
+// refused; rank 1, late, passes the first step and times out at the second
+// (before, rank 0's retry met it there and rank 1 returned OK with rank 0's
+// second call mixed into its sum).
+TEST(ShmStepTimeoutTest, TheMemberThatTimedOutTakesNoMoreSteps) {
+  absl::Status status =
+      ForkRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+        CommOptions options;
+        options.timeout = absl::Seconds(1);
+        DEVMESH_ASSIGN_OR_RETURN(
+            auto comm, CreateCommunicator("shm", store, rank, size, options));
+        std::vector<float> x(128 << 10, rank == 0 ? 1.0f : 2.0f);
+        if (rank == 1) {
+          absl::SleepFor(absl::Milliseconds(1500));
+          absl::Status late =
+              comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+          if (late.ok()) {
+            return absl::InternalError(absl::StrCat(
+                "the late member's all-reduce returned OK (x[0] = ", x[0],
+                ", x[last] = ", x.back(), ")"));
+          }
+          return absl::IsDeadlineExceeded(late)
+                     ? absl::OkStatus()
+                     : absl::InternalError(late.ToString());
+        }
+        absl::Status first = comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+        if (!absl::IsDeadlineExceeded(first)) {
+          return absl::InternalError(absl::StrCat("first: ", first.ToString()));
+        }
+        std::fill(x.begin(), x.end(), 100.0f);
+        absl::Status retry = comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+        if (!absl::IsFailedPrecondition(retry) ||
+            !absl::StrContains(retry.message(),
+                               "refused: an earlier step of this group timed "
+                               "out")) {
+          return absl::InternalError(absl::StrCat("retry: ", retry.ToString()));
+        }
+        absl::SleepFor(absl::Seconds(2));  // rank 1 ends first
+        return absl::OkStatus();
+      });
   EXPECT_TRUE(status.ok()) << status;
 }
 
