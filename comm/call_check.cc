@@ -12,6 +12,7 @@ bool SameCall(const CallRecord& a, const CallRecord& b) {
 }
 
 std::string DescribeCall(const CallRecord& call) {
+  if (call.seq == 0) return "no collective yet";
   const absl::string_view kind = CallKindName(call.kind);
   if (call.kind == CallKind::kBarrier) return std::string(kind);
   std::string out = absl::StrCat(kind, " ", DataTypeName(call.dtype), " x ",

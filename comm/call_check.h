@@ -31,7 +31,8 @@ namespace devmesh {
 bool SameCall(const CallRecord& a, const CallRecord& b);
 
 // "allreduce float32 x 8 sum", "allgather int64 x 2", "broadcast uint8 x 3
-// from root 1", "barrier".
+// from root 1", "barrier"; "no collective yet" for seq 0 (a record never
+// written).
 std::string DescribeCall(const CallRecord& call);
 
 // The error every member of a mismatched call returns: InvalidArgument with

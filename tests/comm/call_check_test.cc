@@ -63,6 +63,7 @@ TEST(CallCheck, DescribeCallOfEveryKind) {
             "alltoall int64 x 1");
   EXPECT_EQ(DescribeCall(Call(CallKind::kBarrier, DataType::kUInt8, 0)),
             "barrier");
+  EXPECT_EQ(DescribeCall(CallRecord()), "no collective yet");
 }
 
 TEST(CallCheck, MismatchErrorTexts) {
