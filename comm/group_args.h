@@ -1,9 +1,10 @@
 // devmesh/comm/group_args.h
 // -----------------------------------------------------------------------------
 // The checks every backend's CreateCommunicator and Split make on (rank,
-// size, options) before they touch the network, the CPU backends' checks
-// of a collective's buffers and op, and a shrink's plan
-// (ShrinkableCommunicator::Shrink, DeviceMesh::Shrink), in one place.
+// size, options) before they touch the network, the Communicator front's
+// checks of a collective's buffers and op (comm/communicator.cc), and a
+// shrink's plan (ShrinkableCommunicator::Shrink, DeviceMesh::Shrink), in
+// one place.
 #ifndef DEVMESH_COMM_GROUP_ARGS_H_
 #define DEVMESH_COMM_GROUP_ARGS_H_
 

@@ -1,9 +1,12 @@
 // devmesh/comm/registry.h
 // -----------------------------------------------------------------------------
-// Backend registry: creates a Communicator by backend name. "gloo" and
-// "nccl" are always registered (nccl answers Unavailable in a build without
-// a CUDA toolkit); RegisterBackend adds others (tests, plug-ins). device_mesh
-// uses this for its backend override (R19 in docs/BEHAVIOURS.md).
+// Backend registry: creates a Communicator by backend name. "shm", "gloo"
+// and "nccl" are always registered (nccl answers Unavailable in a build
+// without a CUDA toolkit); RegisterBackend adds others (tests, plug-ins): a
+// class derived from Communicator that overrides its protected Do*
+// functions and identity accessors (comm/communicator.h), made by the
+// factory. device_mesh uses this for its backend override (R19 in
+// docs/BEHAVIOURS.md).
 //
 // Thread-safety: every function may be called from any thread.
 #ifndef DEVMESH_COMM_REGISTRY_H_
@@ -35,7 +38,7 @@ using CommunicatorFactory =
         std::shared_ptr<Store> store, int rank, int size,
         const CommOptions& options)>;
 
-// Creates a communicator of backend `backend` ("gloo", "nccl", or a
+// Creates a communicator of backend `backend` ("shm", "gloo", "nccl", or a
 // registered name).
 // Errors:
 //   NotFound     `backend` is not a known name (naming `backend` and listing
