@@ -1,5 +1,7 @@
 // devmesh/comm/error_info.cc
 // The payloads of comm/error_info.h.
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -9,25 +11,34 @@
 #include "comm/error_info.h"
 
 namespace devmesh {
-
 namespace {
 
-absl::Status WithRankPayload(absl::Status error, absl::string_view url,
-                             int global_rank) {
-  if (!error.ok()) {
-    error.SetPayload(url, absl::Cord(std::to_string(global_rank)));
-  }
+// `error` with the decimal `value` (a global rank, an epoch) at `url`.
+absl::Status WithNumberPayload(absl::Status error, absl::string_view url,
+                               int64_t value) {
+  if (!error.ok()) error.SetPayload(url, absl::Cord(std::to_string(value)));
   return error;
 }
 
-int RankPayload(const absl::Status& error, absl::string_view url) {
+// The non-negative number at `url`; -1 when there is none (or not one).
+int64_t NumberPayload(const absl::Status& error, absl::string_view url) {
   auto value = error.GetPayload(url);
-  int rank = -1;
-  if (!value.has_value() || !absl::SimpleAtoi(std::string(*value), &rank) ||
-      rank < 0) {
+  int64_t n = -1;
+  if (!value.has_value() || !absl::SimpleAtoi(std::string(*value), &n) ||
+      n < 0) {
     return -1;
   }
-  return rank;
+  return n;
+}
+
+absl::Status WithRankPayload(absl::Status error, absl::string_view url,
+                             int global_rank) {
+  return WithNumberPayload(std::move(error), url, global_rank);
+}
+
+int RankPayload(const absl::Status& error, absl::string_view url) {
+  const int64_t rank = NumberPayload(error, url);
+  return rank <= std::numeric_limits<int>::max() ? static_cast<int>(rank) : -1;
 }
 
 }  // namespace
@@ -83,10 +94,7 @@ absl::Status WithFenced(absl::Status error, int global_rank) {
 }
 
 absl::Status WithRemoved(absl::Status error, int64_t epoch) {
-  if (!error.ok()) {
-    error.SetPayload(kRemovedPayload, absl::Cord(std::to_string(epoch)));
-  }
-  return error;
+  return WithNumberPayload(std::move(error), kRemovedPayload, epoch);
 }
 
 ErrorInfo GetErrorInfo(const absl::Status& error) {
@@ -97,11 +105,9 @@ ErrorInfo GetErrorInfo(const absl::Status& error) {
   info.peer_left = PeerLeftRank(error) >= 0;
   info.disagreeing = DisagreeingRank(error);
   info.fenced = RankPayload(error, kFencedPayload) >= 0;
-  if (auto v = error.GetPayload(kRemovedPayload); v.has_value()) {
-    int64_t epoch = -1;
-    if (absl::SimpleAtoi(std::string(*v), &epoch) && epoch >= 1) {
-      info.removed_in_epoch = epoch;
-    }
+  if (const int64_t epoch = NumberPayload(error, kRemovedPayload);
+      epoch >= 1) {
+    info.removed_in_epoch = epoch;
   }
   return info;
 }

@@ -87,7 +87,7 @@ struct CommOptions {
   // A Split child inherits it. A shared-memory group made over the store
   // also asks it while its first Send or Recv with a peer connects their
   // pair (comm/shm/shm_links.h), so it must stay callable for the group's
-  // life. device_mesh sets it to its failure watch's verdict (issue 20: a
+  // life. device_mesh sets it to its failure watch's verdict (so that a
   // member that dies while its peers wait for it to connect is found after
   // the lease silence, not at the timeout).
   std::function<absl::Status()> creation_cancel;

@@ -331,7 +331,7 @@ class DeviceMesh {
   //   others              the first error a group's Abort gave
   absl::Status Abort() const;
 
-  // ---- Elastic recovery (devmesh's own; issue 20) ---------------------------
+  // ---- Elastic recovery (devmesh's own) -------------------------------------
 
   // After a collective failed because members died (the job's verdict,
   // device_mesh/failure_watch.h), every live rank of this root mesh calls

@@ -3,7 +3,7 @@
 // FailureWatch: a job-wide verdict on which rank died, per epoch, so that a
 // death anywhere ends every survivor's blocked collective within about a
 // second, every survivor's error names the same rank, and DeviceMesh::Shrink
-// can go on without it (issue 20).
+// can go on without it.
 //
 // Epochs. A job starts in epoch 0 with every world rank a member; each
 // DeviceMesh::Shrink that succeeds moves the survivors to the next epoch

@@ -8,7 +8,7 @@
 // on. MeshRuntime wraps group creation in one whose `cancel` is the failure
 // watch's verdict, so that a creation waiting for a member found dead ends
 // within about a slice of the verdict, with it, instead of at the group's
-// timeout (issue 20: a death during Shrink's rebuild was found only at the
+// timeout (without it, a death during Shrink's rebuild was found only at the
 // creation timeout, 300 s by default); the shm backend wraps the creation of
 // a Send/Recv pair in one whose `cancel` is the group's abort and liveness
 // (comm/shm/shm_links.h).

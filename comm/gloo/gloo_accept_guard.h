@@ -8,8 +8,8 @@
 // dies before the loop gets to the accept (SIGKILLed, its connection reset)
 // leaves Linux's accept() returning the reset socket, whose getpeername()
 // fails with ENOTCONN; nothing on Gloo's loop thread catches, so the process
-// aborts (std::terminate). Seen in CI: issue 20's kill_in_connect, where a
-// rank dies just after publishing its new group's addresses. (Upstream Gloo
+// aborts (std::terminate), e.g. when a rank dies just after publishing its
+// new group's addresses. (Upstream Gloo
 // has since replaced this accept path.)
 //
 // devmesh therefore defines getpeername() itself (gloo_accept_guard.cc,

@@ -10,7 +10,7 @@
 //      connected, the members pass a store barrier (as PyTorch's new_group
 //      ends with a store-based barrier). A member that returns and then exits,
 //      aborts or destroys the group can no longer reset a connection that a
-//      peer is still setting up (issue 11: "Connection reset by peer" in
+//      peer is still setting up (else: "Connection reset by peer" in
 //      GetGroup, and an uncaught gloo::EnforceNotMet on Gloo's event-loop
 //      thread when getpeername() met a reset socket). With
 //      SyncSubMesh::defer_mesh only the sub-mesh is connected before the

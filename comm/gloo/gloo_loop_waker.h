@@ -7,7 +7,7 @@
 // this project's 2-core machine (idle processes that only made a device):
 // 256 of them keep 28% of the machine busy, 512 keep 63%, so 1024 ranks whose
 // groups cross hosts spend more CPU on idle ticks than the machine has, and
-// group creation crawls (issue 19: 22 s for 1024 ranks on 8 namespace hosts).
+// group creation crawls.
 //
 // Two pieces:
 //  - WithLoopThreadSettings: runs the call that makes a device (and so

@@ -1,7 +1,6 @@
 // devmesh/comm/gloo/gloo_sync_allreduce.h
 // -----------------------------------------------------------------------------
-// Small and mid-size all-reduces of a Gloo group over synchronous pairs
-// (issue 18: "groups across hosts: the fastest Gloo route measured").
+// Small and mid-size all-reduces of a Gloo group over synchronous pairs.
 //
 // Gloo's TCP pairs normally run on its event loop thread: a message is read
 // there and the caller is woken through a condition variable, two thread
@@ -50,7 +49,7 @@
 // every member): "auto" or unset, groups that cross hosts (a member's Gloo
 // address is on another host: gloo_full_mesh.h, FullMesh::crosses_hosts;
 // inside one host devmesh's groups are shared memory, and a Gloo group
-// there keeps its n - 1 connections, the bound issue 19 documents); "1",
+// there keeps its n - 1 connections); "1",
 // every power-of-two Gloo group (tests; a Gloo group inside one host); "0",
 // none.
 //

@@ -1,7 +1,7 @@
 // devmesh/examples/elastic/elastic_training.h
 // -----------------------------------------------------------------------------
 // A data-parallel training loop over a 2-d (replica, shard) mesh that survives
-// a killed rank with DeviceMesh::Shrink: the worked example of issue 20, run
+// a killed rank with DeviceMesh::Shrink: the worked example, run
 // by tests/examples:elastic_training_test and by elastic_training_main.
 //
 // The model: each rank of a replica holds one shard of kShard parameters
