@@ -153,7 +153,23 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
 namespace {
 constexpr char kLeftKey[] = "devmesh/bootstrap/left";
 constexpr char kAllLeftKey[] = "devmesh/bootstrap/all_left";
+
+// Counted once per rank: the first Add of this key counts the rank as left.
+std::string GoneKey(int rank) {
+  return absl::StrCat("devmesh/bootstrap/gone/", rank);
+}
 }  // namespace
+
+absl::Status CountAsLeft(Store& store, int rank, int world_size) {
+  if (rank <= 0 || rank >= world_size) return absl::OkStatus();
+  absl::StatusOr<int64_t> first = store.Add(GoneKey(rank), 1);
+  if (!first.ok()) return first.status();
+  if (*first != 1) return absl::OkStatus();  // counted already
+  absl::StatusOr<int64_t> left = store.Add(kLeftKey, 1);
+  if (!left.ok()) return left.status();
+  if (*left == world_size - 1) return store.Set(kAllLeftKey, "1");
+  return absl::OkStatus();
+}
 
 Bootstrap::~Bootstrap() { Leave(); }
 
@@ -164,10 +180,7 @@ void Bootstrap::Leave() {
 void Bootstrap::LeaveOnce() {
   if (!joined_ || store_ == nullptr || world_size() == 1) return;
   if (rank() != 0) {
-    absl::StatusOr<int64_t> left = store_->Add(kLeftKey, 1);
-    if (left.ok() && *left == world_size() - 1) {
-      (void)store_->Set(kAllLeftKey, "1");
-    }
+    (void)CountAsLeft(*store_, rank(), world_size());
   } else if (server_ != nullptr) {
     (void)store_->Get(kAllLeftKey, shutdown_timeout_);
   }

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bootstrap/bootstrap.h"
 #include "comm/communicator.h"
 #include "device_mesh/epoch_agreement.h"
 
@@ -157,6 +158,7 @@ struct FailureWatch::State {
   std::atomic<bool> stop{false};
   mutable std::mutex mu;
   // Guarded by mu:
+  int world_size = 0;  // the job's, set at Start
   int64_t epoch = 0;
   std::vector<int> members;  // the epoch's, sorted
   std::string verdict;       // the epoch's death, "" before
@@ -264,6 +266,10 @@ struct FailureWatch::State {
       live = LiveGroupsLocked();
     }
     for (auto& g : live) g->OnVerdict(dead, text, self);
+    // The dead rank will not leave by itself: count it as left, so that
+    // rank 0's Bootstrap::Leave waits only for the living (idempotent, one
+    // count whoever of the survivors comes first).
+    if (dead >= 0 && !self) (void)CountAsLeft(*store, dead, world_size);
   }
 
   void FenceWith(const std::string& why) {
@@ -380,6 +386,7 @@ std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
   auto state = std::make_shared<State>();
   state->store = std::move(store);
   state->rank = rank;
+  state->world_size = world_size;
   state->period = period;
   state->silence = std::max(silence, period * 2);
   for (int r = 0; r < world_size; ++r) state->members.push_back(r);

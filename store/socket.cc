@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "absl/random/random.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace devmesh {
@@ -86,6 +87,9 @@ int TryConnect(const addrinfo* ai, absl::Time deadline, Socket* out) {
   return 0;
 }
 
+// Marks Connect's error when every try was refused (IsRefusal).
+constexpr absl::string_view kRefusalPayload = "devmesh.store/connect_refused";
+
 }  // namespace
 
 Socket& Socket::operator=(Socket&& other) noexcept {
@@ -114,8 +118,13 @@ int ListenBacklog() {
   return SOMAXCONN;
 }
 
+bool Socket::IsRefusal(const absl::Status& status) {
+  return status.GetPayload(kRefusalPayload).has_value();
+}
+
 absl::StatusOr<Socket> Socket::Connect(const std::string& host, int port,
-                                       absl::Time deadline) {
+                                       absl::Time deadline,
+                                       absl::Duration refused_for) {
   if (port < 1 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("store port ", port, " is outside 1..65535"));
@@ -125,22 +134,37 @@ absl::StatusOr<Socket> Socket::Connect(const std::string& host, int port,
   absl::BitGen gen;
   absl::Duration backoff = absl::Milliseconds(10);
   int last_err = 0;
+  const absl::Time start = absl::Now();
+  bool only_refused = true;  // every try so far was refused
   while (true) {
     for (const addrinfo* ai = addrs->get(); ai != nullptr; ai = ai->ai_next) {
       Socket s;
       last_err = TryConnect(ai, deadline, &s);
       if (last_err == 0) return s;
+      only_refused = only_refused && last_err == ECONNREFUSED;
     }
     const absl::Time now = absl::Now();
+    if (only_refused && now - start >= refused_for) {
+      absl::Status refused = absl::UnavailableError(absl::StrCat(
+          "cannot connect to store at ", host, ":", port, ": refused for ",
+          absl::FormatDuration(now - start), " (nothing listens there)"));
+      refused.SetPayload(kRefusalPayload, absl::Cord("1"));
+      return refused;
+    }
     if (now >= deadline) break;
-    const absl::Duration sleep = std::min(
-        deadline - now, backoff * absl::Uniform(gen, 0.5, 1.5));
+    absl::Duration sleep =
+        std::min(deadline - now, backoff * absl::Uniform(gen, 0.5, 1.5));
+    if (only_refused) {
+      sleep = std::min(sleep, start + refused_for - now);
+    }
     absl::SleepFor(sleep);
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
-  return absl::UnavailableError(
+  absl::Status error = absl::UnavailableError(
       absl::StrCat("cannot connect to store at ", host, ":", port,
                    " before the deadline: ", strerror(last_err)));
+  if (only_refused) error.SetPayload(kRefusalPayload, absl::Cord("1"));
+  return error;
 }
 
 // A dual-stack wildcard listener on `port`: [::] with IPV6_V6ONLY off (what

@@ -42,11 +42,20 @@ class Socket {
   // Connects to host:port (a name or an IPv4/IPv6 literal). While the peer
   // refuses or is unreachable (a server still starting), retries with
   // exponential backoff (10 ms doubling to 1 s) and +-50% jitter until
-  // `deadline`. Errors: InvalidArgument (port outside 1..65535, host that
-  // does not resolve), Unavailable naming host:port and the last errno once
-  // the deadline passes.
-  static absl::StatusOr<Socket> Connect(const std::string& host, int port,
-                                        absl::Time deadline);
+  // `deadline`; but once every try for `refused_for` has been refused
+  // (ECONNREFUSED: the host answers and nothing listens on the port; a
+  // server whose listen queue is full drops the connection instead, which
+  // is not a refusal), it stops there. Errors: InvalidArgument (port outside
+  // 1..65535, host that does not resolve), Unavailable naming host:port and
+  // the last errno once the deadline passes or the refusals last
+  // `refused_for`.
+  static absl::StatusOr<Socket> Connect(
+      const std::string& host, int port, absl::Time deadline,
+      absl::Duration refused_for = absl::InfiniteDuration());
+
+  // Whether `status` is Connect's error for a peer that refused every try
+  // (read from its payload, not its text).
+  static bool IsRefusal(const absl::Status& status);
 
   // Binds host:port (host "" or "::" = dual stack: an IPv6 wildcard socket
   // with IPV6_V6ONLY off, else 0.0.0.0 where IPv6 is unavailable; "0.0.0.0" =

@@ -69,10 +69,18 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
 
 absl::StatusOr<Socket> TcpStoreClient::Open(bool first,
                                             absl::Time call_deadline) const {
+  const absl::Duration refused_for = first ? absl::InfiniteDuration()
+                                     : server_stopped_.load()
+                                         ? absl::ZeroDuration()
+                                         : options_.reconnect_refused_timeout;
   absl::StatusOr<Socket> s =
       Socket::Connect(options_.host, options_.port,
-                      absl::Now() + options_.connect_timeout);
-  if (!s.ok()) return s.status();
+                      absl::Now() + options_.connect_timeout, refused_for);
+  if (!s.ok()) {
+    if (!first && Socket::IsRefusal(s.status())) server_stopped_.store(true);
+    return s.status();
+  }
+  if (!first) server_stopped_.store(false);
   Request hello;
   hello.op = Op::kHello;
   hello.number = kWireVersion;

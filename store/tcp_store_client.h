@@ -12,6 +12,14 @@
 // options.default_timeout for its reply (DeadlineExceeded).
 // A connection that fails or times out is dropped, never reused.
 //
+// A server that has stopped: once the first connection was made, a new one
+// the server's host refuses (nothing listens on the port any more) is
+// retried for options.reconnect_refused_timeout only, not connect_timeout;
+// after such a refusal every later new connection is tried once until one
+// succeeds. So with the store gone each call fails within about a second,
+// and the next ones at once: the exits of a job whose store host died stay
+// bounded (Bootstrap::Leave, the failure watch's stop).
+//
 // Thread-safety: every method may be called from any number of threads.
 #ifndef DEVMESH_STORE_TCP_STORE_CLIENT_H_
 #define DEVMESH_STORE_TCP_STORE_CLIENT_H_
@@ -20,6 +28,7 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,6 +58,11 @@ struct TcpStoreClientOptions {
   // known by then, and one starved of CPU (1024 ranks on 2 cores) took
   // longer than 5 s to answer.
   absl::Duration handshake_timeout = absl::Seconds(5);
+  // How long a new connection after the first keeps retrying while the
+  // server's host refuses it (see the top of this file). The server can only
+  // be starting before the first connection; after it, a refusal means it
+  // has stopped.
+  absl::Duration reconnect_refused_timeout = absl::Seconds(1);
 };
 
 class TcpStoreClient : public Store {
@@ -103,6 +117,9 @@ class TcpStoreClient : public Store {
                                    absl::Duration wait);
 
   const TcpStoreClientOptions options_;
+  // A new connection was refused for reconnect_refused_timeout: the server
+  // has stopped; later ones are tried once, until one succeeds.
+  mutable std::atomic<bool> server_stopped_{false};
   std::mutex mu_;
   std::vector<Socket> idle_;  // guarded by mu_
 };

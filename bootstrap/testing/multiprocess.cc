@@ -30,7 +30,7 @@ void WriteAll(int fd, absl::string_view data) {
 
 [[noreturn]] void RunChild(int rank, int nproc, int port, int report_fd,
                            const std::function<absl::Status(Bootstrap&)>& body,
-                           const RunRanksOptions& options) {
+                           const RunRanksOptions& options, bool hosts_store) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   RendezvousInfo info;
   info.rank = rank;
@@ -41,7 +41,7 @@ void WriteAll(int fd, absl::string_view data) {
   info.store_port = port;
   info.source = "testing";
   BootstrapOptions boot_options;
-  boot_options.host_server = false;
+  boot_options.host_server = hosts_store;
   boot_options.timeout = options.bootstrap_timeout;
   boot_options.token = options.token;
   absl::Status status;
@@ -101,8 +101,15 @@ std::vector<RankOutcome> RunRanksDetailed(
     }
     if (pid == 0) {
       close(fds[0]);
-      listener->Close();
-      RunChild(r, nproc, *port, fds[1], body, options);
+      const bool hosts_store = options.rank0_hosts_store && r == 0;
+      if (hosts_store) {
+        // Bootstrap takes a handed listening socket from this variable.
+        setenv("DEVMESH_STORE_LISTEN_FD",
+               absl::StrCat(listener->Release()).c_str(), 1);
+      } else {
+        listener->Close();
+      }
+      RunChild(r, nproc, *port, fds[1], body, options, hosts_store);
     }
     close(fds[1]);
     children[r].pid = pid;
@@ -111,7 +118,12 @@ std::vector<RankOutcome> RunRanksDetailed(
   TcpStoreServerOptions server_options;
   server_options.token = options.token;
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
-      TcpStoreServer::StartOnFd(listener->Release(), server_options);
+      std::unique_ptr<TcpStoreServer>();
+  if (options.rank0_hosts_store) {
+    listener->Close();  // rank 0 listens on it now
+  } else {
+    server = TcpStoreServer::StartOnFd(listener->Release(), server_options);
+  }
   if (!server.ok()) {
     for (Child& c : children) kill(c.pid, SIGKILL);
   }

@@ -63,6 +63,11 @@ struct RunRanksOptions {
   std::string token;                           // the store token
   // Passed to each rank's Bootstrap (timeout: Get/Wait/Barrier default).
   absl::Duration bootstrap_timeout = absl::Seconds(30);
+  // true: rank 0's Bootstrap hosts the store (host_server, on the socket the
+  // parent bound, handed over as //bootstrap:launch does), as in a job
+  // without an external store, so that a test can kill the store with rank
+  // 0; the parent then hosts nothing. false: the parent hosts it.
+  bool rank0_hosts_store = false;
 };
 
 // Runs `body` on every rank; returns one outcome per rank, in rank order.

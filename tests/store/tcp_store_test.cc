@@ -197,6 +197,61 @@ TEST_F(TcpStoreTest, ConnectToNothingIsUnavailableAfterDeadline) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A stopped server (its host refuses new connections): a client that was
+// connected gives up on a new connection after reconnect_refused_timeout,
+// not connect_timeout, and every later one at its first refusal; the first
+// Connect still waits its connect_timeout for a server that may be starting.
+TEST_F(TcpStoreTest, StoppedServerFailsWithinTheRefusalBoundThenAtOnce) {
+  TcpStoreClientOptions options;
+  options.port = server_->port();
+  options.token = "secret";
+  options.connect_timeout = absl::Seconds(60);
+  options.reconnect_refused_timeout = absl::Milliseconds(300);
+  auto client = TcpStoreClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Set("k", "v").ok());
+  server_.reset();  // nothing listens on the port any more
+  // The pooled connection finds the server gone at once; the call after it
+  // opens a new one, which is refused.
+  EXPECT_EQ((*client)->Set("k", "w").code(), absl::StatusCode::kUnavailable);
+  absl::Time start = absl::Now();
+  absl::Status refused = (*client)->Add("n", 1).status();
+  absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_TRUE(Socket::IsRefusal(refused)) << refused;
+  EXPECT_GE(took, absl::Milliseconds(300));
+  EXPECT_LT(took, absl::Seconds(5));
+  start = absl::Now();
+  refused = (*client)->Add("n", 1).status();
+  took = absl::Now() - start;
+  EXPECT_TRUE(Socket::IsRefusal(refused)) << refused;
+  EXPECT_LT(took, absl::Milliseconds(250));
+
+  // The first connection: refused the whole connect_timeout.
+  options.connect_timeout = absl::Milliseconds(400);
+  start = absl::Now();
+  absl::Status first = TcpStoreClient::Connect(options).status();
+  EXPECT_TRUE(Socket::IsRefusal(first)) << first;
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(400));
+}
+
+// Socket::Connect's refusal bound, and a refusal told apart from a
+// deadline by its payload, not its text.
+TEST(SocketTest, RefusedForBoundsTheRetriesOfARefusedPort) {
+  auto listener = Socket::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const int port = *listener->LocalPort();
+  listener->Close();
+  const absl::Time start = absl::Now();
+  auto s = Socket::Connect("127.0.0.1", port, absl::Now() + absl::Seconds(30),
+                           absl::ZeroDuration());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(250));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(Socket::IsRefusal(s.status())) << s.status();
+  EXPECT_FALSE(Socket::IsRefusal(absl::UnavailableError("refused")));
+}
+
 // A port held by a program that is not a store (here: a socket that listens
 // and never answers; the kernel completes the TCP handshake from its
 // backlog): Connect fails within handshake_timeout, naming the address.
