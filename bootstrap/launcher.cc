@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bootstrap/rendezvous.h"
+#include "comm/shm/shm_names.h"
 #include "store/socket.h"
 #include "store/tcp_store_server.h"
 
@@ -309,6 +310,9 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
       }
       ranks[r].running = false;
       --running;
+      // A rank stopped while a group was being set up may leave its
+      // segment in /dev/shm (comm/shm/shm_names.h): remove what it made.
+      (void)shm_internal::RemoveStaleSegments(ranks[r].pid);
       if (running == 0) all_exited_at = absl::Now();
       const int code =
           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "bootstrap/peer_info.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace {
@@ -129,15 +130,8 @@ absl::Status JoinTimeout(Store& store, const PeerInfo& self,
 }
 
 absl::Duration ProgressPeriod() {
-  static const absl::Duration period = [] {
-    int seconds = kProgressSeconds;
-    if (const char* env = std::getenv("DEVMESH_RENDEZVOUS_PROGRESS_S")) {
-      int v = 0;
-      if (absl::SimpleAtoi(env, &v) && v >= 0) seconds = v;
-    }
-    return absl::Seconds(seconds);
-  }();
-  return period;
+  return absl::Seconds(
+      ProcessSettings().rendezvous_progress_s.value_or(kProgressSeconds));
 }
 
 // Waits until every key in `keys` is set. Every kPollInterval it looks for a

@@ -11,6 +11,7 @@
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/shm/shm_communicator.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace {
@@ -37,6 +38,7 @@ Registry& GetRegistry() {
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
     absl::string_view backend, std::shared_ptr<Store> store, int rank,
     int size, const CommOptions& options) {
+  if (absl::Status s = ProcessSettingsStatus(); !s.ok()) return s;
   CommunicatorFactory factory;
   {
     Registry& registry = GetRegistry();

@@ -45,6 +45,8 @@ using CommunicatorFactory =
 //                the known names)
 //   Unavailable  "nccl" in a build without NCCL ("devmesh was built without
 //                NCCL")
+//   InvalidArgument  a DEVMESH_* variable that devmesh does not know or
+//                whose value does not parse (config/settings.h), naming it
 //   others       the backend's own (InvalidArgument for bad
 //                rank/size/options, DeadlineExceeded when peers do not
 //                arrive within options.timeout, ...)

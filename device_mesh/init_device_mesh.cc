@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/nccl/nccl_communicator.h"
+#include "config/settings.h"
 #include "device_mesh/host_layout.h"
 #include "device_mesh/mesh_agreement.h"
 #include "device_mesh/root_state.h"
@@ -40,6 +41,8 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
                                     absl::Span<const int64_t> mesh_shape,
                                     std::vector<std::string> mesh_dim_names,
                                     MeshOptions options) {
+  // A DEVMESH_* variable that is unknown or malformed (config/settings.h).
+  if (absl::Status s = ProcessSettingsStatus(); !s.ok()) return s;
   if (!mesh_dim_names.empty()) {
     absl::flat_hash_set<std::string> seen;
     for (const std::string& name : mesh_dim_names) {

@@ -63,7 +63,12 @@ namespace devmesh {
 //                       (8)"); a timeout in `options` that is not positive;
 //                       a per_dim key of `options` that names no dim, an
 //                       index out of range, or a second key for one dim
-//                       (DeviceMesh::Create's check, naming the key)
+//                       (DeviceMesh::Create's check, naming the key); a
+//                       DEVMESH_* variable that devmesh does not know or
+//                       whose value does not parse, first of all
+//                       (config/settings.h: "malformed setting
+//                       DEVMESH_SHM_SLOT_BYTES='64x': want a positive byte
+//                       count ...")
 //   FailedPrecondition  a null or detached runtime (no bootstrap); with
 //                       options.require_inside_host
 //                       (device_mesh/host_layout.h): the runtime does not

@@ -10,20 +10,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/communicator.h"
+#include "config/settings.h"
 #include "config/version.h"
 #include "store/store.h"
 
 namespace devmesh {
 namespace device_mesh_internal {
 namespace {
-
-constexpr const char* kAgreedSettings[] = {
-    "DEVMESH_SHM_ONESHOT_MAX",     "DEVMESH_SHM_SINGLE_COPY",
-    "DEVMESH_SHM_SINGLE_COPY_MIN", "DEVMESH_SHM_SLOT_BYTES",
-    "DEVMESH_GLOO_SYNC_ROUTE",     "DEVMESH_GLOO_SYNC_MAX_BYTES",
-    "DEVMESH_GLOO_LAZY_MESH",      "DEVMESH_FAILURE_WATCH",
-    "DEVMESH_LEASE_PERIOD_MS",     "DEVMESH_LEASE_SILENCE_MS",
-};
 
 constexpr absl::string_view kOk = "ok";
 
@@ -81,8 +74,6 @@ std::string Key(int64_t index, absl::string_view name) {
 
 }  // namespace
 
-absl::Span<const char* const> AgreedSettings() { return kAgreedSettings; }
-
 MeshSpec InitDeviceMeshSpec(absl::string_view device_type,
                             absl::Span<const int64_t> shape,
                             const std::vector<std::string>& names,
@@ -102,11 +93,8 @@ MeshSpec InitDeviceMeshSpec(absl::string_view device_type,
   }
   spec.emplace_back("require_inside_host",
                     Parenthesized(options.require_inside_host));
-  for (const char* name : kAgreedSettings) {
-    const char* value = std::getenv(name);
-    spec.emplace_back(
-        absl::StrCat("setting ", name),
-        value == nullptr ? "unset" : absl::StrCat("'", value, "'"));
+  for (const auto& [name, value] : AgreedSettingsText(ProcessSettings())) {
+    spec.emplace_back(absl::StrCat("setting ", name), value);
   }
   return spec;
 }

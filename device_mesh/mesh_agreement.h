@@ -52,14 +52,10 @@ namespace device_mesh_internal {
 // mesh dim 1", "setting DEVMESH_SHM_ONESHOT_MAX", ...).
 using MeshSpec = std::vector<std::pair<std::string, std::string>>;
 
-// The settings read from the environment that every rank must share (the
-// algorithms' steps misalign otherwise): their names, in the order MeshSpec
-// lists them.
-absl::Span<const char* const> AgreedSettings();
-
 // InitDeviceMesh's spec: devmesh's version, the device type, the shape (with
 // -1 resolved), the dim names, each dim's options (MeshOptions::For),
-// require_inside_host, and the AgreedSettings' values ("unset" when unset).
+// require_inside_host, and the settings that must agree, parsed
+// (config/settings.h's AgreedSettingsText: "unset", or the number).
 MeshSpec InitDeviceMeshSpec(absl::string_view device_type,
                             absl::Span<const int64_t> shape,
                             const std::vector<std::string>& names,

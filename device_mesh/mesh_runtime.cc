@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "config/settings.h"
 #include "store/cancellable_store.h"
 #include "device_mesh/group_tag.h"
 #include "store/prefix_store.h"
@@ -140,13 +141,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
 
 void MeshRuntime::EnsureWatch() {
   std::call_once(watch_once_, [this] {
-    const char* off = std::getenv("DEVMESH_FAILURE_WATCH");
-    if (detached() || (off != nullptr && std::string(off) == "0")) return;
-    auto env_ms = [](const char* name, int64_t fallback) {
-      int64_t v = 0;
-      const char* p = std::getenv(name);
-      return p != nullptr && absl::SimpleAtoi(p, &v) && v > 0 ? v : fallback;
-    };
+    const Settings& settings = ProcessSettings();
+    if (detached() || !settings.failure_watch.value_or(true)) return;
     // Defaults that bound the watch's load on the store whatever the world
     // size: each rank makes 3 requests a period, so a period of one
     // millisecond per rank (never under 250 ms) keeps the store at about
@@ -154,10 +150,10 @@ void MeshRuntime::EnsureWatch() {
     // period (12k requests a second) starved the store, and new connections
     // timed out in its handshake (tools/scale_check.sh --hosts=8
     // --mesh=32x32). The silence stays 8 periods (2 s at 250 ms).
-    const int64_t period_ms = env_ms(
-        "DEVMESH_LEASE_PERIOD_MS", std::max<int64_t>(250, world_size_));
-    const int64_t silence_ms = env_ms(
-        "DEVMESH_LEASE_SILENCE_MS", std::max<int64_t>(2000, 8 * period_ms));
+    const int64_t period_ms =
+        settings.lease_period_ms.value_or(std::max<int64_t>(250, world_size_));
+    const int64_t silence_ms = settings.lease_silence_ms.value_or(
+        std::max<int64_t>(2000, 8 * period_ms));
     watch_ = FailureWatch::Start(store_->base(), rank_, world_size_,
                                  absl::Milliseconds(period_ms),
                                  absl::Milliseconds(silence_ms));

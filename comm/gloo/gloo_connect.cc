@@ -18,6 +18,7 @@
 #include "comm/gloo/gloo_sync_allreduce.h"
 #include "comm/group_args.h"
 #include "comm/store_exchange.h"
+#include "config/settings.h"
 
 namespace devmesh {
 
@@ -28,13 +29,7 @@ namespace {
 // Whether a group with the synchronous route leaves its other pairs for
 // first use (gloo_communicator.h): DEVMESH_GLOO_LAZY_MESH unset or not "0".
 // Read once per process.
-bool LazyMesh() {
-  static const bool lazy = [] {
-    const char* env = std::getenv("DEVMESH_GLOO_LAZY_MESH");
-    return env == nullptr || std::string(env) != "0";
-  }();
-  return lazy;
-}
+bool LazyMesh() { return ProcessSettings().gloo_lazy_mesh.value_or(true); }
 
 }  // namespace
 

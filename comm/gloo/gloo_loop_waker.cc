@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/tcp/loop.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace gloo_internal {
@@ -40,8 +41,7 @@ class NoopHandler final : public ::gloo::transport::tcp::Handler {
 
 // DEVMESH_GLOO_LOOP_BATCH=0 keeps the loop thread under the caller's policy.
 bool LoopBatchPolicyWanted() {
-  const char* env = std::getenv("DEVMESH_GLOO_LOOP_BATCH");
-  return env == nullptr || std::string(env) != "0";
+  return ProcessSettings().gloo_loop_batch.value_or(true);
 }
 
 }  // namespace

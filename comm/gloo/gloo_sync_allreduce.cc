@@ -19,6 +19,7 @@
 #include "comm/gloo/gloo_shutdown.h"
 #include "comm/gloo/gloo_status.h"
 #include "comm/reduce_functions.h"
+#include "config/settings.h"
 #include "gloo/allreduce_bcube.h"
 
 namespace devmesh {
@@ -65,15 +66,7 @@ class ScopedReduce {
 }  // namespace
 
 size_t GlooSyncMaxBytes() {
-  static const size_t bytes = [] {
-    const char* env = std::getenv("DEVMESH_GLOO_SYNC_MAX_BYTES");
-    uint64_t v = 0;
-    if (env != nullptr && absl::SimpleAtoi(env, &v)) {
-      return static_cast<size_t>(v);
-    }
-    return kGlooSyncMaxBytes;
-  }();
-  return bytes;
+  return ProcessSettings().gloo_sync_max_bytes.value_or(kGlooSyncMaxBytes);
 }
 
 bool SyncAllreduce::SizeFits(int size) {
@@ -88,16 +81,11 @@ std::vector<int> SyncAllreduce::Partners(int rank, int size) {
 }
 
 bool GlooSyncRouteWanted(int size, bool crosses_hosts) {
-  static const int mode = [] {  // 0 none, 1 every group, 2 across hosts
-    const char* env = std::getenv("DEVMESH_GLOO_SYNC_ROUTE");
-    if (env == nullptr) return 2;
-    const std::string v = env;
-    if (v == "0") return 0;
-    if (v == "1") return 1;
-    return 2;
-  }();
+  const GlooSyncRoute mode =
+      ProcessSettings().gloo_sync_route.value_or(GlooSyncRoute::kAcrossHosts);
   if (!SyncAllreduce::SizeFits(size)) return false;
-  return mode == 1 || (mode == 2 && crosses_hosts);
+  return mode == GlooSyncRoute::kEveryGroup ||
+         (mode == GlooSyncRoute::kAcrossHosts && crosses_hosts);
 }
 
 std::unique_ptr<SyncAllreduce> SyncAllreduce::FromMesh(int rank, int size,

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "comm/shm/shm_copy.h"
 #include "comm/shm/shm_single_copy.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -113,23 +114,13 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
   return absl::OkStatus();
 }
 
-// A byte count from the environment (a tuning knob), else `fallback`.
-size_t EnvBytesOr(const char* name, size_t fallback) {
-  const char* env = std::getenv(name);
-  size_t v = 0;
-  return env != nullptr && absl::SimpleAtoi(env, &v) ? v : fallback;
-}
-
 size_t OneShotMaxBytes() {
-  static const size_t max =
-      EnvBytesOr("DEVMESH_SHM_ONESHOT_MAX", kOneShotMaxBytes);
-  return max;
+  return ProcessSettings().shm_oneshot_max_bytes.value_or(kOneShotMaxBytes);
 }
 
 size_t SingleCopyMinBytes() {
-  static const size_t min =
-      EnvBytesOr("DEVMESH_SHM_SINGLE_COPY_MIN", kSingleCopyMinBytes);
-  return min;
+  return ProcessSettings().shm_single_copy_min_bytes.value_or(
+      kSingleCopyMinBytes);
 }
 
 absl::Status ShmAllReduce(ShmGroup g, const char* send, char* recv,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
 #include <utility>
@@ -22,9 +23,11 @@
 #include "comm/communicator.h"
 #include "comm/shm/shm_exit_watch.h"
 #include "comm/shm/shm_futex.h"
+#include "comm/shm/shm_names.h"
 #include "comm/shm/shm_process.h"
 #include "comm/shm/shm_segment.h"
 #include "comm/store_exchange.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -79,8 +82,7 @@ bool CanReadPeer(int64_t pid, uint64_t addr, uint64_t nonce) {
 }
 
 bool SingleCopyAllowed() {
-  const char* env = std::getenv("DEVMESH_SHM_SINGLE_COPY");
-  return env == nullptr || std::string(env) != "0";
+  return ProcessSettings().shm_single_copy.value_or(true);
 }
 
 void CopyText(char* dst, absl::string_view text) {
@@ -351,8 +353,19 @@ std::unique_ptr<SetupChannel> StoreChannel(Store& store, std::string prefix,
                                              deadline, round_trips);
 }
 
-absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
-    SetupChannel& channel_ref, const ShmOptions& given) {
+namespace {
+
+// Segments left by set-ups that were stopped (shm_names.h): removed once per
+// process before its first segment, and after any set-up that failed (the
+// maker that stopped it may have left one). Errors are ignored: the sweep
+// only tidies /dev/shm.
+void RemoveStaleSegmentsOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { (void)RemoveStaleSegments(); });
+}
+
+absl::StatusOr<std::optional<ShmSetup>> SetUp(SetupChannel& channel_ref,
+                                              const ShmOptions& given) {
   SetupChannel* group = &channel_ref;
   if (given.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -361,9 +374,8 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   }
   ShmOptions options = given;
   // DEVMESH_SHM_SLOT_BYTES overrides the slot size (a tuning knob).
-  if (const char* env = std::getenv("DEVMESH_SHM_SLOT_BYTES")) {
-    size_t v = 0;
-    if (absl::SimpleAtoi(env, &v) && v > 0) options.slot_bytes = v;
+  if (std::optional<size_t> v = ProcessSettings().shm_slot_bytes) {
+    options.slot_bytes = *v;
   }
   const int n = group->size();
   const int me = group->rank();
@@ -382,11 +394,20 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   Offer offer{};
   std::unique_ptr<ShmSegment> segment;
   if (me == 0) {
+    RemoveStaleSegmentsOnce();
     offer.nonce = RandomWord();
-    const std::string name = absl::StrCat("/devmesh-", getpid(), "-",
-                                          absl::Hex(RandomWord(),
-                                                    absl::kZeroPad16));
-    auto made = ShmSegment::Create(name, n, options.slot_bytes, offer.nonce);
+    std::string name;
+    absl::StatusOr<std::unique_ptr<ShmSegment>> made = absl::UnknownError("");
+    absl::StatusOr<uint64_t> pid_namespace = OwnPidNamespace();
+    if (!self.ok()) {
+      made = self.status();
+    } else if (!pid_namespace.ok()) {
+      made = pid_namespace.status();
+    } else {
+      name = SegmentName(SegmentMaker{*pid_namespace, *self}, RandomWord());
+      static_assert(sizeof(Offer::name) > kMaxSegmentNameLength);
+      made = ShmSegment::Create(name, n, options.slot_bytes, offer.nonce);
+    }
     if (made.ok()) {
       segment = std::move(*made);
       segment->header()->check_calls = options.check_calls ? 1 : 0;
@@ -536,6 +557,15 @@ absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
   }
   return ShmSetup{std::move(segment), std::move(identities), options,
                   single_copy};
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<ShmSetup>> SetUpSharedMemory(
+    SetupChannel& channel, const ShmOptions& given) {
+  absl::StatusOr<std::optional<ShmSetup>> setup = SetUp(channel, given);
+  if (!setup.ok()) (void)RemoveStaleSegments();
+  return setup;
 }
 
 }  // namespace shm_internal

@@ -15,6 +15,7 @@
 #include "comm/communicator.h"
 #include "comm/shm/shm_exit_watch.h"
 #include "comm/shm/shm_futex.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -41,22 +42,14 @@ namespace {
 constexpr int kSpinIterations = 0;
 constexpr int kYieldForMicros = 500;
 
-int EnvOr(const char* name, int fallback) {
-  const char* env = std::getenv(name);
-  int v = 0;
-  if (env != nullptr && absl::SimpleAtoi(env, &v) && v >= 0) return v;
-  return fallback;
-}
-
 int SpinIterations() {
-  static const int spins = EnvOr("DEVMESH_SHM_SPIN", kSpinIterations);
-  return spins;
+  return static_cast<int>(std::min<int64_t>(
+      ProcessSettings().shm_spin.value_or(kSpinIterations), INT_MAX));
 }
 
 absl::Duration YieldFor() {
-  static const absl::Duration d =
-      absl::Microseconds(EnvOr("DEVMESH_SHM_YIELD_US", kYieldForMicros));
-  return d;
+  return absl::Microseconds(
+      ProcessSettings().shm_yield_us.value_or(kYieldForMicros));
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/comm/fork_ranks.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace {
@@ -77,6 +78,7 @@ class GlooLazyMeshTest : public ::testing::Test {
   void SetUp() override {
     setenv("DEVMESH_GLOO_SYNC_ROUTE", "1", 1);
     unsetenv("DEVMESH_GLOO_LAZY_MESH");
+    ASSERT_TRUE(ReloadProcessSettings().ok());
   }
 };
 
@@ -150,6 +152,7 @@ TEST_F(GlooLazyMeshTest, BarrierConnectsEveryPair) {
 // DEVMESH_GLOO_LAZY_MESH=0: every pair connected at creation.
 TEST_F(GlooLazyMeshTest, OffConnectsEveryPairAtCreation) {
   setenv("DEVMESH_GLOO_LAZY_MESH", "0", 1);
+  ASSERT_TRUE(ReloadProcessSettings().ok());
   absl::Status status = ForkRanks(4, [](int rank, int size,
                                         std::shared_ptr<Store> store)
                                          -> absl::Status {

@@ -34,6 +34,7 @@
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/comm/fork_ranks.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace {
@@ -126,11 +127,13 @@ TEST(GlooLoopWakerTest, TheBatchPolicyCanBeTurnedOff) {
     GTEST_SKIP() << "the test runs under a policy other than SCHED_OTHER";
   }
   ASSERT_EQ(setenv("DEVMESH_GLOO_LOOP_BATCH", "0", 1), 0);
+  ASSERT_TRUE(ReloadProcessSettings().ok());
   const std::set<int> before = Threads();
   GlooOptions options;
   options.hostname = "127.0.0.1";
   auto device = gloo_internal::MakeGlooDevice(options);
   unsetenv("DEVMESH_GLOO_LOOP_BATCH");
+  ASSERT_TRUE(ReloadProcessSettings().ok());
   ASSERT_TRUE(device.ok()) << device.status();
   const int loop = FindLoopThread(before);
   ASSERT_GT(loop, 0) << "no new thread waits in epoll_wait";

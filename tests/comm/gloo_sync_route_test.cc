@@ -31,6 +31,7 @@
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/comm/fork_ranks.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace {
@@ -72,9 +73,12 @@ absl::Status CheckedSum(Communicator& comm, size_t count) {
   return absl::OkStatus();
 }
 
-// DEVMESH_GLOO_SYNC_ROUTE for the ranks ForkRanks starts next (each reads it
-// once, in its own process; this test process never does).
-void SetRoute(const char* mode) { setenv("DEVMESH_GLOO_SYNC_ROUTE", mode, 1); }
+// DEVMESH_GLOO_SYNC_ROUTE for the ranks ForkRanks starts next (they inherit
+// this process's settings, read again here).
+void SetRoute(const char* mode) {
+  setenv("DEVMESH_GLOO_SYNC_ROUTE", mode, 1);
+  (void)ReloadProcessSettings();
+}
 
 // The route's pairs: rank XOR 2^k.
 TEST(GlooSyncRoutePartnersTest, PowersOfTwoOnly) {

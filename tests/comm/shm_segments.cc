@@ -8,24 +8,21 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "comm/shm/shm_names.h"
 
 namespace devmesh {
 namespace testing {
 namespace {
 
-// Every "devmesh-<pid>-..." name with its pid.
+// Every segment name (comm/shm/shm_names.h) with its maker's pid.
 std::vector<std::pair<std::string, int64_t>> All() {
   std::vector<std::pair<std::string, int64_t>> out;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return out;
   while (dirent* e = readdir(dir)) {
     if (!absl::StartsWith(e->d_name, "devmesh-")) continue;
-    std::vector<std::string> parts = absl::StrSplit(e->d_name, '-');
-    int64_t pid = 0;
-    if (parts.size() >= 3 && absl::SimpleAtoi(parts[1], &pid)) {
-      out.emplace_back(e->d_name, pid);
+    if (auto maker = shm_internal::ParseSegmentName(e->d_name)) {
+      out.emplace_back(e->d_name, maker->process.pid);
     }
   }
   closedir(dir);

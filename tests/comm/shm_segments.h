@@ -1,8 +1,9 @@
 // devmesh/tests/comm/shm_segments.h
 // -----------------------------------------------------------------------------
 // Test helper (testonly): the shared-memory segments devmesh left in
-// /dev/shm. Segment names are "devmesh-<creator pid>-<random>"; tests run in
-// parallel share /dev/shm, so a test judges only segments it can attribute.
+// /dev/shm. Segment names carry their creator's pid (comm/shm/shm_names.h);
+// tests run in parallel share /dev/shm, so a test judges only segments it can
+// attribute.
 #ifndef DEVMESH_TESTS_COMM_SHM_SEGMENTS_H_
 #define DEVMESH_TESTS_COMM_SHM_SEGMENTS_H_
 

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "bootstrap/testing/multiprocess.h"
 #include "comm/communicator.h"
+#include "config/settings.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
 #include "gtest/gtest.h"
@@ -184,10 +185,12 @@ INSTANTIATE_TEST_SUITE_P(Mismatches, MeshAgreementTest,
                          });
 
 // A must-agree setting read from the environment: rank 1 runs another
-// one-shot bound for shared-memory all-reduces.
+// one-shot bound for shared-memory all-reduces (given as "4K": the parsed
+// value is what the error names).
 TEST(MeshAgreement, ASettingThatMustAgree) {
   absl::Status s = RunRanks(2, [](Bootstrap& b) -> absl::Status {
-    if (b.rank() == 1) setenv("DEVMESH_SHM_ONESHOT_MAX", "4096", 1);
+    if (b.rank() == 1) setenv("DEVMESH_SHM_ONESHOT_MAX", "4K", 1);
+    RETURN_IF_ERROR(ReloadProcessSettings().status());
     ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
     auto mesh = InitDeviceMesh(runtime, "cpu", {2}, {"w"});
     return Expect(
@@ -195,12 +198,73 @@ TEST(MeshAgreement, ASettingThatMustAgree) {
             mesh.status().message() ==
                 absl::StrCat(kDiffer,
                              "global rank 1 asked for setting "
-                             "DEVMESH_SHM_ONESHOT_MAX '4096', global rank 0 "
+                             "DEVMESH_SHM_ONESHOT_MAX 4096, global rank 0 "
                              "for unset",
                              kTail),
         mesh.status().ToString());
   });
   EXPECT_TRUE(s.ok()) << s;
+}
+
+// The same value written two ways agrees: the parsed values are compared.
+TEST(MeshAgreement, OneValueWrittenTwoWaysAgrees) {
+  absl::Status s = RunRanks(2, [](Bootstrap& b) -> absl::Status {
+    setenv("DEVMESH_SHM_SLOT_BYTES", b.rank() == 0 ? "65536" : "64K", 1);
+    RETURN_IF_ERROR(ReloadProcessSettings().status());
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {2}, {"w"}));
+    ASSIGN_OR_RETURN(w, mesh.GetGroup("w"));
+    int32_t x = b.rank() + 1;
+    RETURN_IF_ERROR(w->AllReduce(&x, &x, 1, DataType::kInt32, ReduceOp::kSum));
+    return Expect(x == 3, absl::StrCat("sum ", x));
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// A malformed or unknown DEVMESH_* variable on one rank: that rank's
+// InitDeviceMesh fails naming it, and the others at once naming that rank.
+TEST(MeshAgreement, AMalformedOrUnknownSettingFailsEveryRankAtOnce) {
+  struct Bad {
+    const char* name;
+    const char* value;
+    const char* error;
+  };
+  for (const Bad& bad : {
+           Bad{"DEVMESH_SHM_SLOT_BYTES", "64x",
+               "malformed setting DEVMESH_SHM_SLOT_BYTES='64x': want a "
+               "positive byte count (digits, optionally followed by K, M or "
+               "G)"},
+           Bad{"DEVMESH_SHM_SLOTBYTES", "65536",
+               "unknown setting DEVMESH_SHM_SLOTBYTES='65536': devmesh reads "
+               "no such variable (a typo? its settings are "},
+       }) {
+    absl::Status s = RunRanks(3, [&](Bootstrap& b) -> absl::Status {
+      if (b.rank() == 2) setenv(bad.name, bad.value, 1);
+      (void)ReloadProcessSettings();
+      ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+      const absl::Time start = absl::Now();
+      auto mesh = InitDeviceMesh(runtime, "cpu", {3}, {"w"});
+      const absl::Duration took = absl::Now() - start;
+      RETURN_IF_ERROR(Expect(absl::IsInvalidArgument(mesh.status()),
+                             mesh.status().ToString()));
+      const std::string want = b.rank() == 2
+                                   ? std::string(bad.error)
+                                   : absl::StrCat(
+                                         "InitDeviceMesh: global rank 2 could "
+                                         "not make its mesh: ",
+                                         bad.error);
+      RETURN_IF_ERROR(Expect(
+          absl::StartsWith(mesh.status().message(), want),
+          absl::StrCat("got ", mesh.status().ToString(), "\nwant ", want)));
+      if (b.rank() != 2) {
+        RETURN_IF_ERROR(
+            Expect(GetErrorInfo(mesh.status()).peer == 2, "peer payload"));
+      }
+      return Expect(took < absl::Seconds(10),
+                    absl::StrCat("took ", absl::FormatDuration(took)));
+    });
+    EXPECT_TRUE(s.ok()) << bad.name << ": " << s;
+  }
 }
 
 // Agreeing ranks make the mesh and use it, twice over (two agreements).
