@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/error_info.h"
 #include "device_mesh/mesh_serialization.h"
 #include "device_mesh/root_state.h"
 
@@ -196,6 +197,31 @@ std::string DeviceMesh::GroupKey(const MeshLayout& layout, int d,
   return GroupIdentity(layout, d, options);
 }
 
+namespace {
+
+// A group's creation error, naming the mesh dim it was made for and its
+// members; when members never came, the likely causes. The code and the
+// payloads stay the backend's.
+absl::Status ForMeshDim(const absl::Status& error, absl::string_view dim,
+                        const std::vector<int>& members) {
+  std::string text = absl::StrCat(
+      "the group along mesh dim '", dim, "' (global ranks [",
+      absl::StrJoin(members, ", "), "]) was not made: ", error.message());
+  if (absl::IsDeadlineExceeded(error)) {
+    absl::StrAppend(
+        &text,
+        " -- members that did not come are likely ranks that never asked for "
+        "this dim's group (every member of the line must, by GetGroup or a "
+        "collective on the dim), ranks that made another mesh (InitDeviceMesh "
+        "agrees on it; DeviceMesh::Create and FromLayout do not check), or "
+        "ranks busy, stuck or dead elsewhere for longer than the dim's "
+        "timeout");
+  }
+  return Reworded(error, text);
+}
+
+}  // namespace
+
 namespace device_mesh_internal {
 std::string LocalFields(const GroupOptions& options) {
   if (!options.nccl.has_value()) return "";
@@ -280,6 +306,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
         made = runtime_->Group(options.backend,
                                GroupIdentity(layout, d, options), members,
                                timeout, options.nccl);
+        if (!made.ok()) made = ForMeshDim(made.status(), ref->name, members);
       }
       std::lock_guard<std::mutex> lock(root_->mu);
       group = &root_->groups.emplace(key, std::move(made)).first->second;

@@ -280,7 +280,11 @@ class DeviceMesh {
   // of this file). No dim: dim 0 on a 1-d mesh (R4). The first call for a
   // dim blocks for up to the group's timeout while the members connect; a
   // failure is remembered (later calls return it without trying again:
-  // abort and rebuild the mesh).
+  // abort and rebuild the mesh). A creation error (the backend's, the
+  // DeadlineExceeded and Unavailable below) keeps its code and payloads and
+  // reads "the group along mesh dim 'tp' (global ranks [0, 1]) was not made:
+  // <the error>"; a DeadlineExceeded adds the likely causes of members that
+  // did not come.
   // Errors:
   //   InvalidArgument     no dim given on an n-d mesh; a flattened dim that
   //                       reaches ranks outside this mesh; no backend for

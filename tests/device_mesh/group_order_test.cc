@@ -3,6 +3,7 @@
 // each one is right whatever order its members create it in, or its creation
 // ends with DeadlineExceeded naming the members that did not come: never a
 // group with the wrong members or a wrong sum.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -71,11 +72,21 @@ TEST(GroupOrder, CircularWaitEndsInDeadlineExceededNamingTheMember) {
     // The first dim's line partner: dp pairs 0-2 and 1-3, tp 0-1 and 2-3.
     const int partner = first == 0 ? (me + 2) % 4 : (me ^ 1);
     auto g = mesh.GetGroup(first);
+    const std::string dim = first == 0 ? "dp" : "tp";
+    const std::string line = absl::StrCat("[", std::min(me, partner), ", ",
+                                          std::max(me, partner), "]");
     RETURN_IF_ERROR(Expect(
         absl::IsDeadlineExceeded(g.status()) &&
+            absl::StartsWith(
+                g.status().message(),
+                absl::StrCat("the group along mesh dim '", dim,
+                             "' (global ranks ", line, ") was not made: ")) &&
             absl::StrContains(g.status().message(),
                               absl::StrCat("global rank(s) [", partner,
-                                           "] did not join the group")),
+                                           "] did not join the group")) &&
+            absl::StrContains(g.status().message(),
+                              " -- members that did not come are likely "
+                              "ranks that never asked for this dim's group"),
         absl::StrCat("first GetGroup: ", g.status().ToString(),
                      ", want DeadlineExceeded naming global rank ", partner)));
     // No rank goes on to its second dim before all have failed their first
