@@ -14,9 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bootstrap/peer_info.h"
 #include "bootstrap/rendezvous.h"
 #include "comm/shm/shm_names.h"
 #include "store/socket.h"
+#include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 
 extern char** environ;
@@ -267,6 +269,32 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
   }
   listener.Close();  // rank 0 holds its own copy
 
+  // With host_store: a rank's end is reported to the rendezvous in the
+  // launcher's store (ReportEndBeforeRendezvous) until it has completed, so
+  // that the ranks waiting in it fail at once naming that rank.
+  std::unique_ptr<TcpStoreClient> reporter;
+  bool rendezvous_settled = store == nullptr;
+  auto report_end = [&](int r, const std::string& how) {
+    if (rendezvous_settled) return;
+    if (reporter == nullptr) {
+      TcpStoreClientOptions client_options;
+      client_options.port = port;
+      client_options.token = StoreToken(options.env);
+      client_options.connect_timeout = absl::Seconds(1);
+      client_options.default_timeout = absl::Seconds(2);
+      absl::StatusOr<std::unique_ptr<TcpStoreClient>> connected =
+          TcpStoreClient::Connect(client_options);
+      if (!connected.ok()) {
+        rendezvous_settled = true;  // the ranks' own timeouts remain
+        return;
+      }
+      reporter = *std::move(connected);
+    }
+    absl::StatusOr<bool> open = ReportEndBeforeRendezvous(
+        *reporter, absl::StrCat("rank ", r, " (pid ", ranks[r].pid, ") ", how));
+    if (!open.ok() || !*open) rendezvous_settled = true;
+  };
+
   int failed_rank = -1;
   int result = 0;
   absl::Time kill_at = absl::InfiniteFuture();
@@ -317,6 +345,10 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
       const int code =
           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       ranks[r].exit_code = code;
+      report_end(r, WIFEXITED(status)
+                        ? absl::StrCat("exited with code ", code)
+                        : absl::StrCat("was killed by signal ",
+                                       WTERMSIG(status)));
       if (code != 0 && (failed_rank < 0 || options.keep_going)) {
         const bool first = failed_rank < 0;
         if (first) {

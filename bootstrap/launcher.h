@@ -23,6 +23,12 @@
 // TORCHELASTIC_USE_AGENT_STORE=True and joins it as a client, so the store
 // outlives any rank (rank 0 included) until LaunchLocal returns. Its token
 // is DEVMESH_STORE_TOKEN from `env`, else from the launcher's environment.
+// A rank that ends (exits or is killed) before the ranks' rendezvous has
+// completed is reported to it (bootstrap/peer_info.h,
+// ReportEndBeforeRendezvous): the ranks still waiting there fail within
+// about half a second with Unavailable naming it ("rendezvous failed: rank 2
+// (pid 4711) exited with code 3 before the rendezvous completed (reported
+// by the launcher)"), rather than at their timeout with "missing ranks".
 // The server runs a thread while the ranks are forked; the children only
 // make async-signal-safe calls before exec.
 //

@@ -27,6 +27,9 @@ constexpr char kError[] = "error:";
 // A verdict of rank 0's rendezvous timeout, so that every rank that joined
 // ends with the same missing-rank message (not with the store closing).
 constexpr char kDeadline[] = "deadline:";
+// A verdict of the launcher that hosts the store: a rank's process ended
+// before the rendezvous completed (ReportEndBeforeRendezvous).
+constexpr char kGone[] = "gone:";
 // WaitOrVerdict's own timeout (its callers then say who is missing), as
 // opposed to a DeadlineExceeded verdict published by rank 0.
 constexpr char kOwnTimeout[] = "rendezvous timed out";
@@ -60,6 +63,10 @@ absl::StatusOr<std::vector<PeerInfo>> Interpret(const std::string& verdict,
                                                 const PeerInfo& self) {
   if (absl::StartsWith(verdict, kDeadline)) {
     return absl::DeadlineExceededError(verdict.substr(sizeof(kDeadline) - 1));
+  }
+  if (absl::StartsWith(verdict, kGone)) {
+    return absl::UnavailableError(
+        absl::StrCat("rendezvous failed: ", verdict.substr(sizeof(kGone) - 1)));
   }
   if (absl::StartsWith(verdict, kError)) {
     return absl::InvalidArgumentError(
@@ -333,6 +340,17 @@ absl::StatusOr<std::vector<PeerInfo>> ExchangePeerInfo(Store& store,
     (void)store.Add(kReadKey, 1);
   }
   return result;
+}
+
+absl::StatusOr<bool> ReportEndBeforeRendezvous(Store& store,
+                                               absl::string_view what) {
+  absl::StatusOr<std::string> stands =
+      store.CompareSet(kVerdictKey, "",
+                       absl::StrCat(kGone, what,
+                                    " before the rendezvous "
+                                    "completed (reported by the launcher)"));
+  if (!stands.ok()) return stands.status();
+  return !absl::StartsWith(*stands, kOk);
 }
 
 void WaitForVerdictReaders(Store& store, absl::Duration timeout) {

@@ -99,10 +99,28 @@ absl::StatusOr<std::string> LocalAddressToward(absl::string_view host,
 //     by a job whose rendezvous already completed in this store ("another
 //     job is using this store", naming that job's process): that job's keys
 //     are left as they are.
+//   Unavailable when the launcher that hosts the store reported a rank's
+//     process ended before the rendezvous completed
+//     (ReportEndBeforeRendezvous): "rendezvous failed: rank 2 (pid 4711)
+//     exited with code 3 before the rendezvous completed (reported by the
+//     launcher)", within about half a second of the report.
 //   The store's errors (Unavailable when the store is gone).
 absl::StatusOr<std::vector<PeerInfo>> ExchangePeerInfo(Store& store,
                                                        const PeerInfo& self,
                                                        absl::Duration timeout);
+
+// For whoever hosts the store and sees a rank's process end (the launcher,
+// bootstrap/launcher.h): unless the rendezvous in `store` has a verdict
+// already, makes "<what> before the rendezvous completed" its verdict, so
+// that every rank still in ExchangePeerInfo fails at once with Unavailable
+// naming it instead of waiting out its timeout. `what` names the process
+// ("rank 2 (pid 4711) exited with code 3"). Returns true when the
+// rendezvous had not completed (this report or an earlier verdict of
+// failure stands), false when it had completed (nothing changed: a later
+// exit is not the rendezvous's concern). Errors: the store's. Thread-safety:
+// any thread.
+absl::StatusOr<bool> ReportEndBeforeRendezvous(Store& store,
+                                               absl::string_view what);
 
 // For a rank 0 that hosts the store and got InvalidArgument from
 // ExchangePeerInfo: waits (at most `timeout`) until every other rank that

@@ -6,12 +6,15 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "bootstrap/testing/capture.h"
 #include "gtest/gtest.h"
 
@@ -95,6 +98,51 @@ TEST(LauncherTest, RankZeroKilledUnderHostStoreLeavesTheStoreUp) {
             std::string::npos)
       << errors;
   EXPECT_EQ(errors.find("rank 1 exited"), std::string::npos) << errors;
+}
+
+// A rank that exits before it joins, under --host_store --keep_going: the
+// launcher reports it to the rendezvous, and every other rank fails at once
+// naming it (Unavailable), not at its 60 s timeout with "missing ranks".
+// Each rank position in turn, rank 0 included.
+TEST(LauncherTest, RankEndingBeforeTheRendezvousIsNamedAtOnce) {
+  absl::Duration slowest;
+  for (int early = 0; early < 4; ++early) {
+    Capture out, err;
+    LaunchOptions options;
+    options.nproc = 4;
+    options.argv = {kWorker};
+    options.env = {{"WORKER_EXIT_BEFORE_RANK", absl::StrCat(early)},
+                   {"WORKER_TIMEOUT_S", "60"}};
+    options.host_store = true;
+    options.keep_going = true;
+    options.stdout_fd = out.fd();
+    options.stderr_fd = err.fd();
+    const absl::Time start = absl::Now();
+    absl::StatusOr<int> code = LaunchLocal(options);
+    const absl::Duration took = absl::Now() - start;
+    slowest = std::max(slowest, took);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(*code, 3);
+    const std::string errors = err.Read();
+    for (int r = 0; r < 4; ++r) {
+      if (r == early) continue;
+      EXPECT_TRUE(absl::StrContains(
+          errors,
+          absl::StrCat("[rank ", r,
+                       "] bootstrap failed: UNAVAILABLE: rendezvous failed: "
+                       "rank ",
+                       early, " (pid ")))
+          << errors;
+    }
+    EXPECT_TRUE(absl::StrContains(
+        errors,
+        ") exited with code 3 before the rendezvous completed "
+        "(reported by the launcher)"))
+        << errors;
+    EXPECT_LT(took, absl::Seconds(10)) << errors;
+  }
+  std::printf("launches: 4, slowest %s\n",
+              absl::FormatDuration(slowest).c_str());
 }
 
 // The same job with rank 0 hosting the store: its death takes the store,

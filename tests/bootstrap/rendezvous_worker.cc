@@ -3,9 +3,11 @@
 // exits 0 when all are right. With WORKER_FAIL_RANK=r, rank r exits 3 right
 // after joining; the others then block in a Get that only a kill ends. With
 // WORKER_KILL_RANK0=1, rank 0 SIGKILLs itself once the others have joined
-// (counted at key "joined"); the others wait until it is gone, then write a key each and read every other
-// survivor's (exit 0 when all of that worked, 1 otherwise). WORKER_TIMEOUT_S
-// sets the bootstrap (and store) timeout, 60 s by default.
+// (counted at key "joined"); the others wait until it is gone, then write a key
+// each and read every other survivor's (exit 0 when all of that worked, 1
+// otherwise). WORKER_TIMEOUT_S sets the bootstrap (and store) timeout, 60 s by
+// default. With WORKER_EXIT_BEFORE_RANK=r, rank r (by RANK) exits 3 before it
+// joins.
 #include <signal.h>
 
 #include <cerrno>
@@ -22,6 +24,12 @@ int main() {
   options.timeout = absl::Seconds(60);
   if (const char* t = std::getenv("WORKER_TIMEOUT_S")) {  // for quick failures
     options.timeout = absl::Seconds(std::atoi(t));
+  }
+  const char* early = std::getenv("WORKER_EXIT_BEFORE_RANK");
+  const char* rank_text = std::getenv("RANK");
+  if (early != nullptr && rank_text != nullptr &&
+      std::atoi(early) == std::atoi(rank_text)) {
+    return 3;
   }
   auto boot = devmesh::Bootstrap::FromEnv(options);
   if (!boot.ok()) {
