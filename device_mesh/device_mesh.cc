@@ -189,6 +189,7 @@ std::string DeviceMesh::GroupIdentity(const MeshLayout& layout, int d,
                     n.cga_cluster_size, ",", n.min_ctas, ",", n.max_ctas, ",",
                     n.net_name);
   }
+  if (options.verify_calls.value_or(false)) absl::StrAppend(&key, "|verify");
   return key;
 }
 
@@ -303,9 +304,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       } else {
         // Root ranks are below the world size (MakeRoot), so they fit an int.
         std::vector<int> members(line->begin(), line->end());
-        made = runtime_->Group(options.backend,
-                               GroupIdentity(layout, d, options), members,
-                               timeout, options.nccl);
+        made = runtime_->Group(
+            options.backend, GroupIdentity(layout, d, options), members,
+            timeout, options.nccl, options.verify_calls.value_or(false));
         if (!made.ok()) made = ForMeshDim(made.status(), ref->name, members);
       }
       std::lock_guard<std::mutex> lock(root_->mu);

@@ -18,6 +18,9 @@ GroupOptions MeshOptions::For(absl::string_view dim_group_name) const {
   if (!it->second.backend.empty()) out.backend = it->second.backend;
   if (it->second.timeout.has_value()) out.timeout = it->second.timeout;
   if (it->second.nccl.has_value()) out.nccl = it->second.nccl;
+  if (it->second.verify_calls.has_value()) {
+    out.verify_calls = it->second.verify_calls;
+  }
   return out;
 }
 
@@ -35,6 +38,10 @@ std::string GroupOptionsString(const GroupOptions& g) {
                     ", cga_cluster_size=", n.cga_cluster_size,
                     ", min_ctas=", n.min_ctas, ", max_ctas=", n.max_ctas,
                     ", net_name='", n.net_name, "'}}");
+  }
+  if (g.verify_calls.has_value()) {
+    out.insert(out.size() - 1,
+               absl::StrCat(", verify_calls=", *g.verify_calls ? "on" : "off"));
   }
   return out;
 }

@@ -58,6 +58,16 @@ struct GroupOptions {
   // own stream with synchronize on. devmesh's own: PyTorch passes
   // pg_options to split_group.
   std::optional<NcclOptions> nccl;
+  // Check every collective across the group's members before it runs, as
+  // the shared-memory backend always does (kind, dtype, count, op, root and
+  // the call's number; a mismatch is InvalidArgument on every member and
+  // the group refuses later calls): over a second, CPU group of the same
+  // members (comm/verified_communicator.h), one small all-gather per
+  // collective. For NCCL the check runs on the CPU before the collective is
+  // enqueued. Off by default (unset = false): a debugging mode. Ignored
+  // by "shm" groups (they check already); such a group is never the world
+  // communicator. Part of the group's identity; not serialized.
+  std::optional<bool> verify_calls;
 };
 
 struct MeshOptions {

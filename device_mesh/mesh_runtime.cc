@@ -15,6 +15,7 @@
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
 #include "comm/shm/shm_communicator.h"
+#include "comm/verified_communicator.h"
 #include "device_mesh/guarded_communicator.h"
 
 namespace devmesh {
@@ -206,10 +207,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
     absl::string_view backend, absl::string_view identity,
     const std::vector<int>& members, absl::Duration timeout,
-    std::optional<NcclOptions> nccl) {
+    std::optional<NcclOptions> nccl, bool verify_calls) {
   if (absl::Status s = CheckCanCreate("group", timeout); !s.ok()) return s;
-  bool world_line =
-      !nccl.has_value() && static_cast<int>(members.size()) == world_size_;
+  bool world_line = !nccl.has_value() && !verify_calls &&
+                    static_cast<int>(members.size()) == world_size_;
   for (int i = 0; world_line && i < world_size_; ++i) {
     world_line = members[i] == i;
   }
@@ -217,6 +218,17 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
   EnsureWatch();
   auto group = NamedGroup(backend, identity, members, timeout, nccl);
   if (!group.ok()) return group.status();
+  if (verify_calls && (*group)->backend() != "shm") {  // shm checks itself
+    auto checker = NamedGroup("auto", absl::StrCat(identity, "|verify"),
+                              members, timeout, std::nullopt);
+    if (!checker.ok()) {
+      (void)(*group)->Abort();
+      return checker.status();
+    }
+    auto verified = VerifyCalls(*std::move(group), *std::move(checker));
+    if (!verified.ok()) return verified.status();
+    return Guard(std::shared_ptr<Communicator>(*std::move(verified)));
+  }
   return Guard(*std::move(group));
 }
 

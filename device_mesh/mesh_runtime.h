@@ -141,10 +141,19 @@ class MeshRuntime {
   // are closed), NCCL's non-blocking init and split every 50 ms (the
   // communicator is aborted). Without the watch (DEVMESH_FAILURE_WATCH=0)
   // creations wait as before. World creations alike.
+  //
+  // With `verify_calls` (GroupOptions::verify_calls) the group is always a
+  // named group of its own (never the world communicator) whose collectives
+  // are checked across its members before they run (VerifyCalls,
+  // comm/verified_communicator.h) over a second group of the same members
+  // made with the CPU backend "auto" (shared memory inside a host, else
+  // Gloo), under the identity `identity` + "|verify"; its creation errors
+  // are those above.
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,
-      std::optional<NcclOptions> nccl = std::nullopt);
+      std::optional<NcclOptions> nccl = std::nullopt,
+      bool verify_calls = false);
 
   // Whether `comm` is one of the runtime's world communicators: a base
   // world communicator or one World returned (identity, not size). Never
