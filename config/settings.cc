@@ -4,6 +4,7 @@
 #include <atomic>
 #include <climits>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 #include "absl/strings/match.h"
@@ -171,6 +172,9 @@ struct State {
   std::mutex mu;
   std::atomic<const Settings*> current{nullptr};
   absl::Status status;  // guarded by mu
+  // Every Settings published, kept for the process's life: a reference
+  // ProcessSettings() returned stays valid after a replacement.
+  std::vector<std::unique_ptr<const Settings>> published;  // guarded by mu
 };
 
 State& GetState() {
@@ -178,10 +182,13 @@ State& GetState() {
   return *state;
 }
 
-// Publishes `settings` (never freed: earlier readers may hold a reference).
+// Publishes `settings` (kept: earlier readers may hold a reference). The
+// caller holds state.mu.
 void Publish(State& state, const Settings& settings, absl::Status status) {
   state.status = std::move(status);
-  state.current.store(new Settings(settings), std::memory_order_release);
+  state.published.push_back(std::make_unique<const Settings>(settings));
+  state.current.store(state.published.back().get(),
+                      std::memory_order_release);
 }
 
 }  // namespace
