@@ -94,16 +94,27 @@ absl::StatusOr<DeviceMesh> Build(const World& w) {
   return InitDeviceMesh(w.runtime, "cpu", w.shape, {"dp", "tp"});
 }
 
-// One call of `op` (not "build") on `m`.
-absl::Status Call(const std::string& op, const DeviceMesh& m) {
-  if (op == "slice") return m.Slice({"dp"}).status();
-  if (op == "flatten") return m.Flatten().status();
-  if (op == "get_coordinate") {
-    return m.GetCoordinate().has_value()
-               ? absl::OkStatus()
-               : absl::InternalError("rank not in its own mesh");
+// One call of an operation (not "build") on `m`.
+using OpCall = absl::Status (*)(const DeviceMesh& m);
+
+// `op`'s call, chosen once so that the timed loops time the call itself.
+absl::StatusOr<OpCall> CallOf(const std::string& op) {
+  if (op == "slice") {
+    return [](const DeviceMesh& m) { return m.Slice({"dp"}).status(); };
   }
-  if (op == "get_local_rank") return m.GetLocalRank("tp").status();
+  if (op == "flatten") {
+    return [](const DeviceMesh& m) { return m.Flatten().status(); };
+  }
+  if (op == "get_coordinate") {
+    return [](const DeviceMesh& m) {
+      return m.GetCoordinate().has_value()
+                 ? absl::OkStatus()
+                 : absl::InternalError("rank not in its own mesh");
+    };
+  }
+  if (op == "get_local_rank") {
+    return [](const DeviceMesh& m) { return m.GetLocalRank("tp").status(); };
+  }
   return absl::InvalidArgumentError(absl::StrCat("unknown operation ", op));
 }
 
@@ -129,16 +140,18 @@ absl::Status TimeOp(const World& w, int64_t world, const std::string& op,
       repeat.push_back(Ns(t2, t3) / calls);
       continue;
     }
+    absl::StatusOr<OpCall> call = CallOf(op);
+    if (!call.ok()) return call.status();
     auto m = Build(w);  // a fresh root
     if (!m.ok()) return m.status();
     auto t0 = Clock::now();
-    absl::Status st = Call(op, *m);
+    absl::Status st = (*call)(*m);
     auto t1 = Clock::now();
     if (!st.ok()) return st;
     first.push_back(Ns(t0, t1));
     auto t2 = Clock::now();
     for (int c = 0; c < calls; ++c) {
-      if (absl::Status s2 = Call(op, *m); !s2.ok()) return s2;
+      if (absl::Status s2 = (*call)(*m); !s2.ok()) return s2;
     }
     auto t3 = Clock::now();
     repeat.push_back(Ns(t2, t3) / calls);

@@ -1,9 +1,11 @@
 #include "device_mesh/device_mesh.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
 
+#include "absl/base/call_once.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,6 +17,38 @@ namespace devmesh {
 
 using device_mesh_internal::kDefaultGroupTimeout;
 using device_mesh_internal::LocalFields;
+
+struct DeviceMesh::Answers {
+  // Dims whose group is remembered here (later dims take the full path).
+  static constexpr int kGroupSlots = 8;
+  // This rank's coordinate, computed at the first query (`once`).
+  absl::once_flag once;
+  std::optional<std::vector<int64_t>> coordinate;
+  // Per dim of this mesh: its group, once GetGroup returned it (a value of
+  // RootState::groups, a std::map whose values never move nor change once
+  // made). One allocation for the whole: a mesh is made often (Slice,
+  // Flatten).
+  std::atomic<const absl::StatusOr<std::shared_ptr<Communicator>>*>
+      groups[kGroupSlots] = {};
+};
+
+const std::optional<std::vector<int64_t>>& DeviceMesh::Coordinate() const {
+  absl::call_once(answers_->once, [this] {
+    answers_->coordinate = layout_.CoordinateOf(runtime_->rank());
+  });
+  return answers_->coordinate;
+}
+
+DeviceMesh::DeviceMesh(std::shared_ptr<MeshRuntime> runtime,
+                       std::shared_ptr<device_mesh_internal::RootState> root,
+                       MeshLayout layout, std::string device_type,
+                       MeshOptions options)
+    : runtime_(std::move(runtime)),
+      root_(std::move(root)),
+      layout_(std::move(layout)),
+      device_type_(std::move(device_type)),
+      options_(std::move(options)),
+      answers_(std::make_shared<Answers>()) {}
 
 absl::StatusOr<DeviceMesh> DeviceMesh::MakeRoot(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
@@ -80,6 +114,9 @@ DeviceMesh DeviceMesh::Derived(MeshLayout layout) const {
 }
 
 absl::StatusOr<int64_t> DeviceMesh::size(MeshDim dim) const {
+  if (absl::StatusOr<int> own = ResolveDim(dim); own.ok()) {
+    return layout_.size(*own);
+  }
   auto ref = ResolveDimRef(dim);
   if (!ref.ok()) return ref.status();
   return ref->layout.size(ref->dim);
@@ -96,11 +133,12 @@ std::vector<std::string> DeviceMesh::dim_group_names() const {
 
 int DeviceMesh::GetRank() const { return runtime_->rank(); }
 
-std::optional<std::vector<int64_t>> DeviceMesh::GetCoordinate() const {
-  return layout_.CoordinateOf(runtime_->rank());
+const std::optional<std::vector<int64_t>>& DeviceMesh::GetCoordinate() const {
+  return Coordinate();
 }
 
-absl::StatusOr<int> DeviceMesh::ResolveDim(std::optional<MeshDim> dim) const {
+absl::StatusOr<int> DeviceMesh::ResolveDim(
+    const std::optional<MeshDim>& dim) const {
   if (!dim.has_value()) {
     if (ndim() == 1) return 0;
     return absl::InvalidArgumentError(absl::StrCat(
@@ -123,7 +161,7 @@ absl::StatusOr<int> DeviceMesh::ResolveDim(std::optional<MeshDim> dim) const {
 }
 
 absl::StatusOr<DeviceMesh::DimRef> DeviceMesh::ResolveDimRef(
-    std::optional<MeshDim> dim) const {
+    const std::optional<MeshDim>& dim) const {
   absl::StatusOr<int> own = ResolveDim(dim);
   if (own.ok()) {
     return DimRef{layout_, *own, dim_group_names()[*own], options_};
@@ -149,6 +187,15 @@ absl::StatusOr<DeviceMesh::DimRef> DeviceMesh::ResolveDimRef(
 
 absl::StatusOr<int64_t> DeviceMesh::GetLocalRank(
     std::optional<MeshDim> dim) const {
+  // A dim of this mesh: from the coordinate made with it.
+  if (absl::StatusOr<int> own = ResolveDim(dim); own.ok()) {
+    const std::optional<std::vector<int64_t>>& coordinate = Coordinate();
+    if (!coordinate.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", GetRank(), " is not part of ", ToString()));
+    }
+    return (*coordinate)[static_cast<size_t>(*own)];
+  }
   auto ref = ResolveDimRef(dim);
   if (!ref.ok()) return ref.status();
   if (!layout_.ContainsRank(GetRank())) {
@@ -235,6 +282,15 @@ std::string LocalFields(const GroupOptions& options) {
 
 absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     std::optional<MeshDim> dim) const {
+  // A dim of this mesh whose group this mesh returned before: that answer.
+  const absl::StatusOr<int> own = ResolveDim(dim);
+  const bool slot = own.ok() && *own < Answers::kGroupSlots;
+  if (slot) {
+    if (const auto* made =
+            answers_->groups[*own].load(std::memory_order_acquire)) {
+      return *made;
+    }
+  }
   auto ref = ResolveDimRef(dim);
   if (!ref.ok()) return ref.status();
   const MeshLayout& layout = ref->layout;
@@ -321,6 +377,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
         absl::StrCat("rank ", me, " is not part of ", ToString(),
                      ": it has no group along mesh dim ", ref->name));
   }
+  if (slot) answers_->groups[*own].store(group, std::memory_order_release);
   return **group;
 }
 

@@ -260,7 +260,9 @@ class DeviceMesh {
   // This process's world rank (R5).
   int GetRank() const;
   // R7: this rank's coordinate; nullopt when it is not in the mesh.
-  std::optional<std::vector<int64_t>> GetCoordinate() const;
+  // Computed when the mesh is made: the reference stays valid while this
+  // mesh or a copy of it lives, and the call allocates nothing.
+  const std::optional<std::vector<int64_t>>& GetCoordinate() const;
   // R6: this rank's coordinate along `dim` (a dim or a flattened name). No
   // dim: 1-d mesh means dim 0. A dim is checked as in size(dim).
   // Errors:
@@ -515,12 +517,12 @@ class DeviceMesh {
  private:
   DeviceMesh(std::shared_ptr<MeshRuntime> runtime,
              std::shared_ptr<device_mesh_internal::RootState> root,
-             MeshLayout layout, std::string device_type, MeshOptions options)
-      : runtime_(std::move(runtime)),
-        root_(std::move(root)),
-        layout_(std::move(layout)),
-        device_type_(std::move(device_type)),
-        options_(std::move(options)) {}
+             MeshLayout layout, std::string device_type, MeshOptions options);
+  // What the layout queries answer from without computing (made with the
+  // mesh, shared by its copies): this rank's coordinate, and each dim's
+  // group once GetGroup made it for this mesh (device_mesh.cc).
+  struct Answers;
+  const std::optional<std::vector<int64_t>>& Coordinate() const;
 
   // One round of Shrink (device_mesh_shrink.cc); sets `*again` (and
   // returns the new mesh, its groups not all made) when a rank died during
@@ -534,7 +536,7 @@ class DeviceMesh {
       MeshLayout layout, MeshOptions options);
   // A mesh of `layout` sharing this mesh's runtime, root and options.
   DeviceMesh Derived(MeshLayout layout) const;
-  absl::StatusOr<int> ResolveDim(std::optional<MeshDim> dim) const;
+  absl::StatusOr<int> ResolveDim(const std::optional<MeshDim>& dim) const;
   // A dim resolved from an index, a name of this mesh, or a flattened name
   // of the root: the layout it is a dim of (this mesh's, or the flattened
   // dim selected through this rank), its index there, its group name and
@@ -545,7 +547,7 @@ class DeviceMesh {
     std::string name;
     MeshOptions options;
   };
-  absl::StatusOr<DimRef> ResolveDimRef(std::optional<MeshDim> dim) const;
+  absl::StatusOr<DimRef> ResolveDimRef(const std::optional<MeshDim>& dim) const;
   // What names dim `d`'s group of `layout` (a layout of this root) on
   // every member alike: the root's index, the dim's modes, backend, timeout
   // and the NCCL config fields members share (MeshRuntime::Group's
@@ -562,6 +564,7 @@ class DeviceMesh {
   MeshLayout layout_;
   std::string device_type_;
   MeshOptions options_;
+  std::shared_ptr<Answers> answers_;
 };
 
 // What Shrink returns: the new root mesh and what happened.
