@@ -34,23 +34,26 @@ std::string DescribeCall(const CallRecord& call) {
 absl::Status CallMismatchError(absl::string_view backend, int first_rank,
                                const CallRecord& first, int other_rank,
                                const CallRecord& other,
-                               const std::vector<int>& group) {
+                               const std::vector<int>& group,
+                               absl::string_view label) {
+  const std::string along =
+      label.empty() ? std::string() : absl::StrCat(" along ", label);
   const std::string tail =
       absl::StrCat(" (group of global ranks [", absl::StrJoin(group, ", "),
                    "]); the group refuses every later call");
   std::string message;
   if (first.seq == other.seq) {
-    message = absl::StrCat(backend, " call #", first.seq,
-                           ": the members' calls differ: global rank ",
-                           other_rank, " called ", DescribeCall(other),
-                           ", global rank ", first_rank, " ",
-                           DescribeCall(first), tail);
+    message =
+        absl::StrCat(backend, " call #", first.seq, along,
+                     ": the members' calls differ: global rank ", other_rank,
+                     " called ", DescribeCall(other), ", global rank ",
+                     first_rank, " ", DescribeCall(first), tail);
   } else {
     message = absl::StrCat(
-        backend, ": the members are at different collectives: global rank ",
-        other_rank, " at its #", other.seq, " (", DescribeCall(other),
-        "), global rank ", first_rank, " at its #", first.seq, " (",
-        DescribeCall(first),
+        backend, along,
+        ": the members are at different collectives: global rank ", other_rank,
+        " at its #", other.seq, " (", DescribeCall(other), "), global rank ",
+        first_rank, " at its #", first.seq, " (", DescribeCall(first),
         "): a member skipped or added a collective (one the front rejected "
         "on it still counts)",
         tail);

@@ -49,10 +49,13 @@ std::string DescribeCall(const CallRecord& call);
 // (each on one line). `first` is the reference member's call (the group's
 // rank 0, so that every member words it alike) and `other` the first call
 // that differs from it.
+// With a `label` ("mesh dim 'tp'", CommOptions::label), "along <label>"
+// follows "call #<seq>" (and the backend in the second form).
 absl::Status CallMismatchError(absl::string_view backend, int first_rank,
                                const CallRecord& first, int other_rank,
                                const CallRecord& other,
-                               const std::vector<int>& group);
+                               const std::vector<int>& group,
+                               absl::string_view label = "");
 
 }  // namespace devmesh
 

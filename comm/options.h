@@ -91,6 +91,10 @@ struct CommOptions {
   // member that dies while its peers wait for it to connect is found after
   // the lease silence, not at the timeout).
   std::function<absl::Status()> creation_cancel;
+  // What the group is for, as its per-call check names it ("mesh dim 'tp'":
+  // "shm call #12 along mesh dim 'tp': the members' calls differ: ...").
+  // Empty: not named. device_mesh sets it for each dim's group.
+  std::string label;
 };
 
 }  // namespace devmesh

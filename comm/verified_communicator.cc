@@ -46,8 +46,11 @@ CallRecord FromWire(const WireRecord& w) {
 }  // namespace
 
 VerifiedCommunicator::VerifiedCommunicator(
-    std::shared_ptr<Communicator> inner, std::shared_ptr<Communicator> checker)
-    : ForwardingCommunicator(std::move(inner)), checker_(std::move(checker)) {}
+    std::shared_ptr<Communicator> inner, std::shared_ptr<Communicator> checker,
+    std::string label)
+    : ForwardingCommunicator(std::move(inner)),
+      checker_(std::move(checker)),
+      label_(std::move(label)) {}
 
 absl::Status VerifiedCommunicator::Intercept(
     CallKind kind, absl::FunctionRef<absl::Status()> call) {
@@ -74,7 +77,7 @@ absl::Status VerifiedCommunicator::Intercept(
     if (SameCall(first, other)) continue;
     absl::Status error =
         CallMismatchError(absl::StrCat(backend(), " verify"), global(0), first,
-                          global(j), other, ranks);
+                          global(j), other, ranks, label_);
     std::lock_guard<std::mutex> lock(mu_);
     refusal_ = error;
     return error;
@@ -94,8 +97,8 @@ absl::Status VerifiedCommunicator::DoAbort() {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> VerifyCalls(
-    std::shared_ptr<Communicator> inner,
-    std::shared_ptr<Communicator> checker) {
+    std::shared_ptr<Communicator> inner, std::shared_ptr<Communicator> checker,
+    std::string label) {
   if (inner == nullptr || checker == nullptr) {
     return absl::InvalidArgumentError(
         "VerifyCalls needs a communicator and a checker, got null");
@@ -110,8 +113,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> VerifyCalls(
         absl::StrJoin(inner->global_ranks(), ", "), "], rank ", inner->rank(),
         ")"));
   }
-  return std::unique_ptr<Communicator>(
-      new VerifiedCommunicator(std::move(inner), std::move(checker)));
+  return std::unique_ptr<Communicator>(new VerifiedCommunicator(
+      std::move(inner), std::move(checker), std::move(label)));
 }
 
 }  // namespace devmesh

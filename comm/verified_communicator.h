@@ -26,6 +26,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "comm/forwarding_communicator.h"
@@ -36,7 +37,8 @@ class VerifiedCommunicator final : public ForwardingCommunicator {
  public:
   // Use VerifyCalls.
   VerifiedCommunicator(std::shared_ptr<Communicator> inner,
-                       std::shared_ptr<Communicator> checker);
+                       std::shared_ptr<Communicator> checker,
+                       std::string label);
 
   const Communicator& checker() const { return *checker_; }
 
@@ -51,11 +53,13 @@ class VerifiedCommunicator final : public ForwardingCommunicator {
 
  private:
   std::shared_ptr<Communicator> checker_;
+  std::string label_;
   std::mutex mu_;
   absl::Status refusal_;  // guarded by mu_: sticky after a mismatch
 };
 
-// `inner` with its collectives checked over `checker`. Errors:
+// `inner` with its collectives checked over `checker`; `label` names the
+// group in a mismatch (CommOptions::label). Errors:
 // InvalidArgument when either is null, or `checker` is not over the same
 // members in the same order (size, rank, global ranks), naming both.
 // The verified collectives' errors: InvalidArgument as above on a mismatch
@@ -63,7 +67,8 @@ class VerifiedCommunicator final : public ForwardingCommunicator {
 // return it again), the checker's own errors (a member gone, its timeout:
 // the call does not run), else the inner communicator's.
 absl::StatusOr<std::unique_ptr<Communicator>> VerifyCalls(
-    std::shared_ptr<Communicator> inner, std::shared_ptr<Communicator> checker);
+    std::shared_ptr<Communicator> inner, std::shared_ptr<Communicator> checker,
+    std::string label = "");
 
 }  // namespace devmesh
 

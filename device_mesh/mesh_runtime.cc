@@ -207,7 +207,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
     absl::string_view backend, absl::string_view identity,
     const std::vector<int>& members, absl::Duration timeout,
-    std::optional<NcclOptions> nccl, bool verify_calls) {
+    std::optional<NcclOptions> nccl, bool verify_calls,
+    absl::string_view label) {
   if (absl::Status s = CheckCanCreate("group", timeout); !s.ok()) return s;
   bool world_line = !nccl.has_value() && !verify_calls &&
                     static_cast<int>(members.size()) == world_size_;
@@ -216,7 +217,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
   }
   if (world_line) return World(backend, timeout);
   EnsureWatch();
-  auto group = NamedGroup(backend, identity, members, timeout, nccl);
+  auto group = NamedGroup(backend, identity, members, timeout, nccl, label);
   if (!group.ok()) return group.status();
   if (verify_calls && (*group)->backend() != "shm") {  // shm checks itself
     auto checker = NamedGroup("auto", absl::StrCat(identity, "|verify"),
@@ -225,7 +226,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
       (void)(*group)->Abort();
       return checker.status();
     }
-    auto verified = VerifyCalls(*std::move(group), *std::move(checker));
+    auto verified =
+        VerifyCalls(*std::move(group), *std::move(checker), std::string(label));
     if (!verified.ok()) return verified.status();
     return Guard(std::shared_ptr<Communicator>(*std::move(verified)));
   }
@@ -266,7 +268,7 @@ std::shared_ptr<Store> MeshRuntime::CreationStore() {
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
     absl::string_view backend, absl::string_view identity,
     const std::vector<int>& members, absl::Duration timeout,
-    const std::optional<NcclOptions>& nccl) {
+    const std::optional<NcclOptions>& nccl, absl::string_view label) {
   if (members.empty()) {
     return absl::InvalidArgumentError("a group needs at least one member");
   }
@@ -298,6 +300,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
   auto options = OptionsFor(backend, timeout, nccl.value_or(NcclOptions()));
   if (!options.ok()) return options.status();
   options->global_ranks = members;
+  options->label = std::string(label);
   std::shared_ptr<Store> base = CreationStore();
   auto ns = std::make_shared<PrefixStore>(std::move(base),
                                           absl::StrCat(name, "/", n));

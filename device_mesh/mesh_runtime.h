@@ -148,12 +148,13 @@ class MeshRuntime {
   // comm/verified_communicator.h) over a second group of the same members
   // made with the CPU backend "auto" (shared memory inside a host, else
   // Gloo), under the identity `identity` + "|verify"; its creation errors
-  // are those above.
+  // are those above. `label` names the group in its per-call check's
+  // errors (CommOptions::label; device_mesh: "mesh dim 'tp'").
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,
-      std::optional<NcclOptions> nccl = std::nullopt,
-      bool verify_calls = false);
+      std::optional<NcclOptions> nccl = std::nullopt, bool verify_calls = false,
+      absl::string_view label = "");
 
   // Whether `comm` is one of the runtime's world communicators: a base
   // world communicator or one World returned (identity, not size). Never
@@ -281,7 +282,7 @@ class MeshRuntime {
   absl::StatusOr<std::shared_ptr<Communicator>> NamedGroup(
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,
-      const std::optional<NcclOptions>& nccl);
+      const std::optional<NcclOptions>& nccl, absl::string_view label = "");
   // Whether every rank of `members` has the same host name in the host
   // table (true without one).
   bool OnOneHostName(const std::vector<int>& members) const;

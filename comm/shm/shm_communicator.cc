@@ -136,7 +136,7 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store,
   if (segment_ != nullptr) {
     sync_ = std::make_unique<shm_internal::ShmSync>(
         segment_.get(), rank_, global_ranks_, std::move(setup.identities),
-        options_.timeout);
+        options_.timeout, options.label);
   }
 }
 

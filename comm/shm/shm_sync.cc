@@ -57,12 +57,13 @@ absl::Duration YieldFor() {
 ShmSync::ShmSync(const ShmSegment* segment, int rank,
                  std::vector<int> global_ranks,
                  std::vector<ProcessIdentity> identities,
-                 absl::Duration timeout)
+                 absl::Duration timeout, std::string label)
     : segment_(segment),
       sync_(segment->sync()),
       rank_(rank),
       size_(static_cast<int>(segment->size())),
       global_ranks_(std::move(global_ranks)),
+      label_(std::move(label)),
       identities_(std::move(identities)),
       timeout_(timeout),
       check_calls_(segment->header()->check_calls != 0) {
@@ -238,8 +239,9 @@ absl::Status ShmSync::CheckCalls() {
   for (int i = 1; i < size_; ++i) {
     const CallRecord other = record(i);
     if (SameCall(first, other)) continue;
-    mismatch_ = CallMismatchError("shm", global_ranks_[0], first,
-                                  global_ranks_[i], other, global_ranks_);
+    mismatch_ =
+        CallMismatchError("shm", global_ranks_[0], first, global_ranks_[i],
+                          other, global_ranks_, label_);
     return mismatch_;
   }
   return absl::OkStatus();

@@ -80,9 +80,11 @@ class ShmSync {
  public:
   // `segment` must outlive this. `identities[i]` is group rank i's process;
   // `global_ranks[i]` its world rank (for messages).
-  ShmSync(const ShmSegment* segment, int rank,
-          std::vector<int> global_ranks,
-          std::vector<ProcessIdentity> identities, absl::Duration timeout);
+  // `label` names the group in the per-call check's error
+  // (CommOptions::label).
+  ShmSync(const ShmSegment* segment, int rank, std::vector<int> global_ranks,
+          std::vector<ProcessIdentity> identities, absl::Duration timeout,
+          std::string label = "");
   // Ends the exit watches (no OnExit runs after it).
   ~ShmSync();
   ShmSync(const ShmSync&) = delete;
@@ -155,6 +157,7 @@ class ShmSync {
   int rank_;
   int size_;
   std::vector<int> global_ranks_;
+  std::string label_;
   std::vector<ProcessIdentity> identities_;
   absl::Duration timeout_;
   uint32_t step_ = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace devmesh {
@@ -90,6 +91,24 @@ TEST(CallCheck, MismatchErrorTexts) {
             "every later call");
   EXPECT_EQ(DisagreeingRank(s), 6);
   EXPECT_EQ(DisagreeingRank(absl::InvalidArgumentError("no payload")), -1);
+  // A label (CommOptions::label) follows the number, or the backend.
+  s = CallMismatchError(
+      "x", 4, Call(CallKind::kAllReduce, DataType::kFloat32, 8), 6,
+      Call(CallKind::kAllReduce, DataType::kFloat64, 4), group,
+      "mesh dim 'tp'");
+  EXPECT_TRUE(absl::StartsWith(
+      s.message(),
+      "x call #3 along mesh dim 'tp': the members' calls differ: global "
+      "rank 6 called"))
+      << s;
+  s = CallMismatchError(
+      "x", 4, Call(CallKind::kBarrier, DataType::kUInt8, 0), 6,
+      Call(CallKind::kBarrier, DataType::kUInt8, 0, ReduceOp::kSum, -1, 5),
+      group, "mesh dim 'tp'");
+  EXPECT_TRUE(absl::StartsWith(
+      s.message(),
+      "x along mesh dim 'tp': the members are at different collectives: "))
+      << s;
 }
 
 }  // namespace

@@ -123,10 +123,12 @@ class VerifyCallsMismatch : public ::testing::TestWithParam<Case> {};
 
 TEST_P(VerifyCallsMismatch, EveryMemberFailsAtOnceWithTheSameError) {
   const Case& c = GetParam();
-  const std::string want =
-      absl::StrCat("gloo verify call #2: the members' calls differ: ", c.want,
-                   " (group of global ranks [0, 1]); the group refuses every "
-                   "later call");
+  const std::string want = absl::StrCat(
+      "gloo verify call #2 along mesh dim 'w': the members' "
+      "calls differ: ",
+      c.want,
+      " (group of global ranks [0, 1]); the group refuses every "
+      "later call");
   for (int run = 0; run < absl::GetFlag(FLAGS_verify_runs); ++run) {
     absl::Status s = RunRanks(2, [&](Bootstrap& b) -> absl::Status {
       ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
@@ -163,6 +165,34 @@ INSTANTIATE_TEST_SUITE_P(Cases, VerifyCallsMismatch,
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.name);
                          });
+
+// A mesh's shared-memory groups check every call without verify_calls, and
+// their error names the mesh dim too.
+TEST(VerifyCalls, ShmGroupsCheckAndNameTheirDim) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    MeshOptions options;
+    options.all.backend = "shm";
+    options.all.timeout = absl::Seconds(60);
+    ASSIGN_OR_RETURN(
+        mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}, options));
+    ASSIGN_OR_RETURN(tp, mesh.GetGroup("tp"));
+    const bool odd = b.rank() % 2 == 1;
+    absl::Status got =
+        AllReduceOf(*tp, odd ? DataType::kFloat64 : DataType::kFloat32,
+                    odd ? 4 : 8, ReduceOp::kSum);
+    const int other = b.rank() | 1, first = b.rank() & ~1;
+    const std::string want = absl::StrCat(
+        "shm call #1 along mesh dim 'tp': the members' calls differ: global "
+        "rank ",
+        other, " called allreduce float64 x 4 sum, global rank ", first,
+        " allreduce float32 x 8 sum (group of global ranks [", first, ", ",
+        other, "]); the group refuses every later call");
+    return Expect(absl::IsInvalidArgument(got) && got.message() == want,
+                  absl::StrCat("got ", got.ToString(), "\nwant ", want));
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
 
 // verify_calls is part of what the ranks agree on: a rank that turns it on
 // alone fails every rank at InitDeviceMesh.
