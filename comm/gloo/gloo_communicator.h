@@ -118,11 +118,7 @@ namespace devmesh {
 // (2 (n - 1) steps, bandwidth-optimal). Not configurable: both algorithms
 // use the same Gloo slot, and members running different ones would read
 // each other's messages with the wrong lengths (Gloo then terminates or
-// reads short). Measured (with a since-removed override) with
-// bench/allreduce_2d --backend=gloo --mesh_shape=8 (8 ranks on this 2-core
-// machine, float32, us per all-reduce, ring / bcube): 1 KiB 15288 / 6807,
-// 64 KiB 17272 / 7896, 1 MiB 20814 / 12661, 4 MiB 33059 / 29881, 16 MiB
-// 96922 / 117538: bcube wins to 4 MiB, the ring beyond.
+// reads short). Why 4 MiB: docs/design_figures.md.
 inline constexpr size_t kGlooBcubeMaxBytes = size_t{4} << 20;
 
 // Connects rank `rank` of a `size`-rank Gloo group through `store`.

@@ -96,12 +96,9 @@ inline constexpr absl::Duration kLastKick = absl::Milliseconds(10);
 // preempts on wake-up, so the lock holder finishes first, and it keeps a
 // normal thread's share of the CPU (SCHED_IDLE and nice 19 were faster
 // still but starve the loop while any other thread on its core runs).
-// Measured with bench/allreduce_2d --backend=gloo (2x2, 4 ranks on 2 cores,
-// float32), us, default policy / SCHED_BATCH: 1 KiB 3335-3941 / 261-321,
-// 16 KiB 3698-3961 / 250-349, 256 KiB 4122-4197 / 858-1231, 1 MiB
-// 4105-5397 / 1330-2148. The cost: where other threads keep the loop's core
-// busy, a receive waits for the running thread's slice to end instead of
-// preempting it.
+// The cost: where other threads keep the loop's core busy, a receive waits
+// for the running thread's slice to end instead of preempting it (the
+// measurements: docs/design_figures.md).
 void WithLoopThreadSettings(const std::function<void()>& make_device);
 
 // How long the kick thread keeps planning a wake-up after the last

@@ -17,14 +17,10 @@
 // So a group that uses them holds a second mesh of pairs (its own
 // gloo::Context): ConnectFullMesh's SyncSubMesh, made with the group's
 // first mesh in the same store exchange, connections, deadline, cancel
-// check and barrier (no store round trip of its own; until 2026-12-03 it
-// was a second ConnectFullMesh after the first, 4 more round trips per
-// member). Its pairs turn synchronous before the barrier: a partner that
-// has passed the barrier may send at once, and a message reaching a pair
-// still in Gloo's loop before its Buffer exists makes the loop retry it on
-// every turn (with the pairs turned after the barrier, 1024 ranks on 8
-// namespace hosts took 20.9-22.7 s from launch to usable; turned before
-// it, 13.6-14.9 s).
+// check and barrier (no store round trip of its own). Its pairs turn
+// synchronous before the barrier: a partner that has passed the barrier may
+// send at once, and a message reaching a pair still in Gloo's loop before
+// its Buffer exists makes the loop retry it on every turn.
 //
 // Gloo's Buffer algorithms fix their buffer and count when built, so each
 // (count, dtype, op) gets one algorithm over a staging buffer of its own
@@ -104,14 +100,8 @@ namespace gloo_internal {
 // default 212992. The largest message is half the all-reduce, so 256 KiB
 // (128 KiB messages) stays deadlock-free on a default host. Found by review
 // and checked here with wmem_max and rmem_max set to 212992: a 2 MiB
-// all-reduce of 2 ranks hung until killed (this machine's 4 MiB wmem_max had
-// hidden it). Speed, tools/cross_host_bench.sh --rounds=3 (dp across the two
-// namespace hosts, float32, us per all-reduce, median of 3 rounds, this
-// route / the event-loop route, per-round ratio range), on a quiet machine
-// with --devmesh_env=DEVMESH_GLOO_SYNC_ROUTE=0: 1 KiB 134 / 415
-// (2.7-3.1x), 16 KiB 144 / 373 (2.4-3.4x), 256 KiB 356 / 1473 (3.1-5.0x);
-// with this machine's 4 MiB wmem_max also 1 MiB 1934 / 2407 (1.24-1.51x),
-// 2 MiB 4583 / 5313 (1.16-1.37x), and 4 MiB 10450 / 8599 (0.82-0.93x).
+// all-reduce of 2 ranks hung until killed. Speed: docs/design_figures.md
+// and docs/cross_host_bench.txt.
 // DEVMESH_GLOO_SYNC_MAX_BYTES may raise it (at most 2 x wmem_max of every
 // member, and the same on every member).
 inline constexpr size_t kGlooSyncMaxBytes = size_t{256} << 10;

@@ -30,13 +30,9 @@
 // reduced pairwise in float32 and rounded back at each step, as the Gloo
 // backend does.
 //
-// kOneShotMaxBytes is where two-step starts. Measured with
-// bench/allreduce_2d (2x2 mesh, 4 ranks on 2 cores, float32, 256 KiB slots;
-// DEVMESH_SHM_ONESHOT_MAX overrides it, read once), us per all-reduce, one-shot
-// up to 8 KiB / 32 KiB / 256 KiB:
-//   dp 32 KiB 7.2 / 8.4 / 8.6,  tp 16 KiB 12.7 / 17.5 / 17.2,
-//   tp 32 KiB 13.1 / 18.1 / 21.1, dp 64 KiB 12.3 / 12.1 / 14.8:
-// two-step wins from 16 KiB on both dims; at 8 KiB they tie.
+// kOneShotMaxBytes is where two-step starts (DEVMESH_SHM_ONESHOT_MAX
+// overrides it; the same on every member). Why these bounds:
+// docs/design_figures.md.
 #ifndef DEVMESH_COMM_SHM_SHM_ALGORITHMS_H_
 #define DEVMESH_COMM_SHM_SHM_ALGORITHMS_H_
 
@@ -64,25 +60,7 @@ inline constexpr size_t kOneShotMaxBytes = size_t{8} << 10;
 // DEVMESH_SHM_ONESHOT_MAX it must be the same in every member's environment:
 // members that choose different algorithms for one call misalign their
 // steps).
-// Measured with bench/allreduce_2d, float32, us per all-reduce, slots
-// (two-step) / single copy / Open MPI 4.1 vader with CMA:
-//  - 2026-12-01 (an earlier host of this kind), median of 3 runs:
-//    one 2-member group on 2 cores (1x2): 1 MiB 205 / 143 / 235, 4 MiB
-//    936 / 807 / 911, 16 MiB 5976 / 5104 / 5348; 2x2, 4 ranks on 2 cores:
-//    level within the noise (1 MiB tp 475 / 438, 16 MiB tp 13374 / 12812).
-//  - 2026-12-03 (kernel 6.18 in a Firecracker VM, AMD EPYC), single copy
-//    reading into block buffers 16 bytes into their page (a std::vector's):
-//    2-3x slower than the slots at every size (1x2 4 MiB 544-713 /
-//    1732-1784; 2x2 dp 64 MiB 21707-25034 / 45680-47203). perf: 45% of all
-//    samples in the kernel's copy (_copy_to_iter), which is `rep movsb`
-//    meeting 4K aliasing (shm_copy.h), not the cost of crossing processes.
-//  - the same host, block buffers read at the peer's page offset, range of
-//    3 runs: 1x2 1 MiB 92-102 / 121-155, 4 MiB 384-525 / 402-617, 16 MiB
-//    2696-2964 / 2774-3625; 2x2 dp 4 MiB 1125-1383 / 925-1265, tp 16 MiB
-//    6148-10530 / 7223-8901, 64 MiB 22769-41245 / 24806-29500: level within
-//    the noise, behind at 1 MiB.
-// So the slots, which need no cross-process reads, keep every size here; a
-// host where single copy wins (the earlier one: from 1 MiB) may set it.
+// The measurements behind the default: docs/design_figures.md.
 inline constexpr size_t kSingleCopyMinBytes = ~size_t{0};
 
 // The group: its segment and its steps, and whether every member may read

@@ -7,14 +7,7 @@
 // zombie included, and never another process's, whatever pids are reused).
 // An idle watch costs no CPU (no tick). Where pidfd_open is refused (an
 // older kernel, a seccomp filter) Watch returns 0 and the group keeps its
-// slices. Internal to the shm backend.
-//
-// Measured with //examples/elastic:elastic_training_main --backend=auto
-// (6 ranks, one SIGKILLed mid-training; 5 runs each): kill to the first
-// step after Shrink went from 58-61 ms (the survivors found the death at
-// their next slice) to 10-14 ms; shm_chaos_test's kill_mid_allreduce,
-// slowest of 20 launches from the kill to every survivor's error, from
-// 196-241 ms to 63 ms.
+// slices. Internal to the shm backend. What it saved: docs/design_figures.md.
 //
 // Thread-safety: every method from any thread. fork(): a child process gets
 // a watch of its own on first use (the parent's thread does not exist there).

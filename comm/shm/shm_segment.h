@@ -52,16 +52,9 @@ inline constexpr size_t kPageBytes = 4096;
 // lines, with the call records).
 inline constexpr uint64_t kSegmentMagic = 0x3247534D48534D44ULL;
 
-// Bytes per member per parity. Swept with bench/allreduce_2d (2x2 mesh, 4
-// ranks on 2 cores with 4 MiB of L2 each, float32), us per all-reduce with
-// 64 KiB / 128 KiB / 256 KiB / 512 KiB / 1 MiB / 4 MiB slots:
-//   dp 1 MiB 250 / 240 / 267 / 300 / 352 / 352,
-//   tp 4 MiB 2050 / 1870 / 1770 / 1770 / 2065 / 2840,
-//   tp 16 MiB 12160 / 11300 / 10950 / 11230 / 11870 / 13620,
-//   dp 64 MiB 42960 / 39150 / 40900 / 44660 / - / -.
-// Small slots stay in L2 (each member's working set is its own two slots
-// and the ones it reads); below 256 KiB the rounds' steps start to cost on
-// tp. DEVMESH_SHM_SLOT_BYTES overrides it (read at each group's set-up).
+// Bytes per member per parity (the sweep that chose it:
+// docs/design_figures.md). DEVMESH_SHM_SLOT_BYTES overrides it (the same on
+// every member).
 inline constexpr size_t kDefaultSlotBytes = size_t{256} << 10;
 
 struct alignas(kCacheLine) SegmentHeader {
