@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -174,7 +175,7 @@ class Bootstrap {
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 with host_server only
   std::shared_ptr<Store> store_;            // destroyed before server_
   std::mutex mu_;
-  absl::flat_hash_map<std::string, int> barrier_counts_;  // guarded by mu_
+  absl::flat_hash_map<std::string, int> barrier_counts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace devmesh

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "comm/forwarding_communicator.h"
 
@@ -55,7 +56,7 @@ class VerifiedCommunicator final : public ForwardingCommunicator {
   std::shared_ptr<Communicator> checker_;
   std::string label_;
   std::mutex mu_;
-  absl::Status refusal_;  // guarded by mu_: sticky after a mismatch
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);  // sticky after a mismatch
 };
 
 // `inner` with its collectives checked over `checker`; `label` names the

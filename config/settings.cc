@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -171,10 +172,10 @@ bool Parse(Form form, absl::string_view text, uint64_t* out) {
 struct State {
   std::mutex mu;
   std::atomic<const Settings*> current{nullptr};
-  absl::Status status;  // guarded by mu
+  absl::Status status ABSL_GUARDED_BY(mu);
   // Every Settings published, kept for the process's life: a reference
   // ProcessSettings() returned stays valid after a replacement.
-  std::vector<std::unique_ptr<const Settings>> published;  // guarded by mu
+  std::vector<std::unique_ptr<const Settings>> published ABSL_GUARDED_BY(mu);
 };
 
 State& GetState() {

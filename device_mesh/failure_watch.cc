@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -168,7 +169,8 @@ struct FailureWatch::State {
   std::string store_note;  // the store's last trouble
   std::vector<std::weak_ptr<WatchedGroup>> groups;
   const std::string self_proc = SelfProcInfo();
-  std::map<int, std::string> procs;  // other ranks' SelfProcInfo, guarded by mu
+  std::map<int, std::string> procs
+      ABSL_GUARDED_BY(mu);  // other ranks' SelfProcInfo
 
   // What this kernel says of `peer`'s process (ProcessLiveness); its info
   // is read from the store once.

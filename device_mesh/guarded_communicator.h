@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/functional/function_ref.h"
 #include "comm/communicator.h"
@@ -180,7 +181,7 @@ class GuardedCommunicator final
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> completed_{0};
   mutable std::mutex mu_;
-  absl::Status refusal_;  // guarded by mu_
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
 };
 
 inline absl::StatusOr<std::unique_ptr<Communicator>>

@@ -58,6 +58,7 @@
 #include "store/c10d_wire_format.h"
 #include "store/socket.h"
 #include "store/store.h"
+#include "absl/base/thread_annotations.h"
 
 namespace devmesh {
 
@@ -119,7 +120,7 @@ class C10dStoreClient : public Store {
 
   const C10dStoreClientOptions options_;
   std::mutex mu_;
-  std::vector<Socket> idle_;  // guarded by mu_
+  std::vector<Socket> idle_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace devmesh

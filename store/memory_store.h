@@ -28,6 +28,7 @@
 
 #include "store/kv_table.h"
 #include "store/store.h"
+#include "absl/base/thread_annotations.h"
 
 namespace devmesh {
 
@@ -67,7 +68,7 @@ class InMemoryStore : public Store {
   const absl::Duration default_timeout_;
   std::mutex mu_;
   std::condition_variable changed_;  // notified when a key is added
-  KvTable table_;                    // guarded by mu_
+  KvTable table_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace devmesh

@@ -37,6 +37,7 @@
 #include "store/socket.h"
 #include "store/store.h"
 #include "store/wire_format.h"
+#include "absl/base/thread_annotations.h"
 
 namespace devmesh {
 
@@ -121,7 +122,7 @@ class TcpStoreClient : public Store {
   // has stopped; later ones are tried once, until one succeeds.
   mutable std::atomic<bool> server_stopped_{false};
   std::mutex mu_;
-  std::vector<Socket> idle_;  // guarded by mu_
+  std::vector<Socket> idle_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace devmesh

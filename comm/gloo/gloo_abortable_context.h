@@ -53,6 +53,7 @@
 #include "comm/gloo/gloo_loop_waker.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "absl/base/thread_annotations.h"
 
 namespace devmesh {
 namespace gloo_internal {
@@ -94,8 +95,8 @@ class AbortableContext final
   const std::shared_ptr<LoopWaker> waker_;
   std::shared_mutex io_mu_;  // shared: a post in progress; unique: Abort
   std::mutex buffers_mu_;
-  bool aborted_ = false;                          // guarded by buffers_mu_
-  std::unordered_set<AbortableBuffer*> buffers_;  // guarded by buffers_mu_
+  bool aborted_ ABSL_GUARDED_BY(buffers_mu_) = false;
+  std::unordered_set<AbortableBuffer*> buffers_ ABSL_GUARDED_BY(buffers_mu_);
 };
 
 }  // namespace gloo_internal

@@ -51,6 +51,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "gloo/transport/device.h"
 
@@ -146,13 +147,13 @@ class LoopWaker {
   const int owner_pid_;  // the process that made this waker
   std::mutex mu_;
   std::condition_variable cv_;
-  int held_ = 0;          // guarded by mu_: ScopedLoopKicks alive
-  uint64_t begins_ = 0;   // guarded by mu_; kicks begun so far
-  uint64_t notices_ = 0;  // guarded by mu_; wake-ups asked of the thread
-  Deadlines deadlines_;   // guarded by mu_: ScopedDeadlineKicks alive
-  absl::Time last_arm_ = absl::InfinitePast();         // guarded by mu_
-  absl::Time planned_wake_ = absl::InfiniteFuture();   // guarded by mu_
-  bool stop_ = false;     // guarded by mu_
+  int held_ ABSL_GUARDED_BY(mu_) = 0;          // ScopedLoopKicks alive
+  uint64_t begins_ ABSL_GUARDED_BY(mu_) = 0;   // kicks begun so far
+  uint64_t notices_ ABSL_GUARDED_BY(mu_) = 0;  // wake-ups asked of the thread
+  Deadlines deadlines_ ABSL_GUARDED_BY(mu_);   // ScopedDeadlineKicks alive
+  absl::Time last_arm_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time planned_wake_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread* thread_ = nullptr;  // started by EnsureThreadLocked
 };
 

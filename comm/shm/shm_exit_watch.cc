@@ -1,5 +1,6 @@
 // devmesh/comm/shm/shm_exit_watch.cc
 #include "comm/shm/shm_exit_watch.h"
+#include "absl/base/thread_annotations.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -30,13 +31,13 @@ int PidfdOpen(int64_t pid) {
 struct ExitWatch::State {
   pid_t owner = 0;  // the process this watch belongs to
   std::mutex mu;
-  int epoll_fd = -1;    // guarded by mu (made with the thread)
-  uint64_t next = 1;    // guarded by mu
+  int epoll_fd ABSL_GUARDED_BY(mu) = -1;  // (made with the thread)
+  uint64_t next ABSL_GUARDED_BY(mu) = 1;
   struct Entry {
     int fd;
     std::function<void()> on_exit;
   };
-  std::map<uint64_t, Entry> entries;  // guarded by mu
+  std::map<uint64_t, Entry> entries ABSL_GUARDED_BY(mu);
 
   // Runs on the watch's thread, forever (the process's exit ends it).
   void Loop(int epfd) {

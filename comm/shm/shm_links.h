@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
@@ -79,8 +80,8 @@ class ShmLinks {
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for TSan
   // (store/memory_store.h).
   mutable std::mutex mu_;
-  std::map<int, absl::StatusOr<std::unique_ptr<Communicator>>> links_;
-  // guarded by mu_
+  std::map<int, absl::StatusOr<std::unique_ptr<Communicator>>> links_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shm_internal
