@@ -10,8 +10,9 @@
 // failing rank on stderr and returns its exit code (128 + signal for a
 // signal). Each rank also dies with the launcher (PR_SET_PDEATHSIG).
 // When it reaps a rank, the launcher removes the shared-memory segments that
-// rank made and left in /dev/shm (a group set-up it was stopped in;
-// comm/shm/shm_names.h), so a stopped job leaves nothing there.
+// rank's process made and left in /dev/shm (a group set-up it was stopped
+// in; comm/shm/shm_names.h); segments of processes a rank started itself are
+// removed by the next devmesh process's own sweep.
 // With keep_going, a failing rank stops nobody: the others run on, each
 // failure is named on stderr, and the first one's code is returned once
 // every rank has exited.

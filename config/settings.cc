@@ -39,7 +39,7 @@ const char* FormText(Form form) {
     case Form::kPositiveBytes:
       return "a positive byte count (digits, optionally followed by K, M or G)";
     case Form::kSwitch:
-      return "0 or 1";
+      return "0 or 1 (or false/true, off/on, no/yes)";
     case Form::kRoute:
       return "0 (never), 1 (every power-of-two group) or auto (groups that "
              "cross hosts)";
@@ -156,9 +156,15 @@ bool Parse(Form form, absl::string_view text, uint64_t* out) {
     case Form::kPositiveBytes:
       return Bytes(text, out) && *out > 0;
     case Form::kSwitch:
-      if (text != "0" && text != "1") return false;
-      *out = text == "1" ? 1 : 0;
-      return true;
+      if (text == "1" || text == "true" || text == "on" || text == "yes") {
+        *out = 1;
+        return true;
+      }
+      if (text == "0" || text == "false" || text == "off" || text == "no") {
+        *out = 0;
+        return true;
+      }
+      return false;
     case Form::kRoute:
       if (text != "0" && text != "1" && text != "auto") return false;
       *out = static_cast<uint64_t>(

@@ -9,8 +9,8 @@
 // The process's settings are parsed from the environment once, at the first
 // ProcessSettings() call. A DEVMESH_* variable that is not in the table below,
 // or a value that does not parse, is an error (ProcessSettingsStatus()):
-// InitDeviceMesh, MeshRuntime::Create and CreateCommunicator return it, as
-// InvalidArgument naming the variable, and a malformed value is never
+// InitDeviceMesh and CreateCommunicator (so every group's creation) return
+// it, as InvalidArgument naming the variable, and a malformed value is never
 // replaced by a default silently.
 //
 //   variable                       field                     form     agree
@@ -30,10 +30,10 @@
 //   DEVMESH_RENDEZVOUS_PROGRESS_S  rendezvous_progress_s     count    no
 //
 // count: decimal digits. bytes: decimal digits, optionally followed by K, M
-// or G (KiB, MiB, GiB). 0|1: off or on. gloo_sync_route: 0 never, 1 every
-// power-of-two Gloo group, auto groups that cross hosts
-// (comm/gloo/gloo_sync_allreduce.h). "agree": the value must be the same on
-// every rank of a mesh (the algorithms' steps misalign otherwise);
+// or G (KiB, MiB, GiB). 0|1: off or on (also false|true, off|on, no|yes).
+// gloo_sync_route: 0 never, 1 every power-of-two Gloo group, auto groups that
+// cross hosts (comm/gloo/gloo_sync_allreduce.h). "agree": the value must be the
+// same on every rank of a mesh (the algorithms' steps misalign otherwise);
 // InitDeviceMesh compares the parsed values (AgreedSettingsText), so "1K" on
 // one rank and "1024" on another agree.
 //
@@ -47,7 +47,9 @@
 // Thread-safety: every function may be called from any thread. A Settings
 // that ProcessSettings() returned stays valid and unchanged for the
 // process's life; SetProcessSettings and ReloadProcessSettings affect reads
-// made after them (what was made before keeps what it read).
+// made after them: a group reads the settings that must agree when it is
+// made and keeps them, so a change reaches only later groups (and, through
+// InitDeviceMesh's agreement, must be made alike on every rank).
 #ifndef DEVMESH_CONFIG_SETTINGS_H_
 #define DEVMESH_CONFIG_SETTINGS_H_
 

@@ -133,7 +133,11 @@ std::vector<std::string> DeviceMesh::dim_group_names() const {
 
 int DeviceMesh::GetRank() const { return runtime_->rank(); }
 
-const std::optional<std::vector<int64_t>>& DeviceMesh::GetCoordinate() const {
+const std::optional<std::vector<int64_t>>& DeviceMesh::GetCoordinate() const& {
+  return Coordinate();
+}
+
+std::optional<std::vector<int64_t>> DeviceMesh::GetCoordinate() const&& {
   return Coordinate();
 }
 

@@ -260,9 +260,12 @@ class DeviceMesh {
   // This process's world rank (R5).
   int GetRank() const;
   // R7: this rank's coordinate; nullopt when it is not in the mesh.
-  // Computed when the mesh is made: the reference stays valid while this
-  // mesh or a copy of it lives, and the call allocates nothing.
-  const std::optional<std::vector<int64_t>>& GetCoordinate() const;
+  // Computed at the first call and kept with the mesh: on a mesh held in a
+  // variable the reference stays valid while the mesh or a copy of it lives,
+  // and later calls allocate nothing; on a temporary mesh (`*mesh.Slice(..)`)
+  // the coordinate is returned by value.
+  const std::optional<std::vector<int64_t>>& GetCoordinate() const&;
+  std::optional<std::vector<int64_t>> GetCoordinate() const&&;
   // R6: this rank's coordinate along `dim` (a dim or a flattened name). No
   // dim: 1-d mesh means dim 0. A dim is checked as in size(dim).
   // Errors:

@@ -39,9 +39,8 @@ std::string GroupOptionsString(const GroupOptions& g) {
                     ", min_ctas=", n.min_ctas, ", max_ctas=", n.max_ctas,
                     ", net_name='", n.net_name, "'}}");
   }
-  if (g.verify_calls.has_value()) {
-    out.insert(out.size() - 1,
-               absl::StrCat(", verify_calls=", *g.verify_calls ? "on" : "off"));
+  if (g.verify_calls.value_or(false)) {
+    out.insert(out.size() - 1, ", verify_calls=on");
   }
   return out;
 }

@@ -66,7 +66,12 @@ struct GroupOptions {
   // collective. For NCCL the check runs on the CPU before the collective is
   // enqueued. Off by default (unset = false): a debugging mode. Ignored
   // by "shm" groups (they check already); such a group is never the world
-  // communicator. Part of the group's identity; not serialized.
+  // communicator. Part of the group's identity and of InitDeviceMesh's
+  // agreement. Not serialized: a Deserialize'd mesh's groups are not
+  // verified, and so are other groups than the original mesh's (members
+  // must agree on it). A verified NCCL group is not revoked on a death
+  // verdict nor shrunk by DeviceMesh::Shrink (ncclCommShrink): it is
+  // aborted and made anew.
   std::optional<bool> verify_calls;
 };
 

@@ -215,7 +215,7 @@ absl::Status GlooCommunicator::DoAllReduce(const void* send, void* recv,
   const std::string what =
       absl::StrCat(Describe("allreduce", dtype, count), " ", ReduceOpName(op));
   absl::Status status;
-  if (sync_ != nullptr && bytes <= gloo_internal::GlooSyncMaxBytes() &&
+  if (sync_ != nullptr && bytes <= sync_max_bytes_ &&
       sync_->Fits(count, dtype, op)) {
     status = Call(what, [&] {
       sync_->Run(in != nullptr ? in : recv, recv, count, dtype, op);

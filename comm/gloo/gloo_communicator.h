@@ -243,6 +243,9 @@ class GlooCommunicator final : public Communicator {
   // GlooSyncRouteWanted; null otherwise. Set before the communicator is
   // returned, never changed after.
   std::unique_ptr<gloo_internal::SyncAllreduce> sync_;
+  // GlooSyncMaxBytes() when the group was made: every call of every member
+  // chooses its route alike.
+  size_t sync_max_bytes_ = gloo_internal::GlooSyncMaxBytes();
 };
 
 }  // namespace devmesh

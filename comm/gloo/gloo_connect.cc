@@ -27,8 +27,8 @@ using gloo_internal::GlooCall;
 namespace {
 
 // Whether a group with the synchronous route leaves its other pairs for
-// first use (gloo_communicator.h): DEVMESH_GLOO_LAZY_MESH unset or not "0".
-// Read once per process.
+// first use (gloo_communicator.h): DEVMESH_GLOO_LAZY_MESH unset or on
+// (config/settings.h).
 bool LazyMesh() { return ProcessSettings().gloo_lazy_mesh.value_or(true); }
 
 }  // namespace

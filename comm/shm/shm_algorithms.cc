@@ -114,23 +114,21 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
   return absl::OkStatus();
 }
 
-size_t OneShotMaxBytes() {
-  return ProcessSettings().shm_oneshot_max_bytes.value_or(kOneShotMaxBytes);
-}
-
-size_t SingleCopyMinBytes() {
-  return ProcessSettings().shm_single_copy_min_bytes.value_or(
-      kSingleCopyMinBytes);
+ShmBounds CurrentShmBounds() {
+  const Settings& settings = ProcessSettings();
+  return ShmBounds{
+      settings.shm_oneshot_max_bytes.value_or(kOneShotMaxBytes),
+      settings.shm_single_copy_min_bytes.value_or(kSingleCopyMinBytes)};
 }
 
 absl::Status ShmAllReduce(ShmGroup g, const char* send, char* recv,
                           size_t count, size_t elem, const ReduceFunc& reduce,
                           OpName what) {
-  if (g.single_copy && count * elem >= SingleCopyMinBytes()) {
+  if (g.single_copy && count * elem >= g.single_copy_min_bytes) {
     return ShmAllReduceSingleCopy(*g.segment, *g.sync, send, recv, count, elem,
                                   reduce, what);
   }
-  if (count * elem <= OneShotMaxBytes()) {
+  if (count * elem <= g.oneshot_max_bytes) {
     return ShmAllReduceOneShot(g, send, recv, count, elem, reduce, what);
   }
   return ShmAllReduceTwoStep(g, send, recv, count, elem, reduce, what);

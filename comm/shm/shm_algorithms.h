@@ -63,13 +63,26 @@ inline constexpr size_t kOneShotMaxBytes = size_t{8} << 10;
 // The measurements behind the default: docs/design_figures.md.
 inline constexpr size_t kSingleCopyMinBytes = ~size_t{0};
 
-// The group: its segment and its steps, and whether every member may read
-// every other's memory (ShmSetup::single_copy).
+// The group: its segment and its steps, whether every member may read
+// every other's memory (ShmSetup::single_copy), and the all-reduce's bounds
+// (fixed when the group is made, so that every call of every member picks
+// its algorithm alike: ShmBounds).
 struct ShmGroup {
   const ShmSegment* segment;
   ShmSync* sync;
   bool single_copy = false;
+  size_t oneshot_max_bytes = kOneShotMaxBytes;
+  size_t single_copy_min_bytes = kSingleCopyMinBytes;
 };
+
+// The all-reduce bounds from the process's settings now
+// (DEVMESH_SHM_ONESHOT_MAX, DEVMESH_SHM_SINGLE_COPY_MIN; config/settings.h),
+// read once per group when it is made.
+struct ShmBounds {
+  size_t oneshot_max_bytes;
+  size_t single_copy_min_bytes;
+};
+ShmBounds CurrentShmBounds();
 
 // Where part `part` of `size` parts of a chunk of `count` elements of `elem`
 // bytes starts (part `size` is `count`): on 64-byte boundaries where the

@@ -187,9 +187,10 @@ absl::Status ShmCommunicator::DoAllReduce(const void* send, void* recv,
   if (sync_ == nullptr) return absl::OkStatus();
   auto fn = reduce_internal::GetReduceFunction(dtype, op);
   absl::Status s = shm_internal::ShmAllReduce(
-      ShmGroup{segment_.get(), sync_.get(), single_copy_},
-      static_cast<const char*>(send),
-      static_cast<char*>(recv), count, elem, fn, what);
+      ShmGroup{segment_.get(), sync_.get(), single_copy_,
+               bounds_.oneshot_max_bytes, bounds_.single_copy_min_bytes},
+      static_cast<const char*>(send), static_cast<char*>(recv), count, elem, fn,
+      what);
   if (!s.ok()) return s;
   if (op == ReduceOp::kAvg) {
     reduce_internal::DivideInPlace(recv, count, dtype, size());

@@ -89,6 +89,7 @@
 #include "absl/time/time.h"
 #include "comm/communicator.h"
 #include "comm/options.h"
+#include "comm/shm/shm_algorithms.h"
 #include "comm/shm/shm_links.h"
 #include "comm/shm/shm_segment.h"
 #include "comm/shm/shm_sync.h"
@@ -253,6 +254,8 @@ class ShmCommunicator final : public Communicator {
   std::unique_ptr<shm_internal::ShmSegment> segment_;
   std::unique_ptr<shm_internal::ShmSync> sync_;
   bool single_copy_ = false;  // ShmSetup::single_copy
+  // The all-reduce's bounds, read from the settings when the group is made.
+  shm_internal::ShmBounds bounds_ = shm_internal::CurrentShmBounds();
   std::atomic<bool> aborted_{false};
 };
 

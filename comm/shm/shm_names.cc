@@ -90,6 +90,15 @@ absl::StatusOr<int> RemoveStaleSegments(int64_t only_pid,
                                         const std::string& directory) {
   absl::StatusOr<uint64_t> own = OwnPidNamespace();
   if (!own.ok()) return own.status();
+  // /proc must be this pid namespace's (not so after `unshare -p` without
+  // a new /proc mount): else its pids are not the names' pids, and nothing
+  // is judged.
+  char self[32];
+  const ssize_t n = readlink("/proc/self", self, sizeof(self) - 1);
+  if (n <= 0 || absl::string_view(self, static_cast<size_t>(n)) !=
+                    absl::StrCat(getpid())) {
+    return 0;
+  }
   DIR* dir = opendir(directory.c_str());
   if (dir == nullptr) {
     return absl::InternalError(

@@ -18,7 +18,8 @@
 // this process's pid namespace (a pid means nothing in another one), only
 // when /proc says that (pid, start time) no longer runs (a pid reused by a
 // later process does not keep a stale entry alive, and a live maker's entry
-// is never touched). The shm backend calls it once per process before its
+// is never touched), and only when /proc is this pid namespace's (it returns
+// 0 otherwise). The shm backend calls it once per process before its
 // first segment and again when a set-up fails; `//bootstrap:launch` calls it
 // for each rank it reaps.
 //

@@ -401,10 +401,14 @@ absl::StatusOr<std::optional<ShmSetup>> SetUp(SetupChannel& channel_ref,
     absl::StatusOr<uint64_t> pid_namespace = OwnPidNamespace();
     if (!self.ok()) {
       made = self.status();
-    } else if (!pid_namespace.ok()) {
-      made = pid_namespace.status();
     } else {
-      name = SegmentName(SegmentMaker{*pid_namespace, *self}, RandomWord());
+      // Without a readable pid namespace, a name no sweep removes
+      // (shm_names.h parses only the full form).
+      name =
+          pid_namespace.ok()
+              ? SegmentName(SegmentMaker{*pid_namespace, *self}, RandomWord())
+              : absl::StrCat("/devmesh-x-",
+                             absl::Hex(RandomWord(), absl::kZeroPad16));
       static_assert(sizeof(Offer::name) > kMaxSegmentNameLength);
       made = ShmSegment::Create(name, n, options.slot_bytes, offer.nonce);
     }

@@ -16,6 +16,7 @@
 #include "bootstrap/testing/multiprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "config/settings.h"
 
 namespace devmesh {
 namespace {
@@ -298,6 +299,7 @@ TEST(PeerExchangeProcessTest, MissingRankEveryJoinedRankGetsTheSameMessage) {
   // Progress lines every second on the waiting ranks (stderr, not checked
   // here: "devmesh: rank R waiting: 3 of 4 ranks joined ...").
   setenv("DEVMESH_RENDEZVOUS_PROGRESS_S", "1", 1);
+  ASSERT_TRUE(ReloadProcessSettings().ok());
   std::vector<testing::RankOutcome> outcomes = testing::RunRanksDetailed(
       3, [port](Bootstrap& outer) -> absl::Status {
         RendezvousInfo info;

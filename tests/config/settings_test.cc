@@ -75,6 +75,19 @@ TEST(SettingsTest, EveryVariableParsesIntoItsField) {
                  {"DEVMESH_LEASE_SILENCE_MS", "900"}}));
 }
 
+TEST(SettingsTest, SwitchesTakeTheCommonWords) {
+  for (const char* on : {"1", "true", "on", "yes"}) {
+    auto s = ParseSettings(Env{{"DEVMESH_GLOO_LAZY_MESH", on}});
+    ASSERT_TRUE(s.ok()) << on << ": " << s.status();
+    EXPECT_EQ(s->gloo_lazy_mesh, true) << on;
+  }
+  for (const char* off : {"0", "false", "off", "no"}) {
+    auto s = ParseSettings(Env{{"DEVMESH_GLOO_LAZY_MESH", off}});
+    ASSERT_TRUE(s.ok()) << off << ": " << s.status();
+    EXPECT_EQ(s->gloo_lazy_mesh, false) << off;
+  }
+}
+
 TEST(SettingsTest, AutoIsTheRouteAcrossHosts) {
   auto s = ParseSettings(Env{{"DEVMESH_GLOO_SYNC_ROUTE", "auto"}});
   ASSERT_TRUE(s.ok()) << s.status();
@@ -106,8 +119,9 @@ TEST(SettingsTest, MalformedValuesAreInvalidArgumentNamingTheVariable) {
       {{"DEVMESH_LEASE_PERIOD_MS", "0"},
        "malformed setting DEVMESH_LEASE_PERIOD_MS='0': want a positive count "
        "(decimal digits)"},
-      {{"DEVMESH_FAILURE_WATCH", "off"},
-       "malformed setting DEVMESH_FAILURE_WATCH='off': want 0 or 1"},
+      {{"DEVMESH_FAILURE_WATCH", "Off"},
+       "malformed setting DEVMESH_FAILURE_WATCH='Off': want 0 or 1 (or "
+       "false/true, off/on, no/yes)"},
       {{"DEVMESH_GLOO_SYNC_ROUTE", "2"},
        "malformed setting DEVMESH_GLOO_SYNC_ROUTE='2': want 0 (never), 1 "
        "(every power-of-two group) or auto (groups that cross hosts)"},
