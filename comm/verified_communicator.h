@@ -41,8 +41,6 @@ class VerifiedCommunicator final : public ForwardingCommunicator {
                        std::shared_ptr<Communicator> checker,
                        std::string label);
 
-  const Communicator& checker() const { return *checker_; }
-
  protected:
   absl::Status Intercept(CallKind kind,
                          absl::FunctionRef<absl::Status()> call) override;

@@ -51,18 +51,17 @@ absl::StatusOr<uint64_t> OwnPidNamespace() {
 }
 
 std::string SegmentName(const SegmentMaker& maker, uint64_t random) {
-  // The namespace inode fits 32 bits in practice, but each part is printed
-  // whole; the caller's buffer check (kMaxSegmentNameLength) keeps this
-  // honest for any input.
+  // Each part is printed whole; identities too long for the offer's buffer
+  // (kMaxSegmentNameLength) get an unswept name instead.
   std::string name = absl::StrCat(
       "/", kPrefix, maker.pid_namespace, "-", maker.process.pid, "-",
       maker.process.start_time, "-", absl::Hex(random, absl::kZeroPad16));
-  if (name.size() > kMaxSegmentNameLength) {
-    // Only reachable with absurd identities; keep the random part unique.
-    name =
-        absl::StrCat("/", kPrefix, "x-", absl::Hex(random, absl::kZeroPad16));
-  }
-  return name;
+  return name.size() > kMaxSegmentNameLength ? UnsweptSegmentName(random)
+                                             : name;
+}
+
+std::string UnsweptSegmentName(uint64_t random) {
+  return absl::StrCat("/", kPrefix, "x-", absl::Hex(random, absl::kZeroPad16));
 }
 
 std::optional<SegmentMaker> ParseSegmentName(absl::string_view name) {

@@ -59,6 +59,11 @@ absl::StatusOr<uint64_t> OwnPidNamespace();
 // Never longer than kMaxSegmentNameLength.
 std::string SegmentName(const SegmentMaker& maker, uint64_t random);
 
+// "/devmesh-x-<16 hex digits>": a name that ParseSegmentName rejects, so no
+// sweep ever removes it, for a maker whose pid namespace cannot be read
+// (OwnPidNamespace failed) and for identities too long to print.
+std::string UnsweptSegmentName(uint64_t random);
+
 // Reads the maker out of a name as SegmentName writes it, with or without
 // the leading '/'. nullopt for any other name (another program's, an older
 // devmesh's "/devmesh-<pid>-<hex>", a number that overflows).

@@ -402,13 +402,10 @@ absl::StatusOr<std::optional<ShmSetup>> SetUp(SetupChannel& channel_ref,
     if (!self.ok()) {
       made = self.status();
     } else {
-      // Without a readable pid namespace, a name no sweep removes
-      // (shm_names.h parses only the full form).
       name =
           pid_namespace.ok()
               ? SegmentName(SegmentMaker{*pid_namespace, *self}, RandomWord())
-              : absl::StrCat("/devmesh-x-",
-                             absl::Hex(RandomWord(), absl::kZeroPad16));
+              : UnsweptSegmentName(RandomWord());
       static_assert(sizeof(Offer::name) > kMaxSegmentNameLength);
       made = ShmSegment::Create(name, n, options.slot_bytes, offer.nonce);
     }

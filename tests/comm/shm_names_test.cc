@@ -36,8 +36,7 @@ TEST(ShmNamesTest, NameSaysWhoMadeItAndParsesBack) {
 
 TEST(ShmNamesTest, OtherNamesDoNotParse) {
   for (const char* text : {
-           "",
-           "devmesh-",
+           "", "devmesh-",
            "/devmesh-123-0123456789abcdef",            // older devmesh
            "devmesh-1-2-3-0123456789abcde",            // 15 hex digits
            "devmesh-1-2-3-0123456789ABCDEF",           // upper case
@@ -47,6 +46,7 @@ TEST(ShmNamesTest, OtherNamesDoNotParse) {
            "devmesh-1-4294967296-3-0123456789abcdef",  // pid > INT32_MAX
            "devmesh-99999999999999999999-2-3-0123456789abcdef",  // overflow
            "other-1-2-3-0123456789abcdef",
+           "/devmesh-x-0123456789abcdef",  // UnsweptSegmentName's form
        }) {
     EXPECT_FALSE(ParseSegmentName(text).has_value()) << text;
   }
