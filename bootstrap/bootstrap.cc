@@ -182,7 +182,13 @@ void Bootstrap::LeaveOnce() {
   if (rank() != 0) {
     (void)CountAsLeft(*store_, rank(), world_size());
   } else if (server_ != nullptr) {
-    (void)store_->Get(kAllLeftKey, shutdown_timeout_);
+    // Every other rank's gone key, not the count: CountAsLeft claims the
+    // gone key first, so a process that exits between its two store calls
+    // (a failure watch's thread counting a dead rank) is still seen.
+    std::vector<std::string> gone;
+    gone.reserve(static_cast<size_t>(world_size() - 1));
+    for (int r = 1; r < world_size(); ++r) gone.push_back(GoneKey(r));
+    (void)store_->Wait(gone, shutdown_timeout_);
   }
 }
 
