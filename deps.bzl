@@ -53,6 +53,12 @@ def devmesh_dependencies():
     )
     maybe(
         native.new_local_repository,
+        name = "ucx",
+        path = "/usr",
+        build_file = _build_file("ucx.BUILD"),
+    )
+    maybe(
+        native.new_local_repository,
         name = "libuv",
         path = "/usr",
         build_file = _build_file("libuv.BUILD"),

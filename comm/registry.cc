@@ -11,6 +11,7 @@
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/shm/shm_communicator.h"
+#include "comm/ucx/ucx_communicator.h"
 #include "config/settings.h"
 
 namespace devmesh {
@@ -28,6 +29,7 @@ Registry& GetRegistry() {
     r->factories.emplace("gloo", &CreateGlooCommunicator);
     r->factories.emplace("nccl", &CreateNcclCommunicator);
     r->factories.emplace("shm", &CreateShmCommunicator);
+    r->factories.emplace("ucx", &CreateUcxCommunicator);
     return r;
   }();
   return *registry;

@@ -1,7 +1,7 @@
 // devmesh/comm/registry.h
 // -----------------------------------------------------------------------------
-// Backend registry: creates a Communicator by backend name. "shm", "gloo"
-// and "nccl" are always registered (nccl answers Unavailable in a build
+// Backend registry: creates a Communicator by backend name. "shm", "ucx",
+// "gloo" and "nccl" are always registered (nccl answers Unavailable in a build
 // without a CUDA toolkit); RegisterBackend adds others (tests, plug-ins): a
 // class derived from Communicator that overrides its protected Do*
 // functions and identity accessors (comm/communicator.h), made by the
@@ -38,8 +38,8 @@ using CommunicatorFactory =
         std::shared_ptr<Store> store, int rank, int size,
         const CommOptions& options)>;
 
-// Creates a communicator of backend `backend` ("shm", "gloo", "nccl", or a
-// registered name).
+// Creates a communicator of backend `backend` ("shm", "ucx", "gloo", "nccl",
+// or a registered name).
 // Errors:
 //   NotFound     `backend` is not a known name (naming `backend` and listing
 //                the known names)

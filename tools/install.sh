@@ -15,6 +15,8 @@ PACKAGES=(
   libbenchmark-dev     # Google Benchmark
   libgloo-dev          # Gloo: CPU collectives
   libuv1-dev           # libuv: the TCP store's event loop
+  libucx-dev           # UCX: the "ucx" backend's transport across hosts
+  ucx-utils            # ucx_info, ucx_perftest: what UCX sees on a host
   clang                # libFuzzer builds of the frame parser fuzz target
   libclang-rt-14-dev   # clang's sanitizer and fuzzer runtimes
   gnuplot-nox          # tools/plot_busbw.sh: busbw plot as PNG

@@ -1,5 +1,5 @@
 // devmesh/tests/comm/cpu_collectives_test.cc
-// Every collective of the CPU backends (Gloo, and shared memory: "shm") x
+// Every collective of the CPU backends (Gloo, shared memory: "shm", and UCX) x
 // every dtype (x every op), in real processes at 2, 4 and 8 ranks, against
 // exact expected values; out-of-place and in-place.
 #include <cstdint>
@@ -391,13 +391,13 @@ std::string BackendAndRanksName(
 
 INSTANTIATE_TEST_SUITE_P(
     BackendsAndRanks, CpuCollectivesTest,
-    ::testing::Combine(::testing::Values("gloo", "shm"),
+    ::testing::Combine(::testing::Values("gloo", "shm", "ucx"),
                        ::testing::Values(2, 4, 8)),
     BackendAndRanksName);
 
 INSTANTIATE_TEST_SUITE_P(
     BackendsAndRanks, GlooAlgorithmSwitchTest,
-    ::testing::Combine(::testing::Values("gloo", "shm"),
+    ::testing::Combine(::testing::Values("gloo", "shm", "ucx"),
                        ::testing::Values(3, 6, 8)),
     BackendAndRanksName);
 

@@ -132,7 +132,7 @@ TEST(RegistryTest, RegisterBackend) {
   EXPECT_EQ(RegisterBackend("null", nullptr).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(KnownBackends(),
-            (std::vector<std::string>{"gloo", "nccl", "shm", "test_backend"}));
+            (std::vector<std::string>{"gloo", "nccl", "shm", "test_backend", "ucx"}));
   auto store = std::make_shared<InMemoryStore>(absl::Seconds(1));
   EXPECT_EQ(CreateCommunicator("test_backend", store, 0, 1).status().message(),
             "test backend");

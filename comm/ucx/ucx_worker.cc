@@ -1,0 +1,84 @@
+// devmesh/comm/ucx/ucx_worker.cc
+#include "comm/ucx/ucx_worker.h"
+
+#include <poll.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "comm/ucx/ucx_status.h"
+
+namespace devmesh {
+namespace ucx_internal {
+
+absl::StatusOr<UcxWorker*> UcxWorker::Process() {
+  // Made once, never destroyed: communicators may outlive static
+  // destruction order, and the process's exit closes UCX's sockets.
+  static absl::StatusOr<UcxWorker*>* const result = [] {
+    auto* worker = new UcxWorker();
+    absl::Status s = worker->Init();
+    if (!s.ok()) {
+      return new absl::StatusOr<UcxWorker*>(absl::UnavailableError(
+          absl::StrCat("the UCX worker could not be made: ", s.message())));
+    }
+    return new absl::StatusOr<UcxWorker*>(worker);
+  }();
+  return *result;
+}
+
+absl::Status UcxWorker::Init() {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return UcxStatus(st, "ucp_config_read");
+  if (std::getenv("UCX_TLS") == nullptr) {
+    st = ucp_config_modify(config, "TLS", "^sysv,posix,cma");
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return UcxStatus(st, "ucp_config_modify TLS");
+    }
+  }
+  ucp_params_t params = {};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 0;
+  st = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) return UcxStatus(st, "ucp_init");
+
+  ucp_worker_params_t wparams = {};
+  wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  st = ucp_worker_create(context_, &wparams, &worker_);
+  if (st != UCS_OK) return UcxStatus(st, "ucp_worker_create");
+  st = ucp_worker_get_efd(worker_, &event_fd_);
+  if (st != UCS_OK) return UcxStatus(st, "ucp_worker_get_efd");
+
+  ucp_worker_attr_t attr = {};
+  attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
+  st = ucp_worker_query(worker_, &attr);
+  if (st != UCS_OK) return UcxStatus(st, "ucp_worker_query");
+  address_.assign(reinterpret_cast<const char*>(attr.address),
+                  attr.address_length);
+  ucp_worker_release_address(worker_, attr.address);
+
+  return absl::OkStatus();
+}
+
+unsigned UcxWorker::Progress() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ucp_worker_progress(worker_);
+}
+
+void UcxWorker::Sleep(int extra_fd, absl::Duration timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Busy: events are pending, progress again at once.
+    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;
+  }
+  pollfd fds[2] = {{event_fd_, POLLIN, 0}, {extra_fd, POLLIN, 0}};
+  const int64_t ms = absl::ToInt64Milliseconds(timeout);
+  poll(fds, extra_fd >= 0 ? 2 : 1, ms < 1 ? 1 : static_cast<int>(ms));
+}
+
+}  // namespace ucx_internal
+}  // namespace devmesh

@@ -1,0 +1,74 @@
+// devmesh/comm/ucx/ucx_worker.h
+// -----------------------------------------------------------------------------
+// The process's UCX worker: one UCP context and one worker per process, made
+// on first use and kept for the process's life, shared by every "ucx"
+// communicator (its address is what a group's members publish to each
+// other). Every call into UCX on it is made under mu(); waits sleep on the
+// worker's event fd (UCP_FEATURE_WAKEUP) without the lock.
+//
+// Transports: UCX's own choice (UCX_TLS, UCX_NET_DEVICES, ... from the
+// environment) except that, when UCX_TLS is unset, devmesh leaves out the
+// shared-memory transports ("^sysv,posix,cma"): "ucx" groups are for members
+// that do not share memory (inside a host, "shm" is the backend), and UCX
+// would otherwise take shared memory between network-namespace "hosts" of
+// one machine. Set UCX_TLS to override (for example UCX_TLS=all).
+//
+// Errors (Process):
+//   Unavailable  UCX could not make its context or worker (UCX's words)
+//
+// Thread-safety: every member function may be called from any thread.
+#ifndef DEVMESH_COMM_UCX_UCX_WORKER_H_
+#define DEVMESH_COMM_UCX_UCX_WORKER_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <ucp/api/ucp.h>
+
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace devmesh {
+namespace ucx_internal {
+
+class UcxWorker {
+ public:
+  // The process's worker, made by the first call (later calls return the
+  // same one, or the same error).
+  static absl::StatusOr<UcxWorker*> Process();
+
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  // Hold it around every UCX call that takes handle().
+  std::mutex& mu() { return mu_; }
+  ucp_worker_h handle() const { return worker_; }
+  // The worker's address, as bytes to publish to peers.
+  const std::string& address() const { return address_; }
+
+  // One ucp_worker_progress under mu(); returns its count of events.
+  unsigned Progress();
+  // Sleeps until the worker may have an event, `extra_fd` (>= 0) is
+  // readable, or `timeout` has passed; returns at once when events are
+  // pending. Called without mu().
+  void Sleep(int extra_fd, absl::Duration timeout);
+
+ private:
+  UcxWorker() = default;
+  absl::Status Init();
+
+  std::mutex mu_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int event_fd_ = -1;
+  std::string address_;
+};
+
+}  // namespace ucx_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_UCX_UCX_WORKER_H_
