@@ -79,7 +79,7 @@ ABSL_FLAG(int, warmup, 5, "untimed all-reduces before the timed ones");
 ABSL_FLAG(std::string, backend, "auto",
           "auto (nccl when every rank has a GPU; else the CPU default: shared "
           "memory for groups whose members share it, Gloo for the others), "
-          "shm, gloo or nccl");
+          "shm, gloo, ucx or nccl");
 ABSL_FLAG(int, nproc, 0, "local ranks to launch (0: the mesh's size)");
 ABSL_FLAG(bool, raw_call_check, true,
           "whether the raw shared-memory groups compare their members' calls "
@@ -410,9 +410,10 @@ absl::StatusOr<Config> ParseConfig() {
   c.sweep = *sweep;
   c.backend = absl::GetFlag(FLAGS_backend);
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" &&
-      c.backend != "nccl") {
+      c.backend != "ucx" && c.backend != "nccl") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--backend must be auto, shm, gloo or nccl, not '", c.backend, "'"));
+        "--backend must be auto, shm, gloo, ucx or nccl, not '", c.backend,
+        "'"));
   }
   c.iters = absl::GetFlag(FLAGS_iters);
   c.warmup = absl::GetFlag(FLAGS_warmup);
@@ -515,7 +516,7 @@ int RunRank(const Config& config) {
   // The raw world is the transport's own ("gloo" under "auto" and "shm";
   // RawGroup gives its splits shared memory where the mesh's groups have it).
   auto raw_world = CreateCommunicator(
-      backend == "nccl" ? "nccl" : "gloo",
+      backend == "nccl" || backend == "ucx" ? backend : "gloo",
       std::make_shared<PrefixStore>(store, "bench/raw_world"),
       info->rank, info->world_size, side_options);
   if (!raw_world.ok()) return Fail(raw_world.status(), 1);

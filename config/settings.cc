@@ -25,7 +25,8 @@ enum class Form {
   kBytes,
   kPositiveBytes,
   kSwitch,
-  kRoute
+  kRoute,
+  kCrossHost
 };
 
 const char* FormText(Form form) {
@@ -43,6 +44,8 @@ const char* FormText(Form form) {
     case Form::kRoute:
       return "0 (never), 1 (every power-of-two group) or auto (groups that "
              "cross hosts)";
+    case Form::kCrossHost:
+      return "gloo or ucx";
   }
   return "";
 }
@@ -125,6 +128,8 @@ const std::vector<Known>& Table() {
             &Settings::gloo_sync_max_bytes),
       Entry("DEVMESH_GLOO_SYNC_ROUTE", Form::kRoute, true,
             &Settings::gloo_sync_route),
+      Entry("DEVMESH_CROSS_HOST_BACKEND", Form::kCrossHost, true,
+            &Settings::cross_host_backend),
       Entry("DEVMESH_FAILURE_WATCH", Form::kSwitch, true,
             &Settings::failure_watch),
       Entry("DEVMESH_LEASE_PERIOD_MS", Form::kPositiveCount, true,
@@ -170,6 +175,11 @@ bool Parse(Form form, absl::string_view text, uint64_t* out) {
       *out = static_cast<uint64_t>(
           text == "auto" ? GlooSyncRoute::kAcrossHosts
                          : static_cast<GlooSyncRoute>(text[0] - '0'));
+      return true;
+    case Form::kCrossHost:
+      if (text != "gloo" && text != "ucx") return false;
+      *out = static_cast<uint64_t>(text == "ucx" ? CrossHostBackend::kUcx
+                                                 : CrossHostBackend::kGloo);
       return true;
   }
   return false;
@@ -286,6 +296,10 @@ std::vector<std::pair<std::string, std::string>> AgreedSettingsText(
     const std::optional<uint64_t> v = k.get(settings);
     std::string text = v.has_value() ? absl::StrCat(*v) : "unset";
     if (k.form == Form::kRoute && v == uint64_t{2}) text = "auto";
+    if (k.form == Form::kCrossHost && v.has_value()) {
+      text = *v == static_cast<uint64_t>(CrossHostBackend::kUcx) ? "ucx"
+                                                                 : "gloo";
+    }
     out.emplace_back(k.name, std::move(text));
   }
   return out;

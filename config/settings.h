@@ -24,6 +24,7 @@
 //   DEVMESH_GLOO_LOOP_BATCH        gloo_loop_batch           0|1      no
 //   DEVMESH_GLOO_SYNC_MAX_BYTES    gloo_sync_max_bytes       bytes    yes
 //   DEVMESH_GLOO_SYNC_ROUTE        gloo_sync_route           0|1|auto yes
+//   DEVMESH_CROSS_HOST_BACKEND     cross_host_backend        gloo|ucx yes
 //   DEVMESH_FAILURE_WATCH          failure_watch             0|1      yes
 //   DEVMESH_LEASE_PERIOD_MS        lease_period_ms           count>0  yes
 //   DEVMESH_LEASE_SILENCE_MS       lease_silence_ms          count>0  yes
@@ -32,7 +33,9 @@
 // count: decimal digits. bytes: decimal digits, optionally followed by K, M
 // or G (KiB, MiB, GiB). 0|1: off or on (also false|true, off|on, no|yes).
 // gloo_sync_route: 0 never, 1 every power-of-two Gloo group, auto groups that
-// cross hosts (comm/gloo/gloo_sync_allreduce.h). "agree": the value must be the
+// cross hosts (comm/gloo/gloo_sync_allreduce.h). cross_host_backend: the
+// backend of a "cpu" group whose members are not all on one host (backend
+// "auto", device_mesh/mesh_runtime.h). "agree": the value must be the
 // same on every rank of a mesh (the algorithms' steps misalign otherwise);
 // InitDeviceMesh compares the parsed values (AgreedSettingsText), so "1K" on
 // one rank and "1024" on another agree.
@@ -71,6 +74,7 @@
 namespace devmesh {
 
 enum class GlooSyncRoute { kNever = 0, kEveryGroup = 1, kAcrossHosts = 2 };
+enum class CrossHostBackend { kGloo = 0, kUcx = 1 };
 
 struct Settings {
   // Shared-memory backend (comm/shm): wait loop, slots, algorithm bounds.
@@ -85,6 +89,8 @@ struct Settings {
   std::optional<bool> gloo_loop_batch;
   std::optional<size_t> gloo_sync_max_bytes;
   std::optional<GlooSyncRoute> gloo_sync_route;
+  // The backend of "auto" CPU groups across hosts (device_mesh).
+  std::optional<CrossHostBackend> cross_host_backend;
   // The failure watch (device_mesh/failure_watch.h).
   std::optional<bool> failure_watch;
   std::optional<int64_t> lease_period_ms;

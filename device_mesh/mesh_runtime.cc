@@ -99,8 +99,11 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::CreateOn(
     auto made = CreateShmGroup(store, index, size, options, shm);
     if (!made.ok() || *made != nullptr) return shared(std::move(made));
   }
-  return shared(CreateCommunicator("gloo", std::move(store), index, size,
-                                   options));
+  // Across hosts: DEVMESH_CROSS_HOST_BACKEND (an agreed setting).
+  const bool ucx = ProcessSettings().cross_host_backend.value_or(
+                       CrossHostBackend::kGloo) == CrossHostBackend::kUcx;
+  return shared(CreateCommunicator(ucx ? "ucx" : "gloo", std::move(store),
+                                   index, size, options));
 }
 
 absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(

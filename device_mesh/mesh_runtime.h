@@ -18,7 +18,8 @@
 // init_process_group). Backend "auto" makes a shared-memory group over the
 // store alone where the members share memory (no Gloo device, socket or
 // event-loop thread: comm/shm/shm_communicator.h, CreateShmGroup), else a
-// Gloo group (CreateOn, the one place a group's transport is chosen).
+// group of the cross-host backend, Gloo or UCX (CreateOn, the one place a
+// group's transport is chosen).
 //
 // One runtime per store namespace: two runtimes over the same store would
 // read each other's keys. InitDeviceMesh reuses one runtime per Bootstrap;
@@ -291,9 +292,10 @@ class MeshRuntime {
   // that is its own transport; for "shm", CreateShmGroup with require
   // (FailedPrecondition naming a member that cannot share memory); for
   // "auto", CreateShmGroup without require when every member has the same
-  // host name, and a Gloo group of the same members under the same store
-  // when they are not on one host name or cannot share memory (every
-  // member decides alike). That fallback gets the group's whole timeout
+  // host name, and a group of the cross-host backend (Gloo, or UCX with
+  // DEVMESH_CROSS_HOST_BACKEND=ucx; config/settings.h) of the same members
+  // under the same store when they are not on one host name or cannot share
+  // memory (every member decides alike). That fallback gets the group's whole timeout
   // after the shared-memory set-up, so the creation of such a group is
   // bounded by twice its timeout (the set-up ends early unless a member is
   // missing, and a missing member ends it with DeadlineExceeded, not a

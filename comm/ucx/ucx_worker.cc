@@ -30,11 +30,20 @@ absl::Status UcxWorker::Init() {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return UcxStatus(st, "ucp_config_read");
-  if (std::getenv("UCX_TLS") == nullptr) {
-    st = ucp_config_modify(config, "TLS", "^sysv,posix,cma");
+  // devmesh's defaults, each kept only where the environment does not set
+  // the variable (ucx_worker.h).
+  struct Default {
+    const char* name;
+    const char* value;
+  };
+  for (const Default& d : {Default{"TLS", "^sysv,posix,cma"},
+                           Default{"RNDV_THRESH", "inf"}}) {
+    if (std::getenv(absl::StrCat("UCX_", d.name).c_str()) != nullptr) continue;
+    st = ucp_config_modify(config, d.name, d.value);
     if (st != UCS_OK) {
       ucp_config_release(config);
-      return UcxStatus(st, "ucp_config_modify TLS");
+      return UcxStatus(st, absl::StrCat("ucp_config_modify ", d.name, "=",
+                                        d.value));
     }
   }
   ucp_params_t params = {};

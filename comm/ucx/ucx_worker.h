@@ -6,12 +6,21 @@
 // other). Every call into UCX on it is made under mu(); waits sleep on the
 // worker's event fd (UCP_FEATURE_WAKEUP) without the lock.
 //
-// Transports: UCX's own choice (UCX_TLS, UCX_NET_DEVICES, ... from the
-// environment) except that, when UCX_TLS is unset, devmesh leaves out the
-// shared-memory transports ("^sysv,posix,cma"): "ucx" groups are for members
-// that do not share memory (inside a host, "shm" is the backend), and UCX
-// would otherwise take shared memory between network-namespace "hosts" of
-// one machine. Set UCX_TLS to override (for example UCX_TLS=all).
+// Configuration: UCX's own (UCX_* variables from the environment), with
+// devmesh's defaults for those the environment leaves unset:
+//   UCX_TLS=^sysv,posix,cma   no shared-memory transports: "ucx" groups are
+//                             for members that do not share memory (inside a
+//                             host, "shm" is the backend), and UCX would
+//                             otherwise take shared memory between
+//                             network-namespace "hosts" of one machine
+//   UCX_RNDV_THRESH=inf       eager messages at every size: devmesh posts
+//                             its receives before its sends, and UCX 1.13's
+//                             rendezvous over TCP was 2-6x slower from
+//                             32 KiB (docs/ucx_transport.md)
+// UCX's TCP segments (UCX_TCP_TX_SEG_SIZE, UCX_TCP_RX_SEG_SIZE: 8 KiB) are
+// UCX's; larger ones help large messages (docs/ucx_transport.md).
+// On a cluster with RDMA set UCX_TLS (for example UCX_TLS=all) and
+// UCX_RNDV_THRESH (for example auto) to UCX's own choice.
 //
 // Errors (Process):
 //   Unavailable  UCX could not make its context or worker (UCX's words)

@@ -39,6 +39,7 @@ TEST(SettingsTest, EveryVariableParsesIntoItsField) {
       {"DEVMESH_GLOO_LOOP_BATCH", "0"},
       {"DEVMESH_GLOO_SYNC_MAX_BYTES", "2G"},
       {"DEVMESH_GLOO_SYNC_ROUTE", "1"},
+      {"DEVMESH_CROSS_HOST_BACKEND", "ucx"},
       {"DEVMESH_FAILURE_WATCH", "0"},
       {"DEVMESH_LEASE_PERIOD_MS", "100"},
       {"DEVMESH_LEASE_SILENCE_MS", "900"},
@@ -58,6 +59,7 @@ TEST(SettingsTest, EveryVariableParsesIntoItsField) {
   EXPECT_EQ(s->gloo_loop_batch, false);
   EXPECT_EQ(s->gloo_sync_max_bytes, size_t{2} << 30);
   EXPECT_EQ(s->gloo_sync_route, GlooSyncRoute::kEveryGroup);
+  EXPECT_EQ(s->cross_host_backend, CrossHostBackend::kUcx);
   EXPECT_EQ(s->failure_watch, false);
   EXPECT_EQ(s->lease_period_ms, 100);
   EXPECT_EQ(s->lease_silence_ms, 900);
@@ -70,6 +72,7 @@ TEST(SettingsTest, EveryVariableParsesIntoItsField) {
                  {"DEVMESH_GLOO_LAZY_MESH", "1"},
                  {"DEVMESH_GLOO_SYNC_MAX_BYTES", "2147483648"},
                  {"DEVMESH_GLOO_SYNC_ROUTE", "1"},
+                 {"DEVMESH_CROSS_HOST_BACKEND", "ucx"},
                  {"DEVMESH_FAILURE_WATCH", "0"},
                  {"DEVMESH_LEASE_PERIOD_MS", "100"},
                  {"DEVMESH_LEASE_SILENCE_MS", "900"}}));
@@ -125,6 +128,9 @@ TEST(SettingsTest, MalformedValuesAreInvalidArgumentNamingTheVariable) {
       {{"DEVMESH_GLOO_SYNC_ROUTE", "2"},
        "malformed setting DEVMESH_GLOO_SYNC_ROUTE='2': want 0 (never), 1 "
        "(every power-of-two group) or auto (groups that cross hosts)"},
+      {{"DEVMESH_CROSS_HOST_BACKEND", "mpi"},
+       "malformed setting DEVMESH_CROSS_HOST_BACKEND='mpi': want gloo or "
+       "ucx"},
   };
   for (const auto& [entry, want] : cases) {
     auto s = ParseSettings(Env{{"DEVMESH_SHM_SPIN", "1"}, entry});
