@@ -162,6 +162,7 @@ row = re.compile(r"^\s+(\d+)\s+\d+\s+(dp|tp)\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s+"
 times = {"devmesh": {}, "devmesh_env": {}, "torch": {}}
 wrong = 0
 backends = []
+env_backends = []
 for r in range(1, rounds + 1):
     for side in dm_sides:
         for line in open(os.path.join(work, "%s.%d.log" % (side, r))):
@@ -170,8 +171,9 @@ for r in range(1, rounds + 1):
                 key = (m.group(2), int(m.group(1)))
                 times[side].setdefault(key, []).append(float(m.group(3)))
                 wrong += int(m.group(4))
-            elif line.startswith("# dim ") and r == 1 and side == "devmesh":
-                backends.append(line[2:].strip())
+            elif line.startswith("# dim ") and r == 1:
+                (backends if side == "devmesh" else env_backends).append(
+                    line[2:].strip())
     for line in open(os.path.join(work, "torch.%d.log" % r)):
         if line.startswith("PEER_BENCH_ALLREDUCE "):
             c = json.loads(line.split(" ", 1)[1])
@@ -195,8 +197,8 @@ lines = ["# 2x2 mesh, dp across two network-namespace hosts, tp inside each; "
          "# devmesh: " + "; ".join(backends) +
          "; PyTorch: Gloo on both dims (GLOO_SOCKET_IFNAME=%s)" % "dmlc0"]
 if env:
-    lines.append("# env_us: devmesh again with %s, in its own turn each round"
-                 % env)
+    lines.append("# env_us: devmesh again with %s, in its own turn each round: "
+                 "%s" % (env, "; ".join(env_backends)))
 head = "%-4s %10s %12s %12s %8s %17s" % ("dim", "bytes", "devmesh_us",
                                           "torch_us", "PT/dm", "per-round range")
 if env:
