@@ -23,12 +23,15 @@
 #
 #   sudo tools/cross_host_bench.sh [--rounds=3] [--sizes=1024,65536,1048576]
 #                                  [--iters=10] [--out=FILE]
-#                                  [--devmesh_env=NAME=VALUE]
+#                                  [--devmesh_env='NAME=VALUE ...']
 #
-# --devmesh_env runs devmesh a second time in each round with that variable
-# set (e.g. DEVMESH_GLOO_SYNC_MAX_BYTES=0: Gloo's event-loop route at every
-# size), taking its turn with the other two, and adds its column and its
-# ratio to devmesh's (env/dm, with the per-round range).
+# --devmesh_env runs devmesh a second time in each round with those
+# variables set (one or more NAME=VALUE separated by spaces; e.g.
+# DEVMESH_GLOO_SYNC_MAX_BYTES=0: Gloo's event-loop route at every size, or
+# 'DEVMESH_CROSS_HOST_BACKEND=ucx UCX_TCP_TX_SEG_SIZE=256K
+# UCX_TCP_RX_SEG_SIZE=256K': UCX across hosts), taking its turn with the
+# other two, and adds its column and its ratio to devmesh's (env/dm, with
+# the per-round range).
 #
 # Needs root (namespaces), iproute2 and util-linux (tools/install.sh) and the
 # torch venv (tools/install_torch.sh; $DEVMESH_TORCH_VENV, default
@@ -118,7 +121,7 @@ run_devmesh() {  # LOG
 }
 run_devmesh_env() {  # LOG
   step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
-    env "$devmesh_env" "$WORK/bin/allreduce_2d" --mesh_shape=2x2 \
+    env $devmesh_env "$WORK/bin/allreduce_2d" --mesh_shape=2x2 \
     --mesh_dim_names=dp,tp --dtype=float32 --min_bytes=1024 \
     --max_bytes="$max" --iters="$iters" --warmup=3 --target_ci=0 \
     --benchmark_filter="$filter"

@@ -32,6 +32,9 @@ constexpr absl::Duration kSpin = absl::Microseconds(50);
 // The longest sleep between two looks at the abort flag, notices and failed
 // endpoints (the abort's eventfd and the worker's event fd end it sooner).
 constexpr absl::Duration kSlice = absl::Milliseconds(5);
+// How long a member whose receive was truncated waits for the notice of a
+// member that knows both calls.
+constexpr absl::Duration kTruncatedGrace = absl::Milliseconds(200);
 // How long the destructor waits for its notices before closing endpoints.
 constexpr absl::Duration kGoodbye = absl::Milliseconds(200);
 
@@ -48,7 +51,14 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 32, "the header is 32 bytes on the wire");
 
-enum NoticeType : uint8_t { kDisagreement = 1, kLeft = 2, kStopped = 3 };
+// kTruncated: first_global received a longer message from other_global
+// than its call (first) expects; other is not known.
+enum NoticeType : uint8_t {
+  kDisagreement = 1,
+  kLeft = 2,
+  kStopped = 3,
+  kTruncated = 4
+};
 
 struct Notice {
   uint32_t magic = kNoticeMagic;
@@ -189,7 +199,10 @@ UcxGroup::~UcxGroup() {
   // Close every endpoint (forced: a peer that is gone cannot confirm).
   {
     std::lock_guard<std::mutex> lock(worker_->mu());
-    for (auto& peer : peers_) CloseEndpoint(*peer);
+    // Flushed, unless UCX reported the endpoint failed (UCX 1.13's TCP
+    // transport aborted on an assertion when a forced close met a
+    // connection that was still being made or had been refused).
+    for (auto& peer : peers_) CloseEndpoint(*peer, peer->failed.load() != 0);
   }
   const absl::Time close_until = absl::Now() + absl::Seconds(1);
   for (void* r : closing_) {
@@ -293,11 +306,11 @@ std::string UcxGroup::Context() const {
   return context;
 }
 
-void UcxGroup::CloseEndpoint(Peer& peer) {
+void UcxGroup::CloseEndpoint(Peer& peer, bool force) {
   if (peer.ep == nullptr) return;
   ucp_request_param_t param = {};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   ucs_status_ptr_t r = ucp_ep_close_nbx(peer.ep, &param);
   if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing_.push_back(r);
   peer.ep = nullptr;
@@ -322,19 +335,22 @@ absl::Status UcxGroup::Exchange(absl::Span<const algorithms::SendSpec> sends,
   std::vector<std::unique_ptr<Op>> ops;
   ops.reserve(sends.size() + recvs.size());
   const WireHeader header = ToWire(call_);
+  absl::Status connect;
   {
     std::lock_guard<std::mutex> lock(worker_->mu());
     for (const algorithms::SendSpec& s : sends) {
-      if (absl::Status c = Connect(s.peer); !c.ok()) {
-        ops.clear();  // nothing of this exchange posted yet that can fail
-        return Fail(std::move(c));
-      }
+      if (connect.ok()) connect = Connect(s.peer);
     }
     for (const algorithms::RecvSpec& r : recvs) {
       // An endpoint toward the sender too: its failure is how a dead
       // sender is noticed.
-      if (absl::Status c = Connect(r.peer); !c.ok()) return Fail(std::move(c));
+      if (connect.ok()) connect = Connect(r.peer);
     }
+  }
+  // Fail (which sends notices) never runs under the worker's lock.
+  if (!connect.ok()) return Fail(std::move(connect));
+  {
+    std::lock_guard<std::mutex> lock(worker_->mu());
     for (const algorithms::RecvSpec& r : recvs) {
       auto op = std::make_unique<Op>();
       op->peer = r.peer;
@@ -455,7 +471,7 @@ absl::Status UcxGroup::SlowPathCheck(
     if (op->is_send && peer.left) {
       // It left after its last call: ending the endpoint ends the send.
       std::lock_guard<std::mutex> lock(worker_->mu());
-      CloseEndpoint(peer);
+      CloseEndpoint(peer, /*force=*/true);
       continue;
     }
     if (absl::Status p = PeerError(op->peer); !p.ok()) return p;
@@ -516,7 +532,33 @@ absl::Status UcxGroup::ReadNotices() {
       return absl::InternalError(
           absl::StrCat(Context(), ": a malformed notice arrived"));
     }
-    if (notice.type == kDisagreement) {
+    if (notice.type == kDisagreement || notice.type == kTruncated) {
+      // Passed on once (the group is broken from here on), so that a member
+      // this one reaches first hears it before this one's goodbye.
+      SendNotices(notice.type, notice.first_global, FromWire(notice.first),
+                  notice.other_global, FromWire(notice.other));
+      if (notice.type == kTruncated) {
+        // first_global received the longer message from other_global; the
+        // member of higher group rank is the one that differs.
+        const auto first_at = std::find(global_ranks_.begin(),
+                                         global_ranks_.end(),
+                                         notice.first_global);
+        const auto other_at = std::find(global_ranks_.begin(),
+                                        global_ranks_.end(),
+                                        notice.other_global);
+        const int disagreeing = first_at < other_at ? notice.other_global
+                                                    : notice.first_global;
+        return WithDisagreement(
+            absl::InvalidArgumentError(absl::StrCat(
+                Context(), ": global rank ", notice.first_global,
+                " received a longer message from global rank ",
+                notice.other_global, " than its call (",
+                DescribeCall(FromWire(notice.first)),
+                ") expects, so their calls differ (group of global ranks [",
+                absl::StrJoin(global_ranks_, ", "),
+                "]); the group refuses every later call")),
+            disagreeing);
+      }
       return CallMismatchError("ucx", notice.first_global,
                                FromWire(notice.first), notice.other_global,
                                FromWire(notice.other), global_ranks_, label_);
@@ -547,28 +589,69 @@ absl::Status UcxGroup::ReadNotices() {
 
 absl::Status UcxGroup::CheckHeaders(std::vector<std::unique_ptr<Op>>& ops) {
   for (const auto& op : ops) {
-    const int global = global_ranks_[op->peer];
-    if (op->is_send && peers_[op->peer]->left) continue;
-    if (op->status != UCS_OK && op->status != UCS_ERR_MESSAGE_TRUNCATED) {
-      return Fail(WithPeer(
-          UcxStatus(op->status,
-                    absl::StrCat(Context(), ": the message ",
-                                 op->is_send ? "to" : "from", " global rank ",
-                                 global, " failed")),
-          global));
+    if (op->status == UCS_OK || op->status == UCS_ERR_MESSAGE_TRUNCATED) {
+      continue;
     }
-    if (op->is_send || channel_ == Channel::kSplit) continue;
-    const bool header_read = op->length >= sizeof(WireHeader) ||
-                             op->status == UCS_ERR_MESSAGE_TRUNCATED;
-    if (!header_read || op->header.magic != kHeaderMagic) {
+    // A failed message: what the other members said comes first (a
+    // disagreement, a member that left or stopped), then the member's own
+    // failure.
+    if (absl::Status n = ReadNotices(); !n.ok()) return Fail(std::move(n));
+    Peer& peer = *peers_[op->peer];
+    if (op->is_send && peer.left) continue;  // taken before it left, or never
+    if (absl::Status p = PeerError(op->peer); !p.ok()) return Fail(std::move(p));
+    const int global = global_ranks_[op->peer];
+    return Fail(WithPeer(
+        absl::UnavailableError(absl::StrCat(
+            Context(), ": the message ", op->is_send ? "to" : "from",
+            " global rank ", global, " failed (",
+            ucs_status_string(op->status),
+            "): its process is gone or its host cannot be reached")),
+        global));
+  }
+  if (channel_ == Channel::kSplit) return absl::OkStatus();
+  for (const auto& op : ops) {
+    if (op->is_send) continue;
+    const int global = global_ranks_[op->peer];
+    const CallRecord mine = call_;
+    if (op->status == UCS_ERR_MESSAGE_TRUNCATED) {
+      // The sender's message is longer than this call's: their calls
+      // differ. UCX 1.13 delivers nothing of a truncated message, so the
+      // sender's record is not known here; a member that received a
+      // shorter message knows both and says so. Wait a little for that
+      // notice, so that every member words the error alike.
+      const absl::Time until = absl::Now() + kTruncatedGrace;
+      while (absl::Now() < until) {
+        if (worker_->Progress() == 0) {
+          worker_->Sleep(abort_fd_, absl::Milliseconds(1));
+        }
+        if (absl::Status n = ReadNotices(); !n.ok()) {
+          return Fail(std::move(n));
+        }
+      }
+      // The member of higher group rank is the one that differs (as below).
+      const int disagreeing =
+          rank_ < op->peer ? global : global_ranks_[rank_];
+      absl::Status error = WithDisagreement(
+          absl::InvalidArgumentError(absl::StrCat(
+              Context(), ": the message of global rank ", global,
+              " is longer than global rank ", global_ranks_[rank_],
+              " (this rank) expects for its call (", DescribeCall(mine),
+              "), so their calls differ (",
+              "group of global ranks [", absl::StrJoin(global_ranks_, ", "),
+              "]); the group refuses every later call")),
+          disagreeing);
+      SendNotices(kTruncated, global_ranks_[rank_], mine, global, CallRecord(),
+                  "", /*connect_missing=*/true);
+      return Fail(std::move(error));
+    }
+    if (op->length < sizeof(WireHeader) || op->header.magic != kHeaderMagic) {
       return Fail(WithPeer(
           absl::InternalError(absl::StrCat(
               Context(), ": a message from global rank ", global,
               " is not a devmesh message (", op->length, " bytes)")),
           global));
     }
-    CallRecord theirs = FromWire(op->header);
-    CallRecord mine = call_;
+    const CallRecord theirs = FromWire(op->header);
     bool same;
     if (channel_ == Channel::kPointToPoint) {
       same = theirs.kind == CallKind::kSend && theirs.dtype == mine.dtype &&
@@ -576,9 +659,8 @@ absl::Status UcxGroup::CheckHeaders(std::vector<std::unique_ptr<Op>>& ops) {
     } else {
       same = SameCall(theirs, mine);
     }
-    if (same && op->status == UCS_OK &&
-        (op->length == kUnknownLength ||
-         op->length == sizeof(WireHeader) + op->expected)) {
+    if (same && (op->length == kUnknownLength ||
+                 op->length == sizeof(WireHeader) + op->expected)) {
       continue;
     }
     if (channel_ == Channel::kPointToPoint) {
@@ -598,7 +680,8 @@ absl::Status UcxGroup::CheckHeaders(std::vector<std::unique_ptr<Op>>& ops) {
     const int other_global = mine_first ? global : mine_global;
     const CallRecord& first = mine_first ? mine : theirs;
     const CallRecord& other = mine_first ? theirs : mine;
-    SendNotices(kDisagreement, first_global, first, other_global, other);
+    SendNotices(kDisagreement, first_global, first, other_global, other, "",
+                /*connect_missing=*/true);
     return Fail(CallMismatchError("ucx", first_global, first, other_global,
                                   other, global_ranks_, label_));
   }
@@ -607,10 +690,18 @@ absl::Status UcxGroup::CheckHeaders(std::vector<std::unique_ptr<Op>>& ops) {
 
 void UcxGroup::SendNotices(uint8_t type, int first_global,
                            const CallRecord& first, int other_global,
-                           const CallRecord& other, absl::string_view reason) {
+                           const CallRecord& other, absl::string_view reason,
+                           bool connect_missing) {
   std::lock_guard<std::mutex> lock(worker_->mu());
   for (int r = 0; r < size(); ++r) {
-    if (r == rank_ || peers_[r]->failed.load() != 0 || !Connect(r).ok()) {
+    // A fresh endpoint only when asked (the member that found a
+    // disagreement, while the call is on and the members alive): one to a
+    // member that had exited made UCX 1.13 abort on an assertion in its TCP
+    // transport at the endpoint's close. Otherwise only members this one
+    // already talks to (a member that waits for this one has an endpoint
+    // to it, and this one to it: ucx_group.h, endpoints toward senders).
+    if (r == rank_ || peers_[r]->failed.load() != 0) continue;
+    if (peers_[r]->ep == nullptr && (!connect_missing || !Connect(r).ok())) {
       continue;
     }
     auto op = std::make_unique<Op>();
@@ -644,7 +735,7 @@ void UcxGroup::Cancel(std::vector<std::unique_ptr<Op>>& ops) {
         continue;
       }
       // A send cannot be cancelled: closing its endpoint ends it.
-      CloseEndpoint(*peers_[op->peer]);
+      CloseEndpoint(*peers_[op->peer], /*force=*/true);
     }
   }
   const absl::Time until = absl::Now() + absl::Seconds(2);

@@ -127,9 +127,9 @@ class UcxGroup final : public algorithms::PointToPoint {
     // and the send counts as done.
     bool left = false;
   };
-  // Force-closes `peer`'s endpoint (under the worker's lock); the close
-  // request is freed later (closing_).
-  void CloseEndpoint(Peer& peer);
+  // Closes `peer`'s endpoint (under the worker's lock), flushed or forced;
+  // the close request is freed later (closing_).
+  void CloseEndpoint(Peer& peer, bool force);
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   uint64_t Tag(Channel channel, int sender) const;
@@ -146,10 +146,13 @@ class UcxGroup final : public algorithms::PointToPoint {
   // Reads every queued notice: a disagreement is returned, a member that
   // left or stopped is marked (Peer::stopped). Under no lock.
   absl::Status ReadNotices();
-  // Sends a notice to every other member (best effort, never waited for).
+  // Sends a notice to every other member this one has an endpoint to (or,
+  // `connect_missing`, to every other member); best effort, never waited
+  // for.
   void SendNotices(uint8_t type, int first_global, const CallRecord& first,
                    int other_global, const CallRecord& other,
-                   absl::string_view reason = "");
+                   absl::string_view reason = "",
+                   bool connect_missing = false);
   void Cancel(std::vector<std::unique_ptr<Op>>& ops);
   absl::Status Fail(absl::Status error);  // sets broken_ once, returns it
   std::string Context() const;            // "ucx allreduce #3 along ..."

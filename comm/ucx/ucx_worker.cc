@@ -37,9 +37,7 @@ absl::Status UcxWorker::Init() {
     const char* value;
   };
   for (const Default& d : {Default{"TLS", "^sysv,posix,cma"},
-                           Default{"RNDV_THRESH", "inf"},
-                           Default{"TCP_TX_SEG_SIZE", "256K"},
-                           Default{"TCP_RX_SEG_SIZE", "256K"}}) {
+                           Default{"RNDV_THRESH", "inf"}}) {
     if (std::getenv(absl::StrCat("UCX_", d.name).c_str()) != nullptr) continue;
     st = ucp_config_modify(config, d.name, d.value);
     if (st != UCS_OK) {
