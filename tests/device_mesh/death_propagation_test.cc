@@ -26,6 +26,9 @@
 #include "tests/device_mesh/mesh_checks.h"
 
 ABSL_FLAG(int, death_runs, 2, "launches per victim rank");
+ABSL_FLAG(std::string, backend, "gloo",
+          "every group's backend (gloo or ucx: the CPU backends across "
+          "hosts)");
 
 namespace devmesh {
 namespace {
@@ -41,7 +44,7 @@ constexpr int kRanks = 4;
 absl::Status Body(Bootstrap& b, int victim, const std::string& run) {
   ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
   MeshOptions options;
-  options.all.backend = "gloo";
+  options.all.backend = absl::GetFlag(FLAGS_backend);
   options.all.timeout = absl::Seconds(30);  // a hang shows as > 2 s
   ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {kRanks}, {"w"},
                                         options));

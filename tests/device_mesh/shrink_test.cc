@@ -78,6 +78,9 @@
 #include "tests/device_mesh/mesh_checks.h"
 
 ABSL_FLAG(int, shrink_runs, 2, "launches per scenario");
+ABSL_FLAG(std::string, backend, "gloo",
+          "every group's backend (gloo or ucx: the CPU backends across "
+          "hosts)");
 
 namespace devmesh {
 namespace {
@@ -233,7 +236,8 @@ int64_t Ns(absl::Time t) {
 }
 
 // The bootstrap's store, through which this process SIGKILLs itself at its
-// first MultiSet of a group key once `armed` (kill_in_rebuild: Shrink's
+// first MultiSet of a group key (Gloo's) or Set of a UCX group's address
+// once `armed` (kill_in_rebuild: Shrink's
 // rebuild publishing a new group's addresses; the agreement before it sets
 // only epoch keys, and kept groups touch no key).
 class DieAtGroupPublishStore : public ForwardingStore {
@@ -243,6 +247,16 @@ class DieAtGroupPublishStore : public ForwardingStore {
                          bool after_publish)
       : ForwardingStore(std::move(base)), armed_(std::move(armed)),
         after_publish_(after_publish) {}
+  // A UCX group publishes its address with one Set ("<group>/ucx/<rank>").
+  absl::Status Set(absl::string_view k, absl::string_view v) override {
+    const bool fire = armed_->load() &&
+                      absl::StartsWith(k, "devmesh/group/") &&
+                      absl::StrContains(k, "/ucx/");
+    if (fire && !after_publish_) raise(SIGKILL);
+    absl::Status s = base()->Set(k, v);
+    if (fire) raise(SIGKILL);
+    return s;
+  }
   absl::Status MultiSet(absl::Span<const std::string> k,
                         absl::Span<const std::string> v) override {
     const bool fire = armed_->load() && !k.empty() &&
@@ -269,7 +283,7 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
   ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(store, me, b.world_size(),
                                                 b.local_rank()));
   MeshOptions options;
-  options.all.backend = "gloo";
+  options.all.backend = absl::GetFlag(FLAGS_backend);
   // A hang shows as a failure; kill_in_rebuild's is past the run's limit, so
   // that only the watch's verdict can end its peers' wait.
   options.all.timeout = absl::Seconds(sc.rebuild_victim >= 0 ? 120 : 30);
