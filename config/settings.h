@@ -34,8 +34,8 @@
 // or G (KiB, MiB, GiB). 0|1: off or on (also false|true, off|on, no|yes).
 // gloo_sync_route: 0 never, 1 every power-of-two Gloo group, auto groups that
 // cross hosts (comm/gloo/gloo_sync_allreduce.h). cross_host_backend: the
-// backend of a "cpu" group whose members are not all on one host (backend
-// "auto", device_mesh/mesh_runtime.h). "agree": the value must be the
+// backend of a "cpu" group (backend "auto", device_mesh/mesh_runtime.h)
+// whose members are not all on one host name or cannot share memory. "agree": the value must be the
 // same on every rank of a mesh (the algorithms' steps misalign otherwise);
 // InitDeviceMesh compares the parsed values (AgreedSettingsText), so "1K" on
 // one rank and "1024" on another agree.

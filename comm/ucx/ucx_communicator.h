@@ -18,21 +18,32 @@
 // sequence number) and the receiver checks it before it uses the data
 // (ucx_group.h): members whose calls differ get InvalidArgument with
 // kDisagreementPayload, never an OK with wrong data. A member that received
-// nothing from the one that differs may complete that call; it fails at its
-// next call.
+// nothing from the one that differs may complete that call (a broadcast's
+// root, or both members of a 2-member broadcast whose roots differ); it
+// fails at its next call. A collective of count 0 sends nothing and is not
+// checked. After an error the receive buffers' contents are unspecified.
 //
 // Errors (beyond the front's, comm/communicator.h):
 //   InvalidArgument     bad rank/size/options at creation (comm/group_args.h);
-//                       the members' calls differ (above); Send and Recv
-//                       whose dtype or count differ (the receiver's error)
+//                       the members' calls differ (above); a Recv whose
+//                       dtype or count differs from the peer's Send (the
+//                       receiver's error, naming the sender)
 //   DeadlineExceeded    a member did not arrive at creation, or its message
 //                       did not come within options.timeout, naming it
-//   Unavailable         a member's connection failed (kPeerPayload), or it
-//                       destroyed its communicator (kPeerLeftPayload); UCX
+//   Unavailable         a member's connection failed (kPeerPayload), it
+//                       destroyed its communicator (kPeerLeftPayload), or
+//                       its own call failed ("stopped", kPeerPayload); UCX
 //                       could not start (its words)
-//   FailedPrecondition  every call after Abort
-//   After any error of a collective, the group refuses every later call
-//   with it.
+//   FailedPrecondition  every call after Abort (unless an earlier error
+//                       stands: the group keeps its first error)
+//   Internal            a member published a malformed address, a message
+//                       that is not devmesh's arrived, the group's tag id
+//                       collided with another live group of this process (a
+//                       1 in 2^32 chance a pair: make the group again), or
+//                       UCX failed in a way not listed here (its words)
+//   ResourceExhausted   UCX ran out of memory
+//   others              the store's, at creation
+//   After any error of a call, the group refuses every later call with it.
 //
 // Thread-safety: one call at a time per communicator (Abort from any
 // thread); distinct communicators from distinct threads.

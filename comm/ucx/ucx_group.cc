@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -32,6 +34,9 @@ constexpr absl::Duration kSpin = absl::Microseconds(50);
 // The longest sleep between two looks at the abort flag, notices and failed
 // endpoints (the abort's eventfd and the worker's event fd end it sooner).
 constexpr absl::Duration kSlice = absl::Milliseconds(5);
+// How long a failed call waits for UCX to end its messages after closing
+// their endpoints (then the process aborts: ucx_group.h).
+constexpr absl::Duration kCancelLimit = absl::Seconds(10);
 // How long a member whose receive was truncated waits for the notice of a
 // member that knows both calls.
 constexpr absl::Duration kTruncatedGrace = absl::Milliseconds(200);
@@ -281,8 +286,8 @@ absl::Status UcxGroup::Fail(absl::Status error) {
     broken_ = error;
   }
   // Tell the others, so that a member waiting for this one's messages fails
-  // at once (a disagreement has sent its own notice).
-  if (GetErrorInfo(error).disagreeing < 0) {
+  // at once (unless this member sent or passed on a disagreement notice).
+  if (!told_disagreement_) {
     SendNotices(kStopped, -1, CallRecord(), global_ranks_[rank_], CallRecord(),
                 error.message());
   }
@@ -335,6 +340,13 @@ absl::Status UcxGroup::Exchange(absl::Span<const algorithms::SendSpec> sends,
   std::vector<std::unique_ptr<Op>> ops;
   ops.reserve(sends.size() + recvs.size());
   const WireHeader header = ToWire(call_);
+  // A member known to have left or stopped takes nothing more: a send to
+  // it fails now, without a fresh endpoint to it. (What it sent before it
+  // left is still received: a receive from it is posted, with no endpoint
+  // made toward it.)
+  for (const algorithms::SendSpec& sp : sends) {
+    if (!peers_[sp.peer]->stopped.ok()) return Fail(peers_[sp.peer]->stopped);
+  }
   absl::Status connect;
   {
     std::lock_guard<std::mutex> lock(worker_->mu());
@@ -344,7 +356,9 @@ absl::Status UcxGroup::Exchange(absl::Span<const algorithms::SendSpec> sends,
     for (const algorithms::RecvSpec& r : recvs) {
       // An endpoint toward the sender too: its failure is how a dead
       // sender is noticed.
-      if (connect.ok()) connect = Connect(r.peer);
+      if (connect.ok() && peers_[r.peer]->stopped.ok()) {
+        connect = Connect(r.peer);
+      }
     }
   }
   // Fail (which sends notices) never runs under the worker's lock.
@@ -411,10 +425,21 @@ absl::Status UcxGroup::Wait(std::vector<std::unique_ptr<Op>>& ops) {
     return true;
   };
   absl::Time spin_until = absl::InfinitePast();
+  absl::Time next_check = absl::Now() + kSlice;
   while (!all_done()) {
     const unsigned events = worker_->Progress();
     if (all_done()) break;
-    if (events > 0) continue;
+    if (events > 0) {
+      // The worker is shared: another group's traffic keeps it busy, and
+      // the deadline, Abort and dead members must still be looked at.
+      if (absl::Now() < next_check) continue;
+      next_check = absl::Now() + kSlice;
+      if (absl::Status s = SlowPathCheck(ops); !s.ok()) {
+        Cancel(ops);
+        return Fail(std::move(s));
+      }
+      continue;
+    }
     const absl::Time now = absl::Now();
     if (spin_until == absl::InfinitePast()) spin_until = now + kSpin;
     if (now < spin_until) {
@@ -468,12 +493,10 @@ absl::Status UcxGroup::SlowPathCheck(
   for (const auto& op : ops) {
     if (op->done.load(std::memory_order_acquire)) continue;
     Peer& peer = *peers_[op->peer];
-    if (op->is_send && peer.left) {
-      // It left after its last call: ending the endpoint ends the send.
-      std::lock_guard<std::mutex> lock(worker_->mu());
-      CloseEndpoint(peer, /*force=*/true);
-      continue;
-    }
+    // A send to a member that left: it was taken before it left, or its
+    // connection's close ends it with an error that counts as done
+    // (CheckHeaders); the deadline bounds it either way.
+    if (op->is_send && peer.left) continue;
     if (absl::Status p = PeerError(op->peer); !p.ok()) return p;
   }
   if (absl::Now() >= deadline_) {
@@ -506,8 +529,11 @@ absl::Status UcxGroup::SlowPathCheck(
 
 absl::Status UcxGroup::ReadNotices() {
   for (;;) {
-    Notice notice;
-    Op op;
+    // On the heap: if UCX does not finish the receive in time, the Op is
+    // left to it (a stack Op could be written after this returns).
+    auto owned = std::make_unique<Op>();
+    Op& op = *owned;
+    Notice& notice = op.notice;
     {
       std::lock_guard<std::mutex> lock(worker_->mu());
       ucp_tag_recv_info_t info = {};
@@ -523,7 +549,16 @@ absl::Status UcxGroup::ReadNotices() {
       Posted(&op, ucp_tag_msg_recv_nbx(worker_->handle(), &notice,
                                         sizeof(notice), message, &param));
     }
-    while (!op.done.load(std::memory_order_acquire)) worker_->Progress();
+    // A probed message is here: its receive ends at once, or soon.
+    const absl::Time until = absl::Now() + absl::Seconds(1);
+    while (!op.done.load(std::memory_order_acquire)) {
+      if (absl::Now() > until) {
+        owned.release();  // UCX may still complete it
+        return absl::InternalError(absl::StrCat(
+            Context(), ": a notice's receive did not end within 1s"));
+      }
+      worker_->Progress();
+    }
     if (op.request != nullptr) {
       std::lock_guard<std::mutex> lock(worker_->mu());
       ucp_request_free(op.request);
@@ -608,11 +643,19 @@ absl::Status UcxGroup::CheckHeaders(std::vector<std::unique_ptr<Op>>& ops) {
             "): its process is gone or its host cannot be reached")),
         global));
   }
-  if (channel_ == Channel::kSplit) return absl::OkStatus();
   for (const auto& op : ops) {
     if (op->is_send) continue;
     const int global = global_ranks_[op->peer];
     const CallRecord mine = call_;
+    if (op->status == UCS_ERR_MESSAGE_TRUNCATED &&
+        channel_ == Channel::kPointToPoint) {
+      return Fail(WithDisagreement(
+          absl::InvalidArgumentError(absl::StrCat(
+              Context(), " from global rank ", global,
+              ": it sent more than this rank receives (",
+              DataTypeName(mine.dtype), " x ", mine.count, ")")),
+          global));
+    }
     if (op->status == UCS_ERR_MESSAGE_TRUNCATED) {
       // The sender's message is longer than this call's: their calls
       // differ. UCX 1.13 delivers nothing of a truncated message, so the
@@ -692,6 +735,7 @@ void UcxGroup::SendNotices(uint8_t type, int first_global,
                            const CallRecord& first, int other_global,
                            const CallRecord& other, absl::string_view reason,
                            bool connect_missing) {
+  if (type == kDisagreement || type == kTruncated) told_disagreement_ = true;
   std::lock_guard<std::mutex> lock(worker_->mu());
   for (int r = 0; r < size(); ++r) {
     // A fresh endpoint only when asked (the member that found a
@@ -700,7 +744,10 @@ void UcxGroup::SendNotices(uint8_t type, int first_global,
     // transport at the endpoint's close. Otherwise only members this one
     // already talks to (a member that waits for this one has an endpoint
     // to it, and this one to it: ucx_group.h, endpoints toward senders).
-    if (r == rank_ || peers_[r]->failed.load() != 0) continue;
+    if (r == rank_ || peers_[r]->failed.load() != 0 ||
+        !peers_[r]->stopped.ok()) {
+      continue;
+    }
     if (peers_[r]->ep == nullptr && (!connect_missing || !Connect(r).ok())) {
       continue;
     }
@@ -726,34 +773,57 @@ void UcxGroup::SendNotices(uint8_t type, int first_global,
 }
 
 void UcxGroup::Cancel(std::vector<std::unique_ptr<Op>>& ops) {
+  auto all_done = [&ops] {
+    for (const auto& op : ops) {
+      if (!op->done.load(std::memory_order_acquire)) return false;
+    }
+    return true;
+  };
   {
     std::lock_guard<std::mutex> lock(worker_->mu());
     for (auto& op : ops) {
       if (op->done.load(std::memory_order_acquire)) continue;
-      if (!op->is_send) {
-        ucp_request_cancel(worker_->handle(), op->request);
-        continue;
-      }
-      // A send cannot be cancelled: closing its endpoint ends it.
-      CloseEndpoint(*peers_[op->peer], /*force=*/true);
+      // A receive not yet matched is cancelled; a send cannot be.
+      if (!op->is_send) ucp_request_cancel(worker_->handle(), op->request);
     }
   }
-  const absl::Time until = absl::Now() + absl::Seconds(2);
-  bool all_done = false;
-  while (!all_done && absl::Now() < until) {
-    worker_->Progress();
-    all_done = true;
+  // A receive already matched (a large message arriving) cannot be
+  // cancelled, and a send only ends with its endpoint: close the endpoints
+  // of what is left (forced: the group is broken), so that UCX ends every
+  // operation (a receive's connection is shared with the endpoint toward
+  // its sender). Nothing may return while UCX can still write into the
+  // caller's buffers or read them.
+  for (int round = 0; round < 2 && !all_done(); ++round) {
+    const absl::Time until = absl::Now() + absl::Milliseconds(100);
+    while (!all_done() && absl::Now() < until) worker_->Progress();
+    if (all_done()) break;
+    std::lock_guard<std::mutex> lock(worker_->mu());
     for (auto& op : ops) {
-      if (!op->done.load(std::memory_order_acquire)) all_done = false;
+      if (!op->done.load(std::memory_order_acquire)) {
+        CloseEndpoint(*peers_[op->peer], /*force=*/true);
+      }
+    }
+  }
+  const absl::Time until = absl::Now() + kCancelLimit;
+  while (!all_done()) {
+    if (absl::Now() > until) {
+      // Returning would let UCX write into memory the caller frees.
+      std::fprintf(stderr,
+                   "devmesh ucx: %s: UCX did not end this call's messages "
+                   "within %s after their endpoints were closed; aborting "
+                   "the process rather than returning while UCX may still "
+                   "write into the caller's buffers\n",
+                   Context().c_str(),
+                   absl::FormatDuration(kCancelLimit).c_str());
+      std::abort();
+    }
+    if (worker_->Progress() == 0) {
+      worker_->Sleep(-1, absl::Milliseconds(1));
     }
   }
   std::lock_guard<std::mutex> lock(worker_->mu());
   for (auto& op : ops) {
-    if (op->done.load(std::memory_order_acquire)) {
-      if (op->request != nullptr) ucp_request_free(op->request);
-    } else {
-      op.release();  // UCX still holds it; its callback may come later
-    }
+    if (op->request != nullptr) ucp_request_free(op->request);
   }
   ops.clear();
 }

@@ -15,11 +15,20 @@
 // The per-call check: every message starts with a 32-byte header holding the
 // sender's CallRecord (comm/communicator.h; Send/Recv: kind, dtype and
 // count), which the receiver compares with its own call before it uses the
-// data. A difference fails this member's call with the InvalidArgument of
-// comm/call_check.h (kDisagreementPayload), and this member then sends a
-// notice with both records to every other member; a member that waits on
-// any message of the group, or starts its next call, reads the notice and
-// fails alike. The group refuses every later call with that error.
+// data (the data has landed in the receive buffer by then: on an error the
+// buffers' contents are unspecified). A difference fails this member's call
+// with the InvalidArgument of comm/call_check.h (kDisagreementPayload; the
+// reference is the lower group rank of the two members compared), and this
+// member then sends a notice with both records to every other member; a
+// member that waits on any message of the group, or starts its next call,
+// reads the notice and fails alike. A message longer than the receiver's
+// call expects cannot be read (UCX truncates it to nothing): the receiver
+// waits up to 200 ms for a notice from a member that knows both calls, else
+// names the sender with its own call only. Send/Recv mismatches fail the
+// receiver only (no disagreement notice; it then tells the others it
+// stopped). Collectives of count 0 send nothing, so a member that passes 0
+// where the others pass more is found at its next call (or the others time
+// out). The group refuses every later call with the error.
 //
 // Failures: a wait for a message of a member whose endpoint UCX reports
 // failed (its process gone, its connection reset) fails with Unavailable and
@@ -30,12 +39,15 @@
 // member's messages fail: a member may leave once its last call is done,
 // having sent all that the others' calls still need (a broadcast's root
 // runs ahead of its leaves); a send still pending to a member that left
-// counts as done. A wait past
-// the call's deadline fails with DeadlineExceeded naming the members whose
-// messages did not come; Abort (any thread) ends every wait at once with
-// FailedPrecondition. After any of these, outstanding messages are cancelled
-// (receives cancelled, this group's endpoints closed) before the call
-// returns, and the group refuses every later call with the same error.
+// counts as done. A wait past the call's deadline fails with
+// DeadlineExceeded naming the members whose messages did not come; Abort
+// (any thread) ends every wait within about 5 ms with FailedPrecondition.
+// After any of these, the call's receives are cancelled and the endpoints
+// of whatever UCX still holds are closed, and the call returns only once UCX
+// has ended every one of its messages (so that UCX never writes into a
+// buffer the caller has freed): at most 10 s more, after which the process
+// aborts with a message rather than return (never seen). The group refuses
+// every later call with the same error.
 //
 // Thread-safety: one Exchange (and one SetCall before it) at a time; Abort
 // from any thread.
@@ -81,8 +93,11 @@ class UcxGroup final : public algorithms::PointToPoint {
   UcxGroup(UcxWorker* worker, uint32_t id, int rank,
            std::vector<std::string> addresses, std::vector<int> global_ranks,
            absl::Duration timeout, std::string label);
-  // Tells every member this one reached an endpoint with that it left, then
-  // closes the endpoints (bounded: 200 ms, then forced).
+  // Tells every member this one has an endpoint to that it left (waiting up
+  // to 200 ms for those notices), then closes the endpoints (flushed, or
+  // forced for those UCX reported failed; waited for up to 1 s, then left to
+  // UCX). Messages other members sent to this group and nobody received stay
+  // in the worker's queue for the process's life.
   ~UcxGroup() override;
 
   int rank() const override { return rank_; }
@@ -172,6 +187,9 @@ class UcxGroup final : public algorithms::PointToPoint {
   std::vector<std::unique_ptr<Op>> pending_notices_;  // sends in flight
   std::vector<void*> closing_;  // endpoint close requests, under the lock
 
+  // This member sent (or passed on) a disagreement notice: its failure
+  // needs no "stopped" notice.
+  bool told_disagreement_ = false;
   int abort_fd_ = -1;  // an eventfd, written by Abort
   std::atomic<bool> aborted_{false};
   mutable std::mutex broken_mu_;
