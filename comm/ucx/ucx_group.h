@@ -43,11 +43,15 @@
 // DeadlineExceeded naming the members whose messages did not come; Abort
 // (any thread) ends every wait within about 5 ms with FailedPrecondition.
 // After any of these, the call's receives are cancelled and the endpoints
-// of whatever UCX still holds are closed, and the call returns only once UCX
-// has ended every one of its messages (so that UCX never writes into a
-// buffer the caller has freed): at most 10 s more, after which the process
-// aborts with a message rather than return (never seen). The group refuses
-// every later call with the same error.
+// of whatever UCX still holds are closed (forced), and the call returns once
+// UCX has ended its messages, at most 1 s more. A receive that UCX had
+// matched and whose sender stopped mid-message cannot be cancelled: its
+// connection is closed with the endpoint toward its sender (UCX's TCP
+// transport carries both directions of a pair on one connection), so no
+// more of it arrives; on transports that do not share a connection so (RDMA
+// with UCX_TLS set) the rest of such a message could still land in the
+// buffer after the call returned. The group refuses every later call with
+// the same error.
 //
 // Thread-safety: one Exchange (and one SetCall before it) at a time; Abort
 // from any thread.
