@@ -122,29 +122,13 @@ class UcxCommunicator final : public Communicator {
   }
   absl::Status DoSend(const void* buf, size_t count, DataType dtype,
                       int peer) override {
-    CallRecord call;
-    call.kind = CallKind::kSend;
-    call.dtype = dtype;
-    call.count = count;
-    if (absl::Status s = group_->Begin(Channel::kPointToPoint, call);
-        !s.ok()) {
-      return s;
-    }
     algorithms::SendSpec spec{peer, buf, count * DataTypeSize(dtype)};
-    return group_->Exchange({&spec, 1}, {});
+    return PointToPoint(CallKind::kSend, dtype, count, {&spec, 1}, {});
   }
   absl::Status DoRecv(void* buf, size_t count, DataType dtype,
                       int peer) override {
-    CallRecord call;
-    call.kind = CallKind::kRecv;
-    call.dtype = dtype;
-    call.count = count;
-    if (absl::Status s = group_->Begin(Channel::kPointToPoint, call);
-        !s.ok()) {
-      return s;
-    }
     algorithms::RecvSpec spec{peer, buf, count * DataTypeSize(dtype)};
-    return group_->Exchange({}, {&spec, 1});
+    return PointToPoint(CallKind::kRecv, dtype, count, {}, {&spec, 1});
   }
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int color, int key, const SplitOptions& split_options) override;
@@ -156,6 +140,21 @@ class UcxCommunicator final : public Communicator {
  private:
   absl::Status Start() {
     return group_->Begin(Channel::kCollective, current_call());
+  }
+  // A Send or Recv: its record (kind, dtype, count) travels with the
+  // message and the receiver checks it (ucx_group.h).
+  absl::Status PointToPoint(CallKind kind, DataType dtype, size_t count,
+                            absl::Span<const algorithms::SendSpec> sends,
+                            absl::Span<const algorithms::RecvSpec> recvs) {
+    CallRecord call;
+    call.kind = kind;
+    call.dtype = dtype;
+    call.count = count;
+    if (absl::Status s = group_->Begin(Channel::kPointToPoint, call);
+        !s.ok()) {
+      return s;
+    }
+    return group_->Exchange(sends, recvs);
   }
 
   std::unique_ptr<UcxGroup> group_;

@@ -305,30 +305,29 @@ absl::Status UcxGroup::Wait(std::vector<std::unique_ptr<Op>>& ops) {
   while (!all_done()) {
     const unsigned events = worker_->Progress();
     if (all_done()) break;
-    if (events > 0) {
-      // The worker is shared: another group's traffic keeps it busy, and
-      // the deadline, Abort and dead members must still be looked at.
-      if (absl::Now() < next_check) continue;
-      next_check = absl::Now() + kSlice;
-      if (absl::Status s = SlowPathCheck(ops); !s.ok()) {
-        Cancel(ops);
-        return Fail(std::move(s));
-      }
-      continue;
-    }
     const absl::Time now = absl::Now();
-    if (spin_until == absl::InfinitePast()) spin_until = now + kSpin;
-    if (now < spin_until) {
-      // Let a peer that shares this core run (a cross-host pair whose ranks
-      // sit on one core each side: 73 -> 17 us at 1 KiB on loopback).
-      sched_yield();
+    const bool idle = events == 0;
+    if (idle) {
+      if (spin_until == absl::InfinitePast()) spin_until = now + kSpin;
+      if (now < spin_until) {
+        // Let a peer that shares this core run (a cross-host pair whose
+        // ranks sit on one core each side: 73 -> 17 us at 1 KiB on
+        // loopback).
+        sched_yield();
+        continue;
+      }
+    } else if (now < next_check) {
       continue;
     }
+    // Idle past the spin, or busy for a slice (the worker is shared: another
+    // group's traffic keeps it busy, and the deadline, Abort and dead
+    // members must still be looked at).
+    next_check = now + kSlice;
     if (absl::Status s = SlowPathCheck(ops); !s.ok()) {
       Cancel(ops);
       return Fail(std::move(s));
     }
-    worker_->Sleep(abort_fd_, std::min(kSlice, deadline_ - now));
+    if (idle) worker_->Sleep(abort_fd_, std::min(kSlice, deadline_ - now));
   }
   std::lock_guard<std::mutex> lock(worker_->mu());
   for (auto& op : ops) {

@@ -27,6 +27,18 @@ absl::StatusOr<UcxWorker*> UcxWorker::Process() {
 }
 
 absl::Status UcxWorker::Init() {
+  absl::Status s = InitHandles();
+  if (!s.ok()) {
+    // Nothing half-made is kept: the failure is the process's answer.
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    if (context_ != nullptr) ucp_cleanup(context_);
+    worker_ = nullptr;
+    context_ = nullptr;
+  }
+  return s;
+}
+
+absl::Status UcxWorker::InitHandles() {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return UcxStatus(st, "ucp_config_read");

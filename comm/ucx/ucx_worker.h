@@ -72,7 +72,10 @@ class UcxWorker {
 
  private:
   UcxWorker() = default;
+  // Makes the context, the worker, its event fd and address; on an error
+  // releases what it made.
   absl::Status Init();
+  absl::Status InitHandles();
 
   std::mutex mu_;
   ucp_context_h context_ = nullptr;
