@@ -289,7 +289,6 @@ struct FailureWatch::State {
   }
 
   void Run() {
-    (void)store->Set(ProcKey(rank), self_proc);
     Loop();
     // A rank that ends its runtime left; it did not die (Explain reads
     // this). Here, on the detached thread, so that a store that is gone
@@ -392,6 +391,11 @@ std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
   state->period = period;
   state->silence = std::max(silence, period * 2);
   for (int r = 0; r < world_size; ++r) state->members.push_back(r);
+  // Before the thread: a rank that dies right after this returns has a
+  // lease that started (a watcher judges only started leases) and a process
+  // its watcher can look up, whenever the thread would first have run.
+  (void)state->store->Set(ProcKey(rank), state->self_proc);
+  (void)state->store->Add(LeaseKey(rank), 1);
   std::thread([state] { state->Run(); }).detach();
   return std::shared_ptr<FailureWatch>(new FailureWatch(state));
 }

@@ -157,7 +157,10 @@ class FailureWatch {
   // Starts the thread for rank `rank` of a world of `world_size` over
   // `store` (the runtime's, not counted in its round trips) with lease
   // period `period` (> 0; MeshRuntime passes a positive one) and silence
-  // `silence` (raised to 2 periods when shorter).
+  // `silence` (raised to 2 periods when shorter). Before it returns it
+  // publishes ProcKey and renews the lease once (2 store requests; failures
+  // are ignored, the thread renews again), so a rank that dies at once
+  // after its first group is judged like any other.
   static std::shared_ptr<FailureWatch> Start(std::shared_ptr<Store> store,
                                              int rank, int world_size,
                                              absl::Duration period,

@@ -16,8 +16,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -27,6 +30,7 @@
 #include "absl/time/time.h"
 #include "device_mesh/failure_watch.h"
 #include "gtest/gtest.h"
+#include "store/forwarding_store.h"
 #include "store/memory_store.h"
 
 namespace devmesh {
@@ -94,6 +98,49 @@ struct Watched {
     return watch->verdict();
   }
 };
+
+// Records which thread first wrote each key.
+class FirstWriterStore : public ForwardingStore {
+ public:
+  FirstWriterStore() : ForwardingStore(std::make_shared<InMemoryStore>()) {}
+  absl::Status Set(absl::string_view key, absl::string_view value) override {
+    Note(key);
+    return ForwardingStore::Set(key, value);
+  }
+  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override {
+    if (delta != 0) Note(key);
+    return ForwardingStore::Add(key, delta);
+  }
+  // Whether `key` was first written by thread `id` (false if never).
+  bool FirstWrittenBy(const std::string& key, std::thread::id id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = first_.find(key);
+    return it != first_.end() && it->second == id;
+  }
+
+ private:
+  void Note(absl::string_view key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    first_.emplace(std::string(key), std::this_thread::get_id());
+  }
+  std::mutex mu_;
+  std::map<std::string, std::thread::id> first_;
+};
+
+// A rank killed at once after its first group (before the watch's thread
+// ever ran) must still have a started lease and a process to look up, or
+// its watcher never judges it (seen in CI: shrink_agreement_test's victim).
+TEST(FailureWatchStartTest, LeaseAndProcessArePublishedBeforeStartReturns) {
+  auto store = std::make_shared<FirstWriterStore>();
+  auto watch = FailureWatch::Start(store, /*rank=*/1, /*world_size=*/2,
+                                   kPeriod, kSilence);
+  const std::thread::id caller = std::this_thread::get_id();
+  EXPECT_TRUE(store->FirstWrittenBy(FailureWatch::LeaseKey(1), caller));
+  EXPECT_TRUE(store->FirstWrittenBy(FailureWatch::ProcKey(1), caller));
+  auto lease = store->Add(FailureWatch::LeaseKey(1), 0);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_GE(*lease, 1);
+}
 
 TEST(FailureWatchSuccessorTest, AliveAndRunningIsSlowNotDeadUntilItIsGone) {
   const pid_t child = SleepingChild();
