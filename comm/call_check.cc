@@ -15,6 +15,9 @@ std::string DescribeCall(const CallRecord& call) {
   if (call.seq == 0) return "no collective yet";
   const absl::string_view kind = CallKindName(call.kind);
   if (call.kind == CallKind::kBarrier) return std::string(kind);
+  if (call.kind == CallKind::kAllToAllV) {
+    return absl::StrCat(kind, " ", DataTypeName(call.dtype));
+  }
   std::string out = absl::StrCat(kind, " ", DataTypeName(call.dtype), " x ",
                                  call.count);
   switch (call.kind) {
@@ -22,7 +25,15 @@ std::string DescribeCall(const CallRecord& call) {
     case CallKind::kReduceScatter:
       absl::StrAppend(&out, " ", ReduceOpName(call.op));
       break;
+    case CallKind::kReduce:
+      absl::StrAppend(&out, " ", ReduceOpName(call.op), " to root ",
+                      call.root);
+      break;
+    case CallKind::kGather:
+      absl::StrAppend(&out, " to root ", call.root);
+      break;
     case CallKind::kBroadcast:
+    case CallKind::kScatter:
       absl::StrAppend(&out, " from root ", call.root);
       break;
     default:

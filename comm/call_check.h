@@ -30,7 +30,8 @@ namespace devmesh {
 // Every field equal.
 bool SameCall(const CallRecord& a, const CallRecord& b);
 
-// "allreduce float32 x 8 sum", "allgather int64 x 2", "broadcast uint8 x 3
+// "allreduce float32 x 8 sum", "allgather int64 x 2", "reduce int32 x 4 max
+// to root 1", "alltoallv float32", "broadcast uint8 x 3
 // from root 1", "barrier"; "no collective yet" for seq 0 (a record never
 // written).
 std::string DescribeCall(const CallRecord& call);

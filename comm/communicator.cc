@@ -3,6 +3,9 @@
 // checks, and the hand-off to the backend's Do* functions.
 #include "comm/communicator.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +31,14 @@ absl::string_view CallKindName(CallKind kind) {
       return "recv";
     case CallKind::kBarrier:
       return "barrier";
+    case CallKind::kReduce:
+      return "reduce";
+    case CallKind::kGather:
+      return "gather";
+    case CallKind::kScatter:
+      return "scatter";
+    case CallKind::kAllToAllV:
+      return "alltoallv";
   }
   return "unknown";
 }
@@ -151,6 +162,139 @@ absl::Status Communicator::AllToAll(const void* send, void* recv,
     }
   }
   return DoAllToAll(send, recv, count, dtype);
+}
+
+absl::Status Communicator::Reduce(const void* send, void* recv, size_t count,
+                                  DataType dtype, ReduceOp op, int root) {
+  Begin(CallKind::kReduce, dtype, op, root, count);
+  if (checks_) {
+    constexpr CallKind k = CallKind::kReduce;
+    if (auto s = CheckRank(k, root, /*is_peer=*/false); !s.ok()) return s;
+    if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+    if (rank() == root) {
+      if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
+        return s;
+      }
+    }
+    if (auto s = CheckOp(k, op); !s.ok()) return s;
+  }
+  return DoReduce(send, recv, count, dtype, op, root);
+}
+
+absl::Status Communicator::Gather(const void* send, void* recv, size_t count,
+                                  DataType dtype, int root) {
+  Begin(CallKind::kGather, dtype, ReduceOp::kSum, root, count);
+  if (checks_) {
+    constexpr CallKind k = CallKind::kGather;
+    if (auto s = CheckRank(k, root, /*is_peer=*/false); !s.ok()) return s;
+    if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+    if (rank() == root) {
+      if (auto s = CheckBuffer(k, "recv", recv, count, size(), dtype);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return DoGather(send, recv, count, dtype, root);
+}
+
+absl::Status Communicator::Scatter(const void* send, void* recv, size_t count,
+                                   DataType dtype, int root) {
+  Begin(CallKind::kScatter, dtype, ReduceOp::kSum, root, count);
+  if (checks_) {
+    constexpr CallKind k = CallKind::kScatter;
+    if (auto s = CheckRank(k, root, /*is_peer=*/false); !s.ok()) return s;
+    if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
+      return s;
+    }
+    if (rank() == root) {
+      if (auto s = CheckBuffer(k, "send", send, count, size(), dtype);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return DoScatter(send, recv, count, dtype, root);
+}
+
+absl::Status Communicator::CheckAllToAllV(
+    const void* send, absl::Span<const size_t> send_counts,
+    absl::Span<const size_t> send_offsets, const void* recv,
+    absl::Span<const size_t> recv_counts,
+    absl::Span<const size_t> recv_offsets, DataType dtype) const {
+  constexpr CallKind k = CallKind::kAllToAllV;
+  const size_t n = static_cast<size_t>(size());
+  auto error = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(backend(), " ", CallKindName(k), ": ", parts...));
+  };
+  const std::pair<absl::string_view, absl::Span<const size_t>> spans[] = {
+      {"send_counts", send_counts},
+      {"send_offsets", send_offsets},
+      {"recv_counts", recv_counts},
+      {"recv_offsets", recv_offsets}};
+  for (const auto& [name, span] : spans) {
+    if (span.size() != n) {
+      return error(name, " has ", span.size(), " entries for a group of ", n);
+    }
+  }
+  if (auto s = CheckBuffer(k, "send", send, 0, 1, dtype); !s.ok()) return s;
+  const size_t width = DataTypeSize(dtype);
+  // The end of each buffer's last element (bytes), for the null and overlap
+  // checks.
+  auto extent = [&](absl::string_view name, const void* ptr,
+                    absl::Span<const size_t> counts,
+                    absl::Span<const size_t> offsets) -> absl::StatusOr<size_t> {
+    size_t end = 0;
+    for (size_t j = 0; j < n; ++j) {
+      if (counts[j] == 0) continue;
+      const size_t limit = std::numeric_limits<size_t>::max() / width;
+      if (offsets[j] > limit || counts[j] > limit - offsets[j]) {
+        return error("block ", j, " of ", name, " (offset ", offsets[j],
+                     ", count ", counts[j], ") overflows the byte count");
+      }
+      end = std::max(end, (offsets[j] + counts[j]) * width);
+    }
+    if (end > 0 && ptr == nullptr) {
+      return error(name, " buffer is null with ", end / width,
+                   " elements to ", name == "send" ? "send" : "receive");
+    }
+    return end;
+  };
+  auto send_end = extent("send", send, send_counts, send_offsets);
+  if (!send_end.ok()) return send_end.status();
+  auto recv_end = extent("recv", recv, recv_counts, recv_offsets);
+  if (!recv_end.ok()) return recv_end.status();
+  const uintptr_t a = reinterpret_cast<uintptr_t>(send);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(recv);
+  if (*send_end > 0 && *recv_end > 0 && a < b + *recv_end &&
+      b < a + *send_end) {
+    return error("send and recv overlap");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::AllToAllV(const void* send,
+                                     absl::Span<const size_t> send_counts,
+                                     absl::Span<const size_t> send_offsets,
+                                     void* recv,
+                                     absl::Span<const size_t> recv_counts,
+                                     absl::Span<const size_t> recv_offsets,
+                                     DataType dtype) {
+  Begin(CallKind::kAllToAllV, dtype, ReduceOp::kSum, -1, 0);
+  if (checks_) {
+    if (auto s = CheckAllToAllV(send, send_counts, send_offsets, recv,
+                                recv_counts, recv_offsets, dtype);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return DoAllToAllV(send, send_counts, send_offsets, recv, recv_counts,
+                     recv_offsets, dtype);
 }
 
 absl::Status Communicator::Send(const void* buf, size_t count, DataType dtype,

@@ -132,14 +132,19 @@ enum class CallKind {
   kSend,
   kRecv,
   kBarrier,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAllV,
 };
 // "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall",
-// "send", "recv", "barrier": the names error messages use.
+// "send", "recv", "barrier", "reduce", "gather", "scatter", "alltoallv":
+// the names error messages use.
 absl::string_view CallKindName(CallKind kind);
 
 // One member's collective as the per-call check compares it across the
 // group's members (comm/call_check.h): what the front hands a backend with
-// each AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll and Barrier.
+// each collective (every call but Send and Recv).
 struct CallRecord {
   // The collective's number on this communicator, from 1: every collective
   // called on it counts, those the front rejected included (Send and Recv,
@@ -148,9 +153,11 @@ struct CallRecord {
   CallKind kind = CallKind::kBarrier;
   DataType dtype = DataType::kUInt8;  // kUInt8 for Barrier
   ReduceOp op = ReduceOp::kSum;       // kSum where the kind has none
-  int root = -1;                      // Broadcast's; -1 for the others
-  // Elements: per block for AllGather, ReduceScatter and AllToAll (their
-  // `count` argument); 0 for Barrier.
+  // Broadcast's, Reduce's, Gather's and Scatter's; -1 for the others.
+  int root = -1;
+  // Elements: per block for AllGather, ReduceScatter, AllToAll, Gather and
+  // Scatter (their `count` argument); 0 for Barrier and AllToAllV (whose
+  // per-peer counts are checked by the call itself).
   uint64_t count = 0;
 };
 
@@ -205,6 +212,42 @@ class Communicator {
   // group rank j, block i of recv came from group rank i.
   absl::Status AllToAll(const void* send, void* recv, size_t count,
                         DataType dtype);
+  // Reduction to one rank: recv on `root` gets `op` over every rank's send
+  // (count elements); recv is not touched elsewhere and may be null there.
+  // send == recv on the root is in place.
+  absl::Status Reduce(const void* send, void* recv, size_t count,
+                      DataType dtype, ReduceOp op, int root);
+  // recv on `root` holds size() * count elements and gets rank r's send at
+  // offset r * count; recv is not touched elsewhere and may be null there.
+  // In place on the root: send is recv + root * count.
+  absl::Status Gather(const void* send, void* recv, size_t count,
+                      DataType dtype, int root);
+  // send on `root` holds size() * count elements; every rank r's recv gets
+  // block r of it. send is read on the root only (may be null elsewhere).
+  // In place on the root: recv is send + root * count.
+  absl::Status Scatter(const void* send, void* recv, size_t count,
+                       DataType dtype, int root);
+  // All-to-all with per-peer counts (MPI_Alltoallv; PyTorch's
+  // all_to_all_single with split sizes). Each span has size() entries, in
+  // elements: this rank sends send_counts[j] elements from send +
+  // send_offsets[j] to group rank j, and receives recv_counts[i] elements
+  // from group rank i at recv + recv_offsets[i]. Rank i's send_counts[j]
+  // must equal rank j's recv_counts[i]: every member checks it, and a pair
+  // that differs fails every member with the same InvalidArgument (with
+  // kDisagreementPayload naming the receiving member), nothing delivered.
+  // Blocks may be in any order, and send and recv must not overlap.
+  // Extra errors (InvalidArgument, from the front):
+  //   "<backend> alltoallv: send_counts has K entries for a group of N"
+  //     (likewise send_offsets, recv_counts, recv_offsets)
+  //   "<backend> alltoallv: block j of send (offset O, count C) overflows
+  //     the byte count" (likewise recv)
+  //   "<backend> alltoallv: send and recv overlap"
+  absl::Status AllToAllV(const void* send,
+                         absl::Span<const size_t> send_counts,
+                         absl::Span<const size_t> send_offsets, void* recv,
+                         absl::Span<const size_t> recv_counts,
+                         absl::Span<const size_t> recv_offsets,
+                         DataType dtype);
   // Point to point: peer is another group rank, which calls Recv (Send)
   // with the same count and dtype.
   absl::Status Send(const void* buf, size_t count, DataType dtype, int peer);
@@ -236,6 +279,20 @@ class Communicator {
   absl::Status AllToAll(absl::Span<const NoDeduce<T>> send,
                         absl::Span<T> recv);
   template <typename T>
+  absl::Status Reduce(absl::Span<const NoDeduce<T>> send, absl::Span<T> recv,
+                      ReduceOp op, int root);
+  template <typename T>
+  absl::Status Gather(absl::Span<const NoDeduce<T>> send, absl::Span<T> recv,
+                      int root);
+  template <typename T>
+  absl::Status Scatter(absl::Span<const NoDeduce<T>> send, absl::Span<T> recv,
+                       int root);
+  template <typename T>
+  absl::Status AllToAllV(absl::Span<const NoDeduce<T>> send,
+                         absl::Span<const size_t> send_counts,
+                         absl::Span<T> recv,
+                         absl::Span<const size_t> recv_counts);
+  template <typename T>
   absl::Status Send(absl::Span<const T> buf, int peer);
   template <typename T>
   absl::Status Send(absl::Span<T> buf, int peer);
@@ -265,9 +322,8 @@ class Communicator {
   absl::Status Abort();
 
   // The collectives called on this communicator so far (CallRecord::seq of
-  // the last one): AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll
-  // and Barrier, whether the front rejected them or not; Send and Recv are
-  // not counted. Any thread may read it.
+  // the last one): every call but Send and Recv, whether the front
+  // rejected it or not. Any thread may read it.
   int64_t calls() const { return calls_.load(std::memory_order_relaxed); }
 
  protected:
@@ -278,9 +334,10 @@ class Communicator {
   explicit Communicator(Forwarding) : checks_(false) {}
 
   // The collective the front is handing to the backend: valid during a
-  // DoAllReduce, DoAllGather, DoReduceScatter, DoBroadcast, DoAllToAll or
-  // DoBarrier, on the calling thread. A backend's per-call check compares it
-  // across the members (comm/call_check.h).
+  // collective's Do* function (every one but DoSend, DoRecv, DoSplit and
+  // DoAbort), on the calling thread, including the primitives a default
+  // DoReduce, DoGather, DoScatter or DoAllToAllV runs. A backend's per-call
+  // check compares it across the members (comm/call_check.h).
   const CallRecord& current_call() const { return current_; }
 
   // The backend interface: one function per primitive, called by the front
@@ -309,6 +366,29 @@ class Communicator {
       int color, int key, const SplitOptions& options) = 0;
   virtual absl::Status DoAbort() = 0;
 
+  // The rooted collectives and AllToAllV, with defaults that compose the
+  // primitives above (comm/composite_collectives.cc) for a backend of host
+  // memory without its own: Reduce is an all-reduce (into a scratch buffer
+  // off the root), Gather an all-gather, Scatter a broadcast of the root's
+  // whole buffer, and AllToAllV an all-to-all of the counts, an all-reduce
+  // of their check and an all-to-all padded to the largest block. A backend
+  // of device memory (NCCL) must override all four. Contract as the Do*
+  // functions above; the front has checked the spans' sizes, the offsets'
+  // overflow and the overlap.
+  virtual absl::Status DoReduce(const void* send, void* recv, size_t count,
+                                DataType dtype, ReduceOp op, int root);
+  virtual absl::Status DoGather(const void* send, void* recv, size_t count,
+                                DataType dtype, int root);
+  virtual absl::Status DoScatter(const void* send, void* recv, size_t count,
+                                 DataType dtype, int root);
+  virtual absl::Status DoAllToAllV(const void* send,
+                                   absl::Span<const size_t> send_counts,
+                                   absl::Span<const size_t> send_offsets,
+                                   void* recv,
+                                   absl::Span<const size_t> recv_counts,
+                                   absl::Span<const size_t> recv_offsets,
+                                   DataType dtype);
+
  private:
   // `name`'s buffer of `blocks` x `count` elements (InvalidArgument as
   // documented above).
@@ -318,6 +398,14 @@ class Communicator {
   absl::Status CheckOp(CallKind kind, ReduceOp op) const;
   // A root (`is_peer` false) or a peer (true) of Broadcast, Send, Recv.
   absl::Status CheckRank(CallKind kind, int value, bool is_peer) const;
+  // AllToAllV's spans and buffers (the errors listed at AllToAllV).
+  absl::Status CheckAllToAllV(const void* send,
+                              absl::Span<const size_t> send_counts,
+                              absl::Span<const size_t> send_offsets,
+                              const void* recv,
+                              absl::Span<const size_t> recv_counts,
+                              absl::Span<const size_t> recv_offsets,
+                              DataType dtype) const;
   // Numbers the collective `kind` and makes it current_call().
   void Begin(CallKind kind, DataType dtype, ReduceOp op, int root,
              size_t count);

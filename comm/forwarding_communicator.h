@@ -94,6 +94,35 @@ class ForwardingCommunicator : public Communicator {
       return inner_->AllToAll(send, recv, count, dtype);
     });
   }
+  absl::Status DoReduce(const void* send, void* recv, size_t count,
+                        DataType dtype, ReduceOp op, int root) override {
+    return Intercept(CallKind::kReduce, [&] {
+      return inner_->Reduce(send, recv, count, dtype, op, root);
+    });
+  }
+  absl::Status DoGather(const void* send, void* recv, size_t count,
+                        DataType dtype, int root) override {
+    return Intercept(CallKind::kGather, [&] {
+      return inner_->Gather(send, recv, count, dtype, root);
+    });
+  }
+  absl::Status DoScatter(const void* send, void* recv, size_t count,
+                         DataType dtype, int root) override {
+    return Intercept(CallKind::kScatter, [&] {
+      return inner_->Scatter(send, recv, count, dtype, root);
+    });
+  }
+  absl::Status DoAllToAllV(const void* send,
+                           absl::Span<const size_t> send_counts,
+                           absl::Span<const size_t> send_offsets, void* recv,
+                           absl::Span<const size_t> recv_counts,
+                           absl::Span<const size_t> recv_offsets,
+                           DataType dtype) override {
+    return Intercept(CallKind::kAllToAllV, [&] {
+      return inner_->AllToAllV(send, send_counts, send_offsets, recv,
+                               recv_counts, recv_offsets, dtype);
+    });
+  }
   absl::Status DoSend(const void* buf, size_t count, DataType dtype,
                       int peer) override {
     return Intercept(CallKind::kSend,

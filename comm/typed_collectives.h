@@ -51,7 +51,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -231,6 +233,126 @@ absl::Status Communicator::AllToAll(absl::Span<const NoDeduce<T>> send,
   }
   return AllToAll(send.data(), recv.data(), n > 0 ? send.size() / n : 0,
                   dtype);
+}
+
+// Reduction of send to recv on the root. recv is written on the root only
+// (other ranks may pass an empty span).
+// Errors: InvalidArgument on the root when send.size() != recv.size():
+//   "Reduce: send has 3 float32 elements and recv has 4; they must be the
+//   same length on the root"
+template <typename T>
+absl::Status Communicator::Reduce(absl::Span<const NoDeduce<T>> send,
+                                  absl::Span<T> recv, ReduceOp op, int root) {
+  constexpr DataType dtype = typed_internal::DataTypeFor<T>();
+  if (rank() == root && send.size() != recv.size()) {
+    return Rejected(
+        CallKind::kReduce, dtype,
+        typed_internal::LengthError("Reduce", dtype, "send", send.size(),
+                                    "recv", recv.size(),
+                                    "they must be the same length on the "
+                                    "root"));
+  }
+  return Reduce(send.data(), recv.data(), send.size(), dtype, op, root);
+}
+
+// recv on the root gets every rank's send, rank r's at [r * send.size(),
+// ...); recv is written on the root only (others may pass an empty span).
+// Errors: InvalidArgument on the root when recv.size() != size() *
+// send.size():
+//   "Gather: recv has 6 int32 elements and send has 2; recv must have
+//   size() x send = 4 x 2 = 8 on the root"
+template <typename T>
+absl::Status Communicator::Gather(absl::Span<const NoDeduce<T>> send,
+                                  absl::Span<T> recv, int root) {
+  constexpr DataType dtype = typed_internal::DataTypeFor<T>();
+  const size_t n = static_cast<size_t>(size());
+  if (rank() == root && recv.size() != n * send.size()) {
+    return Rejected(
+        CallKind::kGather, dtype,
+        typed_internal::LengthError(
+            "Gather", dtype, "recv", recv.size(), "send", send.size(),
+            absl::StrCat("recv must have size() x send = ", n, " x ",
+                         send.size(), " = ", n * send.size(),
+                         " on the root")));
+  }
+  return Gather(send.data(), recv.data(), send.size(), dtype, root);
+}
+
+// recv on every rank r gets block r of the root's send, whose blocks are
+// recv.size() long; send is read on the root only (others may pass an
+// empty span).
+// Errors: InvalidArgument on the root when send.size() != size() *
+// recv.size():
+//   "Scatter: send has 6 float64 elements and recv has 2; send must have
+//   size() x recv = 4 x 2 = 8 on the root"
+template <typename T>
+absl::Status Communicator::Scatter(absl::Span<const NoDeduce<T>> send,
+                                   absl::Span<T> recv, int root) {
+  constexpr DataType dtype = typed_internal::DataTypeFor<T>();
+  const size_t n = static_cast<size_t>(size());
+  if (rank() == root && send.size() != n * recv.size()) {
+    return Rejected(
+        CallKind::kScatter, dtype,
+        typed_internal::LengthError(
+            "Scatter", dtype, "send", send.size(), "recv", recv.size(),
+            absl::StrCat("send must have size() x recv = ", n, " x ",
+                         recv.size(), " = ", n * recv.size(),
+                         " on the root")));
+  }
+  return Scatter(send.data(), recv.data(), recv.size(), dtype, root);
+}
+
+// All-to-all with per-peer counts over contiguous blocks: send holds the
+// blocks for group ranks 0, 1, ... back to back (send_counts[j] elements
+// for rank j), and recv gets those from ranks 0, 1, ... back to back
+// (recv_counts[i] from rank i); PyTorch's all_to_all_single with split
+// sizes. The void* form takes offsets.
+// Errors: InvalidArgument when a counts span does not have size() entries,
+// or its sum is not its buffer's length:
+//   "AllToAllV: send has 5 int64 elements and send_counts sum to 6; they
+//   must be equal"
+// and the void* form's errors (a pair of members whose counts differ fails
+// every member alike).
+template <typename T>
+absl::Status Communicator::AllToAllV(absl::Span<const NoDeduce<T>> send,
+                                     absl::Span<const size_t> send_counts,
+                                     absl::Span<T> recv,
+                                     absl::Span<const size_t> recv_counts) {
+  constexpr DataType dtype = typed_internal::DataTypeFor<T>();
+  const size_t n = static_cast<size_t>(size());
+  // Offsets as prefix sums; a sum that wraps is refused as unequal.
+  std::vector<size_t> offsets[2];
+  const absl::Span<const size_t> counts[2] = {send_counts, recv_counts};
+  const size_t lengths[2] = {send.size(), recv.size()};
+  const char* names[2] = {"send", "recv"};
+  for (int k = 0; k < 2; ++k) {
+    if (counts[k].size() != n) {
+      return Rejected(
+          CallKind::kAllToAllV, dtype,
+          absl::InvalidArgumentError(absl::StrCat(
+              "AllToAllV: ", names[k], "_counts has ", counts[k].size(),
+              " entries for a group of ", n)));
+    }
+    size_t sum = 0;
+    bool wrapped = false;
+    offsets[k].reserve(n);
+    for (size_t c : counts[k]) {
+      offsets[k].push_back(sum);
+      wrapped = wrapped || c > std::numeric_limits<size_t>::max() - sum;
+      sum += c;
+    }
+    if (wrapped || sum != lengths[k]) {
+      return Rejected(
+          CallKind::kAllToAllV, dtype,
+          absl::InvalidArgumentError(absl::StrCat(
+              "AllToAllV: ", names[k], " has ", lengths[k], " ",
+              DataTypeName(dtype), " elements and ", names[k],
+              "_counts sum to ", wrapped ? "more than SIZE_MAX" : "",
+              wrapped ? "" : absl::StrCat(sum), "; they must be equal")));
+    }
+  }
+  return AllToAllV(send.data(), send_counts, offsets[0], recv.data(),
+                   recv_counts, offsets[1], dtype);
 }
 
 // Sends buf to group rank peer (which calls Recv with the same length).

@@ -173,6 +173,81 @@ absl::Status NcclCommunicator::DoAllToAll(const void* send, void* recv,
   return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (alltoall)");
 }
 
+absl::Status NcclCommunicator::DoReduce(const void* send, void* recv,
+                                        size_t count, DataType dtype,
+                                        ReduceOp op, int root) {
+  if (auto s = CheckOpen("reduce"); !s.ok()) return s;
+  return Finish(ncclReduce(send, recv, count, ToNccl(dtype), ToNccl(op), root,
+                           comm_, stream_),
+                "ncclReduce");
+}
+
+absl::Status NcclCommunicator::DoGather(const void* send, void* recv,
+                                        size_t count, DataType dtype,
+                                        int root) {
+  if (auto s = CheckOpen("gather"); !s.ok()) return s;
+  const size_t bytes = count * DataTypeSize(dtype);
+  char* out = static_cast<char*>(recv);
+  ncclResult_t r = ncclGroupStart();
+  if (r == ncclSuccess && rank_ == root) {
+    for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
+      // In place: the root's own block is already where it belongs.
+      if (p == root && send == out + p * bytes) continue;
+      r = ncclRecv(out + p * bytes, count, ToNccl(dtype), p, comm_, stream_);
+    }
+  }
+  if (r == ncclSuccess && !(rank_ == root && send == out + root * bytes)) {
+    r = ncclSend(send, count, ToNccl(dtype), root, comm_, stream_);
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (gather)");
+}
+
+absl::Status NcclCommunicator::DoScatter(const void* send, void* recv,
+                                         size_t count, DataType dtype,
+                                         int root) {
+  if (auto s = CheckOpen("scatter"); !s.ok()) return s;
+  const size_t bytes = count * DataTypeSize(dtype);
+  const char* in = static_cast<const char*>(send);
+  const bool in_place = rank_ == root && recv == in + root * bytes;
+  ncclResult_t r = ncclGroupStart();
+  if (r == ncclSuccess && rank_ == root) {
+    for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
+      if (p == root && in_place) continue;
+      r = ncclSend(in + p * bytes, count, ToNccl(dtype), p, comm_, stream_);
+    }
+  }
+  if (r == ncclSuccess && !in_place) {
+    r = ncclRecv(recv, count, ToNccl(dtype), root, comm_, stream_);
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (scatter)");
+}
+
+absl::Status NcclCommunicator::DoAllToAllV(
+    const void* send, absl::Span<const size_t> send_counts,
+    absl::Span<const size_t> send_offsets, void* recv,
+    absl::Span<const size_t> recv_counts,
+    absl::Span<const size_t> recv_offsets, DataType dtype) {
+  if (auto s = CheckOpen("alltoallv"); !s.ok()) return s;
+  const size_t width = DataTypeSize(dtype);
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  ncclResult_t r = ncclGroupStart();
+  for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
+    if (send_counts[p] > 0) {
+      r = ncclSend(in + send_offsets[p] * width, send_counts[p], ToNccl(dtype),
+                   p, comm_, stream_);
+    }
+    if (r == ncclSuccess && recv_counts[p] > 0) {
+      r = ncclRecv(out + recv_offsets[p] * width, recv_counts[p],
+                   ToNccl(dtype), p, comm_, stream_);
+    }
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (alltoallv)");
+}
+
 absl::Status NcclCommunicator::DoSend(const void* buf, size_t count,
                                       DataType dtype, int peer) {
   if (auto s = CheckOpen("send"); !s.ok()) return s;

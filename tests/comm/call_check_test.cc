@@ -64,6 +64,17 @@ TEST(CallCheck, DescribeCallOfEveryKind) {
             "alltoall int64 x 1");
   EXPECT_EQ(DescribeCall(Call(CallKind::kBarrier, DataType::kUInt8, 0)),
             "barrier");
+  EXPECT_EQ(DescribeCall(Call(CallKind::kReduce, DataType::kInt32, 4,
+                              ReduceOp::kMax, 1)),
+            "reduce int32 x 4 max to root 1");
+  EXPECT_EQ(DescribeCall(Call(CallKind::kGather, DataType::kFloat64, 5,
+                              ReduceOp::kSum, 0)),
+            "gather float64 x 5 to root 0");
+  EXPECT_EQ(DescribeCall(Call(CallKind::kScatter, DataType::kInt8, 6,
+                              ReduceOp::kSum, 3)),
+            "scatter int8 x 6 from root 3");
+  EXPECT_EQ(DescribeCall(Call(CallKind::kAllToAllV, DataType::kFloat32, 0)),
+            "alltoallv float32");
   EXPECT_EQ(DescribeCall(CallRecord()), "no collective yet");
 }
 

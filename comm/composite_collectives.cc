@@ -1,0 +1,185 @@
+// devmesh/comm/composite_collectives.cc
+// The default DoReduce, DoGather, DoScatter and DoAllToAllV of
+// comm/communicator.h: each composed of the backend's own primitives (its
+// Do* functions, so the front counts one call and the per-call check sees
+// the outer call's record on every step), over host memory.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "comm/communicator.h"
+
+namespace devmesh {
+namespace {
+
+// InvalidArgument unless `blocks` x `count` elements of `width` bytes fit in
+// size_t (a rank off the root, whose buffer the front did not size).
+absl::Status CheckScratch(absl::string_view backend, absl::string_view op,
+                          size_t count, size_t blocks, size_t width) {
+  if (count > std::numeric_limits<size_t>::max() / width / blocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(backend, " ", op, ": count ", count, " x ", blocks,
+                     " blocks overflows the byte count"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Communicator::DoReduce(const void* send, void* recv,
+                                    size_t count, DataType dtype, ReduceOp op,
+                                    int root) {
+  if (rank() == root) return DoAllReduce(send, recv, count, dtype, op);
+  std::vector<char> scratch(count * DataTypeSize(dtype));
+  return DoAllReduce(send, scratch.data(), count, dtype, op);
+}
+
+absl::Status Communicator::DoGather(const void* send, void* recv, size_t count,
+                                    DataType dtype, int root) {
+  if (rank() == root) return DoAllGather(send, recv, count, dtype);
+  const size_t n = static_cast<size_t>(size());
+  const size_t width = DataTypeSize(dtype);
+  if (auto s = CheckScratch(backend(), "gather", count, n, width); !s.ok()) {
+    return s;
+  }
+  std::vector<char> scratch(n * count * width);
+  return DoAllGather(send, scratch.data(), count, dtype);
+}
+
+absl::Status Communicator::DoScatter(const void* send, void* recv,
+                                     size_t count, DataType dtype, int root) {
+  const size_t n = static_cast<size_t>(size());
+  const size_t width = DataTypeSize(dtype);
+  const size_t bytes = count * width;
+  if (rank() == root) {
+    // The root's buffer is sent in place (Broadcast with send == recv
+    // writes nothing new into it), then its own block is copied out.
+    void* whole = const_cast<void*>(send);
+    if (auto s = DoBroadcast(send, whole, n * count, dtype, root); !s.ok()) {
+      return s;
+    }
+    const char* mine = static_cast<const char*>(send) + root * bytes;
+    if (recv != mine && bytes > 0) std::memmove(recv, mine, bytes);
+    return absl::OkStatus();
+  }
+  if (auto s = CheckScratch(backend(), "scatter", count, n, width); !s.ok()) {
+    return s;
+  }
+  std::vector<char> scratch(n * bytes);
+  if (auto s = DoBroadcast(scratch.data(), scratch.data(), n * count, dtype,
+                           root);
+      !s.ok()) {
+    return s;
+  }
+  if (bytes > 0) {
+    std::memcpy(recv, scratch.data() + static_cast<size_t>(rank()) * bytes,
+                bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::DoAllToAllV(const void* send,
+                                       absl::Span<const size_t> send_counts,
+                                       absl::Span<const size_t> send_offsets,
+                                       void* recv,
+                                       absl::Span<const size_t> recv_counts,
+                                       absl::Span<const size_t> recv_offsets,
+                                       DataType dtype) {
+  const int n = size();
+  const int me = rank();
+  const size_t width = DataTypeSize(dtype);
+  // Counts travel as int64; a count above this is refused here (no buffer
+  // that large exists).
+  constexpr size_t kMaxCount = size_t{1} << 62;
+  for (int j = 0; j < n; ++j) {
+    if (send_counts[j] > kMaxCount || recv_counts[j] > kMaxCount) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          backend(), " alltoallv: a count of block ", j, " is above 2^62"));
+    }
+  }
+  // 1. Each member tells each peer how much it sends it: in[i] is what
+  // group rank i sends this one.
+  std::vector<int64_t> out(n), in(n);
+  for (int j = 0; j < n; ++j) out[j] = static_cast<int64_t>(send_counts[j]);
+  if (auto s = DoAllToAll(out.data(), in.data(), 1, DataType::kInt64);
+      !s.ok()) {
+    return s;
+  }
+  // 2. One all-reduce (max) of the largest block and of the first pair that
+  // differs, ordered by (receiver, sender) and encoded so that the lowest
+  // pair is the largest value (0: none).
+  const int64_t pairs = static_cast<int64_t>(n) * n;
+  int64_t agreed[2] = {0, 0};
+  for (int i = 0; i < n; ++i) {
+    agreed[0] = std::max(agreed[0], out[i]);
+    if (in[i] != static_cast<int64_t>(recv_counts[i]) && agreed[1] == 0) {
+      agreed[1] = pairs - (static_cast<int64_t>(me) * n + i);
+    }
+  }
+  if (auto s = DoAllReduce(agreed, agreed, 2, DataType::kInt64,
+                           ReduceOp::kMax);
+      !s.ok()) {
+    return s;
+  }
+  if (agreed[1] != 0) {
+    // 3. Only on a mismatch: the receiver tells every member both counts,
+    // so that all word the same error.
+    const int64_t pair = pairs - agreed[1];
+    const int receiver = static_cast<int>(pair / n);
+    const int sender = static_cast<int>(pair % n);
+    int64_t counts[2] = {0, 0};
+    if (me == receiver) {
+      counts[0] = in[sender];
+      counts[1] = static_cast<int64_t>(recv_counts[sender]);
+    }
+    if (auto s = DoBroadcast(counts, counts, 2, DataType::kInt64, receiver);
+        !s.ok()) {
+      return s;
+    }
+    const std::vector<int>& global = global_ranks();
+    return WithDisagreement(
+        absl::InvalidArgumentError(absl::StrCat(
+            backend(), " alltoallv call #", current_call().seq,
+            ": the members' counts differ: global rank ", global[sender],
+            " sends ", counts[0], " ", DataTypeName(dtype),
+            " elements to global rank ", global[receiver],
+            ", which expects ", counts[1],
+            " from it; nothing was delivered (group of global ranks [",
+            absl::StrJoin(global, ", "), "])")),
+        global[receiver]);
+  }
+  // 4. The data, as one all-to-all of blocks padded to the largest.
+  const size_t block = static_cast<size_t>(agreed[0]);
+  if (block == 0) return absl::OkStatus();
+  if (block > std::numeric_limits<size_t>::max() / width / n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(backend(), " alltoallv: the largest block (", block,
+                     " elements) x ", n, " overflows the byte count"));
+  }
+  const size_t stride = block * width;
+  std::vector<char> packed(n * stride), unpacked(n * stride);
+  const char* in_bytes = static_cast<const char*>(send);
+  for (int j = 0; j < n; ++j) {
+    if (send_counts[j] == 0) continue;
+    std::memcpy(packed.data() + j * stride, in_bytes + send_offsets[j] * width,
+                send_counts[j] * width);
+  }
+  if (auto s = DoAllToAll(packed.data(), unpacked.data(), block, dtype);
+      !s.ok()) {
+    return s;
+  }
+  char* out_bytes = static_cast<char*>(recv);
+  for (int i = 0; i < n; ++i) {
+    if (recv_counts[i] == 0) continue;
+    std::memcpy(out_bytes + recv_offsets[i] * width,
+                unpacked.data() + i * stride, recv_counts[i] * width);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace devmesh
