@@ -39,6 +39,8 @@ absl::string_view CallKindName(CallKind kind) {
       return "scatter";
     case CallKind::kAllToAllV:
       return "alltoallv";
+    case CallKind::kBatchSendRecv:
+      return "batch_send_recv";
   }
   return "unknown";
 }
@@ -319,6 +321,33 @@ absl::Status Communicator::Recv(void* buf, size_t count, DataType dtype,
     }
   }
   return DoRecv(buf, count, dtype, peer);
+}
+
+absl::Status Communicator::BatchSendRecv(absl::Span<const P2POp> ops) {
+  if (checks_) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      const bool send = op.kind == P2POp::Kind::kSend;
+      absl::Status s =
+          op.kind != P2POp::Kind::kSend && op.kind != P2POp::Kind::kRecv
+              ? absl::InvalidArgumentError(absl::StrCat(
+                    backend(), " ", CallKindName(CallKind::kBatchSendRecv),
+                    ": invalid P2POp::Kind value ",
+                    static_cast<int>(op.kind)))
+              : CheckRank(send ? CallKind::kSend : CallKind::kRecv, op.peer,
+                          /*is_peer=*/true);
+      if (s.ok()) {
+        s = CheckBuffer(send ? CallKind::kSend : CallKind::kRecv,
+                        send ? "send" : "recv", op.buf, op.count, 1,
+                        op.dtype);
+      }
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(s.message(), " (batch op #", i, ")"));
+      }
+    }
+  }
+  return DoBatchSendRecv(ops);
 }
 
 absl::Status Communicator::Barrier() {

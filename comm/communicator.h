@@ -136,11 +136,37 @@ enum class CallKind {
   kGather,
   kScatter,
   kAllToAllV,
+  kBatchSendRecv,
 };
 // "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall",
-// "send", "recv", "barrier", "reduce", "gather", "scatter", "alltoallv":
-// the names error messages use.
+// "send", "recv", "barrier", "reduce", "gather", "scatter", "alltoallv",
+// "batch_send_recv": the names error messages use.
 absl::string_view CallKindName(CallKind kind);
+
+// One send or receive of Communicator::BatchSendRecv: `count` elements of
+// `dtype` at `buf` (read for a send, written for a receive) to or from group
+// rank `peer`.
+struct P2POp {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  void* buf = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::kUInt8;
+  int peer = -1;
+
+  static P2POp Send(const void* buf, size_t count, DataType dtype, int peer) {
+    return P2POp{Kind::kSend, const_cast<void*>(buf), count, dtype, peer};
+  }
+  static P2POp Recv(void* buf, size_t count, DataType dtype, int peer) {
+    return P2POp{Kind::kRecv, buf, count, dtype, peer};
+  }
+  // Typed: the DataType from T, the count from the span
+  // (comm/typed_collectives.h lists the T that have one).
+  template <typename T>
+  static P2POp Send(absl::Span<const T> buf, int peer);
+  template <typename T>
+  static P2POp Recv(absl::Span<T> buf, int peer);
+};
 
 // One member's collective as the per-call check compares it across the
 // group's members (comm/call_check.h): what the front hands a backend with
@@ -252,6 +278,19 @@ class Communicator {
   // with the same count and dtype.
   absl::Status Send(const void* buf, size_t count, DataType dtype, int peer);
   absl::Status Recv(void* buf, size_t count, DataType dtype, int peer);
+  // Sends and receives completed as one call (PyTorch's batch_isend_irecv,
+  // NCCL's ncclSend/ncclRecv in a group): returns once every op is done.
+  // Whatever the order of `ops` on each member, it cannot deadlock as long
+  // as the members' batches match: member a's k-th send to b pairs with
+  // b's k-th receive from a (same count and dtype), both in their batches.
+  // Not a collective: only the members named take part, and it is not
+  // counted in calls(). A peer may appear in several ops, never this rank.
+  // On the CPU backends the ops run peer by peer in ascending peer order
+  // (each pair both ways), so messages to different peers do not overlap;
+  // NCCL runs them as one group.
+  // Errors: the front's for each op, as Send's and Recv's, followed by
+  // " (batch op #i)"; then the backend's, as for Send and Recv.
+  absl::Status BatchSendRecv(absl::Span<const P2POp> ops);
   // Returns once every member has called it.
   absl::Status Barrier();
 
@@ -381,6 +420,10 @@ class Communicator {
                                 DataType dtype, int root);
   virtual absl::Status DoScatter(const void* send, void* recv, size_t count,
                                  DataType dtype, int root);
+  // Default: the ops grouped by peer, peers in ascending order (the global
+  // order of pairs, so no cycle of waits), the lower rank of each pair
+  // sending first; over DoSend and DoRecv.
+  virtual absl::Status DoBatchSendRecv(absl::Span<const P2POp> ops);
   virtual absl::Status DoAllToAllV(const void* send,
                                    absl::Span<const size_t> send_counts,
                                    absl::Span<const size_t> send_offsets,

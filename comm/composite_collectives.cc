@@ -1,12 +1,14 @@
 // devmesh/comm/composite_collectives.cc
-// The default DoReduce, DoGather, DoScatter and DoAllToAllV of
-// comm/communicator.h: each composed of the backend's own primitives (its
-// Do* functions, so the front counts one call and the per-call check sees
-// the outer call's record on every step), over host memory.
+// The default DoReduce, DoGather, DoScatter, DoAllToAllV and
+// DoBatchSendRecv of comm/communicator.h: each composed of the backend's
+// own primitives (its Do* functions, so the front counts one call and the
+// per-call check sees the outer call's record on every step), over host
+// memory.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -178,6 +180,41 @@ absl::Status Communicator::DoAllToAllV(const void* send,
     if (recv_counts[i] == 0) continue;
     std::memcpy(out_bytes + recv_offsets[i] * width,
                 unpacked.data() + i * stride, recv_counts[i] * width);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::DoBatchSendRecv(absl::Span<const P2POp> ops) {
+  // Peers in ascending order: every member meets its pairs in the order of
+  // (lower rank, higher rank), one global order, so the first unfinished
+  // pair is next on both of its members and nothing waits in a cycle.
+  std::vector<size_t> order(ops.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return ops[a].peer < ops[b].peer;
+  });
+  auto run = [&](const P2POp& op) {
+    return op.kind == P2POp::Kind::kSend
+               ? DoSend(op.buf, op.count, op.dtype, op.peer)
+               : DoRecv(op.buf, op.count, op.dtype, op.peer);
+  };
+  for (size_t begin = 0; begin < order.size();) {
+    const int peer = ops[order[begin]].peer;
+    size_t end = begin;
+    while (end < order.size() && ops[order[end]].peer == peer) ++end;
+    // Within the pair, the lower rank sends first and the higher receives
+    // first, each in the batch's order (messages between two members match
+    // in order).
+    const P2POp::Kind first =
+        rank() < peer ? P2POp::Kind::kSend : P2POp::Kind::kRecv;
+    for (bool first_pass : {true, false}) {
+      for (size_t k = begin; k < end; ++k) {
+        const P2POp& op = ops[order[k]];
+        if ((op.kind == first) != first_pass) continue;
+        if (absl::Status s = run(op); !s.ok()) return s;
+      }
+    }
+    begin = end;
   }
   return absl::OkStatus();
 }

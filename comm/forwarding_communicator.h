@@ -133,6 +133,10 @@ class ForwardingCommunicator : public Communicator {
     return Intercept(CallKind::kRecv,
                      [&] { return inner_->Recv(buf, count, dtype, peer); });
   }
+  absl::Status DoBatchSendRecv(absl::Span<const P2POp> ops) override {
+    return Intercept(CallKind::kBatchSendRecv,
+                     [&] { return inner_->BatchSendRecv(ops); });
+  }
   absl::Status DoBarrier() override {
     return Intercept(CallKind::kBarrier, [&] { return inner_->Barrier(); });
   }

@@ -355,6 +355,17 @@ absl::Status Communicator::AllToAllV(absl::Span<const NoDeduce<T>> send,
                    recv_counts, offsets[1], dtype);
 }
 
+// A send or a receive of BatchSendRecv over a span.
+template <typename T>
+P2POp P2POp::Send(absl::Span<const T> buf, int peer) {
+  return Send(buf.data(), buf.size(),
+              typed_internal::DataTypeFor<std::remove_const_t<T>>(), peer);
+}
+template <typename T>
+P2POp P2POp::Recv(absl::Span<T> buf, int peer) {
+  return Recv(buf.data(), buf.size(), typed_internal::DataTypeFor<T>(), peer);
+}
+
 // Sends buf to group rank peer (which calls Recv with the same length).
 template <typename T>
 absl::Status Communicator::Send(absl::Span<const T> buf, int peer) {

@@ -54,7 +54,10 @@ VerifiedCommunicator::VerifiedCommunicator(
 
 absl::Status VerifiedCommunicator::Intercept(
     CallKind kind, absl::FunctionRef<absl::Status()> call) {
-  if (kind == CallKind::kSend || kind == CallKind::kRecv) return call();
+  if (kind == CallKind::kSend || kind == CallKind::kRecv ||
+      kind == CallKind::kBatchSendRecv) {
+    return call();
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!refusal_.ok()) return refusal_;

@@ -7,8 +7,8 @@
 // each) over the checker and compare them with group rank 0's; a mismatch
 // fails every member with the same InvalidArgument (kDisagreementPayload
 // naming the member that differs) before any data moves, and the group
-// refuses every later call. Send and Recv are not checked (two members
-// only).
+// refuses every later call. Send, Recv and BatchSendRecv are not checked
+// (point to point).
 //
 // The cost is one small all-gather on the checker per collective (a
 // shared-memory group inside a host: a few microseconds; Gloo across hosts:

@@ -248,6 +248,21 @@ absl::Status NcclCommunicator::DoAllToAllV(
   return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (alltoallv)");
 }
 
+absl::Status NcclCommunicator::DoBatchSendRecv(absl::Span<const P2POp> ops) {
+  if (auto s = CheckOpen("batch_send_recv"); !s.ok()) return s;
+  ncclResult_t r = ncclGroupStart();
+  for (size_t i = 0; i < ops.size() && r == ncclSuccess; ++i) {
+    const P2POp& op = ops[i];
+    r = op.kind == P2POp::Kind::kSend
+            ? ncclSend(op.buf, op.count, ToNccl(op.dtype), op.peer, comm_,
+                       stream_)
+            : ncclRecv(op.buf, op.count, ToNccl(op.dtype), op.peer, comm_,
+                       stream_);
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (batch)");
+}
+
 absl::Status NcclCommunicator::DoSend(const void* buf, size_t count,
                                       DataType dtype, int peer) {
   if (auto s = CheckOpen("send"); !s.ok()) return s;

@@ -92,16 +92,17 @@ class NcclCommunicator final : public Communicator,
   absl::Status DoRecv(void* buf, size_t count, DataType dtype,
                       int peer) override;
   absl::Status DoBarrier() override;
-  // The rooted collectives and AllToAllV over device memory: ncclReduce,
-  // and ncclSend/ncclRecv in one group for the others (NCCL's own recipe
-  // for gather, scatter and all-to-all-v). No count check across members
-  // (NCCL's rule: a mismatch is undefined).
+  // The rooted collectives, AllToAllV and BatchSendRecv over device
+  // memory: ncclReduce, and ncclSend/ncclRecv in one group for the others
+  // (NCCL's own recipe for gather, scatter and all-to-all-v). No count
+  // check across members (NCCL's rule: a mismatch is undefined).
   absl::Status DoReduce(const void* send, void* recv, size_t count,
                         DataType dtype, ReduceOp op, int root) override;
   absl::Status DoGather(const void* send, void* recv, size_t count,
                         DataType dtype, int root) override;
   absl::Status DoScatter(const void* send, void* recv, size_t count,
                          DataType dtype, int root) override;
+  absl::Status DoBatchSendRecv(absl::Span<const P2POp> ops) override;
   absl::Status DoAllToAllV(const void* send,
                            absl::Span<const size_t> send_counts,
                            absl::Span<const size_t> send_offsets, void* recv,

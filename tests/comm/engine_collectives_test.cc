@@ -1,10 +1,11 @@
-// devmesh/tests/comm/rooted_collectives_test.cc
+// devmesh/tests/comm/engine_collectives_test.cc
 // Reduce, Gather, Scatter and AllToAllV on the CPU backends (Gloo, shared
 // memory: "shm", and UCX), in real processes at odd group sizes (1, 3, 5),
 // against exact expected values: every dtype (x every op for Reduce), every
 // root, in place and out of place; AllToAllV with uneven, empty and
 // reordered blocks; members whose AllToAllV counts differ all fail alike;
 // the typed forms' length checks.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -56,14 +57,14 @@ absl::Status Expect(bool ok, const std::string& what) {
 }
 
 // (backend, ranks).
-class RootedCollectivesTest
+class EngineCollectivesTest
     : public ::testing::TestWithParam<std::tuple<std::string, int>> {
  protected:
   static std::string Backend() { return std::get<0>(GetParam()); }
   static int Nproc() { return std::get<1>(GetParam()); }
 };
 
-TEST_P(RootedCollectivesTest, ReduceEveryDtypeOpAndRoot) {
+TEST_P(EngineCollectivesTest, ReduceEveryDtypeOpAndRoot) {
   absl::Status status = ForkRanks(Nproc(), [backend = Backend()](
                                                int rank, int size,
                                                std::shared_ptr<Store> store) {
@@ -127,7 +128,7 @@ TEST_P(RootedCollectivesTest, ReduceEveryDtypeOpAndRoot) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-TEST_P(RootedCollectivesTest, GatherAndScatterEveryDtypeAndRoot) {
+TEST_P(EngineCollectivesTest, GatherAndScatterEveryDtypeAndRoot) {
   absl::Status status = ForkRanks(Nproc(), [backend = Backend()](
                                                int rank, int size,
                                                std::shared_ptr<Store> store) {
@@ -210,7 +211,7 @@ double Value(int s, int d, size_t i) {
   return 20.0 * s + 4.0 * d + static_cast<double>(i);
 }
 
-TEST_P(RootedCollectivesTest, AllToAllVUnevenBlocksEveryDtype) {
+TEST_P(EngineCollectivesTest, AllToAllVUnevenBlocksEveryDtype) {
   absl::Status status = ForkRanks(Nproc(), [backend = Backend()](
                                                int rank, int size,
                                                std::shared_ptr<Store> store) {
@@ -279,7 +280,7 @@ TEST_P(RootedCollectivesTest, AllToAllVUnevenBlocksEveryDtype) {
 // Rank 1 expects one element more from rank 0 than rank 0 sends it: every
 // member fails with the same InvalidArgument naming both counts and the
 // receiver, and the group goes on (the next call is exact).
-TEST_P(RootedCollectivesTest, AllToAllVCountsThatDifferFailEveryMember) {
+TEST_P(EngineCollectivesTest, AllToAllVCountsThatDifferFailEveryMember) {
   if (Nproc() < 2) GTEST_SKIP() << "needs two members";
   const std::string backend = Backend();
   const int n = Nproc();
@@ -326,7 +327,7 @@ TEST_P(RootedCollectivesTest, AllToAllVCountsThatDifferFailEveryMember) {
 // fails every member with InvalidArgument naming the odd call, with a
 // kDisagreementPayload (which member it names depends on who saw what
 // first on UCX). Gloo has no per-call check unless verify_calls is on.
-TEST_P(RootedCollectivesTest, RootsThatDifferFailEveryMember) {
+TEST_P(EngineCollectivesTest, RootsThatDifferFailEveryMember) {
   if (Nproc() < 2) GTEST_SKIP() << "needs two members";
   if (Backend() == "gloo") GTEST_SKIP() << "Gloo checks calls only on request";
   const std::string backend = Backend();
@@ -347,8 +348,81 @@ TEST_P(RootedCollectivesTest, RootsThatDifferFailEveryMember) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// Each member sends int32 x 3 to every other member and float64 x (1 + s +
+// d) to the higher ones, and receives the matching messages, all in one
+// batch whose order of peers differs on every member and round (receives
+// first, sends first, either interleaved): exact values.
+TEST_P(EngineCollectivesTest, BatchSendRecvInAnyOrder) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](
+                                               int rank, int size,
+                                               std::shared_ptr<Store> store) {
+    auto comm = World(backend, rank, size, store);
+    if (!comm.ok()) return comm.status();
+    auto ints = [](int s, int d) {
+      return std::vector<int32_t>{100 * s + d, -s, d};
+    };
+    auto doubles = [](int s, int d) {
+      std::vector<double> v(1 + s + d);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = s + 0.25 * d + 1000.0 * i;
+      return v;
+    };
+    for (int round = 0; round < 3; ++round) {
+      std::vector<std::vector<int32_t>> int_out(size), int_in(size);
+      std::vector<std::vector<double>> dbl_out(size), dbl_in(size);
+      // Peers in an order of this member's and round's own.
+      std::vector<int> peers;
+      for (int p = 0; p < size; ++p) {
+        if (p != rank) peers.push_back(p);
+      }
+      std::sort(peers.begin(), peers.end(), [&](int a, int b) {
+        auto key = [&](int p) { return (p * 7 + rank * 5 * (round + 1)) % 11; };
+        return key(a) != key(b) ? key(a) < key(b) : a < b;
+      });
+      std::vector<P2POp> ops;
+      for (int p : peers) {
+        int_out[p] = ints(rank, p);
+        int_in[p].assign(3, 0);
+        P2POp ri = P2POp::Recv(absl::MakeSpan(int_in[p]), p);
+        P2POp si = P2POp::Send(absl::MakeConstSpan(int_out[p]), p);
+        P2POp d;
+        if (p > rank) {
+          dbl_out[p] = doubles(rank, p);
+          d = P2POp::Send(dbl_out[p].data(), dbl_out[p].size(),
+                          DataType::kFloat64, p);
+        } else {
+          dbl_in[p].assign(doubles(p, rank).size(), 0);
+          d = P2POp::Recv(dbl_in[p].data(), dbl_in[p].size(),
+                          DataType::kFloat64, p);
+        }
+        // Receives first, sends first, the float64 first: the messages of
+        // one direction of a pair stay in the same order on both sides.
+        const std::vector<P2POp> mine =
+            round == 0 ? std::vector<P2POp>{ri, si, d}
+            : round == 1 ? std::vector<P2POp>{d, si, ri}
+                         : std::vector<P2POp>{si, ri, d};
+        ops.insert(ops.end(), mine.begin(), mine.end());
+      }
+      RETURN_IF_ERROR_T((*comm)->BatchSendRecv(ops));
+      for (int p = 0; p < size; ++p) {
+        if (p == rank) continue;
+        RETURN_IF_ERROR_T(Expect(int_in[p] == ints(p, rank),
+                                 absl::StrCat("round ", round, " int32 from ",
+                                              p)));
+        if (p < rank) {
+          RETURN_IF_ERROR_T(Expect(dbl_in[p] == doubles(p, rank),
+                                   absl::StrCat("round ", round,
+                                                " float64 from ", p)));
+        }
+      }
+    }
+    // An empty batch is OK.
+    return (*comm)->BatchSendRecv({});
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 // The front's and the typed forms' argument checks, on this rank only.
-TEST_P(RootedCollectivesTest, BadArgumentsAreInvalidArgument) {
+TEST_P(EngineCollectivesTest, BadArgumentsAreInvalidArgument) {
   const std::string backend = Backend();
   absl::Status status = ForkRanks(Nproc(), [backend](
                                                int rank, int size,
@@ -390,6 +464,20 @@ TEST_P(RootedCollectivesTest, BadArgumentsAreInvalidArgument) {
         c.AllToAllV(x, ok, huge, x + 32, ok, offsets, DataType::kFloat32),
         absl::StrCat(backend, " alltoallv: block 0 of send (offset ",
                      SIZE_MAX / 2, ", count 1) overflows the byte count")));
+    const P2POp self[] = {P2POp::Send(x, 1, DataType::kFloat32, 0),
+                          P2POp::Recv(x, 1, DataType::kFloat32, rank)};
+    if (size > 1 && rank > 0) {
+      RETURN_IF_ERROR_T(is(c.BatchSendRecv(self),
+                           absl::StrCat(backend, " recv: peer ", rank,
+                                        " is this rank (batch op #1)")));
+    }
+    const P2POp null_buf[] = {P2POp::Recv(nullptr, 2, DataType::kInt8, 0)};
+    if (rank > 0) {
+      RETURN_IF_ERROR_T(is(c.BatchSendRecv(null_buf),
+                           absl::StrCat(backend,
+                                        " recv: recv buffer is null with "
+                                        "count 2 (batch op #0)")));
+    }
     std::vector<int32_t> two(2), three(3);
     RETURN_IF_ERROR_T(is(
         c.Reduce<int32_t>(two, absl::MakeSpan(three), ReduceOp::kSum, rank),
@@ -414,7 +502,7 @@ std::string BackendAndRanksName(
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    BackendsAndRanks, RootedCollectivesTest,
+    BackendsAndRanks, EngineCollectivesTest,
     ::testing::Combine(::testing::Values("gloo", "shm", "ucx"),
                        ::testing::Values(1, 3, 5)),
     BackendAndRanksName);
