@@ -331,21 +331,57 @@ absl::Status GlooCommunicator::DoAllToAll(const void* send, void* recv,
   });
 }
 
+// Send and Recv: the first message of each send is a 16-byte header (a
+// magic word, the dtype, the count), followed in the same message by the
+// data when it is at most kInlineBytes, else by a second message of data.
+// The receiver posts kInlineBytes + 16 for the first message (Gloo aborts
+// the process when a message is longer than the receive posted for it, so
+// the first receive never depends on the sender's count), compares the
+// header with its own call, and only then takes the data: a Send and a Recv
+// that differ fail the receiver with InvalidArgument instead of a short
+// read or a killed process.
+namespace {
+
+constexpr uint32_t kP2PMagic = 0x646d7031;  // "dmp1"
+constexpr size_t kInlineBytes = 64 * 1024;
+
+struct P2PHeader {
+  uint32_t magic;
+  uint32_t dtype;
+  uint64_t count;
+};
+static_assert(sizeof(P2PHeader) == 16, "one wire layout");
+
+}  // namespace
+
 absl::Status GlooCommunicator::DoSend(const void* buf, size_t count,
                                       DataType dtype, int peer) {
   if (auto s = CheckOpen("send"); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   if (auto s = ConnectPending("send", peer); !s.ok()) return s;
+  const P2PHeader header{kP2PMagic, static_cast<uint32_t>(dtype),
+                         static_cast<uint64_t>(count)};
+  const bool inline_data = bytes <= kInlineBytes;
+  std::vector<char> first(sizeof(header) + (inline_data ? bytes : 0));
+  std::memcpy(first.data(), &header, sizeof(header));
+  if (inline_data) std::memcpy(first.data() + sizeof(header), buf, bytes);
   return Call(absl::StrCat(Describe("send", dtype, count), " to ", peer),
-                  [&] {
-                    auto ub = context_->createUnboundBuffer(
-                        const_cast<void*>(buf), bytes);
-                    ub->send(peer, kSendRecvSlot);
-                    if (!ub->waitSend(timeout())) {
-                      throw ::gloo::IoException("send aborted");
-                    }
-                  });
+              [&] {
+                auto head =
+                    context_->createUnboundBuffer(first.data(), first.size());
+                head->send(peer, kSendRecvSlot);
+                std::unique_ptr<::gloo::transport::UnboundBuffer> data;
+                if (!inline_data) {
+                  data = context_->createUnboundBuffer(const_cast<void*>(buf),
+                                                       bytes);
+                  data->send(peer, kSendRecvSlot);
+                }
+                if (!head->waitSend(timeout()) ||
+                    (data != nullptr && !data->waitSend(timeout()))) {
+                  throw ::gloo::IoException("send aborted");
+                }
+              });
 }
 
 absl::Status GlooCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
@@ -354,14 +390,58 @@ absl::Status GlooCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   if (auto s = ConnectPending("recv", peer); !s.ok()) return s;
-  return Call(absl::StrCat(Describe("recv", dtype, count), " from ", peer),
-                  [&] {
-                    auto ub = context_->createUnboundBuffer(buf, bytes);
-                    ub->recv(peer, kSendRecvSlot);
-                    if (!ub->waitRecv(timeout())) {
-                      throw ::gloo::IoException("recv aborted");
-                    }
-                  });
+  const std::string what =
+      absl::StrCat(Describe("recv", dtype, count), " from ", peer);
+  // One receive area per communicator (calls are one at a time).
+  std::vector<char>& first = recv_head_;
+  first.resize(sizeof(P2PHeader) + kInlineBytes);
+  auto receive = [&](void* into, size_t n) {
+    return Call(what, [&] {
+      auto ub = context_->createUnboundBuffer(into, n);
+      ub->recv(peer, kSendRecvSlot);
+      if (!ub->waitRecv(timeout())) {
+        throw ::gloo::IoException("recv aborted");
+      }
+    });
+  };
+  if (auto s = receive(first.data(), first.size()); !s.ok()) return s;
+  P2PHeader header;
+  std::memcpy(&header, first.data(), sizeof(header));
+  const int global = global_ranks_[peer];
+  if (header.magic != kP2PMagic) {
+    return WithPeer(absl::InternalError(absl::StrCat(
+                        what, ": global rank ", global,
+                        " sent a message that is not a devmesh send")),
+                    global);
+  }
+  const DataType theirs = static_cast<DataType>(header.dtype);
+  const size_t their_width = DataTypeSize(theirs);
+  if (header.dtype != static_cast<uint32_t>(dtype) || header.count != count) {
+    // Their data, when it did not come inline, is drained so that the
+    // pair's next message is read as a header.
+    const bool known = their_width > 0 &&
+                       header.count <= (uint64_t{1} << 40) / their_width;
+    const size_t their_bytes = known ? header.count * their_width : 0;
+    if (known && their_bytes > kInlineBytes) {
+      std::vector<char> drain(their_bytes);
+      if (auto s = receive(drain.data(), drain.size()); !s.ok()) return s;
+    }
+    return WithDisagreement(
+        absl::InvalidArgumentError(absl::StrCat(
+            what, ": global rank ", global, " sent ",
+            known ? absl::StrCat(DataTypeName(theirs), " x ", header.count)
+                  : absl::StrCat("dtype value ", header.dtype, " x ",
+                                 header.count),
+            " and this rank receives ", DataTypeName(dtype), " x ", count,
+            " (a Send and its Recv must have the same dtype and count); "
+            "nothing was received")),
+        global);
+  }
+  if (bytes <= kInlineBytes) {
+    std::memcpy(buf, first.data() + sizeof(P2PHeader), bytes);
+    return absl::OkStatus();
+  }
+  return receive(buf, bytes);
 }
 
 absl::Status GlooCommunicator::DoBarrier() {

@@ -80,6 +80,15 @@
 // one call for Gloo (gloo_accept_guard.h), so the pair fails with
 // Unavailable instead of the process aborting.
 //
+// Send and Recv: each message starts with a header (dtype, count) that the
+// receiver compares with its own call before it takes the data (at most
+// 64 KiB travels inline in the header's message, more as a second
+// message). A Recv whose dtype or count differs from the Send's returns
+// InvalidArgument with kDisagreementPayload (the sender's global rank),
+// receives nothing and leaves the pair usable; the Send returns OK. A
+// count of 0 sends nothing (OK at once on both sides), so a Recv of N
+// against a Send of 0 waits for the timeout.
+//
 // Thread-safety: one collective at a time per communicator (NCCL's rule);
 // Abort may be called from any thread and makes the running call fail.
 #ifndef DEVMESH_COMM_GLOO_GLOO_COMMUNICATOR_H_
@@ -221,6 +230,8 @@ class GlooCommunicator final : public Communicator {
   // Each peer's "[ip]:port" end of its connection with this rank -> its
   // global rank (gloo_full_mesh.h).
   std::map<std::string, int> peer_endpoints_;
+  // Where Recv takes a message's header and inline data (DoRecv).
+  std::vector<char> recv_head_;
   // Guards connections_ (Abort reads it from any thread), pending_ and
   // mesh_failed_.
   mutable std::mutex mesh_mu_;

@@ -421,6 +421,67 @@ TEST_P(EngineCollectivesTest, BatchSendRecvInAnyOrder) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// A Recv that differs from its Send (dtype at equal bytes, a shorter and a
+// longer count, a message past the inline size) fails the receiver with
+// InvalidArgument naming both calls and the sender; the pair goes on. On
+// Gloo and on shm (whose Send/Recv run on Gloo pairs); UCX words its own.
+TEST_P(EngineCollectivesTest, SendAndRecvThatDifferFailTheReceiver) {
+  if (Nproc() < 2) GTEST_SKIP() << "needs two members";
+  if (Backend() == "ucx") GTEST_SKIP() << "ucx_errors_test covers UCX";
+  const std::string backend = Backend();
+  absl::Status status = ForkRanks(Nproc(), [backend](
+                                               int rank, int size,
+                                               std::shared_ptr<Store> store) {
+    auto comm = World(backend, rank, size, store);
+    if (!comm.ok()) return comm.status();
+    if (rank > 1) return absl::OkStatus();
+    struct Case {
+      DataType send_dtype;
+      size_t send_count;
+      DataType recv_dtype;
+      size_t recv_count;
+    };
+    const Case cases[] = {
+        {DataType::kInt64, 4, DataType::kFloat32, 8},
+        {DataType::kFloat32, 100, DataType::kFloat32, 50},
+        {DataType::kFloat32, 50, DataType::kFloat32, 100},
+        {DataType::kUInt8, 200000, DataType::kUInt8, 10},
+    };
+    for (const Case& c : cases) {
+      std::vector<char> buf(
+          std::max(c.send_count * DataTypeSize(c.send_dtype),
+                   c.recv_count * DataTypeSize(c.recv_dtype)),
+          1);
+      if (rank == 0) {
+        RETURN_IF_ERROR_T(
+            (*comm)->Send(buf.data(), c.send_count, c.send_dtype, 1));
+      } else {
+        absl::Status s =
+            (*comm)->Recv(buf.data(), c.recv_count, c.recv_dtype, 0);
+        const std::string want = absl::StrCat(
+            "global rank 0 sent ", DataTypeName(c.send_dtype), " x ",
+            c.send_count, " and this rank receives ",
+            DataTypeName(c.recv_dtype), " x ", c.recv_count);
+        RETURN_IF_ERROR_T(Expect(absl::IsInvalidArgument(s) &&
+                                     absl::StrContains(s.message(), want) &&
+                                     DisagreeingRank(s) == 0,
+                                 absl::StrCat("got ", s.ToString(),
+                                              "\nwant ", want)));
+      }
+      // The pair goes on: an exact exchange.
+      int32_t v = rank == 0 ? 42 : 0;
+      if (rank == 0) {
+        RETURN_IF_ERROR_T((*comm)->Send(&v, 1, DataType::kInt32, 1));
+      } else {
+        RETURN_IF_ERROR_T((*comm)->Recv(&v, 1, DataType::kInt32, 0));
+        RETURN_IF_ERROR_T(Expect(v == 42, "next message"));
+      }
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 // The front's and the typed forms' argument checks, on this rank only.
 TEST_P(EngineCollectivesTest, BadArgumentsAreInvalidArgument) {
   const std::string backend = Backend();
