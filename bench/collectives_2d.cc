@@ -1,8 +1,9 @@
 // bazel run //bench:collectives_2d [-- --sizes=1M,16M --ops=all_gather,reduce_scatter]
 //
-// All-gather and reduce-scatter along each dim of a DeviceMesh (float32, sum
-// for reduce-scatter), the devmesh side of tools/peer_bench.sh's all-gather
-// and reduce-scatter rows. With no rendezvous variables in the environment it
+// All-gather, reduce-scatter, reduce, gather, scatter and all-to-all-v
+// along each dim of a DeviceMesh (float32, sum, root 0; all_to_all_v with
+// uneven blocks, between half a block and one and a half), the devmesh side
+// of tools/peer_bench.sh's collective rows. With no rendezvous variables in the environment it
 // starts the mesh's ranks locally, each bound to one CPU (--cpu_bind=core), as
 // allreduce_2d does; under torchrun, Slurm or mpirun it joins that job.
 //
@@ -13,7 +14,8 @@
 // back-to-back calls (clamp(ceil(8 MiB / bytes), 1, 100)) started after a
 // barrier over a Gloo world of its own; a run's time is its slowest rank's;
 // seconds = median over runs of run time / batch. algbw = bytes / seconds,
-// busbw = algbw x (n - 1) / n (nccl-tests' doc/PERFORMANCE.md). After timing,
+// busbw = algbw x (n - 1) / n, x 1 for reduce (nccl-tests'
+// doc/PERFORMANCE.md). After timing,
 // a fresh pattern (bench/test_pattern.h) goes through once and every element
 // of every rank is checked. Rank 0 prints one line per (op, dim, size):
 //   PEER_BENCH_COLLECTIVE {"op":..,"dim":..,"backend":..,"bytes":..,
@@ -29,6 +31,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/allreduce_table.h"
 #include "bench/batch_size.h"
@@ -47,7 +50,8 @@ ABSL_FLAG(std::string, mesh_dim_names, "dp,tp", "comma-separated dim names");
 ABSL_FLAG(std::string, sizes, "1M,16M",
           "full-buffer sizes (size x count elements), K/M/G suffixes");
 ABSL_FLAG(std::string, ops, "all_gather,reduce_scatter",
-          "all_gather and/or reduce_scatter");
+          "comma-separated: all_gather, reduce_scatter, reduce, gather, "
+          "scatter, all_to_all_v");
 ABSL_FLAG(int, iters, 20, "timed runs per op, dim and size");
 ABSL_FLAG(int, warmup, 5, "untimed calls before the timed ones");
 ABSL_FLAG(std::string, backend, "auto", "auto, shm or gloo (CPU)");
@@ -70,12 +74,31 @@ struct Result {
   int64_t wrong = 0;
 };
 
+constexpr const char* kOps[] = {"all_gather", "reduce_scatter", "reduce",
+                                "gather",     "scatter",        "all_to_all_v"};
+
+// all_to_all_v's uneven blocks: member s sends member d block / 2 + block *
+// ((s + d) % n) / (n - 1) elements (between half and one and a half blocks;
+// about n blocks in all), element i worth 1000 s + 10 d + i % 7 (exact in
+// float32).
+size_t UnevenCount(int s, int d, int n, size_t block) {
+  return block / 2 + (n > 1 ? block * static_cast<size_t>((s + d) % n) /
+                                  static_cast<size_t>(n - 1)
+                            : block / 2);
+}
+float UnevenValue(int s, int d, size_t i) {
+  return static_cast<float>(1000 * s + 10 * d + static_cast<int>(i % 7));
+}
+
 // One (op, group, size) cell on float32 buffers of `bytes` (the full
-// buffer) and bytes / n (one member's block).
-absl::StatusOr<Result> RunCell(bool all_gather, Communicator& group,
+// buffer: all-gather's and gather's output, reduce-scatter's and scatter's
+// input, reduce's buffer, about all_to_all_v's total) and bytes / n (one
+// member's block). Rooted ops use root 0.
+absl::StatusOr<Result> RunCell(const std::string& op, Communicator& group,
                                Communicator& metrics, size_t bytes, int iters,
                                int warmup, int global_rank) {
   const int n = group.size();
+  const int me = group.rank();
   const size_t count = bytes / sizeof(float) / n;  // one block, elements
   auto full = DeviceBuffer::Allocate("cpu", count * n * sizeof(float));
   auto block = DeviceBuffer::Allocate("cpu", count * sizeof(float));
@@ -83,20 +106,55 @@ absl::StatusOr<Result> RunCell(bool all_gather, Communicator& group,
   if (!block.ok()) return block.status();
   float* f = static_cast<float*>((*full)->data());
   float* b = static_cast<float*>((*block)->data());
+  // all_to_all_v's counts, offsets and buffers.
+  std::vector<size_t> send_counts(n), send_offsets(n), recv_counts(n),
+      recv_offsets(n);
+  size_t send_total = 0, recv_total = 0;
+  for (int p = 0; p < n; ++p) {
+    send_counts[p] = UnevenCount(me, p, n, count);
+    send_offsets[p] = send_total;
+    send_total += send_counts[p];
+    recv_counts[p] = UnevenCount(p, me, n, count);
+    recv_offsets[p] = recv_total;
+    recv_total += recv_counts[p];
+  }
+  std::vector<float> v_send, v_recv;
+  if (op == "all_to_all_v") {
+    v_send.resize(send_total);
+    v_recv.resize(recv_total);
+  }
+  const bool full_in =
+      op == "reduce_scatter" || op == "reduce" || (op == "scatter" && me == 0);
   auto fill = [&] {
-    if (all_gather) {
-      FillPattern(b, count, DataType::kFloat32, global_rank);
-      std::fill(f, f + count * n, 0.0f);
-    } else {
+    if (op == "all_to_all_v") {
+      for (int p = 0; p < n; ++p) {
+        for (size_t i = 0; i < send_counts[p]; ++i) {
+          v_send[send_offsets[p] + i] = UnevenValue(me, p, i);
+        }
+      }
+      std::fill(v_recv.begin(), v_recv.end(), -1.0f);
+    } else if (full_in) {
       FillPattern(f, count * n, DataType::kFloat32, global_rank);
       std::fill(b, b + count, 0.0f);
+    } else {
+      FillPattern(b, count, DataType::kFloat32, global_rank);
+      std::fill(f, f + count * n, 0.0f);
     }
   };
-  auto call = [&] {
-    return all_gather
-               ? group.AllGather(b, f, count, DataType::kFloat32)
-               : group.ReduceScatter(f, b, count, DataType::kFloat32,
-                                     ReduceOp::kSum);
+  auto call = [&]() -> absl::Status {
+    constexpr DataType kF32 = DataType::kFloat32;
+    if (op == "all_gather") return group.AllGather(b, f, count, kF32);
+    if (op == "reduce_scatter") {
+      return group.ReduceScatter(f, b, count, kF32, ReduceOp::kSum);
+    }
+    if (op == "reduce") {
+      return group.Reduce(f, me == 0 ? f : nullptr, count * n, kF32,
+                          ReduceOp::kSum, 0);
+    }
+    if (op == "gather") return group.Gather(b, f, count, kF32, 0);
+    if (op == "scatter") return group.Scatter(f, b, count, kF32, 0);
+    return group.AllToAllV(v_send.data(), send_counts, send_offsets,
+                           v_recv.data(), recv_counts, recv_offsets, kF32);
   };
   fill();
   for (int i = 0; i < warmup; ++i) {
@@ -133,21 +191,43 @@ absl::StatusOr<Result> RunCell(bool all_gather, Communicator& group,
   if (absl::Status s = call(); !s.ok()) return s;
   int64_t wrong = 0;
   const std::vector<int>& members = group.global_ranks();
-  if (all_gather) {
+  int64_t factor_sum = 0;
+  for (int g : members) factor_sum += PatternRankFactor(g);
+  // Element j of the full pattern reduced over the members.
+  auto reduced = [&](size_t j) {
+    return static_cast<float>(factor_sum * static_cast<int64_t>(j % 3 + 1));
+  };
+  if (op == "all_gather" || (op == "gather" && me == 0)) {
     for (int j = 0; j < n; ++j) {
       wrong += CountWrong(f + j * count, count, DataType::kFloat32,
                           PatternRankFactor(members[j]));
     }
-  } else {
+  } else if (op == "reduce_scatter") {
     // Block r of the full pattern starts at element r * count, whose
     // (i % 3) phase is shifted by r * count.
-    int64_t factor_sum = 0;
-    for (int g : members) factor_sum += PatternRankFactor(g);
-    const size_t offset = static_cast<size_t>(group.rank()) * count;
+    const size_t offset = static_cast<size_t>(me) * count;
     for (size_t i = 0; i < count; ++i) {
-      const float want =
-          static_cast<float>(factor_sum * static_cast<int64_t>((offset + i) % 3 + 1));
-      if (b[i] != want) ++wrong;
+      if (b[i] != reduced(offset + i)) ++wrong;
+    }
+  } else if (op == "reduce" && me == 0) {
+    for (size_t i = 0; i < count * n; ++i) {
+      if (f[i] != reduced(i)) ++wrong;
+    }
+  } else if (op == "scatter") {
+    // Block me of the root's pattern.
+    const int64_t factor = PatternRankFactor(members[0]);
+    const size_t offset = static_cast<size_t>(me) * count;
+    for (size_t i = 0; i < count; ++i) {
+      if (b[i] != static_cast<float>(
+                      factor * static_cast<int64_t>((offset + i) % 3 + 1))) {
+        ++wrong;
+      }
+    }
+  } else if (op == "all_to_all_v") {
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < recv_counts[p]; ++i) {
+        if (v_recv[recv_offsets[p] + i] != UnevenValue(p, me, i)) ++wrong;
+      }
     }
   }
   int64_t wrong_all = 0;
@@ -187,9 +267,10 @@ absl::StatusOr<Config> ParseConfig() {
     c.sizes.push_back(*bytes);
   }
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_ops), ',')) {
-    if (s != "all_gather" && s != "reduce_scatter") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--ops: '", s, "' is not all_gather or reduce_scatter"));
+    if (std::find(std::begin(kOps), std::end(kOps), s) == std::end(kOps)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ops: '", s, "' is not one of ",
+                       absl::StrJoin(kOps, ", ")));
     }
     c.ops.emplace_back(s);
   }
@@ -238,15 +319,16 @@ int RunRank(const Config& config) {
   for (const std::string& op : config.ops) {
     for (int64_t bytes : config.sizes) {
       for (int d = 0; d < mesh->ndim(); ++d) {
-        auto r = RunCell(op == "all_gather", *groups[d], **metrics,
+        auto r = RunCell(op, *groups[d], **metrics,
                          static_cast<size_t>(bytes), config.iters,
                          config.warmup, info->rank);
         if (!r.ok()) return Fail(r.status(), 1);
         const int n = groups[d]->size();
         const int64_t total =
             static_cast<int64_t>(bytes / sizeof(float) / n * n * sizeof(float));
-        const double busbw =
-            AlgBandwidthGBps(total, r->seconds) * (n - 1) / n;
+        // nccl-tests' factors: 1 for reduce, (n - 1) / n for the others.
+        const double busbw = AlgBandwidthGBps(total, r->seconds) *
+                             (op == "reduce" ? 1.0 : (n - 1.0) / n);
         if (info->rank == 0) {
           std::printf(
               "PEER_BENCH_COLLECTIVE {\"op\":\"%s\",\"dim\":\"%s\","

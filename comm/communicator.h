@@ -465,9 +465,16 @@ class Communicator {
   }
   friend class ForwardingCommunicator;
 
+  // At least `bytes` of uninitialized scratch for the default composites,
+  // kept between calls (the largest asked for so far; one call at a time,
+  // as every collective).
+  char* Scratch(size_t bytes);
+
   const bool checks_ = true;
   std::atomic<int64_t> calls_{0};
   CallRecord current_;
+  std::unique_ptr<char[]> scratch_;
+  size_t scratch_bytes_ = 0;
 };
 
 }  // namespace devmesh

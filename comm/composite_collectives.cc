@@ -33,12 +33,20 @@ absl::Status CheckScratch(absl::string_view backend, absl::string_view op,
 
 }  // namespace
 
+char* Communicator::Scratch(size_t bytes) {
+  if (bytes > scratch_bytes_) {
+    scratch_.reset(new char[bytes]);
+    scratch_bytes_ = bytes;
+  }
+  return scratch_.get();
+}
+
 absl::Status Communicator::DoReduce(const void* send, void* recv,
                                     size_t count, DataType dtype, ReduceOp op,
                                     int root) {
   if (rank() == root) return DoAllReduce(send, recv, count, dtype, op);
-  std::vector<char> scratch(count * DataTypeSize(dtype));
-  return DoAllReduce(send, scratch.data(), count, dtype, op);
+  return DoAllReduce(send, Scratch(count * DataTypeSize(dtype)), count, dtype,
+                     op);
 }
 
 absl::Status Communicator::DoGather(const void* send, void* recv, size_t count,
@@ -49,8 +57,7 @@ absl::Status Communicator::DoGather(const void* send, void* recv, size_t count,
   if (auto s = CheckScratch(backend(), "gather", count, n, width); !s.ok()) {
     return s;
   }
-  std::vector<char> scratch(n * count * width);
-  return DoAllGather(send, scratch.data(), count, dtype);
+  return DoAllGather(send, Scratch(n * count * width), count, dtype);
 }
 
 absl::Status Communicator::DoScatter(const void* send, void* recv,
@@ -72,15 +79,12 @@ absl::Status Communicator::DoScatter(const void* send, void* recv,
   if (auto s = CheckScratch(backend(), "scatter", count, n, width); !s.ok()) {
     return s;
   }
-  std::vector<char> scratch(n * bytes);
-  if (auto s = DoBroadcast(scratch.data(), scratch.data(), n * count, dtype,
-                           root);
-      !s.ok()) {
+  char* whole = Scratch(n * bytes);
+  if (auto s = DoBroadcast(whole, whole, n * count, dtype, root); !s.ok()) {
     return s;
   }
   if (bytes > 0) {
-    std::memcpy(recv, scratch.data() + static_cast<size_t>(rank()) * bytes,
-                bytes);
+    std::memcpy(recv, whole + static_cast<size_t>(rank()) * bytes, bytes);
   }
   return absl::OkStatus();
 }
@@ -164,14 +168,20 @@ absl::Status Communicator::DoAllToAllV(const void* send,
                      " elements) x ", n, " overflows the byte count"));
   }
   const size_t stride = block * width;
-  std::vector<char> packed(n * stride), unpacked(n * stride);
+  if (n * stride > std::numeric_limits<size_t>::max() / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(backend(), " alltoallv: the largest block (", block,
+                     " elements) x ", n, " overflows the byte count"));
+  }
+  char* packed = Scratch(2 * n * stride);
+  char* unpacked = packed + n * stride;
   const char* in_bytes = static_cast<const char*>(send);
   for (int j = 0; j < n; ++j) {
     if (send_counts[j] == 0) continue;
-    std::memcpy(packed.data() + j * stride, in_bytes + send_offsets[j] * width,
+    std::memcpy(packed + j * stride, in_bytes + send_offsets[j] * width,
                 send_counts[j] * width);
   }
-  if (auto s = DoAllToAll(packed.data(), unpacked.data(), block, dtype);
+  if (auto s = DoAllToAll(packed, unpacked, block, dtype);
       !s.ok()) {
     return s;
   }
@@ -179,7 +189,7 @@ absl::Status Communicator::DoAllToAllV(const void* send,
   for (int i = 0; i < n; ++i) {
     if (recv_counts[i] == 0) continue;
     std::memcpy(out_bytes + recv_offsets[i] * width,
-                unpacked.data() + i * stride, recv_counts[i] * width);
+                unpacked + i * stride, recv_counts[i] * width);
   }
   return absl::OkStatus();
 }

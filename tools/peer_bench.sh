@@ -3,8 +3,9 @@
 # the machine's memory bandwidth and the all-reduce busbw it allows (bound),
 # start-up over 8 local ranks (shapes 8, 4x2, 2x4, 2x2x2), the allreduce_2d
 # sweep through devmesh's, PyTorch's (Gloo) and Open MPI's (MPI_Comm_split)
-# per-dim groups (2x2, float32, 1 KiB..64 MiB), all-gather and
-# reduce-scatter busbw per dim at 1 MiB and 16 MiB (//bench:collectives_2d
+# per-dim groups (2x2, float32, 1 KiB..64 MiB), all-gather, reduce-scatter,
+# reduce, gather, scatter and all-to-all (uneven splits) busbw per dim at
+# 1 MiB and 16 MiB (//bench:collectives_2d
 # against PyTorch), layout operations at 8..2^20 ranks with the memory of
 # one mesh, and the store rows of //bench:store_ops when it writes
 # --json_out. Prints one table, writes OUT_DIR/peer_bench.json (rows and raw

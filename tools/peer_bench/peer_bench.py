@@ -20,8 +20,9 @@ machine (PyTorch with the python running this script):
               on 4 ranks, each bound to one CPU as allreduce_2d binds;
               --rounds rounds, round r starting with side r mod 3; the
               ratios are paired by round (stats.paired_ratio).
-  collectives bench/collectives_2d vs torch_collectives.py: all-gather and
-              reduce-scatter per dim at 1 MiB and 16 MiB, --rounds rounds,
+  collectives bench/collectives_2d vs torch_collectives.py: all-gather,
+              reduce-scatter, reduce, gather, scatter and all-to-all with
+              uneven splits per dim at 1 MiB and 16 MiB, --rounds rounds,
               alternating.
   layout      bench/mesh_ops_peer vs torch_layout.py; memory of one mesh.
   store       bazel-bin/bench/store_ops --json_out (issue 10's peer columns
@@ -266,12 +267,20 @@ def run_allreduce(a):
 def collective_cells(ranks0):
     cells = {}
     for c in ranks0:
+        # nccl-tests' busbw: algbw for reduce, x (n - 1) / n for the others.
+        busbw = (report.stats.alg_bandwidth_gbps(c["bytes"], c["seconds"])
+                 if c["op"] == "reduce" else
+                 report.stats.collective_bus_bandwidth_gbps(
+                     c["bytes"], c["group_size"], c["seconds"]))
         cells["%s/%s/%d" % (c["op"], c["dim"], c["bytes"])] = {
-            "busbw": report.stats.collective_bus_bandwidth_gbps(
-                c["bytes"], c["group_size"], c["seconds"]),
+            "busbw": busbw,
             "wrong": c["wrong"], "iters": c["iters"], "batch": c["batch"],
             "backend": c.get("backend")}
     return cells
+
+
+# The collective rows' operations, on both sides.
+COLLECTIVE_OPS = "all_gather,reduce_scatter,reduce,gather,scatter,all_to_all_v"
 
 
 def run_collectives(a):
@@ -286,6 +295,7 @@ def run_collectives(a):
                     [os.path.join(a.bin_dir, "collectives_2d"),
                      "--mesh_shape=2x2", "--mesh_dim_names=dp,tp",
                      "--backend=" + a.devmesh_backend, "--sizes=" + sizes,
+                     "--ops=" + COLLECTIVE_OPS,
                      "--iters=%d" % a.iters, "--warmup=%d" % a.warmup],
                     a.step_timeout)
                 out[side].append(collective_cells(
@@ -294,11 +304,12 @@ def run_collectives(a):
                 ranks = spawn.run_ranks(
                     [sys.executable, os.path.join(HERE, "torch_collectives.py"),
                      "--shape", "2x2", "--names", "dp,tp", "--sizes", sizes,
+                     "--ops", COLLECTIVE_OPS,
                      "--iters", str(a.iters), "--warmup", str(a.warmup)],
                     4, "PEER_BENCH_COLLECTIVE", a.step_timeout,
                     cpu_bind="core", extra_env=TORCH_ENV)
                 out[side].append(collective_cells(ranks[0]))
-        log("all-gather/reduce-scatter round %d/%d done" % (r + 1, a.rounds))
+        log("collectives round %d/%d done" % (r + 1, a.rounds))
     return out
 
 

@@ -130,8 +130,9 @@ def allreduce_rows(allreduce, bound=None):
 
 
 def collective_rows(collectives):
-    """All-gather and reduce-scatter busbw, devmesh against PyTorch, paired
-    by round."""
+    """The collective rows' busbw (all-gather, reduce-scatter, reduce,
+    gather, scatter, all-to-all-v), devmesh against PyTorch, paired by
+    round."""
     dm_rounds, tv_rounds = collectives["devmesh"], collectives["torch"]
     n = min(len(dm_rounds), len(tv_rounds))
     if n == 0:
@@ -424,7 +425,7 @@ plot """ + lay_plot + one,
             "bars": """
 unset logscale x
 set format x '%%g'
-set title 'start-up, memory, all-gather and reduce-scatter busbw: devmesh / PyTorch (which way is better is in each label)'
+set title 'start-up, memory and collective busbw: devmesh / PyTorch (which way is better is in each label)'
 set xlabel ''
 set xtics rotate by -35 left font ''
 set style fill solid 0.5

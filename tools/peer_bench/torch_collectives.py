@@ -1,5 +1,8 @@
-"""One rank of the per-dim all-gather and reduce-scatter through PyTorch's
-DeviceMesh groups (Gloo), the peer of devmesh's bench/collectives_2d.cc.
+"""One rank of the per-dim all-gather, reduce-scatter, reduce, gather,
+scatter and all-to-all (uneven splits: all_to_all_single with split sizes)
+through PyTorch's DeviceMesh groups (Gloo), the peer of devmesh's
+bench/collectives_2d.cc (same sizes, root 0 of each group, same uneven
+blocks).
 
 Run by spawn.py with the venv's python:
   python torch_collectives.py --shape 2x2 --names dp,tp \
@@ -49,15 +52,52 @@ def main():
         for nbytes in (int(s) for s in a.sizes.split(",")):
             for d, g in enumerate(groups):
                 n = dist.get_world_size(g)
+                me = dist.get_rank(g)
+                members = dist.get_process_group_ranks(g)
+                root = members[0]  # root 0 of the group, as a global rank
                 count = nbytes // 4 // n  # one block
                 block = torch.full((count,), float(rank + 1))
                 full = torch.full((count * n,), float(rank + 1))
+                # all_to_all_v's uneven blocks, as collectives_2d's.
+                def uneven(s, d):
+                    return count // 2 + (count * ((s + d) % n) // (n - 1)
+                                         if n > 1 else count // 2)
+                send_splits = [uneven(me, p) for p in range(n)]
+                recv_splits = [uneven(p, me) for p in range(n)]
+                v_send = torch.zeros(sum(send_splits))
+                v_recv = torch.zeros(sum(recv_splits))
+
+                def v_fill():
+                    chunks = [1000.0 * me + 10.0 * p
+                              + (torch.arange(c) % 7).float()
+                              for p, c in enumerate(send_splits)]
+                    v_send.copy_(torch.cat(chunks) if chunks else v_send)
+                    v_recv.fill_(-1.0)
+
+                views = list(full.chunk(n)) if count > 0 else None
                 if op == "all_gather":
                     def call():
                         dist.all_gather_into_tensor(full, block, group=g)
                 elif op == "reduce_scatter":
                     def call():
                         dist.reduce_scatter_tensor(block, full, group=g)
+                elif op == "reduce":
+                    def call():
+                        dist.reduce(full, dst=root, group=g)
+                elif op == "gather":
+                    def call():
+                        dist.gather(block, views if rank == root else None,
+                                    dst=root, group=g)
+                elif op == "scatter":
+                    def call():
+                        dist.scatter(block, views if rank == root else None,
+                                     src=root, group=g)
+                elif op == "all_to_all_v":
+                    v_fill()
+
+                    def call():
+                        dist.all_to_all_single(v_recv, v_send, recv_splits,
+                                               send_splits, group=g)
                 else:
                     raise SystemExit("unknown op " + op)
                 batch = stats.batch_size(count * n * 4)
@@ -74,17 +114,29 @@ def main():
                 every = [torch.zeros_like(mine) for _ in range(world)]
                 dist.all_gather(every, mine, group=metrics)
                 slowest = torch.stack(every).max(dim=0).values.tolist()
-                members = dist.get_process_group_ranks(g)
                 block.fill_(float(rank + 1))
                 full.fill_(float(rank + 1))
+                if op == "all_to_all_v":
+                    v_fill()
                 call()
-                if op == "all_gather":
+                wrong = 0
+                if op == "all_gather" or (op == "gather" and rank == root):
                     want = torch.tensor([float(r + 1) for r in members]
                                         ).repeat_interleave(count)
                     wrong = int((full != want).sum())
-                else:
+                elif op == "reduce_scatter":
                     want = float(sum(r + 1 for r in members))
                     wrong = int((block != want).sum())
+                elif op == "reduce" and rank == root:
+                    want = float(sum(r + 1 for r in members))
+                    wrong = int((full != want).sum())
+                elif op == "scatter":
+                    wrong = int((block != float(root + 1)).sum())
+                elif op == "all_to_all_v":
+                    want = [1000.0 * p + 10.0 * me
+                            + (torch.arange(c) % 7).float()
+                            for p, c in enumerate(recv_splits)]
+                    wrong = int((v_recv != torch.cat(want)).sum())
                 w = torch.tensor([wrong], dtype=torch.int64)
                 dist.all_reduce(w, group=metrics)
                 if rank == 0:
