@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/async_queue.h"
 #include "comm/group_args.h"
 
 namespace devmesh {
@@ -83,6 +85,7 @@ void Communicator::Begin(CallKind kind, DataType dtype, ReduceOp op, int root,
 absl::Status Communicator::AllReduce(const void* send, void* recv,
                                      size_t count, DataType dtype,
                                      ReduceOp op) {
+  WaitForAsync();
   Begin(CallKind::kAllReduce, dtype, op, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kAllReduce;
@@ -99,6 +102,7 @@ absl::Status Communicator::AllReduce(const void* send, void* recv,
 
 absl::Status Communicator::AllGather(const void* send, void* recv,
                                      size_t count, DataType dtype) {
+  WaitForAsync();
   Begin(CallKind::kAllGather, dtype, ReduceOp::kSum, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kAllGather;
@@ -116,6 +120,7 @@ absl::Status Communicator::AllGather(const void* send, void* recv,
 absl::Status Communicator::ReduceScatter(const void* send, void* recv,
                                          size_t count, DataType dtype,
                                          ReduceOp op) {
+  WaitForAsync();
   Begin(CallKind::kReduceScatter, dtype, op, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kReduceScatter;
@@ -133,6 +138,7 @@ absl::Status Communicator::ReduceScatter(const void* send, void* recv,
 
 absl::Status Communicator::Broadcast(const void* send, void* recv,
                                      size_t count, DataType dtype, int root) {
+  WaitForAsync();
   Begin(CallKind::kBroadcast, dtype, ReduceOp::kSum, root, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kBroadcast;
@@ -151,6 +157,7 @@ absl::Status Communicator::Broadcast(const void* send, void* recv,
 
 absl::Status Communicator::AllToAll(const void* send, void* recv,
                                     size_t count, DataType dtype) {
+  WaitForAsync();
   Begin(CallKind::kAllToAll, dtype, ReduceOp::kSum, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kAllToAll;
@@ -168,6 +175,7 @@ absl::Status Communicator::AllToAll(const void* send, void* recv,
 
 absl::Status Communicator::Reduce(const void* send, void* recv, size_t count,
                                   DataType dtype, ReduceOp op, int root) {
+  WaitForAsync();
   Begin(CallKind::kReduce, dtype, op, root, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kReduce;
@@ -187,6 +195,7 @@ absl::Status Communicator::Reduce(const void* send, void* recv, size_t count,
 
 absl::Status Communicator::Gather(const void* send, void* recv, size_t count,
                                   DataType dtype, int root) {
+  WaitForAsync();
   Begin(CallKind::kGather, dtype, ReduceOp::kSum, root, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kGather;
@@ -206,6 +215,7 @@ absl::Status Communicator::Gather(const void* send, void* recv, size_t count,
 
 absl::Status Communicator::Scatter(const void* send, void* recv, size_t count,
                                    DataType dtype, int root) {
+  WaitForAsync();
   Begin(CallKind::kScatter, dtype, ReduceOp::kSum, root, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kScatter;
@@ -287,6 +297,7 @@ absl::Status Communicator::AllToAllV(const void* send,
                                      absl::Span<const size_t> recv_counts,
                                      absl::Span<const size_t> recv_offsets,
                                      DataType dtype) {
+  WaitForAsync();
   Begin(CallKind::kAllToAllV, dtype, ReduceOp::kSum, -1, 0);
   if (checks_) {
     if (auto s = CheckAllToAllV(send, send_counts, send_offsets, recv,
@@ -301,6 +312,7 @@ absl::Status Communicator::AllToAllV(const void* send,
 
 absl::Status Communicator::Send(const void* buf, size_t count, DataType dtype,
                                 int peer) {
+  WaitForAsync();
   if (checks_) {
     constexpr CallKind k = CallKind::kSend;
     if (auto s = CheckRank(k, peer, /*is_peer=*/true); !s.ok()) return s;
@@ -313,6 +325,7 @@ absl::Status Communicator::Send(const void* buf, size_t count, DataType dtype,
 
 absl::Status Communicator::Recv(void* buf, size_t count, DataType dtype,
                                 int peer) {
+  WaitForAsync();
   if (checks_) {
     constexpr CallKind k = CallKind::kRecv;
     if (auto s = CheckRank(k, peer, /*is_peer=*/true); !s.ok()) return s;
@@ -324,6 +337,7 @@ absl::Status Communicator::Recv(void* buf, size_t count, DataType dtype,
 }
 
 absl::Status Communicator::BatchSendRecv(absl::Span<const P2POp> ops) {
+  WaitForAsync();
   if (checks_) {
     for (size_t i = 0; i < ops.size(); ++i) {
       const P2POp& op = ops[i];
@@ -351,12 +365,14 @@ absl::Status Communicator::BatchSendRecv(absl::Span<const P2POp> ops) {
 }
 
 absl::Status Communicator::Barrier() {
+  WaitForAsync();
   Begin(CallKind::kBarrier, DataType::kUInt8, ReduceOp::kSum, -1, 0);
   return DoBarrier();
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
     int color, int key, const SplitOptions& options) {
+  WaitForAsync();
   if (checks_) {
     if (color < kNoColor) {
       return absl::InvalidArgumentError(
@@ -374,5 +390,105 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
 }
 
 absl::Status Communicator::Abort() { return DoAbort(); }
+
+Communicator::Communicator() = default;
+Communicator::Communicator(Forwarding) : checks_(false) {}
+
+// Too late for DoAbort here (the backend is gone): the queue's own
+// destructor cancels what is queued and waits for a running call.
+Communicator::~Communicator() { async_.reset(); }
+
+void Communicator::StopAsync() {
+  if (async_ != nullptr) {
+    async_->Stop(absl::CancelledError(
+                     "the communicator was destroyed before this call ran"),
+                 [this] { (void)DoAbort(); });
+  }
+}
+
+void Communicator::WaitForAsync() {
+  if (async_ != nullptr) async_->Drain();
+}
+
+Work Communicator::Async(std::function<absl::Status()> call) {
+  if (async_ == nullptr) {
+    async_ = std::make_unique<comm_internal::AsyncQueue>();
+  }
+  return async_->Push(std::move(call));
+}
+
+Work Communicator::IAllReduce(const void* send, void* recv, size_t count,
+                              DataType dtype, ReduceOp op) {
+  return Async([=] { return AllReduce(send, recv, count, dtype, op); });
+}
+
+Work Communicator::IAllGather(const void* send, void* recv, size_t count,
+                              DataType dtype) {
+  return Async([=] { return AllGather(send, recv, count, dtype); });
+}
+
+Work Communicator::IReduceScatter(const void* send, void* recv, size_t count,
+                                  DataType dtype, ReduceOp op) {
+  return Async([=] { return ReduceScatter(send, recv, count, dtype, op); });
+}
+
+Work Communicator::IBroadcast(const void* send, void* recv, size_t count,
+                              DataType dtype, int root) {
+  return Async([=] { return Broadcast(send, recv, count, dtype, root); });
+}
+
+Work Communicator::IAllToAll(const void* send, void* recv, size_t count,
+                             DataType dtype) {
+  return Async([=] { return AllToAll(send, recv, count, dtype); });
+}
+
+Work Communicator::IReduce(const void* send, void* recv, size_t count,
+                           DataType dtype, ReduceOp op, int root) {
+  return Async([=] { return Reduce(send, recv, count, dtype, op, root); });
+}
+
+Work Communicator::IGather(const void* send, void* recv, size_t count,
+                           DataType dtype, int root) {
+  return Async([=] { return Gather(send, recv, count, dtype, root); });
+}
+
+Work Communicator::IScatter(const void* send, void* recv, size_t count,
+                            DataType dtype, int root) {
+  return Async([=] { return Scatter(send, recv, count, dtype, root); });
+}
+
+Work Communicator::IAllToAllV(const void* send,
+                              absl::Span<const size_t> send_counts,
+                              absl::Span<const size_t> send_offsets,
+                              void* recv, absl::Span<const size_t> recv_counts,
+                              absl::Span<const size_t> recv_offsets,
+                              DataType dtype) {
+  using Sizes = std::vector<size_t>;
+  return Async([=, sc = Sizes(send_counts.begin(), send_counts.end()),
+                so = Sizes(send_offsets.begin(), send_offsets.end()),
+                rc = Sizes(recv_counts.begin(), recv_counts.end()),
+                ro = Sizes(recv_offsets.begin(), recv_offsets.end())] {
+    return AllToAllV(send, sc, so, recv, rc, ro, dtype);
+  });
+}
+
+Work Communicator::ISend(const void* buf, size_t count, DataType dtype,
+                         int peer) {
+  return Async([=] { return Send(buf, count, dtype, peer); });
+}
+
+Work Communicator::IRecv(void* buf, size_t count, DataType dtype, int peer) {
+  return Async([=] { return Recv(buf, count, dtype, peer); });
+}
+
+Work Communicator::IBatchSendRecv(absl::Span<const P2POp> ops) {
+  return Async([this, copy = std::vector<P2POp>(ops.begin(), ops.end())] {
+    return BatchSendRecv(copy);
+  });
+}
+
+Work Communicator::IBarrier() {
+  return Async([this] { return Barrier(); });
+}
 
 }  // namespace devmesh

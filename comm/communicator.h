@@ -54,6 +54,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,8 +68,13 @@
 #include "comm/error_info.h"  // IWYU pragma: export
 #include "comm/float16.h"
 #include "comm/options.h"
+#include "comm/work.h"  // IWYU pragma: export
 
 namespace devmesh {
+
+namespace comm_internal {
+class AsyncQueue;  // comm/async_queue.h
+}  // namespace comm_internal
 
 enum class DataType {
   kFloat32,
@@ -196,7 +202,9 @@ struct CallRecord {
 // (comm/forwarding_communicator.h).
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  // Cancels the queued I* calls and waits for a running one (backends
+  // call StopAsync first, which aborts it).
+  virtual ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
@@ -294,6 +302,43 @@ class Communicator {
   // Returns once every member has called it.
   absl::Status Barrier();
 
+  // Asynchronous forms (PyTorch's async_op=True, MPI's nonblocking
+  // collectives): each queues its blocking form on this communicator's
+  // progress thread and returns a Work at once (comm/work.h). The thread is
+  // started at the first I* call (one per communicator, for its lifetime).
+  // Calls run one at a time in issue order, blocking calls included: a
+  // blocking call first waits for the I* calls issued before it. The
+  // buffers must stay valid until the Work is done; AllToAllV's spans and
+  // BatchSendRecv's ops are copied at the call. The Work's Status is the
+  // blocking form's, argument errors included; Abort ends the running call
+  // and makes every queued one fail (FailedPrecondition); a peer's death
+  // ends them with the backend's error; a communicator destroyed first
+  // aborts the running call (which then fails as after Abort) and ends
+  // the calls it never ran with Cancelled. Issue them from the thread that issues this communicator's
+  // blocking calls (the thread-safety rule below).
+  Work IAllReduce(const void* send, void* recv, size_t count, DataType dtype,
+                  ReduceOp op);
+  Work IAllGather(const void* send, void* recv, size_t count, DataType dtype);
+  Work IReduceScatter(const void* send, void* recv, size_t count,
+                      DataType dtype, ReduceOp op);
+  Work IBroadcast(const void* send, void* recv, size_t count, DataType dtype,
+                  int root);
+  Work IAllToAll(const void* send, void* recv, size_t count, DataType dtype);
+  Work IReduce(const void* send, void* recv, size_t count, DataType dtype,
+               ReduceOp op, int root);
+  Work IGather(const void* send, void* recv, size_t count, DataType dtype,
+               int root);
+  Work IScatter(const void* send, void* recv, size_t count, DataType dtype,
+                int root);
+  Work IAllToAllV(const void* send, absl::Span<const size_t> send_counts,
+                  absl::Span<const size_t> send_offsets, void* recv,
+                  absl::Span<const size_t> recv_counts,
+                  absl::Span<const size_t> recv_offsets, DataType dtype);
+  Work ISend(const void* buf, size_t count, DataType dtype, int peer);
+  Work IRecv(void* buf, size_t count, DataType dtype, int peer);
+  Work IBatchSendRecv(absl::Span<const P2POp> ops);
+  Work IBarrier();
+
   // Typed forms of the collectives above over host spans: the DataType comes
   // from T, the count from the spans (checked). Documented, with their
   // errors, in comm/typed_collectives.h. Send's span is not deduced (T comes
@@ -332,6 +377,20 @@ class Communicator {
                          absl::Span<T> recv,
                          absl::Span<const size_t> recv_counts);
   template <typename T>
+  Work IAllReduce(absl::Span<const NoDeduce<T>> send, absl::Span<T> recv,
+                  ReduceOp op);
+  template <typename T>
+  Work IAllReduce(absl::Span<T> buf, ReduceOp op);
+  template <typename T>
+  Work IAllGather(absl::Span<const NoDeduce<T>> send, absl::Span<T> recv);
+  template <typename T>
+  Work IReduceScatter(absl::Span<const NoDeduce<T>> send, absl::Span<T> recv,
+                      ReduceOp op);
+  template <typename T>
+  Work IBroadcast(absl::Span<T> buf, int root);
+  template <typename T>
+  Work IAllToAll(absl::Span<const NoDeduce<T>> send, absl::Span<T> recv);
+  template <typename T>
   absl::Status Send(absl::Span<const T> buf, int peer);
   template <typename T>
   absl::Status Send(absl::Span<T> buf, int peer);
@@ -366,11 +425,17 @@ class Communicator {
   int64_t calls() const { return calls_.load(std::memory_order_relaxed); }
 
  protected:
-  Communicator() = default;
+  Communicator();
   // For ForwardingCommunicator: a front whose Do* functions call another
   // front, which makes the checks; this one only counts.
   struct Forwarding {};
-  explicit Communicator(Forwarding) : checks_(false) {}
+  explicit Communicator(Forwarding);
+
+  // Ends the progress thread, if any: the queued I* calls end with
+  // Cancelled, a running one is aborted (DoAbort) and waited for. A backend
+  // calls it first in its destructor, while the state a running call uses
+  // is intact (the base destructor calls it again, a no-op by then).
+  void StopAsync();
 
   // The collective the front is handing to the backend: valid during a
   // collective's Do* function (every one but DoSend, DoRecv, DoSplit and
@@ -455,6 +520,7 @@ class Communicator {
   // A collective a typed form rejected before its void* form ran: numbered
   // all the same (CallRecord::seq counts rejected calls), then `error`.
   absl::Status Rejected(CallKind kind, DataType dtype, absl::Status error) {
+    WaitForAsync();
     NoteRejected(kind, dtype);
     return error;
   }
@@ -464,6 +530,11 @@ class Communicator {
     Begin(kind, dtype, ReduceOp::kSum, -1, 0);
   }
   friend class ForwardingCommunicator;
+
+  // Queues `call` on the progress thread (made at the first use).
+  Work Async(std::function<absl::Status()> call);
+  // Before a blocking call: waits for the I* calls issued before it.
+  void WaitForAsync();
 
   // At least `bytes` of uninitialized scratch for the default composites,
   // kept between calls (the largest asked for so far; one call at a time,
@@ -475,6 +546,7 @@ class Communicator {
   CallRecord current_;
   std::unique_ptr<char[]> scratch_;
   size_t scratch_bytes_ = 0;
+  std::unique_ptr<comm_internal::AsyncQueue> async_;
 };
 
 }  // namespace devmesh

@@ -45,6 +45,9 @@ class ForwardingCommunicator : public Communicator {
   // `inner` must not be null.
   explicit ForwardingCommunicator(std::shared_ptr<Communicator> inner)
       : Communicator(Forwarding{}), inner_(std::move(inner)) {}
+  // A subclass whose destructor tears down what Intercept uses calls
+  // StopAsync first in it.
+  ~ForwardingCommunicator() override { StopAsync(); }
 
   absl::string_view backend() const override { return inner_->backend(); }
   int rank() const override { return inner_->rank(); }

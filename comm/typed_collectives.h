@@ -355,6 +355,37 @@ absl::Status Communicator::AllToAllV(absl::Span<const NoDeduce<T>> send,
                    recv_counts, offsets[1], dtype);
 }
 
+// The asynchronous typed forms: the blocking typed form (with its length
+// checks) queued on the progress thread (Communicator's I* calls).
+template <typename T>
+Work Communicator::IAllReduce(absl::Span<const NoDeduce<T>> send,
+                              absl::Span<T> recv, ReduceOp op) {
+  return Async([=] { return AllReduce<T>(send, recv, op); });
+}
+template <typename T>
+Work Communicator::IAllReduce(absl::Span<T> buf, ReduceOp op) {
+  return Async([=] { return AllReduce<T>(buf, op); });
+}
+template <typename T>
+Work Communicator::IAllGather(absl::Span<const NoDeduce<T>> send,
+                              absl::Span<T> recv) {
+  return Async([=] { return AllGather<T>(send, recv); });
+}
+template <typename T>
+Work Communicator::IReduceScatter(absl::Span<const NoDeduce<T>> send,
+                                  absl::Span<T> recv, ReduceOp op) {
+  return Async([=] { return ReduceScatter<T>(send, recv, op); });
+}
+template <typename T>
+Work Communicator::IBroadcast(absl::Span<T> buf, int root) {
+  return Async([=] { return Broadcast<T>(buf, root); });
+}
+template <typename T>
+Work Communicator::IAllToAll(absl::Span<const NoDeduce<T>> send,
+                             absl::Span<T> recv) {
+  return Async([=] { return AllToAll<T>(send, recv); });
+}
+
 // A send or a receive of BatchSendRecv over a span.
 template <typename T>
 P2POp P2POp::Send(absl::Span<const T> buf, int peer) {

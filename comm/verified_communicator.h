@@ -40,6 +40,7 @@ class VerifiedCommunicator final : public ForwardingCommunicator {
   VerifiedCommunicator(std::shared_ptr<Communicator> inner,
                        std::shared_ptr<Communicator> checker,
                        std::string label);
+  ~VerifiedCommunicator() override { StopAsync(); }
 
  protected:
   absl::Status Intercept(CallKind kind,

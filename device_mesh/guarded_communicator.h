@@ -64,6 +64,7 @@ class GuardedCommunicator final
     if (watch != nullptr) watch->Register(guard);
     return guard;
   }
+  ~GuardedCommunicator() override { StopAsync(); }
 
   // What Shrink compares across a group's members: calls that returned OK,
   // and whether the group is clean (no call failed, none in flight, not

@@ -153,6 +153,8 @@ class GlooCommunicator final : public Communicator {
       std::vector<int> global_ranks, const CommOptions& options,
       std::shared_ptr<::gloo::transport::Device> device, absl::Time deadline);
 
+  ~GlooCommunicator() override { StopAsync(); }
+
   absl::string_view backend() const override { return "gloo"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }

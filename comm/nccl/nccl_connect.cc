@@ -207,6 +207,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Wrap(
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  StopAsync();
   cudaSetDevice(device_);
   if (comm_ != nullptr && !aborted_.load() && revoked_.load()) {
     // ncclCommFinalize after ncclCommRevoke is invalid (nccl.h).

@@ -145,6 +145,7 @@ int ShmCommunicator::peer_links() const {
 }
 
 ShmCommunicator::~ShmCommunicator() {
+  StopAsync();
   if (sync_ != nullptr) sync_->Leave();
 }
 

@@ -74,6 +74,7 @@ class UcxCommunicator final : public Communicator {
   UcxCommunicator(std::unique_ptr<UcxGroup> group, CommOptions options)
       : group_(std::move(group)), options_(std::move(options)) {}
   ~UcxCommunicator() override {
+    StopAsync();
     const uint32_t id = group_->id();
     group_.reset();
     ReleaseId(id);
