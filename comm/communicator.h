@@ -485,6 +485,15 @@ class Communicator {
                                 DataType dtype, int root);
   virtual absl::Status DoScatter(const void* send, void* recv, size_t count,
                                  DataType dtype, int root);
+  // The first steps of the default DoAllToAllV, for a backend's own: an
+  // all-to-all of the counts and one all-reduce, which every member ends
+  // with the same result: the largest block (elements; block x size() x 2
+  // x the dtype's width fits in size_t), or the InvalidArgument of a pair
+  // whose counts differ (documented at AllToAllV). Runs the backend's
+  // DoAllToAll, DoAllReduce and, on a mismatch, DoBroadcast.
+  absl::StatusOr<size_t> AgreeOnAllToAllV(absl::Span<const size_t> send_counts,
+                                          absl::Span<const size_t> recv_counts,
+                                          DataType dtype);
   // Default: the ops grouped by peer, peers in ascending order (the global
   // order of pairs, so no cycle of waits), the lower rank of each pair
   // sending first; over DoSend and DoRecv.

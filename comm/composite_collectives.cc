@@ -89,16 +89,11 @@ absl::Status Communicator::DoScatter(const void* send, void* recv,
   return absl::OkStatus();
 }
 
-absl::Status Communicator::DoAllToAllV(const void* send,
-                                       absl::Span<const size_t> send_counts,
-                                       absl::Span<const size_t> send_offsets,
-                                       void* recv,
-                                       absl::Span<const size_t> recv_counts,
-                                       absl::Span<const size_t> recv_offsets,
-                                       DataType dtype) {
+absl::StatusOr<size_t> Communicator::AgreeOnAllToAllV(
+    absl::Span<const size_t> send_counts,
+    absl::Span<const size_t> recv_counts, DataType dtype) {
   const int n = size();
   const int me = rank();
-  const size_t width = DataTypeSize(dtype);
   // Counts travel as int64; a count above this is refused here (no buffer
   // that large exists).
   constexpr size_t kMaxCount = size_t{1} << 62;
@@ -159,20 +154,31 @@ absl::Status Communicator::DoAllToAllV(const void* send,
             absl::StrJoin(global, ", "), "])")),
         global[receiver]);
   }
-  // 4. The data, as one all-to-all of blocks padded to the largest.
   const size_t block = static_cast<size_t>(agreed[0]);
+  const size_t width = DataTypeSize(dtype);
+  if (block > std::numeric_limits<size_t>::max() / width / n / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(backend(), " alltoallv: the largest block (", block,
+                     " elements) x ", n, " overflows the byte count"));
+  }
+  return block;
+}
+
+absl::Status Communicator::DoAllToAllV(const void* send,
+                                       absl::Span<const size_t> send_counts,
+                                       absl::Span<const size_t> send_offsets,
+                                       void* recv,
+                                       absl::Span<const size_t> recv_counts,
+                                       absl::Span<const size_t> recv_offsets,
+                                       DataType dtype) {
+  const int n = size();
+  const size_t width = DataTypeSize(dtype);
+  auto agreed = AgreeOnAllToAllV(send_counts, recv_counts, dtype);
+  if (!agreed.ok()) return agreed.status();
+  const size_t block = *agreed;
+  // The data, as one all-to-all of blocks padded to the largest.
   if (block == 0) return absl::OkStatus();
-  if (block > std::numeric_limits<size_t>::max() / width / n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(backend(), " alltoallv: the largest block (", block,
-                     " elements) x ", n, " overflows the byte count"));
-  }
   const size_t stride = block * width;
-  if (n * stride > std::numeric_limits<size_t>::max() / 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(backend(), " alltoallv: the largest block (", block,
-                     " elements) x ", n, " overflows the byte count"));
-  }
   char* packed = Scratch(2 * n * stride);
   char* unpacked = packed + n * stride;
   const char* in_bytes = static_cast<const char*>(send);

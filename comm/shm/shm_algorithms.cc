@@ -231,5 +231,43 @@ absl::Status ShmAllToAll(ShmGroup g, const char* send, char* recv,
   return absl::OkStatus();
 }
 
+absl::Status ShmAllToAllV(ShmGroup g, const char* send,
+                          const size_t* send_bytes, const size_t* send_offsets,
+                          char* recv, const size_t* recv_bytes,
+                          const size_t* recv_offsets, size_t max_bytes,
+                          OpName what) {
+  const ShmSegment& seg = *g.segment;
+  const int n = g.sync->size();
+  const int me = g.sync->rank();
+  const size_t piece =
+      std::max<size_t>(kCacheLine, seg.slot_bytes() / n / kCacheLine *
+                                       kCacheLine);
+  if (send_bytes[me] > 0) {
+    CopyBytes(recv + recv_offsets[me], send + send_offsets[me],
+              send_bytes[me]);
+  }
+  // The part of a `total`-byte block in the round at `off`.
+  auto part = [&](size_t total, size_t off) {
+    return total > off ? std::min(piece, total - off) : size_t{0};
+  };
+  for (size_t off = 0; off < max_bytes; off += piece) {
+    const int p = g.sync->NextRoundParity();
+    char* mine = seg.slot(p, me);
+    for (int j = 0; j < n; ++j) {
+      const size_t q = j == me ? 0 : part(send_bytes[j], off);
+      if (q > 0) CopyBytes(mine + j * piece, send + send_offsets[j] + off, q);
+    }
+    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    for (int j = 0; j < n; ++j) {
+      const size_t q = j == me ? 0 : part(recv_bytes[j], off);
+      if (q > 0) {
+        CopyBytes(recv + recv_offsets[j] + off, seg.slot(p, j) + me * piece,
+                  q);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace shm_internal
 }  // namespace devmesh

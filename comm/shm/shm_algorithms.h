@@ -126,6 +126,18 @@ absl::Status ShmBroadcast(ShmGroup g, const char* send, char* recv,
 absl::Status ShmAllToAll(ShmGroup g, const char* send, char* recv,
                          size_t bytes, OpName what);
 
+// Per-member blocks (AllToAllV, in bytes): send_bytes[j] from send +
+// send_offsets[j] to member j, recv_bytes[i] from member i to recv +
+// recv_offsets[i]. Every member passes the same max_bytes (the largest
+// block of any pair, agreed beforehand), which sets the number of rounds,
+// and pairs agree (member i's send_bytes[j] is member j's recv_bytes[i]).
+// send and recv must not overlap.
+absl::Status ShmAllToAllV(ShmGroup g, const char* send,
+                          const size_t* send_bytes, const size_t* send_offsets,
+                          char* recv, const size_t* recv_bytes,
+                          const size_t* recv_offsets, size_t max_bytes,
+                          OpName what);
+
 }  // namespace shm_internal
 }  // namespace devmesh
 

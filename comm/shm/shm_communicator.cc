@@ -298,6 +298,45 @@ absl::Status ShmCommunicator::DoAllToAll(const void* send, void* recv,
                                    out, bytes, what);
 }
 
+absl::Status ShmCommunicator::DoAllToAllV(
+    const void* send, absl::Span<const size_t> send_counts,
+    absl::Span<const size_t> send_offsets, void* recv,
+    absl::Span<const size_t> recv_counts,
+    absl::Span<const size_t> recv_offsets, DataType dtype) {
+  auto what = [&] {
+    return absl::StrCat("shm alltoallv ", DataTypeName(dtype));
+  };
+  if (auto s = CheckOpen(what); !s.ok()) return s;
+  auto block = AgreeOnAllToAllV(send_counts, recv_counts, dtype);
+  if (!block.ok()) return block.status();
+  if (*block == 0) return absl::OkStatus();
+  if (auto s = BeginCall(what); !s.ok()) return s;
+  const int n = size();
+  const size_t width = DataTypeSize(dtype);
+  std::vector<size_t> bytes(4 * static_cast<size_t>(n));
+  size_t* send_bytes = bytes.data();
+  size_t* send_offs = send_bytes + n;
+  size_t* recv_bytes = send_offs + n;
+  size_t* recv_offs = recv_bytes + n;
+  for (int j = 0; j < n; ++j) {
+    send_bytes[j] = send_counts[j] * width;
+    send_offs[j] = send_offsets[j] * width;
+    recv_bytes[j] = recv_counts[j] * width;
+    recv_offs[j] = recv_offsets[j] * width;
+  }
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  if (sync_ == nullptr) {
+    if (send_bytes[0] > 0) {
+      std::memmove(out + recv_offs[0], in + send_offs[0], send_bytes[0]);
+    }
+    return absl::OkStatus();
+  }
+  return shm_internal::ShmAllToAllV(ShmGroup{segment_.get(), sync_.get()}, in,
+                                    send_bytes, send_offs, out, recv_bytes,
+                                    recv_offs, *block * width, what);
+}
+
 absl::Status ShmCommunicator::DoSend(const void* buf, size_t count,
                                      DataType dtype, int peer) {
   if (auto s = CheckOpen([] { return std::string("shm send"); }); !s.ok()) {

@@ -201,6 +201,14 @@ class ShmCommunicator final : public Communicator {
   // through a pair connected on the first call with that peer
   // (shm_links.h: DeadlineExceeded naming the peer when it does not make
   // the matching call within the timeout).
+  // Agreed counts (AgreeOnAllToAllV), then the exact blocks through the
+  // segment, no padding (ShmAllToAllV).
+  absl::Status DoAllToAllV(const void* send,
+                           absl::Span<const size_t> send_counts,
+                           absl::Span<const size_t> send_offsets, void* recv,
+                           absl::Span<const size_t> recv_counts,
+                           absl::Span<const size_t> recv_offsets,
+                           DataType dtype) override;
   absl::Status DoSend(const void* buf, size_t count, DataType dtype,
                       int peer) override;
   absl::Status DoRecv(void* buf, size_t count, DataType dtype,

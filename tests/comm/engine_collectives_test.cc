@@ -277,6 +277,41 @@ TEST_P(EngineCollectivesTest, AllToAllVUnevenBlocksEveryDtype) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// Blocks far larger than a shared-memory slot, uneven (member s sends
+// member d 100000 * ((s + d) % 3) + 7 * d int32), so that the data moves in
+// many rounds and blocks end in different rounds: exact values.
+TEST_P(EngineCollectivesTest, AllToAllVLargeUnevenBlocks) {
+  absl::Status status = ForkRanks(Nproc(), [backend = Backend()](
+                                               int rank, int size,
+                                               std::shared_ptr<Store> store) {
+    auto comm = World(backend, rank, size, store);
+    if (!comm.ok()) return comm.status();
+    auto count = [](int s, int d) -> size_t {
+      return 100000 * static_cast<size_t>((s + d) % 3) + 7 * d;
+    };
+    auto value = [](int s, int d, size_t i) {
+      return static_cast<int32_t>(1000000 * s + 100000 * d + i % 99991);
+    };
+    std::vector<size_t> sc(size), rc(size);
+    std::vector<int32_t> send, want;
+    for (int p = 0; p < size; ++p) {
+      sc[p] = count(rank, p);
+      rc[p] = count(p, rank);
+      for (size_t i = 0; i < sc[p]; ++i) send.push_back(value(rank, p, i));
+      for (size_t i = 0; i < rc[p]; ++i) want.push_back(value(p, rank, i));
+    }
+    std::vector<int32_t> recv(want.size(), -1);
+    for (int round = 0; round < 2; ++round) {
+      RETURN_IF_ERROR_T((*comm)->AllToAllV<int32_t>(send, sc,
+                                                    absl::MakeSpan(recv), rc));
+      RETURN_IF_ERROR_T(Expect(recv == want, "large alltoallv"));
+      std::fill(recv.begin(), recv.end(), -1);
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 // Rank 1 expects one element more from rank 0 than rank 0 sends it: every
 // member fails with the same InvalidArgument naming both counts and the
 // receiver, and the group goes on (the next call is exact).
