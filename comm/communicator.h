@@ -176,11 +176,11 @@ struct P2POp {
 
 // One member's collective as the per-call check compares it across the
 // group's members (comm/call_check.h): what the front hands a backend with
-// each collective (every call but Send and Recv).
+// each collective (every call but Send, Recv and BatchSendRecv).
 struct CallRecord {
   // The collective's number on this communicator, from 1: every collective
-  // called on it counts, those the front rejected included (Send and Recv,
-  // which involve two members only, do not).
+  // called on it counts, those the front rejected included (Send, Recv and
+  // BatchSendRecv, point to point, do not).
   int64_t seq = 0;
   CallKind kind = CallKind::kBarrier;
   DataType dtype = DataType::kUInt8;  // kUInt8 for Barrier
@@ -266,9 +266,11 @@ class Communicator {
   // elements: this rank sends send_counts[j] elements from send +
   // send_offsets[j] to group rank j, and receives recv_counts[i] elements
   // from group rank i at recv + recv_offsets[i]. Rank i's send_counts[j]
-  // must equal rank j's recv_counts[i]: every member checks it, and a pair
-  // that differs fails every member with the same InvalidArgument (with
-  // kDisagreementPayload naming the receiving member), nothing delivered.
+  // must equal rank j's recv_counts[i]: on the CPU backends every member
+  // checks it, and a pair that differs fails every member with the same
+  // InvalidArgument (with kDisagreementPayload naming the receiving
+  // member), nothing delivered; on NCCL a mismatch is undefined (NCCL's
+  // rule).
   // Blocks may be in any order, and send and recv must not overlap.
   // Extra errors (InvalidArgument, from the front):
   //   "<backend> alltoallv: send_counts has K entries for a group of N"
@@ -276,6 +278,12 @@ class Communicator {
   //   "<backend> alltoallv: block j of send (offset O, count C) overflows
   //     the byte count" (likewise recv)
   //   "<backend> alltoallv: send and recv overlap"
+  //   "<backend> alltoallv: send buffer is null with N elements to send"
+  //     (likewise recv)
+  // and, from the CPU backends' agreement, on the member that asks (its
+  // peers then wait for it until the timeout; no real buffer is that
+  // large): "... a count of block j is above 2^62", "... the largest block
+  // (B elements) x N overflows the byte count".
   absl::Status AllToAllV(const void* send,
                          absl::Span<const size_t> send_counts,
                          absl::Span<const size_t> send_offsets, void* recv,
@@ -314,8 +322,16 @@ class Communicator {
   // and makes every queued one fail (FailedPrecondition); a peer's death
   // ends them with the backend's error; a communicator destroyed first
   // aborts the running call (which then fails as after Abort) and ends
-  // the calls it never ran with Cancelled. Issue them from the thread that issues this communicator's
-  // blocking calls (the thread-safety rule below).
+  // the calls it never ran with Cancelled. Issue them from the thread
+  // that issues this communicator's blocking calls (the thread-safety rule
+  // below).
+  // Calls run one at a time, so ISend and IRecv do not overlap each other:
+  // two members that each ISend to the other and then IRecv wait for each
+  // other until the timeout on Gloo and shm (whose sends wait for the
+  // receive) and for large messages on UCX, where PyTorch and MPI let them
+  // pass. Exchange with one IBatchSendRecv instead. A wrapper
+  // (ForwardingCommunicator) has a progress thread of its own: do not mix
+  // calls on a wrapper and on the communicator it wraps.
   Work IAllReduce(const void* send, void* recv, size_t count, DataType dtype,
                   ReduceOp op);
   Work IAllGather(const void* send, void* recv, size_t count, DataType dtype);
@@ -338,6 +354,9 @@ class Communicator {
   Work IRecv(void* buf, size_t count, DataType dtype, int peer);
   Work IBatchSendRecv(absl::Span<const P2POp> ops);
   Work IBarrier();
+  // Returns once every I* call issued before it has ended (every blocking
+  // call does this first). From the issuing thread.
+  void WaitForAsync();
 
   // Typed forms of the collectives above over host spans: the DataType comes
   // from T, the count from the spans (checked). Documented, with their
@@ -420,8 +439,8 @@ class Communicator {
   absl::Status Abort();
 
   // The collectives called on this communicator so far (CallRecord::seq of
-  // the last one): every call but Send and Recv, whether the front
-  // rejected it or not. Any thread may read it.
+  // the last one): every call but Send, Recv and BatchSendRecv, whether
+  // the front rejected it or not. Any thread may read it.
   int64_t calls() const { return calls_.load(std::memory_order_relaxed); }
 
  protected:
@@ -438,8 +457,8 @@ class Communicator {
   void StopAsync();
 
   // The collective the front is handing to the backend: valid during a
-  // collective's Do* function (every one but DoSend, DoRecv, DoSplit and
-  // DoAbort), on the calling thread, including the primitives a default
+  // collective's Do* function (every one but DoSend, DoRecv,
+  // DoBatchSendRecv, DoSplit and DoAbort), on the calling thread, including the primitives a default
   // DoReduce, DoGather, DoScatter or DoAllToAllV runs. A backend's per-call
   // check compares it across the members (comm/call_check.h).
   const CallRecord& current_call() const { return current_; }
@@ -542,8 +561,6 @@ class Communicator {
 
   // Queues `call` on the progress thread (made at the first use).
   Work Async(std::function<absl::Status()> call);
-  // Before a blocking call: waits for the I* calls issued before it.
-  void WaitForAsync();
 
   // At least `bytes` of uninitialized scratch for the default composites,
   // kept between calls (the largest asked for so far; one call at a time,

@@ -3,7 +3,11 @@
 // (comm/async_queue.h).
 #include "comm/work.h"
 
+#include <exception>
+#include <new>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 #include "absl/time/clock.h"
 #include "comm/async_queue.h"
@@ -85,7 +89,16 @@ void AsyncQueue::Run() {
     queue_.pop_front();
     running_ = true;
     lock.unlock();
-    absl::Status s = item.call();
+    absl::Status s;
+    try {
+      s = item.call();
+    } catch (const std::bad_alloc&) {
+      s = absl::ResourceExhaustedError(
+          "out of memory in an asynchronous call");
+    } catch (const std::exception& e) {
+      s = absl::InternalError(
+          absl::StrCat("an asynchronous call threw: ", e.what()));
+    }
     item.state->Finish(std::move(s));
     lock.lock();
     running_ = false;

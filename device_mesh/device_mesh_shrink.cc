@@ -235,6 +235,9 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   std::string payload = absl::StrCat(ask.size(), ":", ask);
   std::set<std::string> shrinkable;  // keys of groups this rank can shrink
   for (const auto& [key, g] : groups) {
+    // I* calls still queued or running count: wait for them (after the
+    // verdict the guard refuses them at once, and aborts a running one).
+    g->WaitForAsync();
     const GuardedCommunicator::State st = g->state();
     const bool can_shrink = Shrinkable(*g) != nullptr;
     if (can_shrink) shrinkable.insert(key);

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <set>
 #include <string>
 #include <vector>
@@ -422,9 +424,26 @@ absl::Status GlooCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
     const bool known = their_width > 0 &&
                        header.count <= (uint64_t{1} << 40) / their_width;
     const size_t their_bytes = known ? header.count * their_width : 0;
-    if (known && their_bytes > kInlineBytes) {
-      std::vector<char> drain(their_bytes);
-      if (auto s = receive(drain.data(), drain.size()); !s.ok()) return s;
+    // Their data follows the header when it did not come inline: drained
+    // into this receive's own buffer when it fits, else into memory of its
+    // own. When it cannot be drained the pair's next message would be read
+    // as a header: the error says the pair is unusable.
+    std::string lost;
+    if (!known) {
+      lost = "; the pair can no longer be used";
+    } else if (their_bytes > kInlineBytes) {
+      std::unique_ptr<char[]> drain;
+      char* into = static_cast<char*>(buf);
+      if (their_bytes > bytes) {
+        drain.reset(new (std::nothrow) char[their_bytes]);
+        into = drain.get();
+      }
+      if (into == nullptr) {
+        lost = "; its data could not be drained (out of memory) and the "
+               "pair can no longer be used";
+      } else if (auto s = receive(into, their_bytes); !s.ok()) {
+        return s;
+      }
     }
     return WithDisagreement(
         absl::InvalidArgumentError(absl::StrCat(
@@ -434,7 +453,7 @@ absl::Status GlooCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
                                  header.count),
             " and this rank receives ", DataTypeName(dtype), " x ", count,
             " (a Send and its Recv must have the same dtype and count); "
-            "nothing was received")),
+            "nothing was received", lost)),
         global);
   }
   if (bytes <= kInlineBytes) {

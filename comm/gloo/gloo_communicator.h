@@ -85,7 +85,9 @@
 // 64 KiB travels inline in the header's message, more as a second
 // message). A Recv whose dtype or count differs from the Send's returns
 // InvalidArgument with kDisagreementPayload (the sender's global rank),
-// receives nothing and leaves the pair usable; the Send returns OK. A
+// receives nothing and leaves the pair usable (the error says when it is
+// not: a dtype this build does not know, or data that could not be
+// drained for lack of memory); the Send returns OK. A
 // count of 0 sends nothing (OK at once on both sides), so a Recv of N
 // against a Send of 0 waits for the timeout.
 //

@@ -41,6 +41,9 @@ ncclRedOp_t ToNccl(ReduceOp op) {
 }  // namespace
 
 absl::Status NcclCommunicator::CheckOpen(absl::string_view op) const {
+  // Every call, on whatever thread runs it (the progress thread of the I*
+  // calls starts on device 0): this communicator's device.
+  cudaSetDevice(device_);
   if (aborted_.load()) {
     return absl::FailedPreconditionError(
         absl::StrCat("nccl ", op, ": communicator was aborted"));

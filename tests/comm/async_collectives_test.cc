@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "comm/communicator.h"
+#include "comm/forwarding_communicator.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/comm/fork_ranks.h"
@@ -152,20 +153,35 @@ TEST_P(AsyncCollectivesTest, AbortEndsTheRunningAndTheQueuedCalls) {
 
 // A communicator destroyed with one call running and one queued: the
 // running one is aborted, the queued one ends Cancelled, and both Works
-// are read after the communicator is gone.
+// are read after the communicator is gone. The same through a wrapper (a
+// ForwardingCommunicator view, which has a progress thread of its own),
+// after an exact I* all-reduce through it.
 TEST_P(AsyncCollectivesTest, WorkOutlivesItsCommunicator) {
-  absl::Status status = ForkRanks(3, [backend = GetParam()](
+  for (bool through_view : {false, true}) {
+  absl::Status status = ForkRanks(3, [backend = GetParam(), through_view](
                                          int rank, int size,
                                          std::shared_ptr<Store> store) {
     auto made = World(backend, rank, size, store, absl::Seconds(60));
     if (!made.ok()) return made.status();
-    RETURN_IF_ERROR_T((*made)->Barrier());
+    std::unique_ptr<Communicator> comm = *std::move(made);
+    if (through_view) {
+      comm = std::make_unique<ForwardingCommunicator>(
+          std::shared_ptr<Communicator>(std::move(comm)));
+      int64_t x = rank + 1;
+      RETURN_IF_ERROR_T(
+          comm->IAllReduce(&x, &x, 1, DataType::kInt64, ReduceOp::kSum)
+              .Wait());
+      RETURN_IF_ERROR_T(Expect(x == 6, "view allreduce"));
+    }
+    RETURN_IF_ERROR_T(comm->Barrier());
     if (rank != 0) return store->Wait({"rank0_done"}, absl::Seconds(60));
-    Work running = (*made)->IBarrier();
-    Work queued = (*made)->IBarrier();
+    std::vector<float> big(1 << 16, 1.0f);
+    Work running = comm->IBarrier();
+    Work queued = comm->IAllReduce(big.data(), big.data(), big.size(),
+                                   DataType::kFloat32, ReduceOp::kSum);
     absl::SleepFor(absl::Milliseconds(100));
     const absl::Time t0 = absl::Now();
-    made->reset();
+    comm.reset();
     const absl::Duration took = absl::Now() - t0;
     absl::Status a = running.Wait(absl::Seconds(1));
     absl::Status b = queued.Wait(absl::Seconds(1));
@@ -176,7 +192,8 @@ TEST_P(AsyncCollectivesTest, WorkOutlivesItsCommunicator) {
                                b.ToString(), ", destroyed in ",
                                absl::FormatDuration(took)));
   });
-  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(status.ok()) << (through_view ? "view: " : "") << status;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AsyncCollectivesTest,
