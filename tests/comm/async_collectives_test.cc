@@ -76,6 +76,28 @@ TEST_P(AsyncCollectivesTest, EveryKindInIssueOrderWithExactValues) {
                                    a2a_out.data(), counts, offsets,
                                    DataType::kFloat64));
       works.push_back(c.IBatchSendRecv(ring));
+      // IGather, IScatter, IReduceScatter, IAllToAll, and ISend/IRecv
+      // issued in an order that needs no overlap (even ranks send first).
+      std::vector<int32_t> all_ranks(size, -1), scattered(1, -1);
+      std::vector<int32_t> whole(size);
+      for (int p = 0; p < size; ++p) whole[p] = 50 + p;
+      const int32_t me32 = rank;
+      works.push_back(c.IGather(&me32, all_ranks.data(), 1, DataType::kInt32,
+                                0));
+      works.push_back(c.IScatter(whole.data(), scattered.data(), 1,
+                                 DataType::kInt32, 0));
+      std::vector<float> rs_in(size, 1.0f), rs_out(1, 0.0f);
+      works.push_back(c.IReduceScatter<float>(rs_in, absl::MakeSpan(rs_out),
+                                              ReduceOp::kSum));
+      std::vector<int64_t> a2a_eq_in(size, rank), a2a_eq_out(size, -1);
+      works.push_back(
+          c.IAllToAll<int64_t>(a2a_eq_in, absl::MakeSpan(a2a_eq_out)));
+      int64_t p2p_out = 1000 + rank, p2p_in = -1;
+      if (rank % 2 == 0 && rank + 1 < size) {
+        works.push_back(c.ISend(&p2p_out, 1, DataType::kInt64, rank + 1));
+      } else if (rank % 2 == 1) {
+        works.push_back(c.IRecv(&p2p_in, 1, DataType::kInt64, rank - 1));
+      }
       // A blocking call waits for those before it: the max sees the sum
       // (6), and the next sum sees the max.
       RETURN_IF_ERROR_T(c.AllReduce<int64_t>(absl::MakeSpan(chain),
@@ -107,6 +129,17 @@ TEST_P(AsyncCollectivesTest, EveryKindInIssueOrderWithExactValues) {
             Expect(a2a_out[p] == 10 * p + rank, r + "alltoallv"));
       }
       RETURN_IF_ERROR_T(Expect(from_left == 100 + left, r + "batch"));
+      if (rank == 0) {
+        RETURN_IF_ERROR_T(Expect(all_ranks == std::vector<int32_t>{0, 1, 2},
+                                 r + "gather"));
+      }
+      RETURN_IF_ERROR_T(Expect(scattered[0] == 50 + rank, r + "scatter"));
+      RETURN_IF_ERROR_T(Expect(rs_out[0] == 3.0f, r + "reduce_scatter"));
+      RETURN_IF_ERROR_T(Expect(a2a_eq_out == std::vector<int64_t>{0, 1, 2},
+                               r + "alltoall"));
+      if (rank % 2 == 1) {
+        RETURN_IF_ERROR_T(Expect(p2p_in == 1000 + rank - 1, r + "irecv"));
+      }
     }
     return absl::OkStatus();
   });

@@ -327,7 +327,11 @@ TEST_P(EngineCollectivesTest, AllToAllVCountsThatDifferFailEveryMember) {
     std::vector<size_t> send_counts(size, 2), recv_counts(size, 2),
         offsets(size);
     for (int p = 0; p < size; ++p) offsets[p] = 3 * p;
+    // Rank 1 expects 3 from rank 0; the last rank also expects 5 from
+    // rank 1 (a second pair, higher in (receiver, sender) order): the
+    // error names the lowest pair only.
     if (rank == 1) recv_counts[0] = 3;
+    if (size > 2 && rank == size - 1) recv_counts[1] = 5;
     std::vector<float> send(3 * size, 1.0f), recv(3 * size, 0.0f);
     absl::Status s = (*comm)->AllToAllV(send.data(), send_counts, offsets,
                                         recv.data(), recv_counts, offsets,
@@ -481,6 +485,7 @@ TEST_P(EngineCollectivesTest, SendAndRecvThatDifferFailTheReceiver) {
         {DataType::kFloat32, 100, DataType::kFloat32, 50},
         {DataType::kFloat32, 50, DataType::kFloat32, 100},
         {DataType::kUInt8, 200000, DataType::kUInt8, 10},
+        {DataType::kUInt8, 10, DataType::kUInt8, 200000},
     };
     for (const Case& c : cases) {
       std::vector<char> buf(
@@ -503,13 +508,16 @@ TEST_P(EngineCollectivesTest, SendAndRecvThatDifferFailTheReceiver) {
                                  absl::StrCat("got ", s.ToString(),
                                               "\nwant ", want)));
       }
-      // The pair goes on: an exact exchange.
-      int32_t v = rank == 0 ? 42 : 0;
-      if (rank == 0) {
-        RETURN_IF_ERROR_T((*comm)->Send(&v, 1, DataType::kInt32, 1));
-      } else {
-        RETURN_IF_ERROR_T((*comm)->Recv(&v, 1, DataType::kInt32, 0));
-        RETURN_IF_ERROR_T(Expect(v == 42, "next message"));
+      // The pair goes on: an exact exchange, inline and past 64 KiB.
+      for (size_t n : {size_t{1}, size_t{70000}}) {
+        std::vector<int32_t> v(n, rank == 0 ? 42 : 0);
+        if (rank == 0) {
+          RETURN_IF_ERROR_T((*comm)->Send(v.data(), n, DataType::kInt32, 1));
+        } else {
+          RETURN_IF_ERROR_T((*comm)->Recv(v.data(), n, DataType::kInt32, 0));
+          RETURN_IF_ERROR_T(Expect(v == std::vector<int32_t>(n, 42),
+                                   "next message"));
+        }
       }
     }
     return absl::OkStatus();
