@@ -17,6 +17,7 @@
 #include "bootstrap/peer_info.h"
 #include "bootstrap/rendezvous.h"
 #include "comm/shm/shm_names.h"
+#include "status/status_macros.h"
 #include "store/socket.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
@@ -188,7 +189,7 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     listener = *std::move(bound);
   }
   // A program that cannot run is one clear error, not one per rank.
-  if (absl::Status s = CheckExecutable(options.argv[0]); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckExecutable(options.argv[0]));
   std::unique_ptr<TcpStoreServer> store;
   if (options.host_store) {
     TcpStoreServerOptions server_options;

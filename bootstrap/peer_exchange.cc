@@ -1,8 +1,8 @@
 // ExchangePeerInfo: every rank publishes what it believes, rank 0 checks that
 // the beliefs agree, and one verdict reaches every rank (see peer_info.h).
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "bootstrap/peer_info.h"
 #include "config/settings.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -247,7 +248,7 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
   // duplicate's error verdict is published before the count completes).
   absl::StatusOr<int64_t> n = store.Add(kJoinedKey, 1);
   if (!n.ok()) return n.status();
-  if (absl::Status s = store.Set(CountKey(*n), ""); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(store.Set(CountKey(*n), ""));
   if (claim_error) return *claim_error;
 
   // 3. Wait for self.world_size processes to have joined.

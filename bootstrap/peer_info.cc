@@ -1,9 +1,11 @@
 // PeerInfo's byte form, the peer table's, and the local host facts a rank
 // publishes (host name, address toward the store). The exchange itself is in
 // peer_exchange.cc.
+#include "bootstrap/peer_info.h"
+
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,7 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "bootstrap/peer_info.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -88,7 +90,7 @@ absl::StatusOr<PeerInfo> DecodePeerInfo(absl::string_view bytes) {
   PeerInfo info;
   for (int* field : {&info.rank, &info.world_size, &info.local_rank,
                      &info.local_world_size}) {
-    if (absl::Status s = ReadInt(r, *field); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(ReadInt(r, *field));
   }
   absl::StatusOr<int64_t> pid = r.NextInt();
   if (!pid.ok()) return pid.status();
@@ -160,7 +162,7 @@ absl::StatusOr<std::vector<PeerInfo>> DecodePeerTable(absl::string_view bytes) {
     PeerInfo p;
     for (int* field : {&p.rank, &p.world_size, &p.local_rank,
                        &p.local_world_size}) {
-      if (absl::Status s = ReadInt(r, *field); !s.ok()) return s;
+      DEVMESH_RETURN_IF_ERROR(ReadInt(r, *field));
     }
     absl::StatusOr<int64_t> pid = r.NextInt();
     if (!pid.ok()) return pid.status();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -152,13 +153,10 @@ absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
   if (!external) {
     DEVMESH_ASSIGN(info.store_host, StoreHost(env));
     DEVMESH_ASSIGN(info.store_port, Int(env, "MASTER_PORT", {}, 1, 65535));
-    if (absl::Status s = ReadAgentStore(env, info); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(ReadAgentStore(env, info));
   }
-  if (absl::Status s = CheckConsistent(info, "RANK", "WORLD_SIZE",
-                                       "LOCAL_RANK", "LOCAL_WORLD_SIZE");
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckConsistent(info, "RANK", "WORLD_SIZE",
+                                          "LOCAL_RANK", "LOCAL_WORLD_SIZE"));
   return info;
 }
 
@@ -179,12 +177,9 @@ absl::StatusOr<RendezvousInfo> FromOpenMpi(const EnvLookup& env) {
     DEVMESH_ASSIGN(info.store_port,
                    Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
   }
-  if (absl::Status s = CheckConsistent(
-          info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-          "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckConsistent(
+      info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"));
   return info;
 }
 
@@ -281,11 +276,8 @@ absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
     DEVMESH_ASSIGN(info.store_port,
                    Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
   }
-  if (absl::Status s = CheckConsistent(info, "SLURM_PROCID", "SLURM_NTASKS",
-                                       "SLURM_LOCALID", "tasks per node");
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckConsistent(info, "SLURM_PROCID", "SLURM_NTASKS",
+                                          "SLURM_LOCALID", "tasks per node"));
   return info;
 }
 

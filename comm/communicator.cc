@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/async_queue.h"
 #include "comm/group_args.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -89,13 +90,9 @@ absl::Status Communicator::AllReduce(const void* send, void* recv,
   Begin(CallKind::kAllReduce, dtype, op, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kAllReduce;
-    if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
-      return s;
-    }
-    if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
-      return s;
-    }
-    if (auto s = CheckOp(k, op); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "send", send, count, 1, dtype));
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "recv", recv, count, 1, dtype));
+    DEVMESH_RETURN_IF_ERROR(CheckOp(k, op));
   }
   return DoAllReduce(send, recv, count, dtype, op);
 }
@@ -106,13 +103,8 @@ absl::Status Communicator::AllGather(const void* send, void* recv,
   Begin(CallKind::kAllGather, dtype, ReduceOp::kSum, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kAllGather;
-    if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
-      return s;
-    }
-    if (auto s = CheckBuffer(k, "recv", recv, count, size(), dtype);
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "send", send, count, 1, dtype));
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "recv", recv, count, size(), dtype));
   }
   return DoAllGather(send, recv, count, dtype);
 }
@@ -124,14 +116,9 @@ absl::Status Communicator::ReduceScatter(const void* send, void* recv,
   Begin(CallKind::kReduceScatter, dtype, op, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kReduceScatter;
-    if (auto s = CheckBuffer(k, "send", send, count, size(), dtype);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
-      return s;
-    }
-    if (auto s = CheckOp(k, op); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "send", send, count, size(), dtype));
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "recv", recv, count, 1, dtype));
+    DEVMESH_RETURN_IF_ERROR(CheckOp(k, op));
   }
   return DoReduceScatter(send, recv, count, dtype, op);
 }
@@ -143,13 +130,9 @@ absl::Status Communicator::Broadcast(const void* send, void* recv,
   if (checks_) {
     constexpr CallKind k = CallKind::kBroadcast;
     if (auto s = CheckRank(k, root, /*is_peer=*/false); !s.ok()) return s;
-    if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "recv", recv, count, 1, dtype));
     if (rank() == root) {
-      if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
-        return s;
-      }
+      DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "send", send, count, 1, dtype));
     }
   }
   return DoBroadcast(send, recv, count, dtype, root);
@@ -161,14 +144,8 @@ absl::Status Communicator::AllToAll(const void* send, void* recv,
   Begin(CallKind::kAllToAll, dtype, ReduceOp::kSum, -1, count);
   if (checks_) {
     constexpr CallKind k = CallKind::kAllToAll;
-    if (auto s = CheckBuffer(k, "send", send, count, size(), dtype);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = CheckBuffer(k, "recv", recv, count, size(), dtype);
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "send", send, count, size(), dtype));
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "recv", recv, count, size(), dtype));
   }
   return DoAllToAll(send, recv, count, dtype);
 }
@@ -180,15 +157,11 @@ absl::Status Communicator::Reduce(const void* send, void* recv, size_t count,
   if (checks_) {
     constexpr CallKind k = CallKind::kReduce;
     if (auto s = CheckRank(k, root, /*is_peer=*/false); !s.ok()) return s;
-    if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "send", send, count, 1, dtype));
     if (rank() == root) {
-      if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
-        return s;
-      }
+      DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "recv", recv, count, 1, dtype));
     }
-    if (auto s = CheckOp(k, op); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(CheckOp(k, op));
   }
   return DoReduce(send, recv, count, dtype, op, root);
 }
@@ -200,14 +173,10 @@ absl::Status Communicator::Gather(const void* send, void* recv, size_t count,
   if (checks_) {
     constexpr CallKind k = CallKind::kGather;
     if (auto s = CheckRank(k, root, /*is_peer=*/false); !s.ok()) return s;
-    if (auto s = CheckBuffer(k, "send", send, count, 1, dtype); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "send", send, count, 1, dtype));
     if (rank() == root) {
-      if (auto s = CheckBuffer(k, "recv", recv, count, size(), dtype);
-          !s.ok()) {
-        return s;
-      }
+      DEVMESH_RETURN_IF_ERROR(
+          CheckBuffer(k, "recv", recv, count, size(), dtype));
     }
   }
   return DoGather(send, recv, count, dtype, root);
@@ -220,14 +189,10 @@ absl::Status Communicator::Scatter(const void* send, void* recv, size_t count,
   if (checks_) {
     constexpr CallKind k = CallKind::kScatter;
     if (auto s = CheckRank(k, root, /*is_peer=*/false); !s.ok()) return s;
-    if (auto s = CheckBuffer(k, "recv", recv, count, 1, dtype); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "recv", recv, count, 1, dtype));
     if (rank() == root) {
-      if (auto s = CheckBuffer(k, "send", send, count, size(), dtype);
-          !s.ok()) {
-        return s;
-      }
+      DEVMESH_RETURN_IF_ERROR(
+          CheckBuffer(k, "send", send, count, size(), dtype));
     }
   }
   return DoScatter(send, recv, count, dtype, root);
@@ -254,7 +219,7 @@ absl::Status Communicator::CheckAllToAllV(
       return error(name, " has ", span.size(), " entries for a group of ", n);
     }
   }
-  if (auto s = CheckBuffer(k, "send", send, 0, 1, dtype); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "send", send, 0, 1, dtype));
   const size_t width = DataTypeSize(dtype);
   // The end of each buffer's last element (bytes), for the null and overlap
   // checks.
@@ -300,11 +265,9 @@ absl::Status Communicator::AllToAllV(const void* send,
   WaitForAsync();
   Begin(CallKind::kAllToAllV, dtype, ReduceOp::kSum, -1, 0);
   if (checks_) {
-    if (auto s = CheckAllToAllV(send, send_counts, send_offsets, recv,
-                                recv_counts, recv_offsets, dtype);
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckAllToAllV(send, send_counts, send_offsets,
+                                           recv, recv_counts, recv_offsets,
+                                           dtype));
   }
   return DoAllToAllV(send, send_counts, send_offsets, recv, recv_counts,
                      recv_offsets, dtype);
@@ -316,9 +279,7 @@ absl::Status Communicator::Send(const void* buf, size_t count, DataType dtype,
   if (checks_) {
     constexpr CallKind k = CallKind::kSend;
     if (auto s = CheckRank(k, peer, /*is_peer=*/true); !s.ok()) return s;
-    if (auto s = CheckBuffer(k, "send", buf, count, 1, dtype); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "send", buf, count, 1, dtype));
   }
   return DoSend(buf, count, dtype, peer);
 }
@@ -329,9 +290,7 @@ absl::Status Communicator::Recv(void* buf, size_t count, DataType dtype,
   if (checks_) {
     constexpr CallKind k = CallKind::kRecv;
     if (auto s = CheckRank(k, peer, /*is_peer=*/true); !s.ok()) return s;
-    if (auto s = CheckBuffer(k, "recv", buf, count, 1, dtype); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckBuffer(k, "recv", buf, count, 1, dtype));
   }
   return DoRecv(buf, count, dtype, peer);
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/communicator.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -54,9 +55,7 @@ absl::Status Communicator::DoGather(const void* send, void* recv, size_t count,
   if (rank() == root) return DoAllGather(send, recv, count, dtype);
   const size_t n = static_cast<size_t>(size());
   const size_t width = DataTypeSize(dtype);
-  if (auto s = CheckScratch(backend(), "gather", count, n, width); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckScratch(backend(), "gather", count, n, width));
   return DoAllGather(send, Scratch(n * count * width), count, dtype);
 }
 
@@ -69,20 +68,14 @@ absl::Status Communicator::DoScatter(const void* send, void* recv,
     // The root's buffer is sent in place (Broadcast with send == recv
     // writes nothing new into it), then its own block is copied out.
     void* whole = const_cast<void*>(send);
-    if (auto s = DoBroadcast(send, whole, n * count, dtype, root); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(DoBroadcast(send, whole, n * count, dtype, root));
     const char* mine = static_cast<const char*>(send) + root * bytes;
     if (recv != mine && bytes > 0) std::memmove(recv, mine, bytes);
     return absl::OkStatus();
   }
-  if (auto s = CheckScratch(backend(), "scatter", count, n, width); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckScratch(backend(), "scatter", count, n, width));
   char* whole = Scratch(n * bytes);
-  if (auto s = DoBroadcast(whole, whole, n * count, dtype, root); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(DoBroadcast(whole, whole, n * count, dtype, root));
   if (bytes > 0) {
     std::memcpy(recv, whole + static_cast<size_t>(rank()) * bytes, bytes);
   }
@@ -107,10 +100,8 @@ absl::StatusOr<size_t> Communicator::AgreeOnAllToAllV(
   // group rank i sends this one.
   std::vector<int64_t> out(n), in(n);
   for (int j = 0; j < n; ++j) out[j] = static_cast<int64_t>(send_counts[j]);
-  if (auto s = DoAllToAll(out.data(), in.data(), 1, DataType::kInt64);
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      DoAllToAll(out.data(), in.data(), 1, DataType::kInt64));
   // 2. One all-reduce (max) of the largest block and of the first pair that
   // differs, ordered by (receiver, sender) and encoded so that the lowest
   // pair is the largest value (0: none).
@@ -122,11 +113,8 @@ absl::StatusOr<size_t> Communicator::AgreeOnAllToAllV(
       agreed[1] = pairs - (static_cast<int64_t>(me) * n + i);
     }
   }
-  if (auto s = DoAllReduce(agreed, agreed, 2, DataType::kInt64,
-                           ReduceOp::kMax);
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      DoAllReduce(agreed, agreed, 2, DataType::kInt64, ReduceOp::kMax));
   if (agreed[1] != 0) {
     // 3. Only on a mismatch: the receiver tells every member both counts,
     // so that all word the same error.
@@ -138,10 +126,8 @@ absl::StatusOr<size_t> Communicator::AgreeOnAllToAllV(
       counts[0] = in[sender];
       counts[1] = static_cast<int64_t>(recv_counts[sender]);
     }
-    if (auto s = DoBroadcast(counts, counts, 2, DataType::kInt64, receiver);
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(
+        DoBroadcast(counts, counts, 2, DataType::kInt64, receiver));
     const std::vector<int>& global = global_ranks();
     return WithDisagreement(
         absl::InvalidArgumentError(absl::StrCat(
@@ -187,10 +173,7 @@ absl::Status Communicator::DoAllToAllV(const void* send,
     std::memcpy(packed + j * stride, in_bytes + send_offsets[j] * width,
                 send_counts[j] * width);
   }
-  if (auto s = DoAllToAll(packed, unpacked, block, dtype);
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(DoAllToAll(packed, unpacked, block, dtype));
   char* out_bytes = static_cast<char*>(recv);
   for (int i = 0; i < n; ++i) {
     if (recv_counts[i] == 0) continue;
@@ -227,7 +210,7 @@ absl::Status Communicator::DoBatchSendRecv(absl::Span<const P2POp> ops) {
       for (size_t k = begin; k < end; ++k) {
         const P2POp& op = ops[order[k]];
         if ((op.kind == first) != first_pass) continue;
-        if (absl::Status s = run(op); !s.ok()) return s;
+        DEVMESH_RETURN_IF_ERROR(run(op));
       }
     }
     begin = end;

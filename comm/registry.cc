@@ -13,6 +13,7 @@
 #include "comm/shm/shm_communicator.h"
 #include "comm/ucx/ucx_communicator.h"
 #include "config/settings.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -40,7 +41,7 @@ Registry& GetRegistry() {
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
     absl::string_view backend, std::shared_ptr<Store> store, int rank,
     int size, const CommOptions& options) {
-  if (absl::Status s = ProcessSettingsStatus(); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ProcessSettingsStatus());
   CommunicatorFactory factory;
   {
     Registry& registry = GetRegistry();

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/call_check.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -64,11 +65,8 @@ absl::Status VerifiedCommunicator::Intercept(
   }
   const WireRecord mine = ToWire(current_call());
   std::vector<WireRecord> all(static_cast<size_t>(size()));
-  if (absl::Status s = checker_->AllGather(&mine, all.data(), sizeof(mine),
-                                           DataType::kUInt8);
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      checker_->AllGather(&mine, all.data(), sizeof(mine), DataType::kUInt8));
   const std::vector<int>& ranks = global_ranks();
   auto global = [&ranks](int j) {
     return j < static_cast<int>(ranks.size()) ? ranks[static_cast<size_t>(j)]

@@ -12,6 +12,7 @@
 #include "comm/error_info.h"
 #include "device_mesh/mesh_serialization.h"
 #include "device_mesh/root_state.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -56,7 +57,7 @@ absl::StatusOr<DeviceMesh> DeviceMesh::MakeRoot(
   if (runtime == nullptr) {
     return absl::InvalidArgumentError("DeviceMesh needs a runtime, got null");
   }
-  if (absl::Status s = CheckDeviceType(device_type); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckDeviceType(device_type));
   if (!runtime->detached()) {
     // Every rank of the mesh must be a rank of the world.
     MeshLayout root = layout.RootLayout();
@@ -482,12 +483,9 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Flatten(
     }
   }
   if (group_options.has_value()) {
-    if (absl::Status s = CheckGroupTimeout(
-            *group_options, absl::StrCat("Flatten('", flat_name,
-                                         "') group_options"));
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckGroupTimeout(
+        *group_options,
+        absl::StrCat("Flatten('", flat_name, "') group_options")));
   }
   auto flat = layout_.Flatten(flat_name);
   if (!flat.ok()) return flat.status();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/error_info.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace device_mesh_internal {
@@ -92,7 +93,7 @@ absl::StatusOr<Agreement> ParseDecision(absl::string_view text) {
   if (!dead.ok()) return dead.status();
   a.survivors = *std::move(survivors);
   a.dead = *std::move(dead);
-  if (absl::Status s = DecodePayloads(text.substr(eol), a); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(DecodePayloads(text.substr(eol), a));
   return a;
 }
 

@@ -1,13 +1,14 @@
 #include "device_mesh/group_options.h"
 
-#include "absl/strings/ascii.h"
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -61,10 +62,7 @@ absl::Status CheckGroupTimeout(const GroupOptions& g, absl::string_view where) {
 absl::StatusOr<MeshOptions> ValidateMeshOptions(
     MeshOptions options, const std::vector<std::string>& dim_group_names,
     const std::vector<std::string>& extra_names) {
-  if (absl::Status s = CheckGroupTimeout(options.all, "MeshOptions.all");
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckGroupTimeout(options.all, "MeshOptions.all"));
   const std::string valid = absl::StrCat(
       "(", absl::StrJoin(dim_group_names, ", "), ")");
   // Sorted keys: the error names the same key whatever the hash order.
@@ -77,7 +75,7 @@ absl::StatusOr<MeshOptions> ValidateMeshOptions(
   for (const std::string& key : keys) {
     const GroupOptions& g = options.per_dim.at(key);
     const std::string where = absl::StrCat("MeshOptions.per_dim['", key, "']");
-    if (absl::Status s = CheckGroupTimeout(g, where); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(CheckGroupTimeout(g, where));
     std::string dim_name;
     auto own = std::find(dim_group_names.begin(), dim_group_names.end(), key);
     int64_t index = 0;
@@ -130,7 +128,7 @@ absl::Status CheckDeviceType(absl::string_view device_type) {
 absl::Status CheckDeviceTypeHasBackend(
     absl::string_view device_type, const MeshOptions& options,
     absl::Span<const std::string> dim_names, int ndim) {
-  if (absl::Status s = CheckDeviceType(device_type); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckDeviceType(device_type));
   if (!DefaultBackendFor(device_type).empty()) return absl::OkStatus();
   if (!options.all.backend.empty()) return absl::OkStatus();
   // Each dim by its name or as "dim_<i>" (R3), as ValidateMeshOptions.

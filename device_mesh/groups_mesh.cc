@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace device_mesh_internal {
@@ -40,11 +41,8 @@ absl::StatusOr<GroupsMesh> InferMeshFromGroups(
   // 1. The shape, agreed along every group.
   for (size_t d = 0; d < n; ++d) {
     std::vector<int64_t> all(n * groups[d]->size());
-    if (absl::Status s = groups[d]->AllGather(out.shape.data(), all.data(), n,
-                                              DataType::kInt64);
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(groups[d]->AllGather(out.shape.data(), all.data(),
+                                                 n, DataType::kInt64));
     for (int r = 0; r < groups[d]->size(); ++r) {
       std::vector<int64_t> theirs(all.begin() + r * n,
                                   all.begin() + (r + 1) * n);
@@ -63,11 +61,8 @@ absl::StatusOr<GroupsMesh> InferMeshFromGroups(
   std::vector<int64_t> table(last.begin(), last.end());
   for (size_t d = n - 1; d-- > 0;) {
     std::vector<int64_t> stacked(table.size() * groups[d]->size());
-    if (absl::Status s = groups[d]->AllGather(table.data(), stacked.data(),
-                                              table.size(), DataType::kInt64);
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(groups[d]->AllGather(
+        table.data(), stacked.data(), table.size(), DataType::kInt64));
     table = std::move(stacked);
   }
   // 3. Every rank holds the same table: agreed along every group, and the

@@ -13,24 +13,20 @@
 #include "config/settings.h"
 #include "device_mesh/host_layout.h"
 #include "device_mesh/mesh_agreement.h"
-#include "device_mesh/root_state.h"
 #include "device_mesh/peer_address.h"
+#include "device_mesh/root_state.h"
 #include "mesh/auto_shape.h"
 #include "mesh/mesh_layout.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
 
 absl::Status CheckTimeouts(const MeshOptions& options) {
-  if (absl::Status s = CheckGroupTimeout(options.all, "MeshOptions.all"); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckGroupTimeout(options.all, "MeshOptions.all"));
   for (const auto& [name, g] : options.per_dim) {
-    if (absl::Status s = CheckGroupTimeout(g, absl::StrCat("MeshOptions.per_dim['",
-                                                       name, "']"));
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckGroupTimeout(
+        g, absl::StrCat("MeshOptions.per_dim['", name, "']")));
   }
   return absl::OkStatus();
 }
@@ -42,7 +38,7 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
                                     std::vector<std::string> mesh_dim_names,
                                     MeshOptions options) {
   // A DEVMESH_* variable that is unknown or malformed (config/settings.h).
-  if (absl::Status s = ProcessSettingsStatus(); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ProcessSettingsStatus());
   if (!mesh_dim_names.empty()) {
     absl::flat_hash_set<std::string> seen;
     for (const std::string& name : mesh_dim_names) {
@@ -61,12 +57,9 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
           absl::StrJoin(mesh_dim_names, ", "), "]"));
     }
   }
-  if (absl::Status s = CheckDeviceTypeHasBackend(
-          device_type, options, mesh_dim_names,
-          static_cast<int>(mesh_shape.size()));
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      CheckDeviceTypeHasBackend(device_type, options, mesh_dim_names,
+                                static_cast<int>(mesh_shape.size())));
   if (runtime == nullptr || runtime->detached()) {
     return absl::FailedPreconditionError(
         "InitDeviceMesh needs an initialised bootstrap (rendezvous) first");
@@ -104,14 +97,12 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
         overflow ? absl::StrJoin(mesh_shape, " x ") : absl::StrCat(product),
         ") must equal world size (", runtime->world_size(), ")"));
   }
-  if (absl::Status s = CheckTimeouts(options); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckTimeouts(options));
   // For NCCL, this rank's GPU is its local rank's (R18's "cuda").
   std::string backend = options.all.backend;
   if (backend.empty()) backend = std::string(DefaultBackendFor(device_type));
   if (backend == "nccl") {
-    if (absl::Status s = UseLocalCudaDevice(runtime->local_rank()); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(UseLocalCudaDevice(runtime->local_rank()));
   }
   auto layout = MeshLayout::FromShape(mesh_shape, std::move(mesh_dim_names));
   if (!layout.ok()) return layout.status();
@@ -122,11 +113,8 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
           "this runtime does not know (make it with MeshRuntimeFromBootstrap "
           "or InitDeviceMesh over a Bootstrap)");
     }
-    if (absl::Status s = CheckDimsInsideHost(
-            *layout, runtime->hostnames(), options.require_inside_host);
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckDimsInsideHost(*layout, runtime->hostnames(),
+                                                options.require_inside_host));
   }
   return DeviceMesh::FromLayout(std::move(runtime), device_type,
                                 *std::move(layout), std::move(options));
@@ -216,7 +204,7 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
 absl::StatusOr<DeviceMesh> InitDeviceMesh(
     absl::string_view device_type, absl::Span<const int64_t> mesh_shape,
     std::vector<std::string> mesh_dim_names, MeshOptions options) {
-  if (absl::Status s = CheckTimeouts(options); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckTimeouts(options));
   // The process's rendezvous happens once; later calls reuse it (PyTorch's
   // default process group).
   static std::mutex mu;

@@ -12,6 +12,7 @@
 #include "comm/communicator.h"
 #include "config/settings.h"
 #include "config/version.h"
+#include "status/status_macros.h"
 #include "store/store.h"
 
 namespace devmesh {
@@ -197,10 +198,8 @@ absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
                         "); the others did not call InitDeviceMesh")));
   };
   if (me == 0) {
-    if (absl::Status s = store->Set(Key(index, "spec"), EncodeMeshSpec(spec));
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(
+        store->Set(Key(index, "spec"), EncodeMeshSpec(spec)));
   } else {
     auto theirs = store->Get(Key(index, "spec"), remaining());
     if (!theirs.ok()) return timed_out(theirs.status());

@@ -8,15 +8,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "config/settings.h"
-#include "store/cancellable_store.h"
-#include "device_mesh/group_tag.h"
-#include "store/prefix_store.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/verified_communicator.h"
+#include "config/settings.h"
+#include "device_mesh/group_tag.h"
 #include "device_mesh/guarded_communicator.h"
+#include "status/status_macros.h"
+#include "store/cancellable_store.h"
+#include "store/prefix_store.h"
 
 namespace devmesh {
 
@@ -125,10 +126,7 @@ absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(
 
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
     absl::string_view backend, absl::Duration timeout) {
-  if (absl::Status s = CheckCanCreate("world communicator", timeout);
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckCanCreate("world communicator", timeout));
   EnsureWatch();
   std::lock_guard<std::mutex> lock(mu_);
   auto raw = WorldLocked(backend, timeout);
@@ -212,7 +210,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
     const std::vector<int>& members, absl::Duration timeout,
     std::optional<NcclOptions> nccl, bool verify_calls,
     absl::string_view label) {
-  if (absl::Status s = CheckCanCreate("group", timeout); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckCanCreate("group", timeout));
   bool world_line = !nccl.has_value() && !verify_calls &&
                     static_cast<int>(members.size()) == world_size_;
   for (int i = 0; world_line && i < world_size_; ++i) {

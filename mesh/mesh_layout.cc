@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -40,7 +41,7 @@ absl::Status MeshLayout::CheckDim(int dim) const {
 }
 
 absl::StatusOr<int64_t> MeshLayout::size(int dim) const {
-  if (absl::Status s = CheckDim(dim); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckDim(dim));
   return dims_[dim].size;
 }
 
@@ -136,7 +137,7 @@ std::vector<int64_t> MeshLayout::LineThrough(int64_t p, int dim) const {
 
 absl::StatusOr<std::vector<int64_t>> MeshLayout::GroupOf(int64_t rank,
                                                          int dim) const {
-  if (absl::Status s = CheckDim(dim); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckDim(dim));
   const int64_t p = root_->PositionOfRank(rank);
   if (!InLayout(p)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -147,7 +148,7 @@ absl::StatusOr<std::vector<int64_t>> MeshLayout::GroupOf(int64_t rank,
 
 absl::StatusOr<std::vector<int64_t>> MeshLayout::RootLineOf(int64_t rank,
                                                             int dim) const {
-  if (absl::Status s = CheckDim(dim); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckDim(dim));
   const int64_t p = root_->PositionOfRank(rank);
   if (p < 0) {
     return absl::NotFoundError(absl::StrCat(
@@ -157,13 +158,13 @@ absl::StatusOr<std::vector<int64_t>> MeshLayout::RootLineOf(int64_t rank,
 }
 
 absl::StatusOr<int64_t> MeshLayout::NumGroups(int dim) const {
-  if (absl::Status s = CheckDim(dim); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckDim(dim));
   return numel() / dims_[dim].size;
 }
 
 absl::StatusOr<ColorKey> MeshLayout::SplitColorKey(int64_t rank,
                                                    int dim) const {
-  if (absl::Status s = CheckDim(dim); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckDim(dim));
   const int64_t p = root_->PositionOfRank(rank);
   if (p < 0) return ColorKey{-1, 0};
   int64_t contrib = 0;

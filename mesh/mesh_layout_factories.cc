@@ -2,6 +2,7 @@
 // (FromShape, FromStrides, FromRanks, FromRankTable with R1 validation).
 #include "absl/strings/str_cat.h"
 #include "mesh/mesh_layout.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -136,9 +137,7 @@ absl::StatusOr<MeshLayout> MeshLayout::FromRankTable(
   }
   path.clear();
   std::vector<int64_t> ranks;
-  if (absl::Status s = CollectRanks(table, shape, 0, &path, &ranks); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CollectRanks(table, shape, 0, &path, &ranks));
   return FromRanks(ranks, shape, std::move(names));
 }
 

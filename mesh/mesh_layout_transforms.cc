@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mesh/mesh_layout.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -28,7 +29,7 @@ absl::StatusOr<MeshLayout> MeshLayout::SliceDims(
   }
   absl::InlinedVector<bool, 8> chosen(dims_.size(), false);
   for (int d : dims) {
-    if (absl::Status s = CheckDim(d); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(CheckDim(d));
     if (chosen[d]) {
       return absl::InvalidArgumentError(
           absl::StrCat("mesh dimension ", d, " appears twice in (",
@@ -130,7 +131,7 @@ absl::StatusOr<MeshLayout> MeshLayout::Flatten(
 absl::StatusOr<MeshLayout> MeshLayout::Unflatten(
     int dim, absl::Span<const int64_t> sizes,
     std::vector<std::string> names) const {
-  if (absl::Status s = CheckDim(dim); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckDim(dim));
   const std::string sizes_text =
       absl::StrCat("(", absl::StrJoin(sizes, ", "), ")");
   if (sizes.empty() || sizes.size() > static_cast<size_t>(mesh_internal::kMaxDims)) {
@@ -169,10 +170,8 @@ absl::StatusOr<MeshLayout> MeshLayout::Unflatten(
     out_names.insert(out_names.end(), names.begin(), names.end());
     out_names.insert(out_names.end(), names_.begin() + dim + 1, names_.end());
   }
-  if (absl::Status s = mesh_internal::CheckNames(out_names, out_names.size());
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      mesh_internal::CheckNames(out_names, out_names.size()));
   absl::StatusOr<std::vector<Modes>> pieces =
       mesh_internal::SplitModes(dims_[dim].modes, sizes);
   if (!pieces.ok()) return pieces.status();
@@ -239,9 +238,7 @@ absl::StatusOr<MeshLayout> MeshLayout::Concatenate(
         "concatenation has ", dims.size(), " dims; at most ",
         mesh_internal::kMaxDims, " are supported"));
   }
-  if (absl::Status s = mesh_internal::CheckNames(names, names.size()); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(mesh_internal::CheckNames(names, names.size()));
   // Through the first part's offset: clear its digits in every mode.
   int64_t offset = first.offset_;
   for (const Mode& m : all) offset -= ((offset / m.stride) % m.size) * m.stride;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mesh/strided.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace mesh_internal {
@@ -149,8 +150,8 @@ bool RootMap::SameAs(const RootMap& o) const {
 
 absl::StatusOr<RootPtr> MakeIdentityRoot(absl::Span<const int64_t> shape,
                                          std::vector<std::string> names) {
-  if (absl::Status s = CheckShape(shape); !s.ok()) return s;
-  if (absl::Status s = CheckNames(names, shape.size()); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckShape(shape));
+  DEVMESH_RETURN_IF_ERROR(CheckNames(names, shape.size()));
   return RootPtr(NewRoot(shape, std::move(names)));
 }
 
@@ -159,7 +160,7 @@ absl::StatusOr<RootPtr> MakeAffineRoot(absl::Span<const int64_t> sizes,
                                        int64_t offset,
                                        std::vector<std::string> names,
                                        bool allow_table) {
-  if (absl::Status s = CheckShape(sizes); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckShape(sizes));
   const std::string text = absl::StrCat(
       "(", absl::StrJoin(sizes, ","), "):(", absl::StrJoin(strides, ","),
       ")+", offset);
@@ -187,7 +188,7 @@ absl::StatusOr<RootPtr> MakeAffineRoot(absl::Span<const int64_t> sizes,
     }
     max_rank += span;
   }
-  if (absl::Status s = CheckNames(names, sizes.size()); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckNames(names, sizes.size()));
   std::shared_ptr<RootMap> root = NewRoot(sizes, std::move(names));
   if (offset == 0 && std::equal(strides.begin(), strides.end(),
                                 root->pos_strides.begin())) {
@@ -245,16 +246,14 @@ absl::StatusOr<RootPtr> MakeAffineRoot(absl::Span<const int64_t> sizes,
 absl::StatusOr<RootPtr> MakeTableRoot(std::vector<int64_t> ranks,
                                       absl::Span<const int64_t> shape,
                                       std::vector<std::string> names) {
-  if (absl::Status s = CheckShape(shape); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckShape(shape));
   std::shared_ptr<RootMap> root = NewRoot(shape, std::move(names));
   if (static_cast<int64_t>(ranks.size()) != root->numel) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank table has ", ranks.size(), " ranks but shape ",
         ShapeText(shape), " needs ", root->numel));
   }
-  if (absl::Status s = CheckNames(root->names, shape.size()); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckNames(root->names, shape.size()));
   int64_t max_rank = 0;
   for (int64_t p = 0; p < root->numel; ++p) {
     if (ranks[p] < 0) {

@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 #include "store/store_limits.h"
 #include "store/wire_format.h"
 
@@ -76,13 +77,9 @@ absl::Status SendSynced(Socket& s, const C10dRequest& r, absl::Time deadline) {
   const uint32_t nonce = static_cast<uint32_t>(getpid());
   std::string bytes = EncodeC10dRequest(r);
   bytes += EncodeC10dRequest({C10dQuery::kPing, {}, {}, nonce});
-  if (absl::Status st = Closed(s.SendAll(bytes, deadline)); !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(Closed(s.SendAll(bytes, deadline)));
   char echo[4];
-  if (absl::Status st = Closed(s.RecvAll(echo, 4, deadline)); !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(Closed(s.RecvAll(echo, 4, deadline)));
   if (absl::little_endian::Load32(echo) != nonce) {
     return absl::InternalError("c10d PING after a write echoed another nonce");
   }
@@ -109,7 +106,7 @@ absl::StatusOr<Socket> C10dStoreClient::Open() const {
   std::string hello = EncodeC10dRequest(
       {C10dQuery::kValidate, {}, {}, static_cast<int64_t>(kC10dMagic)});
   hello += EncodeC10dRequest({C10dQuery::kPing, {}, {}, nonce});
-  if (absl::Status st = s->SendAll(hello, deadline); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(s->SendAll(hello, deadline));
   char echo[4];
   if (absl::Status st = s->RecvAll(echo, 4, deadline); !st.ok()) {
     return absl::UnavailableError(absl::StrCat(
@@ -148,11 +145,8 @@ absl::Status C10dStoreClient::WaitOn(Socket& s,
                                      absl::Duration timeout) {
   const std::vector<std::string> slashed = SlashedAll(keys);
   const absl::Time start = absl::Now();
-  if (absl::Status st = Send(s, {C10dQuery::kWait, Views(slashed), {}, 0},
-                             start + options_.default_timeout);
-      !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(Send(s, {C10dQuery::kWait, Views(slashed), {}, 0},
+                               start + options_.default_timeout));
   absl::StatusOr<uint8_t> r =
       ReadU8(s, start + std::max(timeout, absl::ZeroDuration()));
   if (r.ok()) {
@@ -168,10 +162,8 @@ absl::Status C10dStoreClient::WaitOn(Socket& s,
   // PyTorch's client's timeout path: CANCEL_WAIT, then WAIT_CANCELED, after
   // a STOP_WAITING when the keys arrived meanwhile.
   const absl::Time deadline = absl::Now() + options_.default_timeout;
-  if (absl::Status st = Send(s, {C10dQuery::kCancelWait, {}, {}, 0}, deadline);
-      !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      Send(s, {C10dQuery::kCancelWait, {}, {}, 0}, deadline));
   absl::StatusOr<uint8_t> c = ReadU8(s, deadline);
   if (c.ok() && *c == kC10dStopWaiting) c = ReadU8(s, deadline);
   if (!c.ok()) return c.status();
@@ -207,22 +199,20 @@ absl::Status C10dStoreClient::WaitOn(Socket& s,
 
 absl::Status C10dStoreClient::Set(absl::string_view key,
                                   absl::string_view value) {
-  if (absl::Status st = ValidateKey(key); !st.ok()) return st;
-  if (absl::Status st = ValidateValue(value); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(value));
   DEVMESH_C10D_BORROW(s);
   const std::string k = Slashed(key);
-  if (absl::Status st = SendSynced(s, {C10dQuery::kSet, {k}, {value}, 0}, deadline);
-      !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      SendSynced(s, {C10dQuery::kSet, {k}, {value}, 0}, deadline));
   Return(std::move(s));
   return absl::OkStatus();
 }
 
 absl::Status C10dStoreClient::Append(absl::string_view key,
                                      absl::string_view value) {
-  if (absl::Status st = ValidateKey(key); !st.ok()) return st;
-  if (absl::Status st = ValidateValue(value); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(value));
   DEVMESH_C10D_BORROW(s);
   const std::string k = Slashed(key);
   if (absl::Status st =
@@ -236,7 +226,7 @@ absl::Status C10dStoreClient::Append(absl::string_view key,
 
 absl::StatusOr<std::string> C10dStoreClient::Get(absl::string_view key,
                                                  absl::Duration timeout) {
-  if (absl::Status st = ValidateKey(key); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   DEVMESH_C10D_BORROW(s);
   const std::string user_key(key);
   absl::Status waited = WaitOn(s, absl::MakeConstSpan(&user_key, 1), timeout);
@@ -248,10 +238,7 @@ absl::StatusOr<std::string> C10dStoreClient::Get(absl::string_view key,
   }
   const std::string k = Slashed(key);
   const absl::Time after = absl::Now() + options_.default_timeout;
-  if (absl::Status st = Send(s, {C10dQuery::kGet, {k}, {}, 0}, after);
-      !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(Send(s, {C10dQuery::kGet, {k}, {}, 0}, after));
   absl::StatusOr<std::string> value = ReadStr(s, after);
   if (!value.ok()) return value.status();
   Return(std::move(s));
@@ -261,7 +248,7 @@ absl::StatusOr<std::string> C10dStoreClient::Get(absl::string_view key,
 
 absl::StatusOr<int64_t> C10dStoreClient::Add(absl::string_view key,
                                              int64_t delta) {
-  if (absl::Status st = ValidateKey(key); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   absl::StatusOr<int64_t> sum;
   {
     DEVMESH_C10D_BORROW(s);
@@ -292,16 +279,13 @@ absl::StatusOr<int64_t> C10dStoreClient::Add(absl::string_view key,
 absl::StatusOr<std::string> C10dStoreClient::CompareSet(
     absl::string_view key, absl::string_view expected,
     absl::string_view desired) {
-  if (absl::Status st = ValidateKey(key); !st.ok()) return st;
-  if (absl::Status st = ValidateValue(expected); !st.ok()) return st;
-  if (absl::Status st = ValidateValue(desired); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(expected));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(desired));
   DEVMESH_C10D_BORROW(s);
   const std::string k = Slashed(key);
-  if (absl::Status st = Send(
-          s, {C10dQuery::kCompareSet, {k}, {expected, desired}, 0}, deadline);
-      !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      Send(s, {C10dQuery::kCompareSet, {k}, {expected, desired}, 0}, deadline));
   absl::StatusOr<std::string> now = ReadStr(s, deadline);
   if (!now.ok()) return now.status();
   Return(std::move(s));
@@ -310,7 +294,7 @@ absl::StatusOr<std::string> C10dStoreClient::CompareSet(
 
 absl::Status C10dStoreClient::Wait(absl::Span<const std::string> keys,
                                    absl::Duration timeout) {
-  if (absl::Status st = ValidateKeys(keys); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   DEVMESH_C10D_BORROW(s);
   (void)deadline;
   absl::Status st = WaitOn(s, keys, timeout);
@@ -322,7 +306,7 @@ absl::Status C10dStoreClient::Wait(absl::Span<const std::string> keys,
 
 absl::StatusOr<bool> C10dStoreClient::Check(
     absl::Span<const std::string> keys) {
-  if (absl::Status st = ValidateKeys(keys); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   DEVMESH_C10D_BORROW(s);
   const std::vector<std::string> slashed = SlashedAll(keys);
   if (absl::Status st =
@@ -337,13 +321,11 @@ absl::StatusOr<bool> C10dStoreClient::Check(
 }
 
 absl::StatusOr<bool> C10dStoreClient::DeleteKey(absl::string_view key) {
-  if (absl::Status st = ValidateKey(key); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   DEVMESH_C10D_BORROW(s);
   const std::string k = Slashed(key);
-  if (absl::Status st = Send(s, {C10dQuery::kDeleteKey, {k}, {}, 0}, deadline);
-      !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      Send(s, {C10dQuery::kDeleteKey, {k}, {}, 0}, deadline));
   absl::StatusOr<int64_t> n = ReadI64(s, deadline);
   if (!n.ok()) return n.status();
   Return(std::move(s));
@@ -352,10 +334,8 @@ absl::StatusOr<bool> C10dStoreClient::DeleteKey(absl::string_view key) {
 
 absl::StatusOr<int64_t> C10dStoreClient::NumKeys() {
   DEVMESH_C10D_BORROW(s);
-  if (absl::Status st = Send(s, {C10dQuery::kGetNumKeys, {}, {}, 0}, deadline);
-      !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(
+      Send(s, {C10dQuery::kGetNumKeys, {}, {}, 0}, deadline));
   absl::StatusOr<int64_t> n = ReadI64(s, deadline);
   if (!n.ok()) return n.status();
   Return(std::move(s));
@@ -364,7 +344,7 @@ absl::StatusOr<int64_t> C10dStoreClient::NumKeys() {
 
 absl::StatusOr<std::vector<std::string>> C10dStoreClient::MultiGet(
     absl::Span<const std::string> keys, absl::Duration timeout) {
-  if (absl::Status st = ValidateKeys(keys); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   DEVMESH_C10D_BORROW(s);
   (void)deadline;
   absl::Status waited = WaitOn(s, keys, timeout);
@@ -394,12 +374,12 @@ absl::StatusOr<std::vector<std::string>> C10dStoreClient::MultiGet(
 
 absl::Status C10dStoreClient::MultiSet(absl::Span<const std::string> keys,
                                        absl::Span<const std::string> values) {
-  if (absl::Status st = ValidateMultiSet(keys, values); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(ValidateMultiSet(keys, values));
   DEVMESH_C10D_BORROW(s);
   const std::vector<std::string> slashed = SlashedAll(keys);
   C10dRequest r{C10dQuery::kMultiSet, Views(slashed), {}, 0};
   r.values.assign(values.begin(), values.end());
-  if (absl::Status st = SendSynced(s, r, deadline); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(SendSynced(s, r, deadline));
   Return(std::move(s));
   return absl::OkStatus();
 }

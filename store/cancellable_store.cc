@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -34,7 +35,7 @@ auto Sliced(absl::Duration timeout, absl::Duration slice,
             const CancellableStore::CancelCheck& cancel, Call call)
     -> decltype(call(absl::ZeroDuration())) {
   if (cancel) {
-    if (absl::Status c = cancel(); !c.ok()) return c;
+    DEVMESH_RETURN_IF_ERROR(cancel());
   }
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
@@ -55,7 +56,7 @@ auto Sliced(absl::Duration timeout, absl::Duration slice,
     }
     if (now - start < wait / 2) return result;
     if (cancel) {
-      if (absl::Status c = cancel(); !c.ok()) return c;
+      DEVMESH_RETURN_IF_ERROR(cancel());
     }
   }
 }

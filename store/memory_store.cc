@@ -4,14 +4,15 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 #include "store/store_limits.h"
 
 namespace devmesh {
 
 absl::Status InMemoryStore::Set(absl::string_view key,
                                 absl::string_view value) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
-  if (absl::Status s = ValidateValue(value); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(value));
   std::unique_lock<std::mutex> lock(mu_);
   table_.Set(key, value);
   changed_.notify_all();
@@ -45,16 +46,16 @@ absl::Status InMemoryStore::AwaitKeys(std::unique_lock<std::mutex>& lock,
 
 absl::StatusOr<std::string> InMemoryStore::Get(absl::string_view key,
                                                absl::Duration timeout) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   std::string k(key);
   std::unique_lock<std::mutex> lock(mu_);
-  if (absl::Status s = AwaitKeys(lock, {k}, timeout); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(AwaitKeys(lock, {k}, timeout));
   return *table_.Find(key);
 }
 
 absl::StatusOr<int64_t> InMemoryStore::Add(absl::string_view key,
                                            int64_t delta) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   std::unique_lock<std::mutex> lock(mu_);
   absl::StatusOr<int64_t> sum = table_.Add(key, delta);
   changed_.notify_all();
@@ -64,9 +65,9 @@ absl::StatusOr<int64_t> InMemoryStore::Add(absl::string_view key,
 absl::StatusOr<std::string> InMemoryStore::CompareSet(
     absl::string_view key, absl::string_view expected,
     absl::string_view desired) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
-  if (absl::Status s = ValidateValue(expected); !s.ok()) return s;
-  if (absl::Status s = ValidateValue(desired); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(expected));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(desired));
   std::unique_lock<std::mutex> lock(mu_);
   bool created = false;
   std::string result = table_.CompareSet(key, expected, desired, &created);
@@ -76,13 +77,13 @@ absl::StatusOr<std::string> InMemoryStore::CompareSet(
 
 absl::Status InMemoryStore::Wait(absl::Span<const std::string> keys,
                                  absl::Duration timeout) {
-  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   std::unique_lock<std::mutex> lock(mu_);
   return AwaitKeys(lock, keys, timeout);
 }
 
 absl::StatusOr<bool> InMemoryStore::Check(absl::Span<const std::string> keys) {
-  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   std::unique_lock<std::mutex> lock(mu_);
   for (const std::string& key : keys) {
     if (!table_.Contains(key)) return false;
@@ -91,7 +92,7 @@ absl::StatusOr<bool> InMemoryStore::Check(absl::Span<const std::string> keys) {
 }
 
 absl::StatusOr<bool> InMemoryStore::DeleteKey(absl::string_view key) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   std::unique_lock<std::mutex> lock(mu_);
   return table_.Delete(key);
 }
@@ -103,9 +104,9 @@ absl::StatusOr<int64_t> InMemoryStore::NumKeys() {
 
 absl::StatusOr<std::vector<std::string>> InMemoryStore::MultiGet(
     absl::Span<const std::string> keys, absl::Duration timeout) {
-  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   std::unique_lock<std::mutex> lock(mu_);
-  if (absl::Status s = AwaitKeys(lock, keys, timeout); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(AwaitKeys(lock, keys, timeout));
   std::vector<std::string> values;
   values.reserve(keys.size());
   for (const std::string& key : keys) values.push_back(*table_.Find(key));
@@ -114,7 +115,7 @@ absl::StatusOr<std::vector<std::string>> InMemoryStore::MultiGet(
 
 absl::Status InMemoryStore::MultiSet(absl::Span<const std::string> keys,
                                      absl::Span<const std::string> values) {
-  if (absl::Status s = ValidateMultiSet(keys, values); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateMultiSet(keys, values));
   std::unique_lock<std::mutex> lock(mu_);
   for (size_t i = 0; i < keys.size(); ++i) table_.Set(keys[i], values[i]);
   changed_.notify_all();

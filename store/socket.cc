@@ -1,11 +1,11 @@
 #include "store/socket.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -260,7 +261,7 @@ absl::Status Socket::SendAll(absl::string_view data, absl::Time deadline) {
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (absl::Status s = PollFor(POLLOUT, deadline); !s.ok()) return s;
+      DEVMESH_RETURN_IF_ERROR(PollFor(POLLOUT, deadline));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -281,7 +282,7 @@ absl::Status Socket::RecvAll(char* buf, size_t n, absl::Time deadline) {
       return absl::UnavailableError("store connection closed by the server");
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (absl::Status s = PollFor(POLLIN, deadline); !s.ok()) return s;
+      DEVMESH_RETURN_IF_ERROR(PollFor(POLLIN, deadline));
       continue;
     }
     if (errno == EINTR) continue;

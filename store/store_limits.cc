@@ -2,6 +2,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -31,7 +32,7 @@ absl::Status ValidateKeys(absl::Span<const std::string> keys) {
                      " keys; the limit is ", kMaxKeysPerCall));
   }
   for (const std::string& key : keys) {
-    if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   }
   return absl::OkStatus();
 }
@@ -43,9 +44,9 @@ absl::Status ValidateMultiSet(absl::Span<const std::string> keys,
         absl::StrCat("MultiSet got ", keys.size(), " keys but ", values.size(),
                      " values"));
   }
-  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   for (const std::string& value : values) {
-    if (absl::Status s = ValidateValue(value); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(ValidateValue(value));
   }
   return absl::OkStatus();
 }

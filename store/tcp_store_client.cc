@@ -5,6 +5,7 @@
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 #include "store/store_limits.h"
 
 namespace devmesh {
@@ -16,16 +17,14 @@ constexpr absl::Duration kWaitSlack = absl::Seconds(5);
 
 absl::StatusOr<std::string> ReadFrame(Socket& s, absl::Time deadline) {
   char header[4];
-  if (absl::Status st = s.RecvAll(header, 4, deadline); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(s.RecvAll(header, 4, deadline));
   const uint32_t len = absl::little_endian::Load32(header);
   if (len > kMaxFrameBytes) {
     return absl::InternalError(
         absl::StrCat("store server sent a frame of ", len, " bytes"));
   }
   std::string payload(len, '\0');
-  if (absl::Status st = s.RecvAll(payload.data(), len, deadline); !st.ok()) {
-    return st;
-  }
+  DEVMESH_RETURN_IF_ERROR(s.RecvAll(payload.data(), len, deadline));
   return payload;
 }
 
@@ -145,7 +144,7 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const Request& request,
     s = std::move(*opened);
   }
   const absl::Time deadline = call_deadline();
-  if (absl::Status st = s.SendAll(frame, deadline); !st.ok()) return st;
+  DEVMESH_RETURN_IF_ERROR(s.SendAll(frame, deadline));
   absl::StatusOr<std::string> reply = ReadFrame(s, deadline);
   if (!reply.ok()) return reply.status();  // the connection is dropped
   {
@@ -157,14 +156,14 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const Request& request,
 
 absl::Status TcpStoreClient::Set(absl::string_view key,
                                  absl::string_view value) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
-  if (absl::Status s = ValidateValue(value); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(value));
   return Call({Op::kSet, {key}, {value}, 0}, absl::ZeroDuration()).status();
 }
 
 absl::StatusOr<std::string> TcpStoreClient::Get(absl::string_view key,
                                                 absl::Duration timeout) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   absl::StatusOr<std::string> r =
       Call({Op::kGet, {key}, {}, TimeoutMs(timeout)}, timeout);
   if (!r.ok()) return r.status();
@@ -176,7 +175,7 @@ absl::StatusOr<std::string> TcpStoreClient::Get(absl::string_view key,
 
 absl::StatusOr<int64_t> TcpStoreClient::Add(absl::string_view key,
                                             int64_t delta) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   absl::StatusOr<std::string> r =
       Call({Op::kAdd, {key}, {}, delta}, absl::ZeroDuration());
   if (!r.ok()) return r.status();
@@ -189,9 +188,9 @@ absl::StatusOr<int64_t> TcpStoreClient::Add(absl::string_view key,
 absl::StatusOr<std::string> TcpStoreClient::CompareSet(
     absl::string_view key, absl::string_view expected,
     absl::string_view desired) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
-  if (absl::Status s = ValidateValue(expected); !s.ok()) return s;
-  if (absl::Status s = ValidateValue(desired); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(expected));
+  DEVMESH_RETURN_IF_ERROR(ValidateValue(desired));
   absl::StatusOr<std::string> r = Call(
       {Op::kCompareSet, {key}, {expected, desired}, 0}, absl::ZeroDuration());
   if (!r.ok()) return r.status();
@@ -203,13 +202,13 @@ absl::StatusOr<std::string> TcpStoreClient::CompareSet(
 
 absl::Status TcpStoreClient::Wait(absl::Span<const std::string> keys,
                                   absl::Duration timeout) {
-  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   return Call({Op::kWait, Views(keys), {}, TimeoutMs(timeout)}, timeout)
       .status();
 }
 
 absl::StatusOr<bool> TcpStoreClient::Check(absl::Span<const std::string> keys) {
-  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   absl::StatusOr<std::string> r =
       Call({Op::kCheck, Views(keys), {}, 0}, absl::ZeroDuration());
   if (!r.ok()) return r.status();
@@ -220,7 +219,7 @@ absl::StatusOr<bool> TcpStoreClient::Check(absl::Span<const std::string> keys) {
 }
 
 absl::StatusOr<bool> TcpStoreClient::DeleteKey(absl::string_view key) {
-  if (absl::Status s = ValidateKey(key); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   absl::StatusOr<std::string> r =
       Call({Op::kDeleteKey, {key}, {}, 0}, absl::ZeroDuration());
   if (!r.ok()) return r.status();
@@ -242,7 +241,7 @@ absl::StatusOr<int64_t> TcpStoreClient::NumKeys() {
 
 absl::StatusOr<std::vector<std::string>> TcpStoreClient::MultiGet(
     absl::Span<const std::string> keys, absl::Duration timeout) {
-  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
   absl::StatusOr<std::string> r =
       Call({Op::kMultiGet, Views(keys), {}, TimeoutMs(timeout)}, timeout);
   if (!r.ok()) return r.status();
@@ -261,7 +260,7 @@ absl::StatusOr<std::vector<std::string>> TcpStoreClient::MultiGet(
 
 absl::Status TcpStoreClient::MultiSet(absl::Span<const std::string> keys,
                                       absl::Span<const std::string> values) {
-  if (absl::Status s = ValidateMultiSet(keys, values); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ValidateMultiSet(keys, values));
   return Call({Op::kMultiSet, Views(keys), Views(values), 0},
               absl::ZeroDuration())
       .status();

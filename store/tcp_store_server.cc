@@ -1,9 +1,8 @@
 #include "store/tcp_store_server.h"
 
-#include <atomic>
-
 #include <uv.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -12,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 #include "store/c10d_session.h"
 #include "store/c10d_wire_format.h"
 #include "store/socket.h"
@@ -432,7 +432,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::StartOnFd(
   absl::StatusOr<int> port = listener.LocalPort();
   if (!port.ok()) return port.status();
   auto impl = std::make_unique<Impl>(options);
-  if (absl::Status s = impl->Init(std::move(listener)); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(impl->Init(std::move(listener)));
   return std::unique_ptr<TcpStoreServer>(
       new TcpStoreServer(std::move(impl), *port));
 }

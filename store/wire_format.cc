@@ -4,6 +4,7 @@
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 #include "store/store_limits.h"
 
 namespace devmesh {
@@ -151,7 +152,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
     if (HasKeyField(r.op)) {
       absl::string_view key;
       if (!in.Bytes(&key)) return Truncated(r.op, "key");
-      if (absl::Status s = CheckKey(key); !s.ok()) return s;
+      DEVMESH_RETURN_IF_ERROR(CheckKey(key));
       r.keys.push_back(key);
     }
     if (HasKeyList(r.op)) {
@@ -168,7 +169,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
       for (uint32_t i = 0; i < n; ++i) {
         absl::string_view key;
         if (!in.Bytes(&key)) return Truncated(r.op, "keys");
-        if (absl::Status s = CheckKey(key); !s.ok()) return s;
+        DEVMESH_RETURN_IF_ERROR(CheckKey(key));
         r.keys.push_back(key);
       }
     }
@@ -180,7 +181,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
     for (size_t i = 0; i < num_values; ++i) {
       absl::string_view value;
       if (!in.Bytes(&value)) return Truncated(r.op, "value");
-      if (absl::Status s = ValidateValue(value); !s.ok()) return s;
+      DEVMESH_RETURN_IF_ERROR(ValidateValue(value));
       r.values.push_back(value);
     }
     if (HasNumber(r.op)) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/reduce_functions.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace algorithms {
@@ -74,23 +75,18 @@ absl::Status RecursiveDoubling(PointToPoint& p2p, Workspace& ws, char* data,
   int p2 = 1;
   while (p2 * 2 <= n) p2 *= 2;
   if (r >= p2) {
-    if (absl::Status s = SendOnly(p2p, r - p2, data, bytes); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(SendOnly(p2p, r - p2, data, bytes));
     return RecvOnly(p2p, r - p2, data, bytes);
   }
   char* tmp = static_cast<char*>(ws.Get(bytes));
   const bool folds = r + p2 < n;
   if (folds) {
-    if (absl::Status s = RecvOnly(p2p, r + p2, tmp, bytes); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(RecvOnly(p2p, r + p2, tmp, bytes));
     reduce(data, data, tmp, count);
   }
   for (int mask = 1; mask < p2; mask <<= 1) {
     const int peer = r ^ mask;
-    if (absl::Status s = SendRecv(p2p, peer, data, bytes, peer, tmp, bytes);
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(SendRecv(p2p, peer, data, bytes, peer, tmp, bytes));
     if (peer < r) {
       reduce(data, tmp, data, count);
     } else {
@@ -119,27 +115,20 @@ absl::Status RingAllReduce(PointToPoint& p2p, Workspace& ws, char* data,
     const int out = Mod(r - s, n);
     const int in = Mod(r - s - 1, n);
     char* in_data = data + chunks.Start(in) * elem_size;
-    if (absl::Status st = SendRecv(
-            p2p, next, data + chunks.Start(out) * elem_size,
-            chunks.Count(out) * elem_size, prev, tmp,
-            chunks.Count(in) * elem_size);
-        !st.ok()) {
-      return st;
-    }
+    DEVMESH_RETURN_IF_ERROR(SendRecv(p2p, next,
+                                     data + chunks.Start(out) * elem_size,
+                                     chunks.Count(out) * elem_size, prev, tmp,
+                                     chunks.Count(in) * elem_size));
     reduce(in_data, tmp, in_data, chunks.Count(in));
   }
   // Step s: pass on chunk r + 1 - s, receive chunk r - s in place.
   for (int s = 0; s < n - 1; ++s) {
     const int out = Mod(r + 1 - s, n);
     const int in = Mod(r - s, n);
-    if (absl::Status st = SendRecv(
-            p2p, next, data + chunks.Start(out) * elem_size,
-            chunks.Count(out) * elem_size, prev,
-            data + chunks.Start(in) * elem_size,
-            chunks.Count(in) * elem_size);
-        !st.ok()) {
-      return st;
-    }
+    DEVMESH_RETURN_IF_ERROR(SendRecv(
+        p2p, next, data + chunks.Start(out) * elem_size,
+        chunks.Count(out) * elem_size, prev,
+        data + chunks.Start(in) * elem_size, chunks.Count(in) * elem_size));
   }
   return absl::OkStatus();
 }
@@ -195,11 +184,8 @@ absl::Status AllGather(PointToPoint& p2p, Workspace& ws, const void* send,
   for (int s = 0; s < n - 1; ++s) {
     const int out = Mod(r - s, n);
     const int in = Mod(r - s - 1, n);
-    if (absl::Status st = SendRecv(p2p, next, data + out * bytes, bytes, prev,
-                                   data + in * bytes, bytes);
-        !st.ok()) {
-      return st;
-    }
+    DEVMESH_RETURN_IF_ERROR(SendRecv(p2p, next, data + out * bytes, bytes, prev,
+                                     data + in * bytes, bytes));
   }
   return absl::OkStatus();
 }
@@ -272,10 +258,7 @@ absl::Status Broadcast(PointToPoint& p2p, Workspace& ws, const void* send,
   if (v > 0) {
     int m = 1;
     while (m * 2 <= v) m *= 2;
-    if (absl::Status st = RecvOnly(p2p, Mod(v - m + root, n), recv, bytes);
-        !st.ok()) {
-      return st;
-    }
+    DEVMESH_RETURN_IF_ERROR(RecvOnly(p2p, Mod(v - m + root, n), recv, bytes));
     first = m * 2;
   }
   SendSpec sends[32];  // at most log2(INT_MAX) children
@@ -315,11 +298,8 @@ absl::Status AllToAll(PointToPoint& p2p, Workspace& ws, const void* send,
   for (int k = 1; k < n; ++k) {
     const int to = Mod(r + k, n);
     const int from = Mod(r - k, n);
-    if (absl::Status st = SendRecv(p2p, to, in + to * bytes, bytes, from,
-                                   out + from * bytes, bytes);
-        !st.ok()) {
-      return st;
-    }
+    DEVMESH_RETURN_IF_ERROR(SendRecv(p2p, to, in + to * bytes, bytes, from,
+                                     out + from * bytes, bytes));
   }
   return absl::OkStatus();
 }
@@ -330,11 +310,8 @@ absl::Status Barrier(PointToPoint& p2p) {
   const char token = 0;
   char sink = 0;
   for (int mask = 1; mask < n; mask <<= 1) {
-    if (absl::Status st = SendRecv(p2p, Mod(r + mask, n), &token, 0,
-                                   Mod(r - mask, n), &sink, 0);
-        !st.ok()) {
-      return st;
-    }
+    DEVMESH_RETURN_IF_ERROR(
+        SendRecv(p2p, Mod(r + mask, n), &token, 0, Mod(r - mask, n), &sink, 0));
   }
   return absl::OkStatus();
 }

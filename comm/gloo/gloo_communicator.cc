@@ -29,6 +29,7 @@
 #include "gloo/common/error.h"
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -198,7 +199,7 @@ absl::Status GlooCommunicator::CheckOpen(absl::string_view op) const {
 absl::Status GlooCommunicator::DoAllReduce(const void* send, void* recv,
                                            size_t count, DataType dtype,
                                            ReduceOp op) {
-  if (auto s = CheckOpen("allreduce"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("allreduce"));
   if (count == 0) return absl::OkStatus();
   const size_t elem = DataTypeSize(dtype);
   const size_t bytes = count * elem;
@@ -223,7 +224,7 @@ absl::Status GlooCommunicator::DoAllReduce(const void* send, void* recv,
       sync_->Run(in != nullptr ? in : recv, recv, count, dtype, op);
     });
   } else {
-    if (auto s = ConnectPending("allreduce", -1); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(ConnectPending("allreduce", -1));
     auto fn = reduce_internal::GetReduceFunction(dtype, op);
     status = Call(what, [&] {
       AllreduceBySize(context_, in, recv, count, elem, fn, timeout());
@@ -238,7 +239,7 @@ absl::Status GlooCommunicator::DoAllReduce(const void* send, void* recv,
 
 absl::Status GlooCommunicator::DoAllGather(const void* send, void* recv,
                                            size_t count, DataType dtype) {
-  if (auto s = CheckOpen("allgather"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("allgather"));
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   char* out = static_cast<char*>(recv);
@@ -254,7 +255,7 @@ absl::Status GlooCommunicator::DoAllGather(const void* send, void* recv,
     std::memmove(out, in, bytes);
     return absl::OkStatus();
   }
-  if (auto s = ConnectPending("allgather", -1); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ConnectPending("allgather", -1));
   return Call(Describe("allgather", dtype, count), [&] {
     ::gloo::AllgatherOptions opts(context_);
     opts.setInput<char>(const_cast<char*>(in), bytes);
@@ -267,13 +268,13 @@ absl::Status GlooCommunicator::DoAllGather(const void* send, void* recv,
 absl::Status GlooCommunicator::DoReduceScatter(const void* send, void* recv,
                                                size_t count, DataType dtype,
                                                ReduceOp op) {
-  if (auto s = CheckOpen("reduce_scatter"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("reduce_scatter"));
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
   std::vector<char> work(in, in + bytes * size_);
   auto fn = reduce_internal::GetReduceFunction(dtype, op);
-  if (auto s = ConnectPending("reduce_scatter", -1); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ConnectPending("reduce_scatter", -1));
   absl::Status status = Call(
       absl::StrCat(Describe("reduce_scatter", dtype, count), " ",
                    ReduceOpName(op)),
@@ -293,12 +294,12 @@ absl::Status GlooCommunicator::DoReduceScatter(const void* send, void* recv,
 absl::Status GlooCommunicator::DoBroadcast(const void* send, void* recv,
                                            size_t count, DataType dtype,
                                            int root) {
-  if (auto s = CheckOpen("broadcast"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("broadcast"));
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
   if (rank_ == root && send != recv) std::memmove(recv, send, bytes);
   if (size_ == 1) return absl::OkStatus();
-  if (auto s = ConnectPending("broadcast", -1); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ConnectPending("broadcast", -1));
   return Call(Describe("broadcast", dtype, count), [&] {
     ::gloo::BroadcastOptions opts(context_);
     opts.setOutput<char>(static_cast<char*>(recv), bytes);
@@ -310,7 +311,7 @@ absl::Status GlooCommunicator::DoBroadcast(const void* send, void* recv,
 
 absl::Status GlooCommunicator::DoAllToAll(const void* send, void* recv,
                                           size_t count, DataType dtype) {
-  if (auto s = CheckOpen("alltoall"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("alltoall"));
   if (count == 0) return absl::OkStatus();
   const size_t total = count * DataTypeSize(dtype) * size_;
   const char* in = static_cast<const char*>(send);
@@ -323,7 +324,7 @@ absl::Status GlooCommunicator::DoAllToAll(const void* send, void* recv,
     std::memmove(recv, in, total);
     return absl::OkStatus();
   }
-  if (auto s = ConnectPending("alltoall", -1); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ConnectPending("alltoall", -1));
   return Call(Describe("alltoall", dtype, count), [&] {
     ::gloo::AlltoallOptions opts(context_);
     opts.setInput<char>(const_cast<char*>(in), total);
@@ -358,10 +359,10 @@ static_assert(sizeof(P2PHeader) == 16, "one wire layout");
 
 absl::Status GlooCommunicator::DoSend(const void* buf, size_t count,
                                       DataType dtype, int peer) {
-  if (auto s = CheckOpen("send"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("send"));
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
-  if (auto s = ConnectPending("send", peer); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ConnectPending("send", peer));
   const P2PHeader header{kP2PMagic, static_cast<uint32_t>(dtype),
                          static_cast<uint64_t>(count)};
   const bool inline_data = bytes <= kInlineBytes;
@@ -388,10 +389,10 @@ absl::Status GlooCommunicator::DoSend(const void* buf, size_t count,
 
 absl::Status GlooCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
                                       int peer) {
-  if (auto s = CheckOpen("recv"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("recv"));
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * DataTypeSize(dtype);
-  if (auto s = ConnectPending("recv", peer); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ConnectPending("recv", peer));
   const std::string what =
       absl::StrCat(Describe("recv", dtype, count), " from ", peer);
   // One receive area per communicator (calls are one at a time).
@@ -406,7 +407,7 @@ absl::Status GlooCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
       }
     });
   };
-  if (auto s = receive(first.data(), first.size()); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(receive(first.data(), first.size()));
   P2PHeader header;
   std::memcpy(&header, first.data(), sizeof(header));
   const int global = global_ranks_[peer];
@@ -441,9 +442,8 @@ absl::Status GlooCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
       if (into == nullptr) {
         lost = "; its data could not be drained (out of memory) and the "
                "pair can no longer be used";
-      } else if (auto s = receive(into, their_bytes); !s.ok()) {
-        return s;
-      }
+      } else
+        DEVMESH_RETURN_IF_ERROR(receive(into, their_bytes));
     }
     return WithDisagreement(
         absl::InvalidArgumentError(absl::StrCat(
@@ -464,9 +464,9 @@ absl::Status GlooCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
 }
 
 absl::Status GlooCommunicator::DoBarrier() {
-  if (auto s = CheckOpen("barrier"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("barrier"));
   if (size_ == 1) return absl::OkStatus();
-  if (auto s = ConnectPending("barrier", -1); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ConnectPending("barrier", -1));
   return Call("gloo barrier", [&] {
     ::gloo::BarrierOptions opts(context_);
     opts.setTimeout(timeout());

@@ -2,8 +2,8 @@
 // Creation of Gloo groups: the world group and Split's children.
 #include <algorithm>
 #include <cstdlib>
-#include <string>
 #include <numeric>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -13,12 +13,13 @@
 #include "absl/strings/str_split.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/gloo/gloo_device.h"
-#include "comm/gloo/gloo_status.h"
 #include "comm/gloo/gloo_full_mesh.h"
+#include "comm/gloo/gloo_status.h"
 #include "comm/gloo/gloo_sync_allreduce.h"
 #include "comm/group_args.h"
 #include "comm/store_exchange.h"
 #include "config/settings.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -109,7 +110,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
 
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::DoSplit(
     int color, int key, const SplitOptions& split_options) {
-  if (auto s = CheckOpen("split"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("split"));
   // (color, key) of every rank through the store (comm/store_exchange.h):
   // a rank that never calls Split is then named on every peer, and every
   // peer gets the same DeadlineExceeded (a Gloo all-gather would close the

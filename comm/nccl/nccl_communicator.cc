@@ -8,6 +8,7 @@
 #include "comm/dtype.h"
 #include "comm/nccl/nccl_communicator_impl.h"
 #include "comm/nccl/nccl_status.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace nccl_internal {
@@ -100,7 +101,7 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result,
 absl::Status NcclCommunicator::DoAllReduce(const void* send, void* recv,
                                            size_t count, DataType dtype,
                                            ReduceOp op) {
-  if (auto s = CheckOpen("allreduce"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("allreduce"));
   return Finish(ncclAllReduce(send, recv, count, ToNccl(dtype), ToNccl(op),
                               comm_, stream_),
                 "ncclAllReduce");
@@ -108,7 +109,7 @@ absl::Status NcclCommunicator::DoAllReduce(const void* send, void* recv,
 
 absl::Status NcclCommunicator::DoAllGather(const void* send, void* recv,
                                            size_t count, DataType dtype) {
-  if (auto s = CheckOpen("allgather"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("allgather"));
   return Finish(
       ncclAllGather(send, recv, count, ToNccl(dtype), comm_, stream_),
       "ncclAllGather");
@@ -117,7 +118,7 @@ absl::Status NcclCommunicator::DoAllGather(const void* send, void* recv,
 absl::Status NcclCommunicator::DoReduceScatter(const void* send, void* recv,
                                                size_t count, DataType dtype,
                                                ReduceOp op) {
-  if (auto s = CheckOpen("reduce_scatter"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("reduce_scatter"));
   return Finish(ncclReduceScatter(send, recv, count, ToNccl(dtype), ToNccl(op),
                                   comm_, stream_),
                 "ncclReduceScatter");
@@ -127,7 +128,7 @@ absl::Status NcclCommunicator::DoBroadcast(const void* send, void* recv,
                                            size_t count, DataType dtype,
                                            int root) {
   const void* in = rank_ == root ? send : recv;
-  if (auto s = CheckOpen("broadcast"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("broadcast"));
   return Finish(ncclBroadcast(in, recv, count, ToNccl(dtype), root, comm_,
                               stream_),
                 "ncclBroadcast");
@@ -135,7 +136,7 @@ absl::Status NcclCommunicator::DoBroadcast(const void* send, void* recv,
 
 absl::Status NcclCommunicator::DoAllToAll(const void* send, void* recv,
                                           size_t count, DataType dtype) {
-  if (auto s = CheckOpen("alltoall"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("alltoall"));
   const size_t bytes = count * DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
@@ -144,11 +145,8 @@ absl::Status NcclCommunicator::DoAllToAll(const void* send, void* recv,
   void* staged = nullptr;
   if (send == recv && count > 0 && size_ > 1) {
     const size_t total = bytes * size_;
-    if (auto s = CudaStatus(cudaMallocAsync(&staged, total, stream_),
-                            "cudaMallocAsync (alltoall staging)");
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaMallocAsync(&staged, total, stream_),
+                                       "cudaMallocAsync (alltoall staging)"));
     if (auto s = CudaStatus(cudaMemcpyAsync(staged, send, total,
                                             cudaMemcpyDeviceToDevice, stream_),
                             "cudaMemcpyAsync (alltoall staging)");
@@ -167,11 +165,8 @@ absl::Status NcclCommunicator::DoAllToAll(const void* send, void* recv,
   }
   ncclResult_t end = ncclGroupEnd();
   if (staged != nullptr) {
-    if (auto s = CudaStatus(cudaFreeAsync(staged, stream_),
-                            "cudaFreeAsync (alltoall staging)");
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaFreeAsync(staged, stream_),
+                                       "cudaFreeAsync (alltoall staging)"));
   }
   return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (alltoall)");
 }
@@ -179,7 +174,7 @@ absl::Status NcclCommunicator::DoAllToAll(const void* send, void* recv,
 absl::Status NcclCommunicator::DoReduce(const void* send, void* recv,
                                         size_t count, DataType dtype,
                                         ReduceOp op, int root) {
-  if (auto s = CheckOpen("reduce"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("reduce"));
   return Finish(ncclReduce(send, recv, count, ToNccl(dtype), ToNccl(op), root,
                            comm_, stream_),
                 "ncclReduce");
@@ -188,7 +183,7 @@ absl::Status NcclCommunicator::DoReduce(const void* send, void* recv,
 absl::Status NcclCommunicator::DoGather(const void* send, void* recv,
                                         size_t count, DataType dtype,
                                         int root) {
-  if (auto s = CheckOpen("gather"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("gather"));
   const size_t bytes = count * DataTypeSize(dtype);
   char* out = static_cast<char*>(recv);
   ncclResult_t r = ncclGroupStart();
@@ -209,7 +204,7 @@ absl::Status NcclCommunicator::DoGather(const void* send, void* recv,
 absl::Status NcclCommunicator::DoScatter(const void* send, void* recv,
                                          size_t count, DataType dtype,
                                          int root) {
-  if (auto s = CheckOpen("scatter"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("scatter"));
   const size_t bytes = count * DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
   const bool in_place = rank_ == root && recv == in + root * bytes;
@@ -232,7 +227,7 @@ absl::Status NcclCommunicator::DoAllToAllV(
     absl::Span<const size_t> send_offsets, void* recv,
     absl::Span<const size_t> recv_counts,
     absl::Span<const size_t> recv_offsets, DataType dtype) {
-  if (auto s = CheckOpen("alltoallv"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("alltoallv"));
   const size_t width = DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
@@ -252,7 +247,7 @@ absl::Status NcclCommunicator::DoAllToAllV(
 }
 
 absl::Status NcclCommunicator::DoBatchSendRecv(absl::Span<const P2POp> ops) {
-  if (auto s = CheckOpen("batch_send_recv"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("batch_send_recv"));
   ncclResult_t r = ncclGroupStart();
   for (size_t i = 0; i < ops.size() && r == ncclSuccess; ++i) {
     const P2POp& op = ops[i];
@@ -268,14 +263,14 @@ absl::Status NcclCommunicator::DoBatchSendRecv(absl::Span<const P2POp> ops) {
 
 absl::Status NcclCommunicator::DoSend(const void* buf, size_t count,
                                       DataType dtype, int peer) {
-  if (auto s = CheckOpen("send"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("send"));
   return Finish(ncclSend(buf, count, ToNccl(dtype), peer, comm_, stream_),
                 "ncclSend");
 }
 
 absl::Status NcclCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
                                       int peer) {
-  if (auto s = CheckOpen("recv"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("recv"));
   return Finish(ncclRecv(buf, count, ToNccl(dtype), peer, comm_, stream_),
                 "ncclRecv");
 }
@@ -283,7 +278,7 @@ absl::Status NcclCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
 absl::Status NcclCommunicator::DoBarrier() {
   // NCCL has no barrier: an all-reduce of one int on the scratch buffer, then
   // a stream wait (whatever NcclOptions::synchronize says), bounded.
-  if (auto s = CheckOpen("barrier"); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen("barrier"));
   // Wait for the stream whatever synchronize says, but bounded: a plain
   // cudaStreamSynchronize would wait forever for a vanished peer.
   return Finish(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum,

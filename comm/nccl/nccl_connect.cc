@@ -12,10 +12,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "comm/group_args.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/nccl/nccl_communicator_impl.h"
-#include "comm/group_args.h"
 #include "comm/nccl/nccl_status.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -118,25 +119,21 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     int local_rank = 0;
     if (local != nullptr && absl::SimpleAtoi(local, &local_rank)) {
       device = local_rank % *count;
-    } else if (auto s = CudaStatus(cudaGetDevice(&device), "cudaGetDevice");
-               !s.ok()) {
-      return s;
-    }
+    } else
+      DEVMESH_RETURN_IF_ERROR(
+          CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
   }
   if (device >= *count) {
     return absl::InvalidArgumentError(absl::StrCat(
         "nccl: cuda_device ", device, " but only ", *count, " visible"));
   }
-  if (auto s = CudaStatus(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
   const absl::Time deadline = absl::Now() + options.timeout;
   ncclUniqueId id;
   const std::string key = "nccl/unique_id";
   if (rank == 0) {
-    if (auto s = NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(
+        NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));
     absl::Status s = store->Set(
         key, absl::string_view(reinterpret_cast<const char*>(&id), sizeof(id)));
     if (!s.ok()) return s;
@@ -157,12 +154,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     if (comm != nullptr) ncclCommAbort(comm);
     return NcclStatus(r, "ncclCommInitRankConfig");
   }
-  if (auto s = nccl_internal::WaitForComm(comm, deadline,
-                                          "ncclCommInitRankConfig",
-                                          options.creation_cancel);
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(nccl_internal::WaitForComm(
+      comm, deadline, "ncclCommInitRankConfig", options.creation_cancel));
   auto wrapped = nccl_internal::NcclCommunicator::Wrap(
       comm, device, std::move(global_ranks), options);
   if (!wrapped.ok()) return wrapped.status();
@@ -180,29 +173,21 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Wrap(
   self->global_ranks_ = std::move(global_ranks);
   self->options_ = options;
   self->options_.global_ranks.clear();
-  if (auto s = NcclStatus(ncclCommUserRank(comm, &self->rank_),
-                          "ncclCommUserRank", comm);
-      !s.ok())
-    return s;
-  if (auto s = NcclStatus(ncclCommCount(comm, &self->size_), "ncclCommCount",
-                          comm);
-      !s.ok())
-    return s;
+  DEVMESH_RETURN_IF_ERROR(NcclStatus(ncclCommUserRank(comm, &self->rank_),
+                                     "ncclCommUserRank", comm));
+  DEVMESH_RETURN_IF_ERROR(
+      NcclStatus(ncclCommCount(comm, &self->size_), "ncclCommCount", comm));
   if (options.nccl.stream != nullptr) {
     self->stream_ = static_cast<cudaStream_t>(options.nccl.stream);
   } else {
-    if (auto s = CudaStatus(
-            cudaStreamCreateWithFlags(&self->stream_, cudaStreamNonBlocking),
-            "cudaStreamCreateWithFlags");
-        !s.ok())
-      return s;
+    DEVMESH_RETURN_IF_ERROR(CudaStatus(
+        cudaStreamCreateWithFlags(&self->stream_, cudaStreamNonBlocking),
+        "cudaStreamCreateWithFlags"));
     self->owns_stream_ = true;
   }
-  if (auto s = CudaStatus(
-          cudaMalloc(&self->scratch_, 2 * sizeof(int32_t) * self->size_),
-          "cudaMalloc(scratch)");
-      !s.ok())
-    return s;
+  DEVMESH_RETURN_IF_ERROR(
+      CudaStatus(cudaMalloc(&self->scratch_, 2 * sizeof(int32_t) * self->size_),
+                 "cudaMalloc(scratch)"));
   return self;
 }
 
@@ -255,20 +240,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
   std::vector<int32_t> all(2 * static_cast<size_t>(size_));
   int32_t mine[2] = {color, key};
   int32_t* dev = static_cast<int32_t*>(scratch_);
-  if (auto s = CudaStatus(cudaMemcpy(dev + 2 * rank_, mine, sizeof(mine),
-                                     cudaMemcpyHostToDevice),
-                          "cudaMemcpy");
-      !s.ok())
-    return s;
-  if (auto s = AllGather(dev + 2 * rank_, dev, 2, DataType::kInt32); !s.ok()) {
-    return s;
-  }
-  if (auto s = CudaStatus(cudaMemcpy(all.data(), dev,
-                                     all.size() * sizeof(int32_t),
-                                     cudaMemcpyDeviceToHost),
-                          "cudaMemcpy");
-      !s.ok())
-    return s;
+  DEVMESH_RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy(dev + 2 * rank_, mine, sizeof(mine), cudaMemcpyHostToDevice),
+      "cudaMemcpy"));
+  DEVMESH_RETURN_IF_ERROR(AllGather(dev + 2 * rank_, dev, 2, DataType::kInt32));
+  DEVMESH_RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpy(all.data(), dev, all.size() * sizeof(int32_t),
+                            cudaMemcpyDeviceToHost),
+                 "cudaMemcpy"));
   ncclConfig_t config = MakeConfig(child_options.nccl);
   ncclComm_t child = nullptr;
   ncclResult_t r = ncclCommSplit(comm_, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color,
@@ -284,11 +263,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
     return s;
   }
   if (color == kNoColor || child == nullptr) return std::unique_ptr<Communicator>();
-  if (auto s = WaitForComm(child, deadline, "ncclCommSplit",
-                           child_options.creation_cancel);
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(WaitForComm(child, deadline, "ncclCommSplit",
+                                      child_options.creation_cancel));
   std::vector<std::pair<int32_t, int>> members;
   for (int p = 0; p < size_; ++p) {
     if (all[2 * p] == color) members.emplace_back(all[2 * p + 1], p);

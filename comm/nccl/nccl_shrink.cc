@@ -14,6 +14,7 @@
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/nccl/nccl_communicator_impl.h"
 #include "comm/nccl/nccl_status.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -66,9 +67,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Shrink(
     return absl::FailedPreconditionError(
         "nccl shrink: communicator was aborted");
   }
-  if (auto s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
   // Released with ncclCommAbort, never ncclCommFinalize/Destroy, once a
   // shrink that aborts in-flight work was started (pytorch/pytorch#194679).
   auto release_parent = [&] {

@@ -9,6 +9,7 @@
 #include "comm/shm/shm_copy.h"
 #include "comm/shm/shm_single_copy.h"
 #include "config/settings.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -64,7 +65,7 @@ absl::Status ShmAllReduceOneShot(ShmGroup g, const char* send, char* recv,
     const size_t c = std::min(chunk, count - off);
     const int p = g.sync->NextRoundParity();
     CopyBytes(seg.slot(p, me), send + off * elem, c * elem);
-    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(g.sync->Step(what));
     // Every member reads its own contribution from its slot too: recv may
     // alias send, and the chain writes recv as it goes.
     ReduceInOrder(recv + off * elem, n, c, reduce,
@@ -92,7 +93,7 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
     // The others reduce every part but this member's own: copy only those.
     CopyBytes(mine, in, lo * elem);
     CopyBytes(mine + hi * elem, in + hi * elem, (c - hi) * elem);
-    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(g.sync->Step(what));
     if (hi > lo) {
       // Reduce part `me` into this member's own slot (never written by the
       // copy above), reading its own input directly; then publish it.
@@ -102,7 +103,7 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
             return j == me ? in + lo * elem : seg.slot(p, j) + lo * elem;
           });
     }
-    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(g.sync->Step(what));
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       const size_t jlo = PartStart(c, elem, j, n);
@@ -145,7 +146,7 @@ absl::Status ShmAllGather(ShmGroup g, const char* send, char* recv,
     const size_t c = std::min(chunk, bytes - off);
     const int p = g.sync->NextRoundParity();
     CopyBytes(seg.slot(p, me), send + off, c);
-    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(g.sync->Step(what));
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       CopyBytes(recv + static_cast<size_t>(j) * bytes + off, seg.slot(p, j),
@@ -175,7 +176,7 @@ absl::Status ShmReduceScatter(ShmGroup g, const char* send, char* recv,
                 send + (static_cast<size_t>(j) * count + off) * elem,
                 q * elem);
     }
-    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(g.sync->Step(what));
     const char* own = send + (static_cast<size_t>(me) * count + off) * elem;
     ReduceInOrderAndCopy(mine + me * piece * elem, recv + off * elem, n, q,
                          elem, reduce, [&](int j) -> const char* {
@@ -195,7 +196,7 @@ absl::Status ShmBroadcast(ShmGroup g, const char* send, char* recv,
     const size_t c = std::min(chunk, bytes - off);
     const int p = g.sync->NextRoundParity();
     if (me == root) CopyBytes(seg.slot(p, root), send + off, c);
-    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(g.sync->Step(what));
     if (me != root) CopyBytes(recv + off, seg.slot(p, root), c);
   }
   if (me == root && send != recv) std::memmove(recv, send, bytes);
@@ -221,7 +222,7 @@ absl::Status ShmAllToAll(ShmGroup g, const char* send, char* recv,
       CopyBytes(mine + j * piece, send + static_cast<size_t>(j) * bytes + off,
                 q);
     }
-    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(g.sync->Step(what));
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       CopyBytes(recv + static_cast<size_t>(j) * bytes + off,
@@ -257,7 +258,7 @@ absl::Status ShmAllToAllV(ShmGroup g, const char* send,
       const size_t q = j == me ? 0 : part(send_bytes[j], off);
       if (q > 0) CopyBytes(mine + j * piece, send + send_offsets[j] + off, q);
     }
-    if (absl::Status s = g.sync->Step(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(g.sync->Step(what));
     for (int j = 0; j < n; ++j) {
       const size_t q = j == me ? 0 : part(recv_bytes[j], off);
       if (q > 0) {

@@ -14,6 +14,7 @@
 #include "comm/shm/shm_algorithms.h"
 #include "comm/shm/shm_setup.h"
 #include "comm/store_exchange.h"
+#include "status/status_macros.h"
 #include "store/prefix_store.h"
 
 namespace devmesh {
@@ -158,7 +159,7 @@ absl::Status ShmCommunicator::CheckOpen(shm_internal::OpName what) const {
 }
 
 absl::Status ShmCommunicator::BeginCall(shm_internal::OpName what) {
-  if (auto s = CheckOpen(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen(what));
   if (sync_ != nullptr) sync_->BeginCall(current_call());
   return absl::OkStatus();
 }
@@ -176,7 +177,7 @@ absl::Status ShmCommunicator::DoAllReduce(const void* send, void* recv,
     return absl::StrCat(Describe("allreduce", dtype, count), " ",
                         ReduceOpName(op));
   };
-  if (auto s = BeginCall(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(BeginCall(what));
   if (count == 0) return EmptyCall(what);
   const size_t elem = DataTypeSize(dtype);
   const size_t bytes = count * elem;
@@ -202,7 +203,7 @@ absl::Status ShmCommunicator::DoAllReduce(const void* send, void* recv,
 absl::Status ShmCommunicator::DoAllGather(const void* send, void* recv,
                                           size_t count, DataType dtype) {
   auto what = [&] { return Describe("allgather", dtype, count); };
-  if (auto s = BeginCall(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(BeginCall(what));
   if (count == 0) return EmptyCall(what);
   const size_t bytes = count * DataTypeSize(dtype);
   char* out = static_cast<char*>(recv);
@@ -230,7 +231,7 @@ absl::Status ShmCommunicator::DoReduceScatter(const void* send, void* recv,
     return absl::StrCat(Describe("reducescatter", dtype, count), " ",
                         ReduceOpName(op));
   };
-  if (auto s = BeginCall(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(BeginCall(what));
   if (count == 0) return EmptyCall(what);
   const size_t elem = DataTypeSize(dtype);
   const size_t bytes = count * elem;
@@ -264,7 +265,7 @@ absl::Status ShmCommunicator::DoBroadcast(const void* send, void* recv,
   auto what = [&] {
     return absl::StrCat(Describe("broadcast", dtype, count), " root ", root);
   };
-  if (auto s = BeginCall(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(BeginCall(what));
   if (count == 0) return EmptyCall(what);
   const size_t bytes = count * DataTypeSize(dtype);
   if (sync_ == nullptr) {
@@ -280,7 +281,7 @@ absl::Status ShmCommunicator::DoBroadcast(const void* send, void* recv,
 absl::Status ShmCommunicator::DoAllToAll(const void* send, void* recv,
                                          size_t count, DataType dtype) {
   auto what = [&] { return Describe("alltoall", dtype, count); };
-  if (auto s = BeginCall(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(BeginCall(what));
   if (count == 0) return EmptyCall(what);
   const size_t bytes = count * DataTypeSize(dtype);
   const char* in = static_cast<const char*>(send);
@@ -306,11 +307,11 @@ absl::Status ShmCommunicator::DoAllToAllV(
   auto what = [&] {
     return absl::StrCat("shm alltoallv ", DataTypeName(dtype));
   };
-  if (auto s = CheckOpen(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckOpen(what));
   auto block = AgreeOnAllToAllV(send_counts, recv_counts, dtype);
   if (!block.ok()) return block.status();
   if (*block == 0) return absl::OkStatus();
-  if (auto s = BeginCall(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(BeginCall(what));
   const int n = size();
   const size_t width = DataTypeSize(dtype);
   std::vector<size_t> bytes(4 * static_cast<size_t>(n));
@@ -339,33 +340,27 @@ absl::Status ShmCommunicator::DoAllToAllV(
 
 absl::Status ShmCommunicator::DoSend(const void* buf, size_t count,
                                      DataType dtype, int peer) {
-  if (auto s = CheckOpen([] { return std::string("shm send"); }); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckOpen([] { return std::string("shm send"); }));
   if (group_ != nullptr) return group_->Send(buf, count, dtype, peer);
   return links_->Send(buf, count, dtype, peer);
 }
 
 absl::Status ShmCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
                                      int peer) {
-  if (auto s = CheckOpen([] { return std::string("shm recv"); }); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckOpen([] { return std::string("shm recv"); }));
   if (group_ != nullptr) return group_->Recv(buf, count, dtype, peer);
   return links_->Recv(buf, count, dtype, peer);
 }
 
 absl::Status ShmCommunicator::DoBarrier() {
   auto what = [] { return std::string("shm barrier"); };
-  if (auto s = BeginCall(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(BeginCall(what));
   return EmptyCall(what);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::DoSplit(
     int color, int key, const SplitOptions& options) {
-  if (auto s = CheckOpen([] { return std::string("shm split"); }); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckOpen([] { return std::string("shm split"); }));
   if (group_ == nullptr) return SplitOverStore(color, key, options);
   auto child = group_->Split(color, key, options);
   if (!child.ok() || *child == nullptr) return child;

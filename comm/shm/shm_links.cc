@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/gloo/gloo_communicator.h"
+#include "status/status_macros.h"
 #include "store/cancellable_store.h"
 #include "store/prefix_store.h"
 
@@ -37,7 +38,7 @@ ShmLinks::ShmLinks(std::shared_ptr<Store> store, std::string prefix, int rank,
       return absl::FailedPreconditionError("the shm group was aborted");
     }
     if (open) {
-      if (absl::Status s = open(); !s.ok()) return s;
+      DEVMESH_RETURN_IF_ERROR(open());
     }
     return outer ? outer() : absl::OkStatus();
   };

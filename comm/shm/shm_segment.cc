@@ -12,6 +12,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -57,7 +58,7 @@ size_t SegmentBytes(size_t size, size_t slot_bytes) {
 
 absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
     const std::string& name, size_t size, size_t slot_bytes, uint64_t nonce) {
-  if (absl::Status s = CheckShape(size, slot_bytes); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckShape(size, slot_bytes));
   const size_t bytes = SegmentBytes(size, slot_bytes);
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
@@ -116,7 +117,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
 
 absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(
     const std::string& name, size_t size, size_t slot_bytes, uint64_t nonce) {
-  if (absl::Status s = CheckShape(size, slot_bytes); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(CheckShape(size, slot_bytes));
   const size_t bytes = SegmentBytes(size, slot_bytes);
   const int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) {

@@ -28,6 +28,7 @@
 #include "comm/shm/shm_segment.h"
 #include "comm/store_exchange.h"
 #include "config/settings.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -267,7 +268,7 @@ class StoreSetupChannel final : public SetupChannel {
 
   absl::Status AllGather(const void* mine, void* all, size_t bytes) override {
     const int64_t step = step_++;
-    if (absl::Status s = Put(Key(step, rank_), mine, bytes); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(Put(Key(step, rank_), mine, bytes));
     char* out = static_cast<char*>(all);
     std::memcpy(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
     std::vector<std::string> keys;

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/shm/shm_algorithms.h"
 #include "comm/shm/shm_copy.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -102,7 +103,7 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
   // A: every member's addresses are published. Its number names this call
   // in the members' read results (the same on every member).
   const uint32_t call = sync.Arrive();
-  if (absl::Status s = sync.WaitAll(call, what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(sync.WaitAll(call, what));
 
   // A failed read stops this member's reads but not its steps: a peer's
   // buffer goes away when that peer leaves the call on an error of its own
@@ -160,7 +161,7 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
     }
   }
   // B: every part is reduced in its owner's recv.
-  if (absl::Status s = sync.Step(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(sync.Step(what));
 
   // All-gather: every other part straight from its owner's recv.
   for (int j = 0; j < n; ++j) {
@@ -181,7 +182,7 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
       read_error.ok() ? tag
                       : tag | kFailed | (unread_gone ? kGone : 0) |
                             static_cast<uint64_t>(unread);
-  if (absl::Status s = sync.Step(what); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(sync.Step(what));
   if (!read_error.ok()) {
     // Every member arrived: either the member read died right after its
     // last arrival, or this member's read failed on its own (a security

@@ -16,6 +16,7 @@
 #include "comm/shm/shm_exit_watch.h"
 #include "comm/shm/shm_futex.h"
 #include "config/settings.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -288,10 +289,10 @@ absl::Status ShmSync::WaitStep(uint32_t step, OpName what) {
   while (true) {
     const uint32_t bell = sync_->bell.load();
     if (Reached(step)) break;
-    if (absl::Status s = CheckOpen(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(CheckOpen(what));
     // A member that left (or was marked dead) before `bell` was read rang
     // the bell already: see it now rather than at the end of the slice.
-    if (absl::Status s = CheckMissing(step, what, false); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(CheckMissing(step, what, false));
     sync_->sleepers.fetch_add(1);
     if (!Reached(step) && sync_->aborted_by.load() == 0) {
       FutexWait(&sync_->bell, bell,
@@ -299,13 +300,11 @@ absl::Status ShmSync::WaitStep(uint32_t step, OpName what) {
     }
     sync_->sleepers.fetch_sub(1);
     if (Reached(step)) break;
-    if (absl::Status s = CheckOpen(what); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(CheckOpen(what));
     const absl::Time now = absl::Now();
     const bool slice_over = now >= next_check;
     if (slice_over) next_check = now + liveness_slice_;
-    if (absl::Status s = CheckMissing(step, what, slice_over); !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(CheckMissing(step, what, slice_over));
     if (now >= deadline) {
       if (Reached(step)) break;
       return absl::DeadlineExceededError(absl::StrCat(

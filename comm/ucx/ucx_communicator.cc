@@ -17,6 +17,7 @@
 #include "comm/store_exchange.h"
 #include "comm/ucx/ucx_group.h"
 #include "comm/ucx/ucx_worker.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -90,35 +91,35 @@ class UcxCommunicator final : public Communicator {
  protected:
   absl::Status DoAllReduce(const void* send, void* recv, size_t count,
                            DataType dtype, ReduceOp op) override {
-    if (absl::Status s = Start(); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(Start());
     return algorithms::AllReduce(*group_, workspace_, send, recv, count, dtype,
                                  op);
   }
   absl::Status DoAllGather(const void* send, void* recv, size_t count,
                            DataType dtype) override {
-    if (absl::Status s = Start(); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(Start());
     return algorithms::AllGather(*group_, workspace_, send, recv, count,
                                  dtype);
   }
   absl::Status DoReduceScatter(const void* send, void* recv, size_t count,
                                DataType dtype, ReduceOp op) override {
-    if (absl::Status s = Start(); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(Start());
     return algorithms::ReduceScatter(*group_, workspace_, send, recv, count,
                                      dtype, op);
   }
   absl::Status DoBroadcast(const void* send, void* recv, size_t count,
                            DataType dtype, int root) override {
-    if (absl::Status s = Start(); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(Start());
     return algorithms::Broadcast(*group_, workspace_, send, recv, count, dtype,
                                  root);
   }
   absl::Status DoAllToAll(const void* send, void* recv, size_t count,
                           DataType dtype) override {
-    if (absl::Status s = Start(); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(Start());
     return algorithms::AllToAll(*group_, workspace_, send, recv, count, dtype);
   }
   absl::Status DoBarrier() override {
-    if (absl::Status s = Start(); !s.ok()) return s;
+    DEVMESH_RETURN_IF_ERROR(Start());
     return algorithms::Barrier(*group_);
   }
   absl::Status DoSend(const void* buf, size_t count, DataType dtype,
@@ -151,10 +152,7 @@ class UcxCommunicator final : public Communicator {
     call.kind = kind;
     call.dtype = dtype;
     call.count = count;
-    if (absl::Status s = group_->Begin(Channel::kPointToPoint, call);
-        !s.ok()) {
-      return s;
-    }
+    DEVMESH_RETURN_IF_ERROR(group_->Begin(Channel::kPointToPoint, call));
     return group_->Exchange(sends, recvs);
   }
 
@@ -175,17 +173,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> UcxCommunicator::DoSplit(
   call.dtype = DataType::kInt64;
   call.count = 2;
   call.seq = split;
-  if (absl::Status s = group_->Begin(Channel::kSplit, call); !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(group_->Begin(Channel::kSplit, call));
   const int64_t mine[2] = {color, key};
   std::vector<int64_t> all(2 * size());
   algorithms::Workspace ws;
-  if (absl::Status s = algorithms::AllGather(*group_, ws, mine, all.data(), 2,
-                                             DataType::kInt64);
-      !s.ok()) {
-    return s;
-  }
+  DEVMESH_RETURN_IF_ERROR(algorithms::AllGather(*group_, ws, mine, all.data(),
+                                                2, DataType::kInt64));
   if (color == kNoColor) return std::unique_ptr<Communicator>();
   // The child's members: the parent ranks with this color, by (key, rank).
   std::vector<std::pair<int64_t, int>> order;
@@ -208,7 +201,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> UcxCommunicator::DoSplit(
   const int64_t c = color;
   h = Fnv1a(h, &c, sizeof(c));
   const uint32_t id = Fold(h);
-  if (absl::Status s = ClaimId(id); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ClaimId(id));
   child_options->global_ranks = globals;
   auto worker = UcxWorker::Process();
   if (!worker.ok()) return worker.status();
@@ -270,7 +263,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateUcxCommunicator(
     addresses.push_back(v.substr(sizeof(uint64_t)));
   }
   const uint32_t id = Fold(h);
-  if (absl::Status s = ClaimId(id); !s.ok()) return s;
+  DEVMESH_RETURN_IF_ERROR(ClaimId(id));
   CommOptions kept = options;
   kept.global_ranks = *globals;
   auto group = std::make_unique<UcxGroup>(*worker, id, rank,

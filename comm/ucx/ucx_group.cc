@@ -1,8 +1,8 @@
 // devmesh/comm/ucx/ucx_group.cc
 #include "comm/ucx/ucx_group.h"
 
-#include <sys/eventfd.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "comm/error_info.h"
 #include "comm/ucx/ucx_status.h"
 #include "comm/ucx/ucx_wire.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace ucx_internal {
@@ -201,7 +202,7 @@ absl::Status UcxGroup::Begin(Channel channel, const CallRecord& call) {
   channel_ = channel;
   call_ = call;
   deadline_ = absl::Now() + timeout_;
-  if (absl::Status b = broken(); !b.ok()) return b;
+  DEVMESH_RETURN_IF_ERROR(broken());
   if (aborted_.load()) {
     return Fail(absl::FailedPreconditionError(
         absl::StrCat(Context(), ": the communicator was aborted")));
@@ -212,7 +213,7 @@ absl::Status UcxGroup::Begin(Channel channel, const CallRecord& call) {
 
 absl::Status UcxGroup::Exchange(absl::Span<const algorithms::SendSpec> sends,
                                 absl::Span<const algorithms::RecvSpec> recvs) {
-  if (absl::Status b = broken(); !b.ok()) return b;
+  DEVMESH_RETURN_IF_ERROR(broken());
   std::vector<std::unique_ptr<Op>> ops;
   ops.reserve(sends.size() + recvs.size());
   const WireHeader header = ToWire(call_);
@@ -289,7 +290,7 @@ absl::Status UcxGroup::Exchange(absl::Span<const algorithms::SendSpec> sends,
       ops.push_back(std::move(op));
     }
   }
-  if (absl::Status w = Wait(ops); !w.ok()) return w;
+  DEVMESH_RETURN_IF_ERROR(Wait(ops));
   return CheckHeaders(ops);
 }
 
@@ -345,7 +346,7 @@ absl::Status UcxGroup::SlowPathCheck(
     return absl::FailedPreconditionError(
         absl::StrCat(Context(), ": the communicator was aborted"));
   }
-  if (absl::Status n = ReadNotices(); !n.ok()) return n;
+  DEVMESH_RETURN_IF_ERROR(ReadNotices());
   for (const auto& op : ops) {
     if (op->done.load(std::memory_order_acquire)) continue;
     Peer& peer = *peers_[op->peer];
@@ -353,7 +354,7 @@ absl::Status UcxGroup::SlowPathCheck(
     // connection's close ends it with an error that counts as done
     // (CheckHeaders); the deadline bounds it either way.
     if (op->is_send && peer.left) continue;
-    if (absl::Status p = PeerError(op->peer); !p.ok()) return p;
+    DEVMESH_RETURN_IF_ERROR(PeerError(op->peer));
   }
   if (absl::Now() >= deadline_) {
     std::vector<int> late_senders, late_receivers;

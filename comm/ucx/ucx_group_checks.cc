@@ -14,6 +14,7 @@
 #include "comm/ucx/ucx_group.h"
 #include "comm/ucx/ucx_status.h"
 #include "comm/ucx/ucx_wire.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace ucx_internal {
@@ -48,7 +49,7 @@ absl::Status UcxGroup::PeerError(int r) {
   // A member that left or stopped says so before its connection closes;
   // read that notice if it is here by now.
   worker_->Progress();
-  if (absl::Status n = ReadNotices(); !n.ok()) return n;
+  DEVMESH_RETURN_IF_ERROR(ReadNotices());
   if (!peer.stopped.ok()) return peer.stopped;
   const int global = global_ranks_[r];
   return WithPeer(
