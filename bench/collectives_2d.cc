@@ -36,6 +36,7 @@
 #include "bench/allreduce_table.h"
 #include "bench/batch_size.h"
 #include "bench/bench_flags.h"
+#include "bench/local_launch.h"
 #include "bench/device_buffer.h"
 #include "bench/run_stats.h"
 #include "bench/test_pattern.h"
@@ -355,20 +356,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   auto config = devmesh::ParseConfig();
   if (!config.ok()) return devmesh::Fail(config.status(), 2);
-  if (devmesh::HasRendezvousEnv()) return devmesh::RunRank(*config);
   int64_t size = 1;
   for (int64_t s : config->shape) size *= s;
-  if (size < 1 || size > 4096) {
-    return devmesh::Fail(absl::InvalidArgumentError(
-                             "--mesh_shape must have 1 to 4096 ranks"),
-                         2);
-  }
-  devmesh::LaunchOptions launch;
-  launch.nproc = static_cast<int>(size);
-  launch.cpu_bind = config->cpu_bind;
-  launch.argv = original;
-  launch.argv[0] = "/proc/self/exe";
-  auto code = devmesh::LaunchLocal(launch);
-  if (!code.ok()) return devmesh::Fail(code.status(), 1);
-  return *code;
+  return devmesh::RunRankOrLaunch("collectives_2d", original, size, config->cpu_bind,
+                                  [&] { return devmesh::RunRank(*config); });
 }

@@ -30,14 +30,6 @@ using testing::ForkRanks;
     if (!_s.ok()) return _s;    \
   } while (0)
 
-absl::StatusOr<std::unique_ptr<Communicator>> World(
-    const std::string& backend, int rank, int size,
-    std::shared_ptr<Store> store, absl::Duration timeout) {
-  CommOptions options;
-  options.timeout = timeout;
-  return CreateCommunicator(backend, std::move(store), rank, size, options);
-}
-
 absl::Status Expect(bool ok, const std::string& what) {
   return ok ? absl::OkStatus() : absl::InternalError(what);
 }
@@ -48,7 +40,7 @@ TEST_P(AsyncCollectivesTest, EveryKindInIssueOrderWithExactValues) {
   absl::Status status = ForkRanks(3, [backend = GetParam()](
                                          int rank, int size,
                                          std::shared_ptr<Store> store) {
-    auto made = World(backend, rank, size, store, absl::Seconds(60));
+    auto made = testing::WorldOf(backend, rank, size, store);
     if (!made.ok()) return made.status();
     Communicator& c = **made;
     const int right = (rank + 1) % size, left = (rank + size - 1) % size;
@@ -154,7 +146,7 @@ TEST_P(AsyncCollectivesTest, AbortEndsTheRunningAndTheQueuedCalls) {
   absl::Status status = ForkRanks(3, [backend = GetParam()](
                                          int rank, int size,
                                          std::shared_ptr<Store> store) {
-    auto made = World(backend, rank, size, store, absl::Seconds(60));
+    auto made = testing::WorldOf(backend, rank, size, store);
     if (!made.ok()) return made.status();
     Communicator& c = **made;
     RETURN_IF_ERROR_T(c.Barrier());  // every member connected
@@ -194,7 +186,7 @@ TEST_P(AsyncCollectivesTest, WorkOutlivesItsCommunicator) {
   absl::Status status = ForkRanks(3, [backend = GetParam(), through_view](
                                          int rank, int size,
                                          std::shared_ptr<Store> store) {
-    auto made = World(backend, rank, size, store, absl::Seconds(60));
+    auto made = testing::WorldOf(backend, rank, size, store);
     if (!made.ok()) return made.status();
     std::unique_ptr<Communicator> comm = *std::move(made);
     if (through_view) {

@@ -41,15 +41,7 @@ using testing::ReduceValues;
 absl::StatusOr<std::unique_ptr<Communicator>> World(
     const std::string& backend, int rank, int size,
     std::shared_ptr<Store> store) {
-  CommOptions options;
-  options.timeout = absl::Seconds(60);
-  auto comm =
-      CreateCommunicator(backend, std::move(store), rank, size, options);
-  if (comm.ok() && (*comm)->backend() != backend) {
-    return absl::InternalError(
-        absl::StrCat("asked for ", backend, ", got ", (*comm)->backend()));
-  }
-  return comm;
+  return testing::WorldOf(backend, rank, size, std::move(store));
 }
 
 absl::Status Expect(bool ok, const std::string& what) {

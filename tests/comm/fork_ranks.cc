@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bootstrap/testing/multiprocess.h"
+#include "comm/registry.h"
 
 namespace devmesh {
 namespace testing {
@@ -30,6 +31,20 @@ absl::Status ForkRanks(int nproc, const RankBody& body,
   }
   if (failures.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrJoin(failures, "; "));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> WorldOf(
+    const std::string& backend, int rank, int size,
+    std::shared_ptr<Store> store, absl::Duration timeout) {
+  CommOptions options;
+  options.timeout = timeout;
+  auto comm =
+      CreateCommunicator(backend, std::move(store), rank, size, options);
+  if (comm.ok() && (*comm)->backend() != backend) {
+    return absl::InternalError(
+        absl::StrCat("asked for ", backend, ", got ", (*comm)->backend()));
+  }
+  return comm;
 }
 
 }  // namespace testing

@@ -14,8 +14,11 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
 #include "absl/time/time.h"
 #include "store/store.h"
 
@@ -27,6 +30,12 @@ using RankBody =
 
 // OK when every rank's body returned OK; else the first failures, each
 // prefixed with "rank N: ".
+// Rank `rank` of a world communicator of `size` on `backend` over `store`,
+// with `timeout`; Internal when the registry made another backend.
+absl::StatusOr<std::unique_ptr<Communicator>> WorldOf(
+    const std::string& backend, int rank, int size,
+    std::shared_ptr<Store> store, absl::Duration timeout = absl::Seconds(60));
+
 absl::Status ForkRanks(int nproc, const RankBody& body,
                        absl::Duration timeout = absl::Seconds(120));
 
