@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -50,10 +51,9 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectDevmeshStore(
   client_options.token = token;
   client_options.connect_timeout = options.timeout;
   client_options.default_timeout = options.timeout;
-  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect(client_options);
-  if (!client.ok()) return client.status();
-  return std::shared_ptr<Store>(*std::move(client));
+  DEVMESH_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
+                           TcpStoreClient::Connect(client_options));
+  return std::shared_ptr<Store>(std::move(client));
 }
 
 }  // namespace
@@ -65,18 +65,16 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectAgentStore(
   c10d.port = info.store_port;
   c10d.connect_timeout = options.timeout;
   c10d.default_timeout = options.timeout;
-  absl::StatusOr<std::unique_ptr<C10dStoreClient>> client =
-      C10dStoreClient::Connect(c10d);
-  if (!client.ok()) return client.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::unique_ptr<C10dStoreClient> client,
+                           C10dStoreClient::Connect(c10d));
   return std::make_shared<PrefixStore>(
-      std::shared_ptr<Store>(*std::move(client)), info.store_namespace);
+      std::shared_ptr<Store>(std::move(client)), info.store_namespace);
 }
 
 absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnv(
     const BootstrapOptions& options) {
-  absl::StatusOr<RendezvousInfo> info = RendezvousInfoFromEnv();
-  if (!info.ok()) return info.status();
-  return Create(*info, options);
+  DEVMESH_ASSIGN_OR_RETURN(RendezvousInfo info, RendezvousInfoFromEnv());
+  return Create(info, options);
 }
 
 absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
@@ -109,17 +107,16 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
     server_options.port = info.store_port;
     server_options.token = token;
     const int handed = HandedListenFd(info.store_port);
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
-        handed >= 0 ? TcpStoreServer::StartOnFd(handed, server_options)
-                    : TcpStoreServer::Start(server_options);
-    if (!server.ok()) return server.status();
-    boot->server_ = std::move(*server);
+    DEVMESH_ASSIGN_OR_RETURN(
+        boot->server_, handed >= 0
+                           ? TcpStoreServer::StartOnFd(handed, server_options)
+                           : TcpStoreServer::Start(server_options));
   }
-  absl::StatusOr<std::shared_ptr<Store>> store =
-      info.use_agent_store ? ConnectAgentStore(info, options)
-                           : ConnectDevmeshStore(info, options, token);
-  if (!store.ok()) return store.status();
-  boot->store_ = *std::move(store);
+  DEVMESH_ASSIGN_OR_RETURN(std::shared_ptr<Store> store,
+                           info.use_agent_store
+                               ? ConnectAgentStore(info, options)
+                               : ConnectDevmeshStore(info, options, token));
+  boot->store_ = std::move(store);
   // The start barrier is the peer info exchange: it also checks that every
   // rank agrees on the world size and the store, and tells each rank where
   // the others run.
@@ -162,12 +159,10 @@ std::string GoneKey(int rank) {
 
 absl::Status CountAsLeft(Store& store, int rank, int world_size) {
   if (rank <= 0 || rank >= world_size) return absl::OkStatus();
-  absl::StatusOr<int64_t> first = store.Add(GoneKey(rank), 1);
-  if (!first.ok()) return first.status();
-  if (*first != 1) return absl::OkStatus();  // counted already
-  absl::StatusOr<int64_t> left = store.Add(kLeftKey, 1);
-  if (!left.ok()) return left.status();
-  if (*left == world_size - 1) return store.Set(kAllLeftKey, "1");
+  DEVMESH_ASSIGN_OR_RETURN(int64_t first, store.Add(GoneKey(rank), 1));
+  if (first != 1) return absl::OkStatus();  // counted already
+  DEVMESH_ASSIGN_OR_RETURN(int64_t left, store.Add(kLeftKey, 1));
+  if (left == world_size - 1) return store.Set(kAllLeftKey, "1");
   return absl::OkStatus();
 }
 

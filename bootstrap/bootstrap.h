@@ -22,10 +22,10 @@
 // every rank, rank 0 included, joins it with a TcpStoreClient (the token
 // applies), and rank 0 can die without taking the store with it.
 //
-//   auto boot = devmesh::Bootstrap::FromEnv();   // under torchrun / srun / mpirun
-//   if (!boot.ok()) return boot.status();
-//   (*boot)->store()->Set("hello", "world");
-//   (*boot)->Barrier("after-hello");
+//   // under torchrun / srun / mpirun
+//   DEVMESH_ASSIGN_OR_RETURN(auto boot, devmesh::Bootstrap::FromEnv());
+//   boot->store()->Set("hello", "world");
+//   boot->Barrier("after-hello");
 //
 // Lifetime: rank 0's Bootstrap owns the server. When a Bootstrap is destroyed
 // on a rank other than 0 it tells the store it has left; rank 0's destructor

@@ -180,13 +180,10 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
   // every interface when the port was given, as rank 0 would bind it).
   Socket listener;
   if (port == 0 || options.host_store) {
-    absl::StatusOr<Socket> bound =
-        Socket::Listen(port == 0 ? "127.0.0.1" : "", port);
-    if (!bound.ok()) return bound.status();
-    absl::StatusOr<int> picked = bound->LocalPort();
-    if (!picked.ok()) return picked.status();
-    port = *picked;
-    listener = *std::move(bound);
+    DEVMESH_ASSIGN_OR_RETURN(
+        Socket bound, Socket::Listen(port == 0 ? "127.0.0.1" : "", port));
+    DEVMESH_ASSIGN_OR_RETURN(port, bound.LocalPort());
+    listener = std::move(bound);
   }
   // A program that cannot run is one clear error, not one per rank.
   DEVMESH_RETURN_IF_ERROR(CheckExecutable(options.argv[0]));
@@ -194,10 +191,8 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
   if (options.host_store) {
     TcpStoreServerOptions server_options;
     server_options.token = StoreToken(options.env);
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started =
-        TcpStoreServer::StartOnFd(listener.Release(), server_options);
-    if (!started.ok()) return started.status();
-    store = *std::move(started);
+    DEVMESH_ASSIGN_OR_RETURN(
+        store, TcpStoreServer::StartOnFd(listener.Release(), server_options));
   }
   const int listen_fd = listener.fd();
   const std::string exec_failed =
@@ -206,9 +201,7 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
   const int n = options.nproc;
   std::vector<int> bind_cpu(n, -1);
   if (options.cpu_bind == CpuBind::kCore) {
-    absl::StatusOr<std::vector<int>> cpus = BindingCpus(n);
-    if (!cpus.ok()) return cpus.status();
-    bind_cpu = *std::move(cpus);
+    DEVMESH_ASSIGN_OR_RETURN(bind_cpu, BindingCpus(n));
   }
   std::vector<Rank> ranks(n);
   for (int r = 0; r < n; ++r) {

@@ -76,18 +76,18 @@ absl::StatusOr<std::vector<PeerInfo>> Interpret(const std::string& verdict,
   if (!absl::StartsWith(verdict, kOk)) {
     return absl::InvalidArgumentError("rendezvous verdict is malformed");
   }
-  absl::StatusOr<std::vector<PeerInfo>> peers =
-      DecodePeerTable(absl::string_view(verdict).substr(sizeof(kOk) - 1));
-  if (!peers.ok()) return peers.status();
-  if (static_cast<int64_t>(peers->size()) != self.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", self.rank, " has world size ", self.world_size,
-        " but rank 0 completed the rendezvous with ", peers->size(),
-        " ranks (check WORLD_SIZE on ", self.hostname, ")"));
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::vector<PeerInfo> peers,
+      DecodePeerTable(absl::string_view(verdict).substr(sizeof(kOk) - 1)));
+  if (static_cast<int64_t>(peers.size()) != self.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", self.rank, " has world size ", self.world_size,
+                     " but rank 0 completed the rendezvous with ", peers.size(),
+                     " ranks (check WORLD_SIZE on ", self.hostname, ")"));
   }
-  if (!((*peers)[self.rank] == self)) {
+  if (!(peers[self.rank] == self)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", self.rank, " is held by ", Describe((*peers)[self.rank]),
+        "rank ", self.rank, " is held by ", Describe(peers[self.rank]),
         ", not by this process (", Describe(self), ")"));
   }
   return peers;
@@ -167,14 +167,12 @@ absl::StatusOr<std::optional<std::vector<PeerInfo>>> WaitOrVerdict(
     absl::Status waited = store.Wait(keys, std::min(left, kPollInterval));
     if (waited.ok()) return std::nullopt;
     if (!absl::IsDeadlineExceeded(waited)) return waited;
-    absl::StatusOr<bool> has_verdict = store.Check({kVerdictKey});
-    if (!has_verdict.ok()) return has_verdict.status();
-    if (*has_verdict) {
-      absl::StatusOr<std::string> verdict = store.Get(kVerdictKey);
-      if (!verdict.ok()) return verdict.status();
-      absl::StatusOr<std::vector<PeerInfo>> outcome = Interpret(*verdict, self);
-      if (!outcome.ok()) return outcome.status();
-      return std::optional<std::vector<PeerInfo>>(std::move(*outcome));
+    DEVMESH_ASSIGN_OR_RETURN(bool has_verdict, store.Check({kVerdictKey}));
+    if (has_verdict) {
+      DEVMESH_ASSIGN_OR_RETURN(std::string verdict, store.Get(kVerdictKey));
+      DEVMESH_ASSIGN_OR_RETURN(std::vector<PeerInfo> outcome,
+                               Interpret(verdict, self));
+      return std::optional<std::vector<PeerInfo>>(std::move(outcome));
     }
   }
 }
@@ -212,11 +210,10 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
 
   // 1. Claim the rank index: the first process to claim it keeps it.
   std::optional<absl::Status> claim_error;
-  absl::StatusOr<std::string> claimed =
-      store.CompareSet(RankKey(self.rank), "", mine);
-  if (!claimed.ok()) return claimed.status();
-  if (*claimed != mine) {
-    absl::StatusOr<PeerInfo> holder = DecodePeerInfo(*claimed);
+  DEVMESH_ASSIGN_OR_RETURN(std::string claimed,
+                           store.CompareSet(RankKey(self.rank), "", mine));
+  if (claimed != mine) {
+    absl::StatusOr<PeerInfo> holder = DecodePeerInfo(claimed);
     const std::string holder_text =
         holder.ok() ? Describe(*holder) : std::string("another process");
     // A rendezvous that already completed here (its table is published) is
@@ -238,17 +235,14 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
     const std::string message = absl::StrCat(
         "rank ", self.rank, " was started twice: by ", holder_text, " and by ",
         Describe(self), ": every process needs its own RANK");
-    if (absl::StatusOr<std::string> v = PublishError(store, message); !v.ok()) {
-      return v.status();
-    }
+    DEVMESH_RETURN_IF_ERROR(PublishError(store, message).status());
     claim_error = absl::InvalidArgumentError(message);
   }
 
   // 2. Join: the n-th process to join marks count n (after its claim, so a
   // duplicate's error verdict is published before the count completes).
-  absl::StatusOr<int64_t> n = store.Add(kJoinedKey, 1);
-  if (!n.ok()) return n.status();
-  DEVMESH_RETURN_IF_ERROR(store.Set(CountKey(*n), ""));
+  DEVMESH_ASSIGN_OR_RETURN(int64_t n, store.Add(kJoinedKey, 1));
+  DEVMESH_RETURN_IF_ERROR(store.Set(CountKey(n), ""));
   if (claim_error) return *claim_error;
 
   // 3. Wait for self.world_size processes to have joined.
@@ -273,13 +267,12 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
                  : all_claimed.status();
     }
     if (all_claimed->has_value()) return std::move(**all_claimed);
-    absl::StatusOr<std::vector<std::string>> values =
-        store.MultiGet(keys, deadline - absl::Now());
-    if (!values.ok()) return values.status();
+    DEVMESH_ASSIGN_OR_RETURN(std::vector<std::string> values,
+                             store.MultiGet(keys, deadline - absl::Now()));
     std::vector<PeerInfo> peers;
     std::string problem;
     for (int r = 0; r < self.world_size && problem.empty(); ++r) {
-      absl::StatusOr<PeerInfo> p = DecodePeerInfo((*values)[r]);
+      absl::StatusOr<PeerInfo> p = DecodePeerInfo(values[r]);
       if (!p.ok()) {
         problem = absl::StrCat("rank ", r, "'s peer info is corrupt");
       } else {
@@ -287,13 +280,12 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
         peers.push_back(std::move(*p));
       }
     }
-    absl::StatusOr<std::string> stands =
+    DEVMESH_ASSIGN_OR_RETURN(
+        verdict,
         problem.empty()
             ? store.CompareSet(kVerdictKey, "",
                                absl::StrCat(kOk, EncodePeerTable(peers)))
-            : PublishError(store, problem);
-    if (!stands.ok()) return stands.status();
-    verdict = std::move(*stands);
+            : PublishError(store, problem));
   } else {
     // 4b. Every other rank compares itself with rank 0 (which may be the odd
     // one out), then takes rank 0's verdict.
@@ -304,15 +296,10 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
                  : rank0_there.status();
     }
     if (rank0_there->has_value()) return std::move(**rank0_there);
-    absl::StatusOr<std::string> rank0_bytes = store.Get(RankKey(0));
-    if (!rank0_bytes.ok()) return rank0_bytes.status();
-    absl::StatusOr<PeerInfo> rank0 = DecodePeerInfo(*rank0_bytes);
-    if (!rank0.ok()) return rank0.status();
-    if (std::string problem = Disagreement(self, *rank0); !problem.empty()) {
-      if (absl::StatusOr<std::string> v = PublishError(store, problem);
-          !v.ok()) {
-        return v.status();
-      }
+    DEVMESH_ASSIGN_OR_RETURN(std::string rank0_bytes, store.Get(RankKey(0)));
+    DEVMESH_ASSIGN_OR_RETURN(PeerInfo rank0, DecodePeerInfo(rank0_bytes));
+    if (std::string problem = Disagreement(self, rank0); !problem.empty()) {
+      DEVMESH_RETURN_IF_ERROR(PublishError(store, problem).status());
     }
     auto decided = WaitOrVerdict(store, {kVerdictKey}, self, deadline);
     if (!decided.ok()) {
@@ -321,9 +308,7 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
                  : decided.status();
     }
     if (decided->has_value()) return std::move(**decided);
-    absl::StatusOr<std::string> got = store.Get(kVerdictKey);
-    if (!got.ok()) return got.status();
-    verdict = std::move(*got);
+    DEVMESH_ASSIGN_OR_RETURN(verdict, store.Get(kVerdictKey));
   }
   return Interpret(verdict, self);
 }
@@ -345,13 +330,13 @@ absl::StatusOr<std::vector<PeerInfo>> ExchangePeerInfo(Store& store,
 
 absl::StatusOr<bool> ReportEndBeforeRendezvous(Store& store,
                                                absl::string_view what) {
-  absl::StatusOr<std::string> stands =
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::string stands,
       store.CompareSet(kVerdictKey, "",
                        absl::StrCat(kGone, what,
                                     " before the rendezvous "
-                                    "completed (reported by the launcher)"));
-  if (!stands.ok()) return stands.status();
-  return !absl::StartsWith(*stands, kOk);
+                                    "completed (reported by the launcher)")));
+  return !absl::StartsWith(stands, kOk);
 }
 
 void WaitForVerdictReaders(Store& store, absl::Duration timeout) {

@@ -46,12 +46,11 @@ class FieldReader {
     return field;
   }
   absl::StatusOr<int64_t> NextInt() {
-    absl::StatusOr<std::string> f = Next();
-    if (!f.ok()) return f.status();
+    DEVMESH_ASSIGN_OR_RETURN(std::string f, Next());
     int64_t v = 0;
-    if (!absl::SimpleAtoi(*f, &v)) {
+    if (!absl::SimpleAtoi(f, &v)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("peer info field '", *f, "' is not an integer"));
+          absl::StrCat("peer info field '", f, "' is not an integer"));
     }
     return v;
   }
@@ -61,12 +60,11 @@ class FieldReader {
 };
 
 absl::Status ReadInt(FieldReader& r, int& out) {
-  absl::StatusOr<int64_t> v = r.NextInt();
-  if (!v.ok()) return v.status();
-  if (*v < INT32_MIN || *v > INT32_MAX) {
+  DEVMESH_ASSIGN_OR_RETURN(int64_t v, r.NextInt());
+  if (v < INT32_MIN || v > INT32_MAX) {
     return absl::InvalidArgumentError("peer info integer out of range");
   }
-  out = static_cast<int>(*v);
+  out = static_cast<int>(v);
   return absl::OkStatus();
 }
 
@@ -92,13 +90,9 @@ absl::StatusOr<PeerInfo> DecodePeerInfo(absl::string_view bytes) {
                      &info.local_world_size}) {
     DEVMESH_RETURN_IF_ERROR(ReadInt(r, *field));
   }
-  absl::StatusOr<int64_t> pid = r.NextInt();
-  if (!pid.ok()) return pid.status();
-  info.pid = *pid;
+  DEVMESH_ASSIGN_OR_RETURN(info.pid, r.NextInt());
   for (std::string* field : {&info.hostname, &info.address, &info.store}) {
-    absl::StatusOr<std::string> f = r.Next();
-    if (!f.ok()) return f.status();
-    *field = std::move(*f);
+    DEVMESH_ASSIGN_OR_RETURN(*field, r.Next());
   }
   if (!r.done()) {
     return absl::InvalidArgumentError("peer info bytes have trailing data");
@@ -135,21 +129,17 @@ std::string EncodePeerTable(const std::vector<PeerInfo>& peers) {
 
 absl::StatusOr<std::vector<PeerInfo>> DecodePeerTable(absl::string_view bytes) {
   FieldReader r(bytes);
-  absl::StatusOr<int64_t> n = r.NextInt();
-  if (!n.ok()) return n.status();
-  absl::StatusOr<int64_t> n_strings = r.NextInt();
-  if (!n_strings.ok()) return n_strings.status();
+  DEVMESH_ASSIGN_OR_RETURN(int64_t n, r.NextInt());
+  DEVMESH_ASSIGN_OR_RETURN(int64_t n_strings, r.NextInt());
   // Every entry takes at least 2 bytes ("0:"), so larger counts are corrupt.
-  if (*n < 0 || *n_strings < 0 ||
-      *n > static_cast<int64_t>(bytes.size()) ||
-      *n_strings > static_cast<int64_t>(bytes.size())) {
+  if (n < 0 || n_strings < 0 || n > static_cast<int64_t>(bytes.size()) ||
+      n_strings > static_cast<int64_t>(bytes.size())) {
     return absl::InvalidArgumentError("peer table counts are malformed");
   }
   std::vector<std::string> strings;
-  for (int64_t i = 0; i < *n_strings; ++i) {
-    absl::StatusOr<std::string> s = r.Next();
-    if (!s.ok()) return s.status();
-    strings.push_back(std::move(*s));
+  for (int64_t i = 0; i < n_strings; ++i) {
+    DEVMESH_ASSIGN_OR_RETURN(std::string s, r.Next());
+    strings.push_back(std::move(s));
   }
   auto string_at = [&](int64_t i) -> absl::StatusOr<std::string> {
     if (i < 0 || i >= static_cast<int64_t>(strings.size())) {
@@ -158,21 +148,16 @@ absl::StatusOr<std::vector<PeerInfo>> DecodePeerTable(absl::string_view bytes) {
     return strings[i];
   };
   std::vector<PeerInfo> peers;
-  for (int64_t i = 0; i < *n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     PeerInfo p;
     for (int* field : {&p.rank, &p.world_size, &p.local_rank,
                        &p.local_world_size}) {
       DEVMESH_RETURN_IF_ERROR(ReadInt(r, *field));
     }
-    absl::StatusOr<int64_t> pid = r.NextInt();
-    if (!pid.ok()) return pid.status();
-    p.pid = *pid;
+    DEVMESH_ASSIGN_OR_RETURN(p.pid, r.NextInt());
     for (std::string* field : {&p.hostname, &p.address, &p.store}) {
-      absl::StatusOr<int64_t> idx = r.NextInt();
-      if (!idx.ok()) return idx.status();
-      absl::StatusOr<std::string> s = string_at(*idx);
-      if (!s.ok()) return s.status();
-      *field = std::move(*s);
+      DEVMESH_ASSIGN_OR_RETURN(int64_t idx, r.NextInt());
+      DEVMESH_ASSIGN_OR_RETURN(*field, string_at(idx));
     }
     peers.push_back(std::move(p));
   }

@@ -76,18 +76,10 @@ absl::Status CheckConsistent(const RendezvousInfo& info,
   return absl::OkStatus();
 }
 
-#define DEVMESH_ASSIGN(lhs, expr)       \
-  do {                                  \
-    auto _v = (expr);                   \
-    if (!_v.ok()) return _v.status();   \
-    lhs = *std::move(_v);               \
-  } while (0)
-
 // MASTER_ADDR, parsed by ParseStoreHost.
 absl::StatusOr<std::string> StoreHost(const EnvLookup& env) {
-  absl::StatusOr<std::string> raw = Str(env, "MASTER_ADDR");
-  if (!raw.ok()) return raw.status();
-  return ParseStoreHost("MASTER_ADDR", *raw);
+  DEVMESH_ASSIGN_OR_RETURN(std::string raw, Str(env, "MASTER_ADDR"));
+  return ParseStoreHost("MASTER_ADDR", raw);
 }
 
 // DEVMESH_STORE_ADDR ("host:port", IPv6 in brackets): a store outside the
@@ -116,10 +108,8 @@ absl::StatusOr<bool> ReadExternalStore(const EnvLookup& env,
     return Bad(kExternalStoreVar, *value,
                "does not end with a port in 1..65535");
   }
-  absl::StatusOr<std::string> parsed =
-      ParseStoreHost(kExternalStoreVar, host);
-  if (!parsed.ok()) return parsed.status();
-  info.store_host = *std::move(parsed);
+  DEVMESH_ASSIGN_OR_RETURN(info.store_host,
+                           ParseStoreHost(kExternalStoreVar, host));
   info.store_port = port;
   info.external_store = true;
   return true;
@@ -130,9 +120,8 @@ absl::Status ReadAgentStore(const EnvLookup& env, RendezvousInfo& info) {
   std::optional<std::string> flag = env("TORCHELASTIC_USE_AGENT_STORE");
   if (!flag || *flag != "True") return absl::OkStatus();
   info.use_agent_store = true;
-  int attempt = 0;
-  DEVMESH_ASSIGN(attempt,
-                 Int(env, "TORCHELASTIC_RESTART_COUNT", 0, 0, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(
+      const int attempt, Int(env, "TORCHELASTIC_RESTART_COUNT", 0, 0, kMaxInt));
   std::optional<std::string> run_id = env("TORCHELASTIC_RUN_ID");
   info.store_namespace =
       absl::StrCat("devmesh/", run_id && !run_id->empty() ? *run_id : "none",
@@ -143,16 +132,19 @@ absl::Status ReadAgentStore(const EnvLookup& env, RendezvousInfo& info) {
 absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
   RendezvousInfo info;
   info.source = "torchrun";
-  DEVMESH_ASSIGN(info.world_size, Int(env, "WORLD_SIZE", {}, 1, kMaxInt));
-  DEVMESH_ASSIGN(info.rank, Int(env, "RANK", {}, 0, kMaxInt));
-  DEVMESH_ASSIGN(info.local_rank, Int(env, "LOCAL_RANK", info.rank, 0, kMaxInt));
-  DEVMESH_ASSIGN(info.local_world_size,
-                 Int(env, "LOCAL_WORLD_SIZE", info.world_size, 1, kMaxInt));
-  bool external = false;
-  DEVMESH_ASSIGN(external, ReadExternalStore(env, info));
+  DEVMESH_ASSIGN_OR_RETURN(info.world_size,
+                           Int(env, "WORLD_SIZE", {}, 1, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(info.rank, Int(env, "RANK", {}, 0, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(info.local_rank,
+                           Int(env, "LOCAL_RANK", info.rank, 0, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(
+      info.local_world_size,
+      Int(env, "LOCAL_WORLD_SIZE", info.world_size, 1, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(const bool external, ReadExternalStore(env, info));
   if (!external) {
-    DEVMESH_ASSIGN(info.store_host, StoreHost(env));
-    DEVMESH_ASSIGN(info.store_port, Int(env, "MASTER_PORT", {}, 1, 65535));
+    DEVMESH_ASSIGN_OR_RETURN(info.store_host, StoreHost(env));
+    DEVMESH_ASSIGN_OR_RETURN(info.store_port,
+                             Int(env, "MASTER_PORT", {}, 1, 65535));
     DEVMESH_RETURN_IF_ERROR(ReadAgentStore(env, info));
   }
   DEVMESH_RETURN_IF_ERROR(CheckConsistent(info, "RANK", "WORLD_SIZE",
@@ -163,19 +155,20 @@ absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
 absl::StatusOr<RendezvousInfo> FromOpenMpi(const EnvLookup& env) {
   RendezvousInfo info;
   info.source = "openmpi";
-  DEVMESH_ASSIGN(info.rank, Int(env, "OMPI_COMM_WORLD_RANK", {}, 0, kMaxInt));
-  DEVMESH_ASSIGN(info.world_size,
-                 Int(env, "OMPI_COMM_WORLD_SIZE", {}, 1, kMaxInt));
-  DEVMESH_ASSIGN(info.local_rank,
-                 Int(env, "OMPI_COMM_WORLD_LOCAL_RANK", {}, 0, kMaxInt));
-  DEVMESH_ASSIGN(info.local_world_size,
-                 Int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", {}, 1, kMaxInt));
-  bool external = false;
-  DEVMESH_ASSIGN(external, ReadExternalStore(env, info));
+  DEVMESH_ASSIGN_OR_RETURN(info.rank,
+                           Int(env, "OMPI_COMM_WORLD_RANK", {}, 0, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(info.world_size,
+                           Int(env, "OMPI_COMM_WORLD_SIZE", {}, 1, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(
+      info.local_rank, Int(env, "OMPI_COMM_WORLD_LOCAL_RANK", {}, 0, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(
+      info.local_world_size,
+      Int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", {}, 1, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(const bool external, ReadExternalStore(env, info));
   if (!external) {
-    DEVMESH_ASSIGN(info.store_host, StoreHost(env));
-    DEVMESH_ASSIGN(info.store_port,
-                   Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
+    DEVMESH_ASSIGN_OR_RETURN(info.store_host, StoreHost(env));
+    DEVMESH_ASSIGN_OR_RETURN(
+        info.store_port, Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
   }
   DEVMESH_RETURN_IF_ERROR(CheckConsistent(
       info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -222,21 +215,25 @@ absl::StatusOr<int> TasksOnNode(absl::string_view value, int node,
 absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
   RendezvousInfo info;
   info.source = "slurm";
-  DEVMESH_ASSIGN(info.rank, Int(env, "SLURM_PROCID", {}, 0, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(info.rank, Int(env, "SLURM_PROCID", {}, 0, kMaxInt));
   if (env("SLURM_NTASKS")) {
-    DEVMESH_ASSIGN(info.world_size, Int(env, "SLURM_NTASKS", {}, 1, kMaxInt));
+    DEVMESH_ASSIGN_OR_RETURN(info.world_size,
+                             Int(env, "SLURM_NTASKS", {}, 1, kMaxInt));
   } else {
-    DEVMESH_ASSIGN(info.world_size, Int(env, "SLURM_NPROCS", {}, 1, kMaxInt));
+    DEVMESH_ASSIGN_OR_RETURN(info.world_size,
+                             Int(env, "SLURM_NPROCS", {}, 1, kMaxInt));
   }
-  DEVMESH_ASSIGN(info.local_rank, Int(env, "SLURM_LOCALID", {}, 0, kMaxInt));
+  DEVMESH_ASSIGN_OR_RETURN(info.local_rank,
+                           Int(env, "SLURM_LOCALID", {}, 0, kMaxInt));
   if (env("SLURM_NTASKS_PER_NODE")) {
-    DEVMESH_ASSIGN(info.local_world_size,
-                   Int(env, "SLURM_NTASKS_PER_NODE", {}, 1, kMaxInt));
+    DEVMESH_ASSIGN_OR_RETURN(info.local_world_size,
+                             Int(env, "SLURM_NTASKS_PER_NODE", {}, 1, kMaxInt));
   } else if (std::optional<std::string> tpn = env("SLURM_TASKS_PER_NODE")) {
-    int node = 0;
-    DEVMESH_ASSIGN(node, Int(env, "SLURM_NODEID", 0, 0, kMaxInt));
+    DEVMESH_ASSIGN_OR_RETURN(const int node,
+                             Int(env, "SLURM_NODEID", 0, 0, kMaxInt));
     int64_t total = 0;
-    DEVMESH_ASSIGN(info.local_world_size, TasksOnNode(*tpn, node, &total));
+    DEVMESH_ASSIGN_OR_RETURN(info.local_world_size,
+                             TasksOnNode(*tpn, node, &total));
     if (total != info.world_size) {
       const char* world_var =
           env("SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS";
@@ -250,13 +247,13 @@ absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
         "environment variables SLURM_NTASKS_PER_NODE and SLURM_TASKS_PER_NODE "
         "are both unset");
   }
-  bool external = false;
-  DEVMESH_ASSIGN(external, ReadExternalStore(env, info));
+  DEVMESH_ASSIGN_OR_RETURN(const bool external, ReadExternalStore(env, info));
   if (external) {
     // DEVMESH_STORE_ADDR names the store; MASTER_* are not read.
   } else if (std::optional<std::string> addr = env("MASTER_ADDR");
              addr && !addr->empty()) {
-    DEVMESH_ASSIGN(info.store_host, ParseStoreHost("MASTER_ADDR", *addr));
+    DEVMESH_ASSIGN_OR_RETURN(info.store_host,
+                             ParseStoreHost("MASTER_ADDR", *addr));
   } else {
     const char* var = "SLURM_JOB_NODELIST";
     std::optional<std::string> list = env(var);
@@ -273,8 +270,8 @@ absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
     info.store_host = *host;
   }
   if (!external) {
-    DEVMESH_ASSIGN(info.store_port,
-                   Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
+    DEVMESH_ASSIGN_OR_RETURN(
+        info.store_port, Int(env, "MASTER_PORT", kDefaultStorePort, 1, 65535));
   }
   DEVMESH_RETURN_IF_ERROR(CheckConsistent(info, "SLURM_PROCID", "SLURM_NTASKS",
                                           "SLURM_LOCALID", "tasks per node"));

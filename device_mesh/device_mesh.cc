@@ -89,9 +89,9 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Create(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
     const RankTable& mesh, std::vector<std::string> names,
     MeshOptions options) {
-  auto layout = MeshLayout::FromRankTable(mesh, std::move(names));
-  if (!layout.ok()) return layout.status();
-  return FromLayout(std::move(runtime), device_type, *std::move(layout),
+  DEVMESH_ASSIGN_OR_RETURN(auto layout,
+                           MeshLayout::FromRankTable(mesh, std::move(names)));
+  return FromLayout(std::move(runtime), device_type, std::move(layout),
                     std::move(options));
 }
 
@@ -103,10 +103,10 @@ absl::StatusOr<DeviceMesh> DeviceMesh::FromLayout(
     group_names.push_back(layout.is_named() ? layout.dim_names()[d]
                                             : absl::StrCat("dim_", d));
   }
-  auto checked = ValidateMeshOptions(std::move(options), group_names);
-  if (!checked.ok()) return checked.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto checked, ValidateMeshOptions(std::move(options), group_names));
   return MakeRoot(std::move(runtime), device_type, std::move(layout),
-                  *std::move(checked));
+                  std::move(checked));
 }
 
 DeviceMesh DeviceMesh::Derived(MeshLayout layout) const {
@@ -118,9 +118,8 @@ absl::StatusOr<int64_t> DeviceMesh::size(MeshDim dim) const {
   if (absl::StatusOr<int> own = ResolveDim(dim); own.ok()) {
     return layout_.size(*own);
   }
-  auto ref = ResolveDimRef(dim);
-  if (!ref.ok()) return ref.status();
-  return ref->layout.size(ref->dim);
+  DEVMESH_ASSIGN_OR_RETURN(auto ref, ResolveDimRef(dim));
+  return ref.layout.size(ref.dim);
 }
 
 std::vector<std::string> DeviceMesh::dim_group_names() const {
@@ -184,10 +183,10 @@ absl::StatusOr<DeviceMesh::DimRef> DeviceMesh::ResolveDimRef(
       flat.first.dim_names()[0] != dim->name()) {
     return own.status();
   }
-  auto selected = layout_.SliceWithExtraDims({dim->name()}, {flat.first},
-                                             runtime_->rank());
-  if (!selected.ok()) return selected.status();
-  return DimRef{*std::move(selected), 0, dim->name(), std::move(flat.second)};
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto selected, layout_.SliceWithExtraDims({dim->name()}, {flat.first},
+                                                runtime_->rank()));
+  return DimRef{std::move(selected), 0, dim->name(), std::move(flat.second)};
 }
 
 absl::StatusOr<int64_t> DeviceMesh::GetLocalRank(
@@ -201,26 +200,24 @@ absl::StatusOr<int64_t> DeviceMesh::GetLocalRank(
     }
     return (*coordinate)[static_cast<size_t>(*own)];
   }
-  auto ref = ResolveDimRef(dim);
-  if (!ref.ok()) return ref.status();
+  DEVMESH_ASSIGN_OR_RETURN(auto ref, ResolveDimRef(dim));
   if (!layout_.ContainsRank(GetRank())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", GetRank(), " is not part of ", ToString()));
   }
-  return (*ref->layout.CoordinateOf(GetRank()))[ref->dim];
+  return (*ref.layout.CoordinateOf(GetRank()))[ref.dim];
 }
 
 absl::StatusOr<Neighbours> DeviceMesh::Shift(MeshDim dim,
                                              int64_t displacement,
                                              bool periodic) const {
-  auto ref = ResolveDimRef(dim);
-  if (!ref.ok()) return ref.status();
+  DEVMESH_ASSIGN_OR_RETURN(auto ref, ResolveDimRef(dim));
   if (!layout_.ContainsRank(GetRank())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", GetRank(), " is not part of ", ToString(),
         ": it has no neighbours"));
   }
-  return CartShift(ref->layout, GetRank(), ref->dim, displacement, periodic);
+  return CartShift(ref.layout, GetRank(), ref.dim, displacement, periodic);
 }
 
 DeviceMesh DeviceMesh::RootMesh() const {
@@ -296,11 +293,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       return *made;
     }
   }
-  auto ref = ResolveDimRef(dim);
-  if (!ref.ok()) return ref.status();
-  const MeshLayout& layout = ref->layout;
-  const int d = ref->dim;
-  GroupOptions options = ref->options.For(ref->name);
+  DEVMESH_ASSIGN_OR_RETURN(auto ref, ResolveDimRef(dim));
+  const MeshLayout& layout = ref.layout;
+  const int d = ref.dim;
+  GroupOptions options = ref.options.For(ref.name);
   if (options.backend.empty()) {
     options.backend = std::string(DefaultBackendFor(device_type_));
   }
@@ -322,7 +318,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     auto l = root_->group_locals.find(key);
     if (l != root_->group_locals.end() && l->second != local) {
       local_mismatch = absl::InvalidArgumentError(absl::StrCat(
-          "mesh dim ", ref->name, " asks for the group of ranks along ",
+          "mesh dim ", ref.name, " asks for the group of ranks along ",
           layout.DimModesString(d), " with NCCL ", local,
           ", but this root already made that group with ", l->second,
           ": one group has one stream; give the dim other options (a "
@@ -368,8 +364,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
         made = runtime_->Group(
             options.backend, GroupIdentity(layout, d, options), members,
             timeout, options.nccl, options.verify_calls.value_or(false),
-            absl::StrCat("mesh dim '", ref->name, "'"));
-        if (!made.ok()) made = ForMeshDim(made.status(), ref->name, members);
+            absl::StrCat("mesh dim '", ref.name, "'"));
+        if (!made.ok()) made = ForMeshDim(made.status(), ref.name, members);
       }
       std::lock_guard<std::mutex> lock(root_->mu);
       group = &root_->groups.emplace(key, std::move(made)).first->second;
@@ -381,7 +377,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
   if (**group == nullptr || !layout_.ContainsRank(me)) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", me, " is not part of ", ToString(),
-                     ": it has no group along mesh dim ", ref->name));
+                     ": it has no group along mesh dim ", ref.name));
   }
   if (slot) answers_->groups[*own].store(group, std::memory_order_release);
   return **group;
@@ -391,9 +387,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Communicator>>>
 DeviceMesh::GetAllGroups() const {
   std::vector<std::shared_ptr<Communicator>> out;
   for (int d = 0; d < ndim(); ++d) {
-    auto g = GetGroup(d);
-    if (!g.ok()) return g.status();
-    out.push_back(*std::move(g));
+    DEVMESH_ASSIGN_OR_RETURN(auto g, GetGroup(d));
+    out.push_back(std::move(g));
   }
   return out;
 }
@@ -450,13 +445,13 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Slice(
     }
   }
   if (extra.empty()) {
-    auto sliced = layout_.SliceThroughRank(names, runtime_->rank());
-    if (!sliced.ok()) return sliced.status();
-    return Derived(*std::move(sliced));
+    DEVMESH_ASSIGN_OR_RETURN(auto sliced,
+                             layout_.SliceThroughRank(names, runtime_->rank()));
+    return Derived(std::move(sliced));
   }
-  auto sliced = layout_.SliceWithExtraDims(names, extra, runtime_->rank());
-  if (!sliced.ok()) return sliced.status();
-  return DeviceMesh(runtime_, root_, *std::move(sliced), device_type_,
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto sliced, layout_.SliceWithExtraDims(names, extra, runtime_->rank()));
+  return DeviceMesh(runtime_, root_, std::move(sliced), device_type_,
                     std::move(options));
 }
 
@@ -487,17 +482,16 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Flatten(
         *group_options,
         absl::StrCat("Flatten('", flat_name, "') group_options")));
   }
-  auto flat = layout_.Flatten(flat_name);
-  if (!flat.ok()) return flat.status();
+  DEVMESH_ASSIGN_OR_RETURN(auto flat, layout_.Flatten(flat_name));
   MeshOptions options = options_;
   if (group_options.has_value()) options.per_dim[flat_name] = *group_options;
   std::lock_guard<std::mutex> lock(root_->mu);
   auto it = root_->flattened.find(flat_name);
   if (it != root_->flattened.end()) {
-    if (it->second.first != *flat) {
+    if (it->second.first != flat) {
       return absl::InvalidArgumentError(absl::StrCat(
           "flattened mesh dim '", flat_name, "' already has another layout: ",
-          it->second.first.LayoutString(), " vs ", flat->LayoutString()));
+          it->second.first.LayoutString(), " vs ", flat.LayoutString()));
     }
     if (group_options.has_value()) {
       // The options the first Flatten gave this name (none: all unset).
@@ -518,26 +512,24 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Flatten(
     return DeviceMesh(runtime_, root_, it->second.first, device_type_,
                       it->second.second);
   }
-  root_->flattened.emplace(flat_name, std::make_pair(*flat, options));
-  return DeviceMesh(runtime_, root_, *std::move(flat), device_type_,
+  root_->flattened.emplace(flat_name, std::make_pair(flat, options));
+  return DeviceMesh(runtime_, root_, std::move(flat), device_type_,
                     std::move(options));
 }
 
 absl::StatusOr<DeviceMesh> DeviceMesh::Unflatten(
     MeshDim dim, absl::Span<const int64_t> sizes,
     std::vector<std::string> names) const {
-  auto d = ResolveDim(dim);
-  if (!d.ok()) return d.status();
-  auto out = layout_.Unflatten(*d, sizes, std::move(names));
-  if (!out.ok()) return out.status();
-  return Derived(*std::move(out));
+  DEVMESH_ASSIGN_OR_RETURN(auto d, ResolveDim(dim));
+  DEVMESH_ASSIGN_OR_RETURN(auto out,
+                           layout_.Unflatten(d, sizes, std::move(names)));
+  return Derived(std::move(out));
 }
 
 absl::StatusOr<DeviceMesh> DeviceMesh::Transpose(
     absl::Span<const int> perm) const {
-  auto out = layout_.Transpose(perm);
-  if (!out.ok()) return out.status();
-  return Derived(*std::move(out));
+  DEVMESH_ASSIGN_OR_RETURN(auto out, layout_.Transpose(perm));
+  return Derived(std::move(out));
 }
 
 absl::StatusOr<DeviceMesh> DeviceMesh::Concatenate(
@@ -564,9 +556,8 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Concatenate(
     }
     layouts.push_back(m.layout_);
   }
-  auto out = MeshLayout::Concatenate(layouts);
-  if (!out.ok()) return out.status();
-  return DeviceMesh(first.runtime_, first.root_, *std::move(out),
+  DEVMESH_ASSIGN_OR_RETURN(auto out, MeshLayout::Concatenate(layouts));
+  return DeviceMesh(first.runtime_, first.root_, std::move(out),
                     first.device_type_, std::move(options));
 }
 
@@ -576,10 +567,9 @@ std::string DeviceMesh::Serialize() const {
 
 absl::StatusOr<DeviceMesh> DeviceMesh::Deserialize(
     absl::string_view bytes, std::shared_ptr<MeshRuntime> runtime) {
-  auto parts = DeserializeMesh(bytes);
-  if (!parts.ok()) return parts.status();
-  return MakeRoot(std::move(runtime), parts->device_type,
-                  std::move(parts->layout), std::move(parts->options));
+  DEVMESH_ASSIGN_OR_RETURN(auto parts, DeserializeMesh(bytes));
+  return MakeRoot(std::move(runtime), parts.device_type,
+                  std::move(parts.layout), std::move(parts.options));
 }
 
 }  // namespace devmesh

@@ -5,6 +5,7 @@
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/groups_mesh.h"
 #include "device_mesh/root_state.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -32,9 +33,8 @@ absl::StatusOr<DeviceMesh> DeviceMesh::FromGroups(
     layout = MeshLayout::FromRanks(ranks, {static_cast<int64_t>(ranks.size())},
                                    names);
     if (layout.ok() && mesh.has_value()) {
-      auto given = MeshLayout::FromRankTable(*mesh);
-      if (!given.ok()) return given.status();
-      if (given->RankTable() != ranks) {
+      DEVMESH_ASSIGN_OR_RETURN(auto given, MeshLayout::FromRankTable(*mesh));
+      if (given.RankTable() != ranks) {
         return absl::InvalidArgumentError(absl::StrCat(
             "mesh ", mesh->ToString(),
             " must list the group's ranks in order: [",
@@ -50,9 +50,9 @@ absl::StatusOr<DeviceMesh> DeviceMesh::FromGroups(
       layout = MeshLayout::FromRankTable(*mesh, names);
     } else {
       // No table: rebuilt from the groups' members (devmesh's own).
-      auto inferred = device_mesh_internal::InferMeshFromGroups(groups);
-      if (!inferred.ok()) return inferred.status();
-      layout = MeshLayout::FromRanks(inferred->ranks, inferred->shape, names);
+      DEVMESH_ASSIGN_OR_RETURN(
+          auto inferred, device_mesh_internal::InferMeshFromGroups(groups));
+      layout = MeshLayout::FromRanks(inferred.ranks, inferred.shape, names);
       if (absl::IsInvalidArgument(layout.status())) {
         return absl::InvalidArgumentError(
             absl::StrCat("the groups do not form a mesh: ",
@@ -76,21 +76,21 @@ absl::StatusOr<DeviceMesh> DeviceMesh::FromGroups(
                                               : absl::StrCat("dim_", d);
     options.per_dim[dim_name].backend = std::string(groups[d]->backend());
   }
-  auto made = MakeRoot(runtime, device_type, *layout, std::move(options));
-  if (!made.ok()) return made.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto made, MakeRoot(runtime, device_type, *layout, std::move(options)));
   for (size_t d = 0; d < groups.size(); ++d) {
-    auto line = made->layout_.GroupOf(me, static_cast<int>(d));
-    if (!line.ok()) return line.status();
+    DEVMESH_ASSIGN_OR_RETURN(auto line,
+                             made.layout_.GroupOf(me, static_cast<int>(d)));
     const std::vector<int>& g = groups[d]->global_ranks();
-    if (std::vector<int64_t>(g.begin(), g.end()) != *line) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "group ", d, " holds ranks [", absl::StrJoin(g, ", "),
-          "] but this rank's line along mesh dim ", d, " is [",
-          absl::StrJoin(*line, ", "), "]"));
+    if (std::vector<int64_t>(g.begin(), g.end()) != line) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("group ", d, " holds ranks [", absl::StrJoin(g, ", "),
+                       "] but this rank's line along mesh dim ", d, " is [",
+                       absl::StrJoin(line, ", "), "]"));
     }
     const int dim = static_cast<int>(d);
-    GroupOptions dim_options = made->options_.For(made->dim_group_names()[d]);
-    made->root_->groups[made->GroupKey(made->layout_, dim, dim_options)] =
+    GroupOptions dim_options = made.options_.For(made.dim_group_names()[d]);
+    made.root_->groups[made.GroupKey(made.layout_, dim, dim_options)] =
         groups[d];
   }
   return made;

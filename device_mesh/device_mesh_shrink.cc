@@ -24,6 +24,7 @@
 #include "device_mesh/group_tag.h"
 #include "device_mesh/guarded_communicator.h"
 #include "device_mesh/root_state.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -140,8 +141,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::Shrink(
         "Shrink needs min_replicas >= 1 and max_rounds >= 1, got ",
         options.min_replicas, " and ", options.max_rounds));
   }
-  auto rd = ResolveDim(replica_dim);
-  if (!rd.ok()) return rd.status();
+  DEVMESH_ASSIGN_OR_RETURN(auto rd, ResolveDim(replica_dim));
   std::shared_ptr<FailureWatch> watch = runtime_->watch();
   if (watch == nullptr) {
     return absl::FailedPreconditionError(
@@ -161,9 +161,9 @@ absl::StatusOr<ShrinkResult> DeviceMesh::Shrink(
   std::set<int> dead;
   for (int round = 1;; ++round) {
     bool again = false;
-    auto step = current.ShrinkOnce(*rd, options, lease, &again);
-    if (!step.ok()) return step.status();
-    const ShrinkReport& r = step->report;
+    DEVMESH_ASSIGN_OR_RETURN(auto step,
+                             current.ShrinkOnce(rd, options, lease, &again));
+    const ShrinkReport& r = step.report;
     dead.insert(r.dead.begin(), r.dead.end());
     total.agree += r.agree;
     total.rebuild += r.rebuild;
@@ -171,7 +171,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::Shrink(
     total.rebuilt = r.rebuilt;
     total.epoch = r.epoch;
     total.rounds = round;
-    current = step->mesh;
+    current = step.mesh;
     if (!again) break;
     if (round >= options.max_rounds) {
       return absl::UnavailableError(absl::StrCat(
@@ -184,8 +184,8 @@ absl::StatusOr<ShrinkResult> DeviceMesh::Shrink(
   total.verdict_time = verdict_time;
   // Replicas of this mesh with no rank in the new one, and their live ranks.
   std::vector<int64_t> coord = *layout_.CoordinateOf(runtime_->rank());
-  for (int64_t i = 0; i < layout_.shape()[*rd]; ++i) {
-    coord[*rd] = i;
+  for (int64_t i = 0; i < layout_.shape()[rd]; ++i) {
+    coord[rd] = i;
     if (!current.layout().ContainsRank(*layout_.RankAt(coord))) {
       total.removed_replicas.push_back(i);
     }
@@ -250,17 +250,17 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   std::sort(members.begin(), members.end());
 
   const absl::Time start = absl::Now();
-  auto agreement =
-      AgreeOnSurvivors(*watch, e, members, payload, lease, options.timeout);
-  if (!agreement.ok()) return agreement.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto agreement,
+      AgreeOnSurvivors(*watch, e, members, payload, lease, options.timeout));
   const absl::Time agreed = absl::Now();
   // Every survivor asked for the same Shrink, or every survivor fails alike
   // (they all read the same payloads): the lowest survivor's ask against the
   // first that differs.
-  if (!agreement->payloads.empty()) {
-    const auto& [first_rank, first] = *agreement->payloads.begin();
+  if (!agreement.payloads.empty()) {
+    const auto& [first_rank, first] = *agreement.payloads.begin();
     const std::string first_ask = SplitPayload(first).first;
-    for (const auto& [r, p] : agreement->payloads) {
+    for (const auto& [r, p] : agreement.payloads) {
       const std::string their_ask = SplitPayload(p).first;
       if (their_ask == first_ask) continue;
       return WithDisagreement(
@@ -281,8 +281,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   AbortAtExit deferred;
   for (const auto& [key, g] : groups) {
     for (int r : g->global_ranks()) {
-      if (std::binary_search(agreement->dead.begin(), agreement->dead.end(),
-                             r)) {
+      if (std::binary_search(agreement.dead.begin(), agreement.dead.end(), r)) {
         if (shrinkable.count(key)) {
           deferred.groups.push_back(g);
         } else {
@@ -296,28 +295,28 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   // same on every survivor.
   ShrinkReport report;
   report.epoch = e + 1;
-  report.dead = agreement->dead;
+  report.dead = agreement.dead;
   report.agree = agreed - start;
   std::set<int64_t> removed;
-  for (int r : agreement->dead) {
+  for (int r : agreement.dead) {
     if (auto c = layout_.CoordinateOf(r)) removed.insert((*c)[rd]);
   }
   const int64_t replicas = layout_.shape()[rd];
   const std::string dim_name = dim_group_names()[rd];
-  if (agreement->survivors.size() * 2 <= members.size()) {
+  if (agreement.survivors.size() * 2 <= members.size()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "Shrink of epoch ", e, ": only ", agreement->survivors.size(), " of ",
+        "Shrink of epoch ", e, ": only ", agreement.survivors.size(), " of ",
         members.size(), " ranks are alive (dead: [",
-        absl::StrJoin(agreement->dead, ", "),
+        absl::StrJoin(agreement.dead, ", "),
         "]); going on needs more than half (no split brain)"));
   }
   if (replicas - static_cast<int64_t>(removed.size()) < options.min_replicas) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Shrink of epoch ", e, " would leave ",
-        replicas - static_cast<int64_t>(removed.size()), " of ", replicas,
-        " replicas along mesh dim ", dim_name, " (dead: [",
-        absl::StrJoin(agreement->dead, ", "), "]), below min_replicas ",
-        options.min_replicas));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Shrink of epoch ", e, " would leave ",
+                     replicas - static_cast<int64_t>(removed.size()), " of ",
+                     replicas, " replicas along mesh dim ", dim_name,
+                     " (dead: [", absl::StrJoin(agreement.dead, ", "),
+                     "]), below min_replicas ", options.min_replicas));
   }
   std::vector<int64_t> my_coord = *layout_.CoordinateOf(me);
   if (removed.count(my_coord[rd])) {
@@ -331,7 +330,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
         absl::FailedPreconditionError(absl::StrCat(
             "global rank ", me, " was removed in epoch ", e + 1,
             ": its replica ", my_coord[rd], " along mesh dim ", dim_name,
-            " lost global rank(s) [", absl::StrJoin(agreement->dead, ", "),
+            " lost global rank(s) [", absl::StrJoin(agreement.dead, ", "),
             "]; this rank is alive and may exit or stay as a spare")),
         e + 1);
   }
@@ -358,13 +357,13 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
       c[d] = 0;
     }
   }
-  auto new_layout = MeshLayout::FromRanks(flat, shape, layout_.dim_names());
-  if (!new_layout.ok()) return new_layout.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto new_layout, MeshLayout::FromRanks(flat, shape, layout_.dim_names()));
   auto root = std::make_shared<device_mesh_internal::RootState>(
-      new_layout->RootLayout(), root_->root_options);
+      new_layout.RootLayout(), root_->root_options);
   root->root_index = root_->root_index;
   root->epoch = e + 1;
-  DeviceMesh next(runtime_, root, *new_layout, device_type_, options_);
+  DeviceMesh next(runtime_, root, new_layout, device_type_, options_);
   // The new epoch's members are the new mesh's ranks (not the live ranks
   // of removed replicas, which may exit or idle as spares).
   std::vector<int> next_members(flat.begin(), flat.end());
@@ -372,7 +371,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   watch->AdvanceEpoch(e + 1, next_members);
 
   std::map<int, std::map<std::string, GroupState>> states;
-  for (const auto& [r, p] : agreement->payloads) {
+  for (const auto& [r, p] : agreement.payloads) {
     states[r] = ParsePayload(SplitPayload(p).second);
   }
   std::vector<int> rebuild;
@@ -390,9 +389,8 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     const std::string name = dim_group_names()[d];
     GroupOptions go = options_.For(name);
     if (go.backend.empty()) go.backend = std::string(DefaultBackendFor(device_type_));
-    auto line = next.layout().RootLineOf(me, d);
-    if (!line.ok()) return line.status();
-    const std::vector<int> line_ranks(line->begin(), line->end());
+    DEVMESH_ASSIGN_OR_RETURN(auto line, next.layout().RootLineOf(me, d));
+    const std::vector<int> line_ranks(line.begin(), line.end());
     const std::string old_key = GroupKey(layout_, d, go);
     std::shared_ptr<GuardedCommunicator> old;
     for (const auto& [key, g] : groups) {

@@ -87,12 +87,10 @@ absl::StatusOr<Agreement> ParseDecision(absl::string_view text) {
     return absl::InternalError(absl::StrCat("bad decision '", head, "'"));
   }
   Agreement a;
-  auto survivors = ParseRanks(parts[0]);
-  if (!survivors.ok()) return survivors.status();
-  auto dead = ParseRanks(parts[1]);
-  if (!dead.ok()) return dead.status();
-  a.survivors = *std::move(survivors);
-  a.dead = *std::move(dead);
+  DEVMESH_ASSIGN_OR_RETURN(auto survivors, ParseRanks(parts[0]));
+  DEVMESH_ASSIGN_OR_RETURN(auto dead, ParseRanks(parts[1]));
+  a.survivors = std::move(survivors);
+  a.dead = std::move(dead);
   DEVMESH_RETURN_IF_ERROR(DecodePayloads(text.substr(eol), a));
   return a;
 }
@@ -262,14 +260,13 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
     }
   }
 
-  auto agreement = ParseDecision(decided);
-  if (!agreement.ok()) return agreement.status();
-  if (!std::binary_search(agreement->survivors.begin(),
-                          agreement->survivors.end(), me)) {
+  DEVMESH_ASSIGN_OR_RETURN(auto agreement, ParseDecision(decided));
+  if (!std::binary_search(agreement.survivors.begin(),
+                          agreement.survivors.end(), me)) {
     const std::string why = absl::StrCat(
         "global rank ", me, " (this rank) is not a survivor of epoch ", epoch,
         ": the others found global rank(s) [",
-        absl::StrJoin(agreement->dead, ", "),
+        absl::StrJoin(agreement.dead, ", "),
         "] dead and went on without them; this rank is fenced out of the job "
         "(exit, or start over as a new job)");
     watch.Fence(why);

@@ -22,6 +22,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/communicator.h"
 #include "device_mesh/epoch_agreement.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -507,13 +508,13 @@ absl::StatusOr<Verdict> FailureWatch::ReadVerdict(int64_t epoch) {
       return Verdict{state_->verdict_rank, state_->verdict};
     }
   }
-  auto v = state_->store->GetIfSet(EpochKey(epoch, "death"));
-  if (!v.ok()) return v.status();
-  if (!v->has_value()) {
+  DEVMESH_ASSIGN_OR_RETURN(auto v,
+                           state_->store->GetIfSet(EpochKey(epoch, "death")));
+  if (!v.has_value()) {
     return absl::NotFoundError(absl::StrCat("no verdict in epoch ", epoch));
   }
-  state_->Decide(epoch, **v);
-  return DecodeVerdict(**v);
+  state_->Decide(epoch, *v);
+  return DecodeVerdict(*v);
 }
 
 absl::Status FailureWatch::Explain(const absl::Status& error,

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "device_mesh/mesh_runtime.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -44,18 +45,15 @@ absl::StatusOr<std::vector<DimHostSpan>> DimHostSpans(
     // order, so that is the line's first member).
     absl::flat_hash_map<int64_t, int64_t> first_of_line;
     for (int64_t r : ranks) {
-      auto ck = layout.SplitColorKey(r, d);
-      if (!ck.ok()) return ck.status();
-      auto [it, inserted] = first_of_line.emplace(ck->color, r);
+      DEVMESH_ASSIGN_OR_RETURN(auto ck, layout.SplitColorKey(r, d));
+      auto [it, inserted] = first_of_line.emplace(ck.color, r);
       if (inserted || host_of_rank[it->second] == host_of_rank[r]) continue;
       span.inside_host = false;
       span.rank_a = it->second;
       span.rank_b = r;
       span.host_a = host_of_rank[it->second];
       span.host_b = host_of_rank[r];
-      auto line = layout.GroupOf(r, d);
-      if (!line.ok()) return line.status();
-      span.line = *std::move(line);
+      DEVMESH_ASSIGN_OR_RETURN(span.line, layout.GroupOf(r, d));
       break;
     }
   }
@@ -88,10 +86,9 @@ absl::Status CheckDimsInsideHost(const MeshLayout& layout,
     indices.push_back(*index);
   }
   if (indices.empty()) return absl::OkStatus();
-  auto spans = DimHostSpans(layout, host_of_rank);
-  if (!spans.ok()) return spans.status();
+  DEVMESH_ASSIGN_OR_RETURN(auto spans, DimHostSpans(layout, host_of_rank));
   for (int d : indices) {
-    const DimHostSpan& span = (*spans)[d];
+    const DimHostSpan& span = spans[d];
     if (span.inside_host) continue;
     return absl::FailedPreconditionError(absl::StrCat(
         "dim '", span.dim,

@@ -70,9 +70,8 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
   // Auto dim: one -1 is inferred from the world size (devmesh's own).
   std::vector<int64_t> inferred(mesh_shape.begin(), mesh_shape.end());
   if (std::count(inferred.begin(), inferred.end(), kAutoDim) > 0) {
-    auto shape = InferMeshShape(mesh_shape, runtime->world_size());
-    if (!shape.ok()) return shape.status();
-    inferred = *std::move(shape);
+    DEVMESH_ASSIGN_OR_RETURN(inferred,
+                             InferMeshShape(mesh_shape, runtime->world_size()));
   }
   mesh_shape = inferred;
   int64_t product = 1;
@@ -104,8 +103,9 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
   if (backend == "nccl") {
     DEVMESH_RETURN_IF_ERROR(UseLocalCudaDevice(runtime->local_rank()));
   }
-  auto layout = MeshLayout::FromShape(mesh_shape, std::move(mesh_dim_names));
-  if (!layout.ok()) return layout.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto layout,
+      MeshLayout::FromShape(mesh_shape, std::move(mesh_dim_names)));
   if (!options.require_inside_host.empty()) {
     if (runtime->hostnames().empty()) {
       return absl::FailedPreconditionError(
@@ -113,11 +113,11 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
           "this runtime does not know (make it with MeshRuntimeFromBootstrap "
           "or InitDeviceMesh over a Bootstrap)");
     }
-    DEVMESH_RETURN_IF_ERROR(CheckDimsInsideHost(*layout, runtime->hostnames(),
+    DEVMESH_RETURN_IF_ERROR(CheckDimsInsideHost(layout, runtime->hostnames(),
                                                 options.require_inside_host));
   }
   return DeviceMesh::FromLayout(std::move(runtime), device_type,
-                                *std::move(layout), std::move(options));
+                                std::move(layout), std::move(options));
 }
 
 }  // namespace
@@ -195,9 +195,9 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
     std::shared_ptr<Bootstrap> bootstrap, absl::string_view device_type,
     absl::Span<const int64_t> mesh_shape,
     std::vector<std::string> mesh_dim_names, MeshOptions options) {
-  auto runtime = MeshRuntimeFromBootstrap(std::move(bootstrap));
-  if (!runtime.ok()) return runtime.status();
-  return InitDeviceMesh(*std::move(runtime), device_type, mesh_shape,
+  DEVMESH_ASSIGN_OR_RETURN(auto runtime,
+                           MeshRuntimeFromBootstrap(std::move(bootstrap)));
+  return InitDeviceMesh(std::move(runtime), device_type, mesh_shape,
                         std::move(mesh_dim_names), std::move(options));
 }
 
@@ -217,9 +217,8 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
       if (options.all.timeout.has_value()) {
         bootstrap_options.timeout = *options.all.timeout;
       }
-      auto made = Bootstrap::FromEnv(bootstrap_options);
-      if (!made.ok()) return made.status();
-      *process_bootstrap = *std::move(made);
+      DEVMESH_ASSIGN_OR_RETURN(*process_bootstrap,
+                               Bootstrap::FromEnv(bootstrap_options));
       // Leave the job on a normal exit (return from main, exit()), even
       // while meshes still hold the Bootstrap: rank 0 then keeps the store
       // up until every other rank has left (issue 11: a rank 0 returning

@@ -176,10 +176,10 @@ absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
   // Ends the agreement with `error` unless a verdict stands already; either
   // way, every rank's answer is the verdict that stands.
   auto conclude = [&](Failure failure, const absl::Status& error) {
-    auto first =
-        store->CompareSet(verdict_key, "", FailureVerdict(failure, me, error));
-    if (!first.ok()) return first.status();
-    return FromVerdict(*first);
+    DEVMESH_ASSIGN_OR_RETURN(
+        auto first,
+        store->CompareSet(verdict_key, "", FailureVerdict(failure, me, error)));
+    return FromVerdict(first);
   };
   // A wait that ran out ends the agreement for every rank, the late ones
   // included (one that came after would otherwise agree alone).
@@ -210,12 +210,12 @@ absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
           !differ.ok()) {
         return conclude(Failure::kDisagreed, differ);
       }
-      auto agreed = store->Add(Key(index, "agreed"), 1);
-      if (!agreed.ok()) return agreed.status();
-      if (*agreed == world - 1) {
-        auto first = store->CompareSet(verdict_key, "", std::string(kOk));
-        if (!first.ok()) return first.status();
-        return FromVerdict(*first);
+      DEVMESH_ASSIGN_OR_RETURN(auto agreed,
+                               store->Add(Key(index, "agreed"), 1));
+      if (agreed == world - 1) {
+        DEVMESH_ASSIGN_OR_RETURN(
+            auto first, store->CompareSet(verdict_key, "", std::string(kOk)));
+        return FromVerdict(first);
       }
     }
   }

@@ -80,8 +80,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::CreateOn(
     int size, const CommOptions& options) {
   auto shared = [](absl::StatusOr<std::unique_ptr<Communicator>> made)
       -> absl::StatusOr<std::shared_ptr<Communicator>> {
-    if (!made.ok()) return made.status();
-    return std::shared_ptr<Communicator>(*std::move(made));
+    DEVMESH_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                             std::move(made));
+    return std::shared_ptr<Communicator>(std::move(comm));
   };
   if (backend != "auto" && backend != "shm") {
     return shared(CreateCommunicator(backend, std::move(store), index, size,
@@ -116,9 +117,8 @@ absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(
   options.nccl = nccl;
   if (transport == "nccl" && options.nccl.cuda_device < 0) {
     // One rank per GPU of the host, as UseLocalCudaDevice.
-    auto count = CudaDeviceCount();
-    if (!count.ok()) return count.status();
-    options.nccl.cuda_device = local_rank_ % *count;
+    DEVMESH_ASSIGN_OR_RETURN(auto count, CudaDeviceCount());
+    options.nccl.cuda_device = local_rank_ % count;
   }
   options.gloo.store_route_address = store_route_address_;
   return options;
@@ -129,14 +129,13 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
   DEVMESH_RETURN_IF_ERROR(CheckCanCreate("world communicator", timeout));
   EnsureWatch();
   std::lock_guard<std::mutex> lock(mu_);
-  auto raw = WorldLocked(backend, timeout);
-  if (!raw.ok()) return raw.status();
+  DEVMESH_ASSIGN_OR_RETURN(auto raw, WorldLocked(backend, timeout));
   // One guarded handle per world communicator, so that World returns the
   // same pointer every time.
-  auto it = guarded_worlds_.find(raw->get());
+  auto it = guarded_worlds_.find(raw.get());
   if (it != guarded_worlds_.end()) return it->second;
-  std::shared_ptr<Communicator> guarded = Guard(*raw);
-  guarded_worlds_.emplace(raw->get(), guarded);
+  std::shared_ptr<Communicator> guarded = Guard(raw);
+  guarded_worlds_.emplace(raw.get(), guarded);
   RememberWorld(guarded.get());
   return guarded;
 }
@@ -218,21 +217,21 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
   }
   if (world_line) return World(backend, timeout);
   EnsureWatch();
-  auto group = NamedGroup(backend, identity, members, timeout, nccl, label);
-  if (!group.ok()) return group.status();
-  if (verify_calls && (*group)->backend() != "shm") {  // shm checks itself
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto group, NamedGroup(backend, identity, members, timeout, nccl, label));
+  if (verify_calls && group->backend() != "shm") {  // shm checks itself
     auto checker = NamedGroup("auto", absl::StrCat(identity, "|verify"),
                               members, timeout, std::nullopt);
     if (!checker.ok()) {
-      (void)(*group)->Abort();
+      (void)group->Abort();
       return checker.status();
     }
-    auto verified =
-        VerifyCalls(*std::move(group), *std::move(checker), std::string(label));
-    if (!verified.ok()) return verified.status();
-    return Guard(std::shared_ptr<Communicator>(*std::move(verified)));
+    DEVMESH_ASSIGN_OR_RETURN(
+        auto verified,
+        VerifyCalls(std::move(group), *std::move(checker), std::string(label)));
+    return Guard(std::shared_ptr<Communicator>(std::move(verified)));
   }
-  return Guard(*std::move(group));
+  return Guard(std::move(group));
 }
 
 std::function<absl::Status()> MeshRuntime::CreationCancel() {
@@ -298,16 +297,16 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
     std::lock_guard<std::mutex> lock(names_mu_);
     n = group_counts_[name]++;
   }
-  auto options = OptionsFor(backend, timeout, nccl.value_or(NcclOptions()));
-  if (!options.ok()) return options.status();
-  options->global_ranks = members;
-  options->label = std::string(label);
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto options, OptionsFor(backend, timeout, nccl.value_or(NcclOptions())));
+  options.global_ranks = members;
+  options.label = std::string(label);
   std::shared_ptr<Store> base = CreationStore();
   auto ns = std::make_shared<PrefixStore>(std::move(base),
                                           absl::StrCat(name, "/", n));
   groups_made_.fetch_add(1);
   auto comm = CreateOn(backend, std::move(ns), index,
-                       static_cast<int>(members.size()), *options);
+                       static_cast<int>(members.size()), options);
   if (!comm.ok()) {
     // Name the group (NCCL's own errors do not name its members).
     return Reworded(comm.status(),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -159,9 +160,8 @@ absl::StatusOr<MeshParts> DeserializeMesh(absl::string_view bytes) {
     return absl::InvalidArgumentError(
         "serialized DeviceMesh is truncated or has trailing bytes");
   }
-  auto layout = MeshLayout::Deserialize(layout_bytes);
-  if (!layout.ok()) return layout.status();
-  return MeshParts{std::move(device_type), *std::move(layout),
+  DEVMESH_ASSIGN_OR_RETURN(auto layout, MeshLayout::Deserialize(layout_bytes));
+  return MeshParts{std::move(device_type), std::move(layout),
                    std::move(options)};
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -28,8 +29,7 @@ std::optional<int64_t> Move(int64_t c, int64_t step, int64_t size,
 absl::StatusOr<Neighbours> CartShift(const MeshLayout& layout, int64_t rank,
                                      int dim, int64_t displacement,
                                      bool periodic) {
-  absl::StatusOr<int64_t> size = layout.size(dim);
-  if (!size.ok()) return size.status();
+  DEVMESH_ASSIGN_OR_RETURN(int64_t size, layout.size(dim));
   std::optional<std::vector<int64_t>> coord = layout.CoordinateOf(rank);
   if (!coord.has_value()) {
     return absl::FailedPreconditionError(
@@ -39,10 +39,10 @@ absl::StatusOr<Neighbours> CartShift(const MeshLayout& layout, int64_t rank,
   const int64_t c = (*coord)[dim];
   // Reduced first when periodic, so that negating it cannot overflow; a
   // non-periodic INT64_MIN leaves the dim both ways.
-  const int64_t step = periodic ? displacement % *size : displacement;
+  const int64_t step = periodic ? displacement % size : displacement;
   Neighbours out;
-  out.destination_in_group = Move(c, step, *size, periodic);
-  if (step != INT64_MIN) out.source_in_group = Move(c, -step, *size, periodic);
+  out.destination_in_group = Move(c, step, size, periodic);
+  if (step != INT64_MIN) out.source_in_group = Move(c, -step, size, periodic);
   std::vector<int64_t> at = *coord;
   if (out.destination_in_group.has_value()) {
     at[dim] = *out.destination_in_group;

@@ -46,9 +46,8 @@ absl::StatusOr<int64_t> MeshLayout::size(int dim) const {
 }
 
 absl::StatusOr<int64_t> MeshLayout::size(absl::string_view name) const {
-  absl::StatusOr<int> dim = DimIndex(name);
-  if (!dim.ok()) return dim.status();
-  return dims_[*dim].size;
+  DEVMESH_ASSIGN_OR_RETURN(int dim, DimIndex(name));
+  return dims_[dim].size;
 }
 
 absl::StatusOr<int> MeshLayout::DimIndex(absl::string_view name) const {

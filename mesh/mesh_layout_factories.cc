@@ -86,29 +86,29 @@ MeshLayout MeshLayout::OfRoot(RootPtr root) {
 
 absl::StatusOr<MeshLayout> MeshLayout::FromShape(
     absl::Span<const int64_t> shape, std::vector<std::string> names) {
-  absl::StatusOr<RootPtr> root =
-      mesh_internal::MakeIdentityRoot(shape, std::move(names));
-  if (!root.ok()) return root.status();
-  return OfRoot(*std::move(root));
+  DEVMESH_ASSIGN_OR_RETURN(
+      RootPtr root, mesh_internal::MakeIdentityRoot(shape, std::move(names)));
+  return OfRoot(std::move(root));
 }
 
 absl::StatusOr<MeshLayout> MeshLayout::FromStrides(
     absl::Span<const int64_t> sizes, absl::Span<const int64_t> strides,
     int64_t offset, std::vector<std::string> names) {
-  absl::StatusOr<RootPtr> root =
-      mesh_internal::MakeAffineRoot(sizes, strides, offset, std::move(names));
-  if (!root.ok()) return root.status();
-  return OfRoot(*std::move(root));
+  DEVMESH_ASSIGN_OR_RETURN(
+      RootPtr root,
+      mesh_internal::MakeAffineRoot(sizes, strides, offset, std::move(names)));
+  return OfRoot(std::move(root));
 }
 
 absl::StatusOr<MeshLayout> MeshLayout::FromRanks(
     absl::Span<const int64_t> flat_ranks, absl::Span<const int64_t> shape,
     std::vector<std::string> names) {
-  absl::StatusOr<RootPtr> root = mesh_internal::MakeTableRoot(
-      std::vector<int64_t>(flat_ranks.begin(), flat_ranks.end()), shape,
-      std::move(names));
-  if (!root.ok()) return root.status();
-  return OfRoot(*std::move(root));
+  DEVMESH_ASSIGN_OR_RETURN(
+      RootPtr root,
+      mesh_internal::MakeTableRoot(
+          std::vector<int64_t>(flat_ranks.begin(), flat_ranks.end()), shape,
+          std::move(names)));
+  return OfRoot(std::move(root));
 }
 
 absl::StatusOr<MeshLayout> MeshLayout::FromRankTable(

@@ -88,9 +88,8 @@ absl::StatusOr<MeshLayout> MeshLayout::Slice(
     }
   }
   for (const std::string& name : names) {
-    absl::StatusOr<int> d = DimIndex(name);
-    if (!d.ok()) return d.status();
-    dims.push_back(*d);
+    DEVMESH_ASSIGN_OR_RETURN(int d, DimIndex(name));
+    dims.push_back(d);
   }
   return SliceDims(dims, through_coordinate);
 }
@@ -172,11 +171,10 @@ absl::StatusOr<MeshLayout> MeshLayout::Unflatten(
   }
   DEVMESH_RETURN_IF_ERROR(
       mesh_internal::CheckNames(out_names, out_names.size()));
-  absl::StatusOr<std::vector<Modes>> pieces =
-      mesh_internal::SplitModes(dims_[dim].modes, sizes);
-  if (!pieces.ok()) return pieces.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<Modes> pieces,
+                           mesh_internal::SplitModes(dims_[dim].modes, sizes));
   absl::InlinedVector<Dim, 4> out(dims_.begin(), dims_.begin() + dim);
-  for (Modes& piece : *pieces) {
+  for (Modes& piece : pieces) {
     // R10: the original root dims whose digit range the piece touches.
     absl::InlinedVector<int, 2> touched;
     for (int r : dims_[dim].root_dims) {

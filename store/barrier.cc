@@ -1,6 +1,7 @@
 #include "store/barrier.h"
 
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -19,9 +20,8 @@ absl::Status Barrier(Store& store, std::string name, int rank, int world_size,
   if (name.empty()) return absl::InvalidArgumentError("barrier name is empty");
   const std::string arrived = name + "/arrived";
   const std::string done = name + "/done";
-  absl::StatusOr<int64_t> count = store.Add(arrived, 1);
-  if (!count.ok()) return count.status();
-  if (*count == world_size) {
+  DEVMESH_ASSIGN_OR_RETURN(int64_t count, store.Add(arrived, 1));
+  if (count == world_size) {
     // The last arrival releases the others and needs no further round trip
     // (so a rank 0 that leaves right after cannot strand it).
     return store.Set(done, "1");

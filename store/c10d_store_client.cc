@@ -52,13 +52,12 @@ absl::StatusOr<int64_t> ReadI64(Socket& s, absl::Time deadline) {
 }
 
 absl::StatusOr<std::string> ReadStr(Socket& s, absl::Time deadline) {
-  absl::StatusOr<int64_t> len = ReadI64(s, deadline);
-  if (!len.ok()) return len.status();
-  if (*len < 0 || *len > int64_t{kMaxFrameBytes}) {
+  DEVMESH_ASSIGN_OR_RETURN(int64_t len, ReadI64(s, deadline));
+  if (len < 0 || len > int64_t{kMaxFrameBytes}) {
     return absl::InternalError(
-        absl::StrCat("c10d server sent a string of ", *len, " bytes"));
+        absl::StrCat("c10d server sent a string of ", len, " bytes"));
   }
-  std::string v(static_cast<size_t>(*len), '\0');
+  std::string v(static_cast<size_t>(len), '\0');
   if (absl::Status st = s.RecvAll(v.data(), v.size(), deadline); !st.ok()) {
     return Closed(st);
   }
@@ -91,24 +90,23 @@ absl::Status SendSynced(Socket& s, const C10dRequest& r, absl::Time deadline) {
 absl::StatusOr<std::unique_ptr<C10dStoreClient>> C10dStoreClient::Connect(
     const C10dStoreClientOptions& options) {
   std::unique_ptr<C10dStoreClient> client(new C10dStoreClient(options));
-  absl::StatusOr<Socket> first = client->Open();
-  if (!first.ok()) return first.status();
-  client->idle_.push_back(std::move(*first));
+  DEVMESH_ASSIGN_OR_RETURN(Socket first, client->Open());
+  client->idle_.push_back(std::move(first));
   return client;
 }
 
 absl::StatusOr<Socket> C10dStoreClient::Open() const {
-  absl::StatusOr<Socket> s = Socket::Connect(
-      options_.host, options_.port, absl::Now() + options_.connect_timeout);
-  if (!s.ok()) return s.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      Socket s, Socket::Connect(options_.host, options_.port,
+                                absl::Now() + options_.connect_timeout));
   const absl::Time deadline = absl::Now() + options_.default_timeout;
   const uint32_t nonce = static_cast<uint32_t>(getpid());
   std::string hello = EncodeC10dRequest(
       {C10dQuery::kValidate, {}, {}, static_cast<int64_t>(kC10dMagic)});
   hello += EncodeC10dRequest({C10dQuery::kPing, {}, {}, nonce});
-  DEVMESH_RETURN_IF_ERROR(s->SendAll(hello, deadline));
+  DEVMESH_RETURN_IF_ERROR(s.SendAll(hello, deadline));
   char echo[4];
-  if (absl::Status st = s->RecvAll(echo, 4, deadline); !st.ok()) {
+  if (absl::Status st = s.RecvAll(echo, 4, deadline); !st.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "c10d handshake with ", options_.host, ":", options_.port,
         " failed (", st.message(),
@@ -175,9 +173,8 @@ absl::Status C10dStoreClient::WaitOn(Socket& s,
   std::string missing = keys.empty() ? "" : keys[0];
   for (size_t i = 0; i < slashed.size(); ++i) {
     if (Send(s, {C10dQuery::kCheck, {slashed[i]}, {}, 0}, deadline).ok()) {
-      absl::StatusOr<uint8_t> ready = ReadU8(s, deadline);
-      if (!ready.ok()) return ready.status();
-      if (*ready != kC10dReady) {
+      DEVMESH_ASSIGN_OR_RETURN(uint8_t ready, ReadU8(s, deadline));
+      if (ready != kC10dReady) {
         missing = keys[i];
         break;
       }
@@ -191,10 +188,8 @@ absl::Status C10dStoreClient::WaitOn(Socket& s,
 // Runs `body` on a borrowed connection; the connection goes back to the pool
 // only when `body` succeeded or failed with DeadlineExceeded after a clean
 // CANCEL_WAIT (WaitOn), never after a broken exchange.
-#define DEVMESH_C10D_BORROW(s)                        \
-  absl::StatusOr<Socket> borrowed_ = Borrow();        \
-  if (!borrowed_.ok()) return borrowed_.status();     \
-  Socket s = std::move(*borrowed_);                   \
+#define DEVMESH_C10D_BORROW(s)                  \
+  DEVMESH_ASSIGN_OR_RETURN(Socket s, Borrow()); \
   const absl::Time deadline = absl::Now() + options_.default_timeout
 
 absl::Status C10dStoreClient::Set(absl::string_view key,
@@ -239,8 +234,7 @@ absl::StatusOr<std::string> C10dStoreClient::Get(absl::string_view key,
   const std::string k = Slashed(key);
   const absl::Time after = absl::Now() + options_.default_timeout;
   DEVMESH_RETURN_IF_ERROR(Send(s, {C10dQuery::kGet, {k}, {}, 0}, after));
-  absl::StatusOr<std::string> value = ReadStr(s, after);
-  if (!value.ok()) return value.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::string value, ReadStr(s, after));
   Return(std::move(s));
   (void)deadline;
   return value;
@@ -286,8 +280,7 @@ absl::StatusOr<std::string> C10dStoreClient::CompareSet(
   const std::string k = Slashed(key);
   DEVMESH_RETURN_IF_ERROR(
       Send(s, {C10dQuery::kCompareSet, {k}, {expected, desired}, 0}, deadline));
-  absl::StatusOr<std::string> now = ReadStr(s, deadline);
-  if (!now.ok()) return now.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::string now, ReadStr(s, deadline));
   Return(std::move(s));
   return now;
 }
@@ -314,10 +307,9 @@ absl::StatusOr<bool> C10dStoreClient::Check(
       !st.ok()) {
     return st;
   }
-  absl::StatusOr<uint8_t> r = ReadU8(s, deadline);
-  if (!r.ok()) return r.status();
+  DEVMESH_ASSIGN_OR_RETURN(uint8_t r, ReadU8(s, deadline));
   Return(std::move(s));
-  return *r == kC10dReady;
+  return r == kC10dReady;
 }
 
 absl::StatusOr<bool> C10dStoreClient::DeleteKey(absl::string_view key) {
@@ -326,18 +318,16 @@ absl::StatusOr<bool> C10dStoreClient::DeleteKey(absl::string_view key) {
   const std::string k = Slashed(key);
   DEVMESH_RETURN_IF_ERROR(
       Send(s, {C10dQuery::kDeleteKey, {k}, {}, 0}, deadline));
-  absl::StatusOr<int64_t> n = ReadI64(s, deadline);
-  if (!n.ok()) return n.status();
+  DEVMESH_ASSIGN_OR_RETURN(int64_t n, ReadI64(s, deadline));
   Return(std::move(s));
-  return *n > 0;
+  return n > 0;
 }
 
 absl::StatusOr<int64_t> C10dStoreClient::NumKeys() {
   DEVMESH_C10D_BORROW(s);
   DEVMESH_RETURN_IF_ERROR(
       Send(s, {C10dQuery::kGetNumKeys, {}, {}, 0}, deadline));
-  absl::StatusOr<int64_t> n = ReadI64(s, deadline);
-  if (!n.ok()) return n.status();
+  DEVMESH_ASSIGN_OR_RETURN(int64_t n, ReadI64(s, deadline));
   Return(std::move(s));
   return n;
 }
@@ -364,9 +354,8 @@ absl::StatusOr<std::vector<std::string>> C10dStoreClient::MultiGet(
   std::vector<std::string> values;
   values.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    absl::StatusOr<std::string> v = ReadStr(s, after);
-    if (!v.ok()) return v.status();
-    values.push_back(*std::move(v));
+    DEVMESH_ASSIGN_OR_RETURN(std::string v, ReadStr(s, after));
+    values.push_back(std::move(v));
   }
   Return(std::move(s));
   return values;

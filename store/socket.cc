@@ -130,15 +130,14 @@ absl::StatusOr<Socket> Socket::Connect(const std::string& host, int port,
     return absl::InvalidArgumentError(
         absl::StrCat("store port ", port, " is outside 1..65535"));
   }
-  absl::StatusOr<AddrInfoPtr> addrs = Resolve(host, port, false);
-  if (!addrs.ok()) return addrs.status();
+  DEVMESH_ASSIGN_OR_RETURN(AddrInfoPtr addrs, Resolve(host, port, false));
   absl::BitGen gen;
   absl::Duration backoff = absl::Milliseconds(10);
   int last_err = 0;
   const absl::Time start = absl::Now();
   bool only_refused = true;  // every try so far was refused
   while (true) {
-    for (const addrinfo* ai = addrs->get(); ai != nullptr; ai = ai->ai_next) {
+    for (const addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
       Socket s;
       last_err = TryConnect(ai, deadline, &s);
       if (last_err == 0) return s;
@@ -204,10 +203,9 @@ absl::StatusOr<Socket> Socket::Listen(const std::string& host, int port) {
     // stays an error of the IPv4 try too.
     return Listen("0.0.0.0", port);
   }
-  absl::StatusOr<AddrInfoPtr> addrs = Resolve(host, port, true);
-  if (!addrs.ok()) return addrs.status();
+  DEVMESH_ASSIGN_OR_RETURN(AddrInfoPtr addrs, Resolve(host, port, true));
   int last_err = 0;
-  for (const addrinfo* ai = addrs->get(); ai != nullptr; ai = ai->ai_next) {
+  for (const addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
     Socket s(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
                     ai->ai_protocol));
     if (!s.valid()) {

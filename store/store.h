@@ -17,8 +17,6 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
-#include "config/require_cxx17.h"
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +27,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "config/require_cxx17.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 
@@ -97,12 +97,10 @@ class Store {
   // Errors: those of Check and Get.
   absl::StatusOr<std::optional<std::string>> GetIfSet(absl::string_view key) {
     const std::string k(key);
-    absl::StatusOr<bool> set = Check(absl::MakeConstSpan(&k, 1));
-    if (!set.ok()) return set.status();
-    if (!*set) return std::optional<std::string>();
-    absl::StatusOr<std::string> value = Get(key);
-    if (!value.ok()) return value.status();
-    return std::optional<std::string>(*std::move(value));
+    DEVMESH_ASSIGN_OR_RETURN(bool set, Check(absl::MakeConstSpan(&k, 1)));
+    if (!set) return std::optional<std::string>();
+    DEVMESH_ASSIGN_OR_RETURN(std::string value, Get(key));
+    return std::optional<std::string>(std::move(value));
   }
 
   // Deletes `key`; returns whether it existed.

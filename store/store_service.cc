@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace {
@@ -235,9 +236,7 @@ StoreService::Share(absl::string_view payload) {
   auto shared = std::make_shared<SharedRequest>();
   shared->payload.assign(payload.data(), payload.size());
   // Views point into the shared copy, which lives as long as its users.
-  absl::StatusOr<Request> request = DecodeRequest(shared->payload);
-  if (!request.ok()) return request.status();
-  shared->request = *std::move(request);
+  DEVMESH_ASSIGN_OR_RETURN(shared->request, DecodeRequest(shared->payload));
   shared_requests_.emplace(shared->payload, shared);
   return shared;
 }

@@ -59,10 +59,9 @@ absl::Status Malformed() {
 absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
     const TcpStoreClientOptions& options) {
   std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(options));
-  absl::StatusOr<Socket> first =
-      client->Open(/*first=*/true, absl::InfinitePast());
-  if (!first.ok()) return first.status();
-  client->idle_.push_back(std::move(*first));
+  DEVMESH_ASSIGN_OR_RETURN(Socket first,
+                           client->Open(/*first=*/true, absl::InfinitePast()));
+  client->idle_.push_back(std::move(first));
   return client;
 }
 
@@ -139,19 +138,17 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const Request& request,
                               : options_.default_timeout);
   };
   if (!s.valid()) {
-    absl::StatusOr<Socket> opened = Open(/*first=*/false, call_deadline());
-    if (!opened.ok()) return opened.status();
-    s = std::move(*opened);
+    DEVMESH_ASSIGN_OR_RETURN(s, Open(/*first=*/false, call_deadline()));
   }
   const absl::Time deadline = call_deadline();
   DEVMESH_RETURN_IF_ERROR(s.SendAll(frame, deadline));
-  absl::StatusOr<std::string> reply = ReadFrame(s, deadline);
-  if (!reply.ok()) return reply.status();  // the connection is dropped
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::string reply, ReadFrame(s, deadline));  // the connection is dropped
   {
     std::lock_guard<std::mutex> lock(mu_);
     idle_.push_back(std::move(s));
   }
-  return ParseReply(std::move(*reply));
+  return ParseReply(std::move(reply));
 }
 
 absl::Status TcpStoreClient::Set(absl::string_view key,
@@ -164,10 +161,9 @@ absl::Status TcpStoreClient::Set(absl::string_view key,
 absl::StatusOr<std::string> TcpStoreClient::Get(absl::string_view key,
                                                 absl::Duration timeout) {
   DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
-  absl::StatusOr<std::string> r =
-      Call({Op::kGet, {key}, {}, TimeoutMs(timeout)}, timeout);
-  if (!r.ok()) return r.status();
-  WireReader in(*r);
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::string r, Call({Op::kGet, {key}, {}, TimeoutMs(timeout)}, timeout));
+  WireReader in(r);
   absl::string_view value;
   if (!in.Bytes(&value)) return Malformed();
   return std::string(value);
@@ -176,10 +172,9 @@ absl::StatusOr<std::string> TcpStoreClient::Get(absl::string_view key,
 absl::StatusOr<int64_t> TcpStoreClient::Add(absl::string_view key,
                                             int64_t delta) {
   DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
-  absl::StatusOr<std::string> r =
-      Call({Op::kAdd, {key}, {}, delta}, absl::ZeroDuration());
-  if (!r.ok()) return r.status();
-  WireReader in(*r);
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::string r, Call({Op::kAdd, {key}, {}, delta}, absl::ZeroDuration()));
+  WireReader in(r);
   int64_t sum = 0;
   if (!in.I64(&sum)) return Malformed();
   return sum;
@@ -191,10 +186,10 @@ absl::StatusOr<std::string> TcpStoreClient::CompareSet(
   DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   DEVMESH_RETURN_IF_ERROR(ValidateValue(expected));
   DEVMESH_RETURN_IF_ERROR(ValidateValue(desired));
-  absl::StatusOr<std::string> r = Call(
-      {Op::kCompareSet, {key}, {expected, desired}, 0}, absl::ZeroDuration());
-  if (!r.ok()) return r.status();
-  WireReader in(*r);
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::string r, Call({Op::kCompareSet, {key}, {expected, desired}, 0},
+                          absl::ZeroDuration()));
+  WireReader in(r);
   absl::string_view value;
   if (!in.Bytes(&value)) return Malformed();
   return std::string(value);
@@ -209,10 +204,9 @@ absl::Status TcpStoreClient::Wait(absl::Span<const std::string> keys,
 
 absl::StatusOr<bool> TcpStoreClient::Check(absl::Span<const std::string> keys) {
   DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
-  absl::StatusOr<std::string> r =
-      Call({Op::kCheck, Views(keys), {}, 0}, absl::ZeroDuration());
-  if (!r.ok()) return r.status();
-  WireReader in(*r);
+  DEVMESH_ASSIGN_OR_RETURN(std::string r, Call({Op::kCheck, Views(keys), {}, 0},
+                                               absl::ZeroDuration()));
+  WireReader in(r);
   uint8_t all = 0;
   if (!in.U8(&all)) return Malformed();
   return all != 0;
@@ -220,20 +214,18 @@ absl::StatusOr<bool> TcpStoreClient::Check(absl::Span<const std::string> keys) {
 
 absl::StatusOr<bool> TcpStoreClient::DeleteKey(absl::string_view key) {
   DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
-  absl::StatusOr<std::string> r =
-      Call({Op::kDeleteKey, {key}, {}, 0}, absl::ZeroDuration());
-  if (!r.ok()) return r.status();
-  WireReader in(*r);
+  DEVMESH_ASSIGN_OR_RETURN(std::string r, Call({Op::kDeleteKey, {key}, {}, 0},
+                                               absl::ZeroDuration()));
+  WireReader in(r);
   uint8_t existed = 0;
   if (!in.U8(&existed)) return Malformed();
   return existed != 0;
 }
 
 absl::StatusOr<int64_t> TcpStoreClient::NumKeys() {
-  absl::StatusOr<std::string> r =
-      Call({Op::kNumKeys, {}, {}, 0}, absl::ZeroDuration());
-  if (!r.ok()) return r.status();
-  WireReader in(*r);
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::string r, Call({Op::kNumKeys, {}, {}, 0}, absl::ZeroDuration()));
+  WireReader in(r);
   int64_t n = 0;
   if (!in.I64(&n)) return Malformed();
   return n;
@@ -242,10 +234,10 @@ absl::StatusOr<int64_t> TcpStoreClient::NumKeys() {
 absl::StatusOr<std::vector<std::string>> TcpStoreClient::MultiGet(
     absl::Span<const std::string> keys, absl::Duration timeout) {
   DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
-  absl::StatusOr<std::string> r =
-      Call({Op::kMultiGet, Views(keys), {}, TimeoutMs(timeout)}, timeout);
-  if (!r.ok()) return r.status();
-  WireReader in(*r);
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::string r,
+      Call({Op::kMultiGet, Views(keys), {}, TimeoutMs(timeout)}, timeout));
+  WireReader in(r);
   uint32_t n = 0;
   if (!in.U32(&n) || n != keys.size()) return Malformed();
   std::vector<std::string> values;

@@ -421,20 +421,19 @@ TcpStoreServerStats TcpStoreServer::stats() const { return impl_->Stats(); }
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const TcpStoreServerOptions& options) {
-  absl::StatusOr<Socket> listener = Socket::Listen(options.host, options.port);
-  if (!listener.ok()) return listener.status();
-  return StartOnFd(listener->Release(), options);
+  DEVMESH_ASSIGN_OR_RETURN(Socket listener,
+                           Socket::Listen(options.host, options.port));
+  return StartOnFd(listener.Release(), options);
 }
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::StartOnFd(
     int listening_fd, const TcpStoreServerOptions& options) {
   Socket listener(listening_fd);
-  absl::StatusOr<int> port = listener.LocalPort();
-  if (!port.ok()) return port.status();
+  DEVMESH_ASSIGN_OR_RETURN(int port, listener.LocalPort());
   auto impl = std::make_unique<Impl>(options);
   DEVMESH_RETURN_IF_ERROR(impl->Init(std::move(listener)));
   return std::unique_ptr<TcpStoreServer>(
-      new TcpStoreServer(std::move(impl), *port));
+      new TcpStoreServer(std::move(impl), port));
 }
 
 }  // namespace devmesh
