@@ -12,32 +12,37 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
-#include "config/require_cxx17.h"
-
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "comm/work.h"
+#include "config/require_cxx17.h"
 
 namespace devmesh {
 namespace comm_internal {
 
-// The shared state of a Work and the queue that completes it.
+// The shared state of a Work and the queue (or the poll) that completes it.
 struct WorkState {
-  std::mutex mu;
-  std::condition_variable done_cv;
+  absl::Mutex mu;
   bool done ABSL_GUARDED_BY(mu) = false;
   absl::Status status ABSL_GUARDED_BY(mu);
+  // Work::FromPoll's; set before the Work is handed out, never changed.
+  std::function<std::optional<absl::Status>()> poll;
+  // Serializes calls of `poll`.
+  absl::Mutex poll_mu ABSL_ACQUIRED_AFTER(mu);
 
-  void Finish(absl::Status s);
+  // The first call sets the Status; later calls change nothing.
+  void Finish(absl::Status s) ABSL_LOCKS_EXCLUDED(mu);
+  // Whether done (after one poll when polled and not yet done).
+  bool Poll() ABSL_LOCKS_EXCLUDED(mu, poll_mu);
 };
 
 class AsyncQueue {
@@ -51,24 +56,31 @@ class AsyncQueue {
 
   // Queues `call`; its Work ends with what it returns. After Stop, the
   // Work ends at once with Stop's status.
-  Work Push(std::function<absl::Status()> call);
+  Work Push(std::function<absl::Status()> call) ABSL_LOCKS_EXCLUDED(mu_);
   // Returns once every call pushed before it has ended.
-  void Drain();
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
   // Ends every queued call with `why` (they never run), runs `on_running`
   // when a call is running (to end it: Abort), waits for that call to end
   // and joins the thread. Later calls: at once.
   void Stop(const absl::Status& why,
-            const std::function<void()>& on_running = nullptr);
+            const std::function<void()>& on_running = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Item {
     std::function<absl::Status()> call;
     std::shared_ptr<WorkState> state;
   };
-  void Run();
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  // Await conditions.
+  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.empty() && !running_;
+  }
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopped_ || !queue_.empty();
+  }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;  // a call is in progress
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -369,7 +369,7 @@ void Communicator::WaitForAsync() {
   if (async_ != nullptr) async_->Drain();
 }
 
-Work Communicator::Async(std::function<absl::Status()> call) {
+Work Communicator::StartAsync(std::function<absl::Status()> call) {
   if (async_ == nullptr) {
     async_ = std::make_unique<comm_internal::AsyncQueue>();
   }

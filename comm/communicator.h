@@ -330,8 +330,11 @@ class Communicator {
   // other until the timeout on Gloo and shm (whose sends wait for the
   // receive) and for large messages on UCX, where PyTorch and MPI let them
   // pass. Exchange with one IBatchSendRecv instead. A wrapper
-  // (ForwardingCommunicator) has a progress thread of its own: do not mix
-  // calls on a wrapper and on the communicator it wraps.
+  // (ForwardingCommunicator) over a CPU backend has a progress thread of
+  // its own: do not mix calls on a wrapper and on the communicator it wraps.
+  // NCCL has no progress thread: its I* calls (also through wrappers) are
+  // enqueued on the CUDA stream by the caller's thread, and their Work ends
+  // with the work on the stream (comm/nccl/nccl_communicator.h).
   Work IAllReduce(const void* send, void* recv, size_t count, DataType dtype,
                   ReduceOp op);
   Work IAllGather(const void* send, void* recv, size_t count, DataType dtype);
@@ -456,6 +459,17 @@ class Communicator {
   // is intact (the base destructor calls it again, a no-op by then).
   void StopAsync();
 
+  // How the I* calls start. The default queues `call` (the blocking form)
+  // on this communicator's progress thread. A backend whose calls are
+  // asynchronous by nature (NCCL: enqueued on a CUDA stream) overrides
+  // both: StartsAsyncItself returns true, and StartAsync runs `call` on the
+  // caller's thread in an enqueue-only mode and returns a Work that ends
+  // with the enqueued work (Work::FromPoll). A ForwardingCommunicator over
+  // such a backend hands its I* calls to the backend's StartAsync, so that
+  // they too run on the caller's thread.
+  virtual bool StartsAsyncItself() const { return false; }
+  virtual Work StartAsync(std::function<absl::Status()> call);
+
   // The collective the front is handing to the backend: valid during a
   // collective's Do* function (every one but DoSend, DoRecv,
   // DoBatchSendRecv, DoSplit and DoAbort), on the calling thread, including the primitives a default
@@ -559,8 +573,10 @@ class Communicator {
   }
   friend class ForwardingCommunicator;
 
-  // Queues `call` on the progress thread (made at the first use).
-  Work Async(std::function<absl::Status()> call);
+  // Starts an I* call: StartAsync.
+  Work Async(std::function<absl::Status()> call) {
+    return StartAsync(std::move(call));
+  }
 
   // At least `bytes` of uninitialized scratch for the default composites,
   // kept between calls (the largest asked for so far; one call at a time,

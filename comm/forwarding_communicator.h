@@ -27,8 +27,7 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
-#include "config/require_cxx17.h"
-
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -37,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "config/require_cxx17.h"
 
 namespace devmesh {
 
@@ -148,6 +148,15 @@ class ForwardingCommunicator : public Communicator {
     return inner_->Split(color, key, options);
   }
   absl::Status DoAbort() override { return inner_->Abort(); }
+  // I* calls: on the inner backend's StartAsync when it starts them itself
+  // (NCCL), else on this wrapper's own progress thread.
+  bool StartsAsyncItself() const override {
+    return inner_->StartsAsyncItself();
+  }
+  Work StartAsync(std::function<absl::Status()> call) override {
+    if (inner_->StartsAsyncItself()) return inner_->StartAsync(std::move(call));
+    return Communicator::StartAsync(std::move(call));
+  }
 
  private:
   void NoteRejected(CallKind kind, DataType dtype) override {

@@ -8,20 +8,39 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-
 #include "absl/time/clock.h"
 #include "comm/async_queue.h"
 
 namespace devmesh {
 namespace comm_internal {
+namespace {
+
+// How often Work::Wait polls a Work made by Work::FromPoll.
+constexpr absl::Duration kPollPeriod = absl::Microseconds(50);
+
+}  // namespace
 
 void WorkState::Finish(absl::Status s) {
+  absl::MutexLock lock(&mu);
+  if (done) return;
+  status = std::move(s);
+  done = true;
+}
+
+bool WorkState::Poll() {
   {
-    std::lock_guard<std::mutex> lock(mu);
-    status = std::move(s);
-    done = true;
+    absl::MutexLock lock(&mu);
+    if (done || !poll) return done;
   }
-  done_cv.notify_all();
+  absl::MutexLock poll_lock(&poll_mu);
+  {
+    absl::MutexLock lock(&mu);  // Another waiter's poll may have ended it.
+    if (done) return true;
+  }
+  std::optional<absl::Status> result = poll();
+  if (!result.has_value()) return false;
+  Finish(*std::move(result));
+  return true;
 }
 
 AsyncQueue::AsyncQueue() {
@@ -38,25 +57,21 @@ Work AsyncQueue::Push(std::function<absl::Status()> call) {
   auto state = std::make_shared<WorkState>();
   absl::Status refused;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopped_) {
       refused = stop_status_;
     } else {
       queue_.push_back(Item{std::move(call), state});
     }
   }
-  if (!refused.ok()) {
-    state->Finish(refused);
-  } else {
-    cv_.notify_all();
-  }
+  if (!refused.ok()) state->Finish(refused);
   return Work(std::move(state));
 }
 
 void AsyncQueue::Drain() {
   if (std::this_thread::get_id() == thread_id_) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return queue_.empty() && !running_; });
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &AsyncQueue::Idle));
 }
 
 void AsyncQueue::Stop(const absl::Status& why,
@@ -64,7 +79,7 @@ void AsyncQueue::Stop(const absl::Status& why,
   std::deque<Item> dropped;
   bool running = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!stopped_) {
       stopped_ = true;
       stop_status_ = why;
@@ -72,7 +87,6 @@ void AsyncQueue::Stop(const absl::Status& why,
     dropped.swap(queue_);
     running = running_;
   }
-  cv_.notify_all();
   for (Item& item : dropped) item.state->Finish(why);
   if (running && on_running) on_running();
   if (thread_.joinable() && std::this_thread::get_id() != thread_id_) {
@@ -81,14 +95,14 @@ void AsyncQueue::Stop(const absl::Status& why,
 }
 
 void AsyncQueue::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopped_ || !queue_.empty(); });
+    mu_.Await(absl::Condition(this, &AsyncQueue::HasWork));
     if (queue_.empty()) return;  // stopped, nothing left
     Item item = std::move(queue_.front());
     queue_.pop_front();
     running_ = true;
-    lock.unlock();
+    mu_.Unlock();
     absl::Status s;
     try {
       s = item.call();
@@ -100,9 +114,8 @@ void AsyncQueue::Run() {
           absl::StrCat("an asynchronous call threw: ", e.what()));
     }
     item.state->Finish(std::move(s));
-    lock.lock();
+    mu_.Lock();
     running_ = false;
-    cv_.notify_all();
   }
 }
 
@@ -113,26 +126,33 @@ Work::Work(absl::Status status)
   state_->Finish(std::move(status));
 }
 
-absl::Status Work::Wait(absl::Time deadline) const {
-  std::unique_lock<std::mutex> lock(state_->mu);
-  while (!state_->done) {
-    if (deadline == absl::InfiniteFuture()) {
-      state_->done_cv.wait(lock);
-      continue;
-    }
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(
-          "the call is still running at the deadline");
-    }
-    state_->done_cv.wait_for(lock, absl::ToChronoNanoseconds(left));
-  }
-  return state_->status;
+Work Work::FromPoll(std::function<std::optional<absl::Status>()> poll) {
+  auto state = std::make_shared<comm_internal::WorkState>();
+  state->poll = std::move(poll);
+  return Work(std::move(state));
 }
 
-bool Work::Test() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
+absl::Status Work::Wait(absl::Time deadline) const {
+  comm_internal::WorkState& state = *state_;
+  if (state.poll) {
+    while (!state.Poll()) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            "the call is still running at the deadline");
+      }
+      absl::SleepFor(comm_internal::kPollPeriod);
+    }
+    absl::MutexLock lock(&state.mu);
+    return state.status;
+  }
+  absl::MutexLock lock(&state.mu);
+  if (!state.mu.AwaitWithDeadline(absl::Condition(&state.done), deadline)) {
+    return absl::DeadlineExceededError(
+        "the call is still running at the deadline");
+  }
+  return state.status;
 }
+
+bool Work::Test() const { return state_->Poll(); }
 
 }  // namespace devmesh

@@ -14,20 +14,25 @@
 // outlive its communicator: a call the communicator never ran (it was
 // destroyed first) ends with Cancelled.
 //
+// A backend whose calls are asynchronous by nature (NCCL: enqueued on a CUDA
+// stream) makes its Works with Work::FromPoll: they end when its poll says
+// so, and Wait polls instead of sleeping on the progress thread.
+//
 // Thread-safety: every method is safe from any thread, on any copy.
 #ifndef DEVMESH_COMM_WORK_H_
 #define DEVMESH_COMM_WORK_H_
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
-#include "config/require_cxx17.h"
-
+#include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "config/require_cxx17.h"
 
 namespace devmesh {
 
@@ -51,8 +56,16 @@ class Work {
   absl::Status Wait(absl::Duration timeout) const {
     return Wait(absl::Now() + timeout);
   }
-  // Whether the call is done (never blocks).
+  // Whether the call is done (never blocks; a polled Work polls once).
   bool Test() const;
+
+  // For backends: a Work that ends when `poll` returns a Status (the
+  // call's), polled by Wait every 50 us until then (never after) and once
+  // by each Test. `poll` returns std::nullopt while the call runs; it is
+  // called by one thread at a time, from whichever thread waits, and must
+  // bound the call itself (its own deadline): Wait's deadline only stops
+  // waiting. It may be called after its communicator is gone.
+  static Work FromPoll(std::function<std::optional<absl::Status>()> poll);
 
   // For the Communicator front only.
   explicit Work(std::shared_ptr<comm_internal::WorkState> state)

@@ -1,13 +1,17 @@
 // devmesh/comm/nccl/nccl_communicator.cc
 // Collectives of the NCCL backend. Creation and Split: nccl_connect.cc.
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "comm/dtype.h"
 #include "comm/nccl/nccl_communicator_impl.h"
 #include "comm/nccl/nccl_status.h"
+#include "comm/nccl/nccl_stream.h"
 #include "status/status_macros.h"
 
 namespace devmesh {
@@ -41,15 +45,17 @@ ncclRedOp_t ToNccl(ReduceOp op) {
 
 }  // namespace
 
-absl::Status NcclCommunicator::CheckOpen(absl::string_view op) const {
-  // Every call, on whatever thread runs it (the progress thread of the I*
-  // calls starts on device 0): this communicator's device.
+absl::Status NcclCommunicator::CheckOpen(absl::string_view op) {
+  // Every call, on whatever thread runs it: this communicator's device, and
+  // the stream of the caller's NcclStreamScope if any.
   cudaSetDevice(device_);
-  if (aborted_.load()) {
+  CUstream_st* scoped = NcclStreamScope::Current();
+  call_stream_ = scoped != nullptr ? scoped : stream_;
+  if (shared_->aborted.load()) {
     return absl::FailedPreconditionError(
         absl::StrCat("nccl ", op, ": communicator was aborted"));
   }
-  if (revoked_.load()) {
+  if (shared_->revoked.load()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "nccl ", op, ": communicator was revoked (ncclCommRevoke)"));
   }
@@ -59,6 +65,7 @@ absl::Status NcclCommunicator::CheckOpen(absl::string_view op) const {
 absl::Status NcclCommunicator::Finish(ncclResult_t result,
                                       absl::string_view what,
                                       bool wait_stream) {
+  last_call_ = std::string(what);
   if (result != ncclSuccess && result != ncclInProgress) {
     return NcclStatus(result, what, comm_);
   }
@@ -72,25 +79,27 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result,
   };
   const absl::Time deadline = absl::Now() + options_.timeout;
   if (auto s = WaitForComm(comm_, deadline, what); !s.ok()) {
-    aborted_.store(true);  // WaitForComm aborted the communicator.
+    shared_->aborted.store(true);  // WaitForComm aborted the communicator.
     return s;
   }
-  if (revoked_.load()) return revoked();
+  if (shared_->revoked.load()) return revoked();
+  if (enqueue_only_) return absl::OkStatus();  // StartAsync's Work waits.
   if (!options_.nccl.synchronize && !wait_stream) return absl::OkStatus();
   while (true) {
-    cudaError_t e = cudaStreamQuery(stream_);
-    if (e == cudaSuccess) return revoked_.load() ? revoked() : absl::OkStatus();
+    cudaError_t e = cudaStreamQuery(call_stream_);
+    if (e == cudaSuccess)
+      return shared_->revoked.load() ? revoked() : absl::OkStatus();
     if (e != cudaErrorNotReady) return CudaStatus(e, what);
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm_, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
       ncclCommAbort(comm_);
-      aborted_.store(true);
+      shared_->aborted.store(true);
       return NcclStatus(async, what, nullptr);
     }
     if (absl::Now() > deadline) {
       ncclCommAbort(comm_);
-      aborted_.store(true);
+      shared_->aborted.store(true);
       return absl::DeadlineExceededError(absl::StrCat(
           what, ": not complete within the timeout; communicator aborted"));
     }
@@ -103,7 +112,7 @@ absl::Status NcclCommunicator::DoAllReduce(const void* send, void* recv,
                                            ReduceOp op) {
   DEVMESH_RETURN_IF_ERROR(CheckOpen("allreduce"));
   return Finish(ncclAllReduce(send, recv, count, ToNccl(dtype), ToNccl(op),
-                              comm_, stream_),
+                              comm_, call_stream_),
                 "ncclAllReduce");
 }
 
@@ -111,7 +120,7 @@ absl::Status NcclCommunicator::DoAllGather(const void* send, void* recv,
                                            size_t count, DataType dtype) {
   DEVMESH_RETURN_IF_ERROR(CheckOpen("allgather"));
   return Finish(
-      ncclAllGather(send, recv, count, ToNccl(dtype), comm_, stream_),
+      ncclAllGather(send, recv, count, ToNccl(dtype), comm_, call_stream_),
       "ncclAllGather");
 }
 
@@ -120,7 +129,7 @@ absl::Status NcclCommunicator::DoReduceScatter(const void* send, void* recv,
                                                ReduceOp op) {
   DEVMESH_RETURN_IF_ERROR(CheckOpen("reduce_scatter"));
   return Finish(ncclReduceScatter(send, recv, count, ToNccl(dtype), ToNccl(op),
-                                  comm_, stream_),
+                                  comm_, call_stream_),
                 "ncclReduceScatter");
 }
 
@@ -129,9 +138,9 @@ absl::Status NcclCommunicator::DoBroadcast(const void* send, void* recv,
                                            int root) {
   const void* in = rank_ == root ? send : recv;
   DEVMESH_RETURN_IF_ERROR(CheckOpen("broadcast"));
-  return Finish(ncclBroadcast(in, recv, count, ToNccl(dtype), root, comm_,
-                              stream_),
-                "ncclBroadcast");
+  return Finish(
+      ncclBroadcast(in, recv, count, ToNccl(dtype), root, comm_, call_stream_),
+      "ncclBroadcast");
 }
 
 absl::Status NcclCommunicator::DoAllToAll(const void* send, void* recv,
@@ -145,27 +154,30 @@ absl::Status NcclCommunicator::DoAllToAll(const void* send, void* recv,
   void* staged = nullptr;
   if (send == recv && count > 0 && size_ > 1) {
     const size_t total = bytes * size_;
-    DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaMallocAsync(&staged, total, stream_),
-                                       "cudaMallocAsync (alltoall staging)"));
-    if (auto s = CudaStatus(cudaMemcpyAsync(staged, send, total,
-                                            cudaMemcpyDeviceToDevice, stream_),
-                            "cudaMemcpyAsync (alltoall staging)");
+    DEVMESH_RETURN_IF_ERROR(
+        CudaStatus(cudaMallocAsync(&staged, total, call_stream_),
+                   "cudaMallocAsync (alltoall staging)"));
+    if (auto s =
+            CudaStatus(cudaMemcpyAsync(staged, send, total,
+                                       cudaMemcpyDeviceToDevice, call_stream_),
+                       "cudaMemcpyAsync (alltoall staging)");
         !s.ok()) {
-      cudaFreeAsync(staged, stream_);
+      cudaFreeAsync(staged, call_stream_);
       return s;
     }
     in = static_cast<const char*>(staged);
   }
   ncclResult_t r = ncclGroupStart();
   for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
-    r = ncclSend(in + p * bytes, count, ToNccl(dtype), p, comm_, stream_);
+    r = ncclSend(in + p * bytes, count, ToNccl(dtype), p, comm_, call_stream_);
     if (r == ncclSuccess) {
-      r = ncclRecv(out + p * bytes, count, ToNccl(dtype), p, comm_, stream_);
+      r = ncclRecv(out + p * bytes, count, ToNccl(dtype), p, comm_,
+                   call_stream_);
     }
   }
   ncclResult_t end = ncclGroupEnd();
   if (staged != nullptr) {
-    DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaFreeAsync(staged, stream_),
+    DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaFreeAsync(staged, call_stream_),
                                        "cudaFreeAsync (alltoall staging)"));
   }
   return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (alltoall)");
@@ -176,7 +188,7 @@ absl::Status NcclCommunicator::DoReduce(const void* send, void* recv,
                                         ReduceOp op, int root) {
   DEVMESH_RETURN_IF_ERROR(CheckOpen("reduce"));
   return Finish(ncclReduce(send, recv, count, ToNccl(dtype), ToNccl(op), root,
-                           comm_, stream_),
+                           comm_, call_stream_),
                 "ncclReduce");
 }
 
@@ -191,11 +203,12 @@ absl::Status NcclCommunicator::DoGather(const void* send, void* recv,
     for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
       // In place: the root's own block is already where it belongs.
       if (p == root && send == out + p * bytes) continue;
-      r = ncclRecv(out + p * bytes, count, ToNccl(dtype), p, comm_, stream_);
+      r = ncclRecv(out + p * bytes, count, ToNccl(dtype), p, comm_,
+                   call_stream_);
     }
   }
   if (r == ncclSuccess && !(rank_ == root && send == out + root * bytes)) {
-    r = ncclSend(send, count, ToNccl(dtype), root, comm_, stream_);
+    r = ncclSend(send, count, ToNccl(dtype), root, comm_, call_stream_);
   }
   ncclResult_t end = ncclGroupEnd();
   return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (gather)");
@@ -212,11 +225,12 @@ absl::Status NcclCommunicator::DoScatter(const void* send, void* recv,
   if (r == ncclSuccess && rank_ == root) {
     for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
       if (p == root && in_place) continue;
-      r = ncclSend(in + p * bytes, count, ToNccl(dtype), p, comm_, stream_);
+      r = ncclSend(in + p * bytes, count, ToNccl(dtype), p, comm_,
+                   call_stream_);
     }
   }
   if (r == ncclSuccess && !in_place) {
-    r = ncclRecv(recv, count, ToNccl(dtype), root, comm_, stream_);
+    r = ncclRecv(recv, count, ToNccl(dtype), root, comm_, call_stream_);
   }
   ncclResult_t end = ncclGroupEnd();
   return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (scatter)");
@@ -235,11 +249,11 @@ absl::Status NcclCommunicator::DoAllToAllV(
   for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
     if (send_counts[p] > 0) {
       r = ncclSend(in + send_offsets[p] * width, send_counts[p], ToNccl(dtype),
-                   p, comm_, stream_);
+                   p, comm_, call_stream_);
     }
     if (r == ncclSuccess && recv_counts[p] > 0) {
-      r = ncclRecv(out + recv_offsets[p] * width, recv_counts[p],
-                   ToNccl(dtype), p, comm_, stream_);
+      r = ncclRecv(out + recv_offsets[p] * width, recv_counts[p], ToNccl(dtype),
+                   p, comm_, call_stream_);
     }
   }
   ncclResult_t end = ncclGroupEnd();
@@ -253,9 +267,9 @@ absl::Status NcclCommunicator::DoBatchSendRecv(absl::Span<const P2POp> ops) {
     const P2POp& op = ops[i];
     r = op.kind == P2POp::Kind::kSend
             ? ncclSend(op.buf, op.count, ToNccl(op.dtype), op.peer, comm_,
-                       stream_)
+                       call_stream_)
             : ncclRecv(op.buf, op.count, ToNccl(op.dtype), op.peer, comm_,
-                       stream_);
+                       call_stream_);
   }
   ncclResult_t end = ncclGroupEnd();
   return Finish(r != ncclSuccess ? r : end, "ncclSend/ncclRecv (batch)");
@@ -264,14 +278,14 @@ absl::Status NcclCommunicator::DoBatchSendRecv(absl::Span<const P2POp> ops) {
 absl::Status NcclCommunicator::DoSend(const void* buf, size_t count,
                                       DataType dtype, int peer) {
   DEVMESH_RETURN_IF_ERROR(CheckOpen("send"));
-  return Finish(ncclSend(buf, count, ToNccl(dtype), peer, comm_, stream_),
+  return Finish(ncclSend(buf, count, ToNccl(dtype), peer, comm_, call_stream_),
                 "ncclSend");
 }
 
 absl::Status NcclCommunicator::DoRecv(void* buf, size_t count, DataType dtype,
                                       int peer) {
   DEVMESH_RETURN_IF_ERROR(CheckOpen("recv"));
-  return Finish(ncclRecv(buf, count, ToNccl(dtype), peer, comm_, stream_),
+  return Finish(ncclRecv(buf, count, ToNccl(dtype), peer, comm_, call_stream_),
                 "ncclRecv");
 }
 
@@ -281,9 +295,65 @@ absl::Status NcclCommunicator::DoBarrier() {
   DEVMESH_RETURN_IF_ERROR(CheckOpen("barrier"));
   // Wait for the stream whatever synchronize says, but bounded: a plain
   // cudaStreamSynchronize would wait forever for a vanished peer.
-  return Finish(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum,
-                              comm_, stream_),
+  return Finish(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_,
+                              call_stream_),
                 "ncclAllReduce (barrier)", /*wait_stream=*/true);
+}
+
+Work NcclCommunicator::StartAsync(std::function<absl::Status()> call) {
+  // The call (the blocking form, through any wrappers) runs here, on the
+  // caller's thread and stream, and returns once NCCL has enqueued it.
+  enqueue_only_ = true;
+  call_stream_ = nullptr;
+  absl::Status enqueued = call();
+  enqueue_only_ = false;
+  if (!enqueued.ok()) return Work(std::move(enqueued));
+  cudaStream_t stream = call_stream_ != nullptr ? call_stream_ : stream_;
+  cudaEvent_t raw = nullptr;
+  if (auto s =
+          CudaStatus(cudaEventCreateWithFlags(&raw, cudaEventDisableTiming),
+                     "cudaEventCreateWithFlags (asynchronous call)");
+      !s.ok()) {
+    return Work(std::move(s));
+  }
+  std::shared_ptr<CUevent_st> event(raw,
+                                    [](cudaEvent_t e) { cudaEventDestroy(e); });
+  if (auto s = CudaStatus(cudaEventRecord(event.get(), stream),
+                          "cudaEventRecord (asynchronous call)");
+      !s.ok()) {
+    return Work(std::move(s));
+  }
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  return Work::FromPoll([shared = shared_, event = std::move(event),
+                         device = device_, deadline,
+                         what = last_call_]() -> std::optional<absl::Status> {
+    cudaSetDevice(device);
+    const cudaError_t e = cudaEventQuery(event.get());
+    if (e == cudaSuccess) {
+      if (shared->revoked.load() || shared->aborted.load()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            what, ": stopped: the communicator was ",
+            shared->revoked.load() ? "revoked (ncclCommRevoke)" : "aborted",
+            "; the output is undefined"));
+      }
+      return absl::OkStatus();
+    }
+    if (e != cudaErrorNotReady) return CudaStatus(e, what);
+    absl::MutexLock lock(&shared->mu);
+    if (shared->comm == nullptr) return std::nullopt;  // Being destroyed.
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(shared->comm, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      if (!shared->aborted.exchange(true)) ncclCommAbort(shared->comm);
+      return NcclStatus(async, what, nullptr);
+    }
+    if (absl::Now() > deadline) {
+      if (!shared->aborted.exchange(true)) ncclCommAbort(shared->comm);
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, ": not complete within the timeout; communicator aborted"));
+    }
+    return std::nullopt;
+  });
 }
 
 }  // namespace nccl_internal

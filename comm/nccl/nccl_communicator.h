@@ -24,11 +24,26 @@
 // Split. Per group and rank: one store round trip (Set for the leader, Get
 // for the others) and the id's 128 bytes.
 //
-// Collectives are enqueued on the stream; the call then waits for the stream
-// (polling ncclCommGetAsyncError, bounded by the timeout) unless
-// NcclOptions::synchronize is false. Split is ncclCommSplit with the same
-// config (splitShare from NcclOptions); the child's global ranks come from
-// one all-gather of (color, key) through NCCL.
+// Collectives are enqueued on the stream (the communicator's, or per call
+// the caller's NcclStreamScope's: comm/nccl/nccl_stream.h); the call then
+// waits for the stream (polling ncclCommGetAsyncError, bounded by the
+// timeout) unless NcclOptions::synchronize is false.
+//
+// The I* calls (IAllReduce, ...) have no progress thread here: the caller's
+// thread enqueues the call on the stream, as the blocking form would, and
+// records a CUDA event after it; the Work ends when the event has. Its
+// Wait polls the event and ncclCommGetAsyncError every 50 us: an NCCL
+// error, or the timeout (CommOptions::timeout from the I* call) passing
+// first, aborts the communicator (ncclCommAbort) and ends the Work with the
+// error, or DeadlineExceeded. Test queries the event once. A Work whose
+// event completes after Abort or Revoke ends with FailedPrecondition. A
+// Work may outlive its communicator (it then watches only its event).
+// Calls on one stream run in issue order; calls on different streams are
+// not ordered with each other, and a blocking call does not wait for I*
+// calls on other streams. Through a ForwardingCommunicator (mesh groups)
+// the same holds: the wrapper hands its I* calls to this backend. Split is
+// ncclCommSplit with the same config (splitShare from NcclOptions); the child's
+// global ranks come from one all-gather of (color, key) through NCCL.
 //
 // Bounds (T = CommOptions::timeout; read from the code, no GPU here to run
 // multi-rank chaos tests): every wait on NCCL is a poll of

@@ -8,22 +8,25 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
-#include "config/require_cxx17.h"
-
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
 #include "comm/options.h"
 #include "comm/shrinkable_communicator.h"
+#include "comm/work.h"
+#include "config/require_cxx17.h"
 
 // What the NCCL this is compiled against can do, from nccl.h's
 // NCCL_VERSION_CODE (the bounds PyTorch's NCCLUtils.hpp uses):
@@ -56,6 +59,18 @@ absl::Status WaitForComm(
 // An ncclConfig_t from the options; non-blocking (the blocking option is
 // honoured for calls after init by polling to completion ourselves).
 ncclConfig_t MakeConfig(const NcclOptions& options);
+
+// What a communicator shares with the Works of its I* calls, which may
+// outlive it: the NCCL handle while it is alive, and whether it was
+// aborted or revoked.
+struct NcclShared {
+  std::atomic<bool> aborted{false};
+  // ncclCommRevoke was called: calls fail, and teardown is ncclCommAbort.
+  std::atomic<bool> revoked{false};
+  absl::Mutex mu;
+  // Null once the communicator is being destroyed.
+  ncclComm_t comm ABSL_GUARDED_BY(mu) = nullptr;
+};
 
 // ShrinkableCommunicator (comm/shrinkable_communicator.h): Shrink and
 // Revoke are in nccl_shrink.cc.
@@ -112,6 +127,9 @@ class NcclCommunicator final : public Communicator,
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int color, int key, const SplitOptions& options) override;
   absl::Status DoAbort() override;
+  // I* calls: enqueued by the caller's thread, ended by an event.
+  bool StartsAsyncItself() const override { return true; }
+  Work StartAsync(std::function<absl::Status()> call) override;
 
  public:
   bool CanShrink() const override;
@@ -121,11 +139,13 @@ class NcclCommunicator final : public Communicator,
 
  private:
   NcclCommunicator() = default;
-  // FailedPrecondition after Abort or Revoke.
-  absl::Status CheckOpen(absl::string_view op) const;
+  // Sets the device and the call's stream (NcclStreamScope's, else
+  // stream_); FailedPrecondition after Abort or Revoke.
+  absl::Status CheckOpen(absl::string_view op);
   // After enqueueing: waits for NCCL (non-blocking mode) and, when
   // synchronize or `wait_stream`, for the stream; both bounded by the
-  // timeout (past it: ncclCommAbort, DeadlineExceeded).
+  // timeout (past it: ncclCommAbort, DeadlineExceeded). In StartAsync's
+  // call, only for NCCL: the Work waits for the stream.
   absl::Status Finish(ncclResult_t result, absl::string_view what,
                       bool wait_stream = false);
 
@@ -138,9 +158,13 @@ class NcclCommunicator final : public Communicator,
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
   void* scratch_ = nullptr;  // 2 * size int32 on the device (Split, Barrier).
-  std::atomic<bool> aborted_{false};
-  // ncclCommRevoke was called: calls fail, and teardown is ncclCommAbort.
-  std::atomic<bool> revoked_{false};
+  std::shared_ptr<NcclShared> shared_ = std::make_shared<NcclShared>();
+  // The stream of the call in progress (CheckOpen sets it).
+  cudaStream_t call_stream_ = nullptr;
+  // StartAsync's call is running: enqueue only.
+  bool enqueue_only_ = false;
+  // What the last enqueued call was, for messages.
+  std::string last_call_;
 };
 
 }  // namespace nccl_internal

@@ -169,6 +169,10 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Wrap(
     const CommOptions& options) {
   std::unique_ptr<NcclCommunicator> self(new NcclCommunicator());
   self->comm_ = comm;  // Owned from here: the destructor releases it.
+  {
+    absl::MutexLock lock(&self->shared_->mu);
+    self->shared_->comm = comm;
+  }
   self->device_ = device;
   self->global_ranks_ = std::move(global_ranks);
   self->options_ = options;
@@ -193,11 +197,17 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Wrap(
 
 NcclCommunicator::~NcclCommunicator() {
   StopAsync();
+  {
+    // The Works of I* calls that outlive this communicator stop using the
+    // handle (they still watch their events).
+    absl::MutexLock lock(&shared_->mu);
+    shared_->comm = nullptr;
+  }
   cudaSetDevice(device_);
-  if (comm_ != nullptr && !aborted_.load() && revoked_.load()) {
+  if (comm_ != nullptr && !shared_->aborted.load() && shared_->revoked.load()) {
     // ncclCommFinalize after ncclCommRevoke is invalid (nccl.h).
     ncclCommAbort(comm_);
-  } else if (comm_ != nullptr && !aborted_.load()) {
+  } else if (comm_ != nullptr && !shared_->aborted.load()) {
     // Flush, then free. Errors can only be dropped here (destructor);
     // WaitForComm aborts the communicator itself when it fails.
     ncclResult_t r = ncclCommFinalize(comm_);
@@ -215,7 +225,7 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 absl::Status NcclCommunicator::DoAbort() {
-  if (aborted_.exchange(true)) return absl::OkStatus();
+  if (shared_->aborted.exchange(true)) return absl::OkStatus();
   return NcclStatus(ncclCommAbort(comm_), "ncclCommAbort");
 }
 
@@ -258,7 +268,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
   if (auto s = WaitForComm(comm_, deadline, "ncclCommSplit (parent)",
                            child_options.creation_cancel);
       !s.ok()) {
-    aborted_.store(true);  // WaitForComm aborted the parent: never finalize it.
+    shared_->aborted.store(
+        true);  // WaitForComm aborted the parent: never finalize it.
     if (child != nullptr) ncclCommAbort(child);
     return s;
   }

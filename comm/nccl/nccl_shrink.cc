@@ -25,7 +25,7 @@ namespace nccl_internal {
 
 bool NcclCommunicator::CanShrink() const {
 #if DEVMESH_NCCL_HAS_SHRINK
-  if (aborted_.load()) return false;
+  if (shared_->aborted.load()) return false;
   ncclResult_t state = ncclSuccess;
   if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return false;
   return state == ncclSuccess || state == ncclInProgress;
@@ -36,17 +36,17 @@ bool NcclCommunicator::CanShrink() const {
 
 absl::Status NcclCommunicator::Revoke() {
 #if DEVMESH_NCCL_HAS_REVOKE
-  if (aborted_.load()) {
+  if (shared_->aborted.load()) {
     return absl::FailedPreconditionError(
         "nccl revoke: communicator was aborted");
   }
   // Once: NCCL answers a second ncclCommRevoke with ncclInvalidArgument.
-  if (revoked_.exchange(true)) return absl::OkStatus();
+  if (shared_->revoked.exchange(true)) return absl::OkStatus();
   const ncclResult_t r = ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT);
   // Non-blocking communicators answer ncclInProgress: the kernels stop and
   // the state settles to ncclSuccess later (nccl.h); Shrink waits for it.
   if (r == ncclSuccess || r == ncclInProgress) return absl::OkStatus();
-  revoked_.store(false);  // NCCL refused: the caller aborts instead.
+  shared_->revoked.store(false);  // NCCL refused: the caller aborts instead.
   return NcclStatus(r, "ncclCommRevoke", comm_);
 #else
   // Not a stub: the documented answer where the NCCL built against has no
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Shrink(
       PlanShrink("nccl", rank_, global_ranks_, exclude_ranks);
   if (!plan.ok()) return plan.status();
 #if DEVMESH_NCCL_HAS_SHRINK
-  if (aborted_.load()) {
+  if (shared_->aborted.load()) {
     return absl::FailedPreconditionError(
         "nccl shrink: communicator was aborted");
   }
@@ -71,7 +71,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Shrink(
   // Released with ncclCommAbort, never ncclCommFinalize/Destroy, once a
   // shrink that aborts in-flight work was started (pytorch/pytorch#194679).
   auto release_parent = [&] {
-    if (abort_in_flight && !aborted_.exchange(true)) ncclCommAbort(comm_);
+    if (abort_in_flight && !shared_->aborted.exchange(true))
+      ncclCommAbort(comm_);
   };
   const absl::Time deadline = absl::Now() + options_.timeout;
   // NCCL sorts the list in place.
@@ -91,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Shrink(
   if (auto s = WaitForComm(comm_, deadline, "ncclCommShrink (parent)",
                            options_.creation_cancel);
       !s.ok()) {
-    aborted_.store(true);  // WaitForComm aborted the parent.
+    shared_->aborted.store(true);  // WaitForComm aborted the parent.
     if (child != nullptr) ncclCommAbort(child);
     return s;
   }

@@ -6,10 +6,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "store/memory_store.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "comm/forwarding_communicator.h"
 #include "comm/nccl/nccl_communicator.h"
+#include "comm/nccl/nccl_stream.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
+#include "store/memory_store.h"
 #include "tests/comm/typed_values.h"
 
 #ifdef DEVMESH_TEST_HAS_NCCL
@@ -126,6 +130,58 @@ TEST(NcclTest, MissingRankZeroIsDeadlineExceeded) {
   auto comm = CreateCommunicator("nccl", store, 1, 2, options);
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded)
       << comm.status();
+}
+
+// Holds `stream` for `ms` milliseconds (a host function in stream order).
+void HoldStream(cudaStream_t stream, intptr_t ms) {
+  ASSERT_EQ(
+      cudaLaunchHostFunc(
+          stream,
+          [](void* p) {
+            absl::SleepFor(absl::Milliseconds(reinterpret_cast<intptr_t>(p)));
+          },
+          reinterpret_cast<void*>(ms)),
+      cudaSuccess);
+}
+
+TEST(NcclTest, AsyncCallsRunOnTheScopesStreamAndEndWithTheirEvent) {
+  SKIP_WITHOUT_GPU();
+  auto comm = WorldOfOne();
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  cudaStream_t mine = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking),
+            cudaSuccess);
+  float* dev = DeviceCopy(std::vector<float>{1, 2, 3});
+  {
+    NcclStreamScope scope(mine);
+    HoldStream(mine, 300);
+    Work w =
+        (*comm)->IAllReduce(dev, dev, 3, DataType::kFloat32, ReduceOp::kMax);
+    // Behind the held stream: not done until the hold ends.
+    EXPECT_FALSE(w.Test());
+    EXPECT_EQ(w.Wait(absl::Milliseconds(50)).code(),
+              absl::StatusCode::kDeadlineExceeded);
+    ASSERT_TRUE(w.Wait(absl::Seconds(30)).ok());
+    EXPECT_TRUE(w.Test());
+  }
+  EXPECT_EQ(HostCopy(dev, 3), (std::vector<float>{1, 2, 3}));
+  // Outside the scope: the communicator's own stream, not held by ours.
+  HoldStream(mine, 2000);
+  Work own =
+      (*comm)->IAllReduce(dev, dev, 3, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_TRUE(own.Wait(absl::Milliseconds(1500)).ok());
+  ASSERT_EQ(cudaStreamSynchronize(mine), cudaSuccess);
+  // Through a wrapper, and outliving the communicator.
+  Work late;
+  {
+    auto view = std::make_shared<ForwardingCommunicator>(
+        std::shared_ptr<Communicator>(std::move(*comm)));
+    late = view->IBroadcast(dev, dev, 3, DataType::kFloat32, 0);
+  }
+  EXPECT_TRUE(late.Wait(absl::Seconds(30)).ok());
+  EXPECT_EQ(HostCopy(dev, 3), (std::vector<float>{1, 2, 3}));
+  cudaFree(dev);
+  cudaStreamDestroy(mine);
 }
 
 TEST(NcclTest, AbortThenFailedPrecondition) {
