@@ -159,9 +159,8 @@ absl::Status Communicator::DoAllToAllV(const void* send,
                                        DataType dtype) {
   const int n = size();
   const size_t width = DataTypeSize(dtype);
-  auto agreed = AgreeOnAllToAllV(send_counts, recv_counts, dtype);
-  if (!agreed.ok()) return agreed.status();
-  const size_t block = *agreed;
+  DEVMESH_ASSIGN_OR_RETURN(const size_t block,
+                           AgreeOnAllToAllV(send_counts, recv_counts, dtype));
   // The data, as one all-to-all of blocks padded to the largest.
   if (block == 0) return absl::OkStatus();
   const size_t stride = block * width;

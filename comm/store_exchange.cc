@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "comm/communicator.h"
 #include "comm/group_args.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace comm_internal {
@@ -65,21 +66,22 @@ absl::StatusOr<std::optional<SplitMembership>> ExchangeSplitColors(
   std::vector<std::string> keys;
   keys.reserve(size);
   for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat(base, "ck/", r));
-  auto values = StoreAllGather(store, keys, global_ranks, deadline, what,
-                               "did not call Split", round_trips);
-  if (!values.ok()) return values.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::vector<std::string> values,
+      StoreAllGather(store, keys, global_ranks, deadline, what,
+                     "did not call Split", round_trips));
   // Members of my color, ordered by (key, parent rank) as ncclCommSplit.
   std::vector<std::pair<int32_t, int>> members;
   for (int r = 0; r < size; ++r) {
     std::pair<std::string, std::string> ck =
-        absl::StrSplit((*values)[r], absl::MaxSplits(' ', 1));
+        absl::StrSplit(values[r], absl::MaxSplits(' ', 1));
     int32_t their_color = 0;
     int32_t their_key = 0;
     if (!absl::SimpleAtoi(ck.first, &their_color) ||
         !absl::SimpleAtoi(ck.second, &their_key)) {
-      return absl::InternalError(absl::StrCat(
-          what, ": global rank ", global_ranks[r], " published \"",
-          (*values)[r], "\" as its (color, key)"));
+      return absl::InternalError(
+          absl::StrCat(what, ": global rank ", global_ranks[r], " published \"",
+                       values[r], "\" as its (color, key)"));
     }
     if (their_color == color) members.emplace_back(their_key, r);
   }
@@ -98,22 +100,21 @@ absl::StatusOr<StoreSplit> BeginStoreSplit(
     int64_t seq, int rank, const std::vector<int>& global_ranks,
     const CommOptions& parent, const std::optional<absl::Duration>& timeout,
     int color, int key) {
-  auto resolved = SplitChildOptions(backend, parent, timeout);
-  if (!resolved.ok()) return resolved.status();
   StoreSplit out;
-  out.child_options = *std::move(resolved);
+  DEVMESH_ASSIGN_OR_RETURN(out.child_options,
+                           SplitChildOptions(backend, parent, timeout));
   out.deadline = absl::Now() + out.child_options.timeout;
   out.base = absl::StrCat(prefix, "split/", seq, "/");
   const std::string what =
       absl::StrCat(backend, " split #", seq, " (color ", color, ", key ", key,
                    ", global rank ", global_ranks[rank], ")");
-  auto membership =
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::optional<SplitMembership> membership,
       ExchangeSplitColors(store, out.base, rank, global_ranks, color, key,
-                          out.deadline, what, &out.round_trips);
-  if (!membership.ok()) return membership.status();
-  if (membership->has_value()) {
-    out.child_rank = (*membership)->rank;
-    out.child_options.global_ranks = std::move((*membership)->global_ranks);
+                          out.deadline, what, &out.round_trips));
+  if (membership.has_value()) {
+    out.child_rank = membership->rank;
+    out.child_options.global_ranks = std::move(membership->global_ranks);
   }
   return out;
 }

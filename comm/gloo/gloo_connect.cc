@@ -40,9 +40,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   if (store == nullptr) {
     return absl::InvalidArgumentError("gloo: store is null");
   }
-  auto resolved = ResolveGroupRanks("gloo", rank, size, options);
-  if (!resolved.ok()) return resolved.status();
-  std::vector<int> global_ranks = *std::move(resolved);
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<int> global_ranks,
+                           ResolveGroupRanks("gloo", rank, size, options));
   absl::flat_hash_set<int> seen;
   for (int g : global_ranks) {
     if (g < 0 || !seen.insert(g).second) {
@@ -50,14 +49,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
           "gloo: global rank ", g, " in global_ranks is negative or repeated"));
     }
   }
-  auto device = gloo_internal::MakeGlooDevice(options.gloo);
-  if (!device.ok()) return device.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::shared_ptr<::gloo::transport::Device> device,
+                           gloo_internal::MakeGlooDevice(options.gloo));
   const absl::Time deadline = absl::Now() + options.timeout;
-  auto comm = GlooCommunicator::Connect(std::move(store), "gloo/", rank, size,
-                                        std::move(global_ranks), options,
-                                        *std::move(device), deadline);
-  if (!comm.ok()) return comm.status();
-  return std::unique_ptr<Communicator>(*std::move(comm));
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::unique_ptr<GlooCommunicator> comm,
+      GlooCommunicator::Connect(std::move(store), "gloo/", rank, size,
+                                std::move(global_ranks), options,
+                                std::move(device), deadline));
+  return std::unique_ptr<Communicator>(std::move(comm));
 }
 
 absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
@@ -86,24 +86,25 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
     };
     route.defer_mesh = LazyMesh();
   }
-  auto mesh = gloo_internal::ConnectFullMesh(
-      *comm->store_, comm->prefix_, rank, size, comm->global_ranks_,
-      comm->device_, options.timeout, deadline, options.creation_cancel,
-      /*only_peers=*/nullptr, route_fits ? &route : nullptr);
-  if (!mesh.ok()) return mesh.status();
-  comm->store_round_trips_ = mesh->store_round_trips;
-  comm->barrier_round_trips_ = mesh->barrier_round_trips;
-  comm->peer_endpoints_ = std::move(mesh->peer_endpoints);
-  comm->connections_ = std::move(mesh->connections);
-  comm->abortable_ = std::move(mesh->abortable);
-  comm->context_ = std::move(mesh->context);
-  comm->pending_ = std::move(mesh->pending);
-  if (mesh->sync_sub != nullptr) {
-    for (const auto& [endpoint, global] : mesh->sync_sub->peer_endpoints) {
+  DEVMESH_ASSIGN_OR_RETURN(
+      gloo_internal::FullMesh mesh,
+      gloo_internal::ConnectFullMesh(
+          *comm->store_, comm->prefix_, rank, size, comm->global_ranks_,
+          comm->device_, options.timeout, deadline, options.creation_cancel,
+          /*only_peers=*/nullptr, route_fits ? &route : nullptr));
+  comm->store_round_trips_ = mesh.store_round_trips;
+  comm->barrier_round_trips_ = mesh.barrier_round_trips;
+  comm->peer_endpoints_ = std::move(mesh.peer_endpoints);
+  comm->connections_ = std::move(mesh.connections);
+  comm->abortable_ = std::move(mesh.abortable);
+  comm->context_ = std::move(mesh.context);
+  comm->pending_ = std::move(mesh.pending);
+  if (mesh.sync_sub != nullptr) {
+    for (const auto& [endpoint, global] : mesh.sync_sub->peer_endpoints) {
       comm->peer_endpoints_[endpoint] = global;
     }
     comm->sync_ = gloo_internal::SyncAllreduce::FromMesh(
-        rank, size, std::move(*mesh->sync_sub));
+        rank, size, std::move(*mesh.sync_sub));
   }
   return comm;
 }
@@ -118,19 +119,21 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::DoSplit(
   // "connection closed" instead). One deadline for the whole Split (the
   // child's timeout, SplitOptions' contract): the exchange and the child's
   // connection and barrier.
-  auto split = comm_internal::BeginStoreSplit(
-      "gloo", *store_, prefix_, split_count_++, rank_, global_ranks_, options_,
-      split_options.timeout, color, key);
-  if (!split.ok()) return split.status();
-  if (split->child_rank < 0) return std::unique_ptr<Communicator>();
-  std::vector<int> child_globals = split->child_options.global_ranks;
+  DEVMESH_ASSIGN_OR_RETURN(
+      comm_internal::StoreSplit split,
+      comm_internal::BeginStoreSplit("gloo", *store_, prefix_, split_count_++,
+                                     rank_, global_ranks_, options_,
+                                     split_options.timeout, color, key));
+  if (split.child_rank < 0) return std::unique_ptr<Communicator>();
+  std::vector<int> child_globals = split.child_options.global_ranks;
   const int child_size = static_cast<int>(child_globals.size());
-  auto child = Connect(store_, absl::StrCat(split->base, color, "/"),
-                       split->child_rank, child_size, std::move(child_globals),
-                       split->child_options, device_, split->deadline);
-  if (!child.ok()) return child.status();
-  (*child)->store_round_trips_ += split->round_trips;
-  return std::unique_ptr<Communicator>(*std::move(child));
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::unique_ptr<GlooCommunicator> child,
+      Connect(store_, absl::StrCat(split.base, color, "/"), split.child_rank,
+              child_size, std::move(child_globals), split.child_options,
+              device_, split.deadline));
+  child->store_round_trips_ += split.round_trips;
+  return std::unique_ptr<Communicator>(std::move(child));
 }
 
 }  // namespace devmesh

@@ -18,8 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "comm/gloo/gloo_loop_waker.h"
 #include "comm/gloo/gloo_status.h"
-#include "store/socket.h"
 #include "gloo/transport/tcp/device.h"
+#include "status/status_macros.h"
+#include "store/socket.h"
 
 namespace devmesh {
 namespace gloo_internal {
@@ -205,10 +206,10 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
   if (it != devices->end()) {
     if (auto device = it->second.lock()) return device;
   }
-  auto created = CreateDevice(options);
-  if (!created.ok()) return created.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::shared_ptr<::gloo::transport::Device> created,
+                           CreateDevice(options));
   auto held = std::make_shared<HeldDevice>();
-  held->device = *std::move(created);
+  held->device = std::move(created);
   held->waker = LoopWaker::Attach(*held->device);
   {
     std::lock_guard<std::mutex> wakers_lock(WakersMu());

@@ -7,18 +7,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/numbers.h"
 #include "comm/communicator.h"
 #include "comm/gloo/gloo_device.h"
 #include "comm/gloo/gloo_loop_waker.h"
@@ -27,6 +27,7 @@
 #include "gloo/transport/context.h"
 #include "gloo/transport/pair.h"
 #include "gloo/transport/tcp/address.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace gloo_internal {
@@ -458,11 +459,11 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       return absl::Status(status.code(),
                           absl::StrCat(what, ": store: ", status.message()));
     }
-    auto addresses = StoreAllGather(
-        store, theirs, their_globals, deadline, what,
-        "did not join the group (no address published)",
-        &out.store_round_trips);
-    if (!addresses.ok()) return addresses.status();
+    DEVMESH_ASSIGN_OR_RETURN(
+        std::vector<std::string> addresses,
+        StoreAllGather(store, theirs, their_globals, deadline, what,
+                       "did not join the group (no address published)",
+                       &out.store_round_trips));
 
     // Per link (a pair of either part), from its peer's address (parsed
     // once, inside GlooCall: the bytes come from the store): whether this
@@ -470,7 +471,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     // listening address), and the socket address by which Abort finds the
     // connection (gloo_shutdown.h).
     std::vector<MeshLink> links;
-    size_t at = 0;  // position in *addresses
+    size_t at = 0;  // position in addresses
     for (size_t m = 0; m < parts.size(); ++m) {
       MeshPart& part = parts[m];
       for (size_t j = 0; j < part.addr_keys.peers.size(); ++j, ++at) {
@@ -478,7 +479,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
         link.peer = part.addr_keys.peers[j];
         link.pair = part.pairs[link.peer];
         link.global = part.addr_keys.peer_globals[j];
-        link.address = (*addresses)[at];
+        link.address = addresses[at];
         link.sync = m == 1;
         const auto* self = dynamic_cast<const ::gloo::transport::tcp::Address*>(
             &link.pair->address());
@@ -567,13 +568,14 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
       return absl::Status(status.code(),
                           absl::StrCat(what, ": store: ", status.message()));
     }
-    auto ups = StoreAllGather(store, up_theirs, up_globals, deadline, what,
-                              "did not finish connecting their pairs",
-                              &out.store_round_trips);
-    if (!ups.ok()) return ups.status();
+    DEVMESH_ASSIGN_OR_RETURN(
+        std::vector<std::string> ups,
+        StoreAllGather(store, up_theirs, up_globals, deadline, what,
+                       "did not finish connecting their pairs",
+                       &out.store_round_trips));
     out.barrier_round_trips = out.store_round_trips - before_barrier;
     for (size_t j = 0; j < up_theirs.size(); ++j) {
-      const std::string& up = (*ups)[j];
+      const std::string& up = ups[j];
       if (absl::StartsWith(up, "!")) {
         return WithPeer(absl::UnavailableError(
                             absl::StrCat(what, ": global rank ", up_globals[j],
@@ -585,7 +587,7 @@ absl::StatusOr<FullMesh> ConnectFullMesh(
     size_t j = 0;
     for (MeshPart& part : parts) {
       for (size_t k = 0; k < part.up_keys.peers.size(); ++k, ++j) {
-        part.peer_endpoints[(*ups)[j]] = part.up_keys.peer_globals[k];
+        part.peer_endpoints[ups[j]] = part.up_keys.peer_globals[k];
       }
     }
   }

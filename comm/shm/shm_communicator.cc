@@ -45,11 +45,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeShmGroup(
   auto channel = shm_internal::StoreChannel(*store, prefix, rank,
                                             options.global_ranks, deadline,
                                             nullptr);
-  auto setup = shm_internal::SetUpSharedMemory(*channel, given);
-  if (!setup.ok()) return setup.status();
-  if (!setup->has_value()) return std::unique_ptr<Communicator>();
+  DEVMESH_ASSIGN_OR_RETURN(std::optional<shm_internal::ShmSetup> setup,
+                           shm_internal::SetUpSharedMemory(*channel, given));
+  if (!setup.has_value()) return std::unique_ptr<Communicator>();
   return std::unique_ptr<Communicator>(new ShmCommunicator(
-      std::move(store), prefix, rank, options, **std::move(setup)));
+      std::move(store), prefix, rank, options, *std::move(setup)));
 }
 
 }  // namespace
@@ -60,13 +60,12 @@ absl::StatusOr<std::shared_ptr<Communicator>> ShareMemory(
     return absl::InvalidArgumentError(
         "shm: ShareMemory needs a group, got null");
   }
-  auto setup =
-      shm_internal::SetUpSharedMemory(*shm_internal::GroupChannel(*group),
-                                      options);
-  if (!setup.ok()) return setup.status();
-  if (!setup->has_value()) return group;
+  DEVMESH_ASSIGN_OR_RETURN(std::optional<shm_internal::ShmSetup> setup,
+                           shm_internal::SetUpSharedMemory(
+                               *shm_internal::GroupChannel(*group), options));
+  if (!setup.has_value()) return group;
   return std::shared_ptr<Communicator>(
-      std::make_shared<ShmCommunicator>(std::move(group), **std::move(setup)));
+      std::make_shared<ShmCommunicator>(std::move(group), *std::move(setup)));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateShmGroup(
@@ -75,17 +74,17 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateShmGroup(
   if (store == nullptr) {
     return absl::InvalidArgumentError("shm: store is null");
   }
-  auto resolved = ResolveGroupRanks("shm", rank, size, options);
-  if (!resolved.ok()) return resolved.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<int> resolved,
+                           ResolveGroupRanks("shm", rank, size, options));
   absl::flat_hash_set<int> seen;
-  for (int g : *resolved) {
+  for (int g : resolved) {
     if (g < 0 || !seen.insert(g).second) {
       return absl::InvalidArgumentError(absl::StrCat(
           "shm: global rank ", g, " in global_ranks is negative or repeated"));
     }
   }
   CommOptions group_options = options;
-  group_options.global_ranks = *std::move(resolved);
+  group_options.global_ranks = std::move(resolved);
   return MakeShmGroup(std::move(store), rank, group_options, shm,
                       absl::Now() + options.timeout);
 }
@@ -308,9 +307,9 @@ absl::Status ShmCommunicator::DoAllToAllV(
     return absl::StrCat("shm alltoallv ", DataTypeName(dtype));
   };
   DEVMESH_RETURN_IF_ERROR(CheckOpen(what));
-  auto block = AgreeOnAllToAllV(send_counts, recv_counts, dtype);
-  if (!block.ok()) return block.status();
-  if (*block == 0) return absl::OkStatus();
+  DEVMESH_ASSIGN_OR_RETURN(const size_t block,
+                           AgreeOnAllToAllV(send_counts, recv_counts, dtype));
+  if (block == 0) return absl::OkStatus();
   DEVMESH_RETURN_IF_ERROR(BeginCall(what));
   const int n = size();
   const size_t width = DataTypeSize(dtype);
@@ -335,7 +334,7 @@ absl::Status ShmCommunicator::DoAllToAllV(
   }
   return shm_internal::ShmAllToAllV(ShmGroup{segment_.get(), sync_.get()}, in,
                                     send_bytes, send_offs, out, recv_bytes,
-                                    recv_offs, *block * width, what);
+                                    recv_offs, block * width, what);
 }
 
 absl::Status ShmCommunicator::DoSend(const void* buf, size_t count,
@@ -366,31 +365,32 @@ absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::DoSplit(
   if (!child.ok() || *child == nullptr) return child;
   ShmOptions shm = options_;
   if (options.timeout.has_value()) shm.timeout = *options.timeout;
-  auto setup = shm_internal::SetUpSharedMemory(
-      *shm_internal::GroupChannel(**child), shm);
-  if (!setup.ok()) return setup.status();
-  if (!setup->has_value()) return child;  // members do not share memory
+  DEVMESH_ASSIGN_OR_RETURN(std::optional<shm_internal::ShmSetup> setup,
+                           shm_internal::SetUpSharedMemory(
+                               *shm_internal::GroupChannel(**child), shm));
+  if (!setup.has_value()) return child;  // members do not share memory
   std::shared_ptr<Communicator> group = std::move(*child);
   return std::unique_ptr<Communicator>(
-      new ShmCommunicator(std::move(group), **std::move(setup)));
+      new ShmCommunicator(std::move(group), *std::move(setup)));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::SplitOverStore(
     int color, int key, const SplitOptions& split_options) {
-  auto split = comm_internal::BeginStoreSplit(
-      "shm", *store_, prefix_, split_count_++, rank_, global_ranks_,
-      comm_options_, split_options.timeout, color, key);
-  if (!split.ok()) return split.status();
-  if (split->child_rank < 0) return std::unique_ptr<Communicator>();
-  const int child_rank = split->child_rank;
+  DEVMESH_ASSIGN_OR_RETURN(
+      comm_internal::StoreSplit split,
+      comm_internal::BeginStoreSplit("shm", *store_, prefix_, split_count_++,
+                                     rank_, global_ranks_, comm_options_,
+                                     split_options.timeout, color, key));
+  if (split.child_rank < 0) return std::unique_ptr<Communicator>();
+  const int child_rank = split.child_rank;
   const int child_size =
-      static_cast<int>(split->child_options.global_ranks.size());
-  const CommOptions& child_options = split->child_options;
+      static_cast<int>(split.child_options.global_ranks.size());
+  const CommOptions& child_options = split.child_options;
   // The child's set-up within the Split's deadline (SplitOptions' contract).
   auto child_store =
-      std::make_shared<PrefixStore>(store_, absl::StrCat(split->base, color));
+      std::make_shared<PrefixStore>(store_, absl::StrCat(split.base, color));
   auto child = MakeShmGroup(child_store, child_rank, child_options, options_,
-                            split->deadline);
+                            split.deadline);
   if (!child.ok() || *child != nullptr) return child;
   // The members share the parent's segment, so they can share one; a child
   // whose segment could not be made (options_.require false) keeps Gloo.

@@ -100,16 +100,16 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, size_t count,
 
 absl::Status ShmLinks::Send(const void* buf, size_t count, DataType dtype,
                             int peer) {
-  auto link = Link(peer, count, "send");
-  if (!link.ok() || *link == nullptr) return link.status();
-  return (*link)->Send(buf, count, dtype, rank_ < peer ? 1 : 0);
+  DEVMESH_ASSIGN_OR_RETURN(Communicator* const link, Link(peer, count, "send"));
+  if (link == nullptr) return absl::OkStatus();  // count 0: nothing to move
+  return link->Send(buf, count, dtype, rank_ < peer ? 1 : 0);
 }
 
 absl::Status ShmLinks::Recv(void* buf, size_t count, DataType dtype,
                             int peer) {
-  auto link = Link(peer, count, "recv");
-  if (!link.ok() || *link == nullptr) return link.status();
-  return (*link)->Recv(buf, count, dtype, rank_ < peer ? 1 : 0);
+  DEVMESH_ASSIGN_OR_RETURN(Communicator* const link, Link(peer, count, "recv"));
+  if (link == nullptr) return absl::OkStatus();  // count 0: nothing to move
+  return link->Recv(buf, count, dtype, rank_ < peer ? 1 : 0);
 }
 
 void ShmLinks::Abort() {

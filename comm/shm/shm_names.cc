@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "status/status_macros.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -87,8 +88,7 @@ std::optional<SegmentMaker> ParseSegmentName(absl::string_view name) {
 
 absl::StatusOr<int> RemoveStaleSegments(int64_t only_pid,
                                         const std::string& directory) {
-  absl::StatusOr<uint64_t> own = OwnPidNamespace();
-  if (!own.ok()) return own.status();
+  DEVMESH_ASSIGN_OR_RETURN(const uint64_t own, OwnPidNamespace());
   // /proc must be this pid namespace's (not so after `unshare -p` without
   // a new /proc mount): else its pids are not the names' pids, and nothing
   // is judged.
@@ -108,7 +108,7 @@ absl::StatusOr<int> RemoveStaleSegments(int64_t only_pid,
     const absl::string_view name = entry->d_name;
     if (!absl::StartsWith(name, kPrefix)) continue;
     std::optional<SegmentMaker> maker = ParseSegmentName(name);
-    if (!maker.has_value() || maker->pid_namespace != *own) continue;
+    if (!maker.has_value() || maker->pid_namespace != own) continue;
     if (only_pid > 0 && maker->process.pid != only_pid) continue;
     if (CheckLiveness(maker->process) != Liveness::kDead) continue;
     stale.emplace_back(name);

@@ -281,13 +281,13 @@ class StoreSetupChannel final : public SetupChannel {
       members.push_back(r);
     }
     if (keys.empty()) return absl::OkStatus();
-    auto values = comm_internal::StoreAllGather(
-        store_, keys, globals, deadline_, what_, "did not join the group",
-        round_trips_);
-    if (!values.ok()) return values.status();
+    DEVMESH_ASSIGN_OR_RETURN(
+        std::vector<std::string> values,
+        comm_internal::StoreAllGather(store_, keys, globals, deadline_, what_,
+                                      "did not join the group", round_trips_));
     for (size_t i = 0; i < members.size(); ++i) {
       if (absl::Status s =
-              Unpack((*values)[i], members[i],
+              Unpack(values[i], members[i],
                      out + static_cast<size_t>(members[i]) * bytes, bytes);
           !s.ok()) {
         return s;
@@ -533,12 +533,12 @@ absl::StatusOr<std::optional<ShmSetup>> SetUp(SetupChannel& channel_ref,
   // every member reaches the same decision.
   const absl::Time deadline =
       std::min(group->deadline(), absl::Now() + options.timeout);
-  auto verdicts = ExchangeVerdicts(*segment, me, verdict, identities, running,
-                                   ranks, deadline);
-  if (!verdicts.ok()) return verdicts.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<uint64_t> verdicts,
+                           ExchangeVerdicts(*segment, me, verdict, identities,
+                                            running, ranks, deadline));
   bool single_copy = true;
   for (int i = 0; i < n; ++i) {
-    const uint64_t v = (*verdicts)[i];
+    const uint64_t v = verdicts[i];
     single_copy = single_copy && (v & kVerdictSingleCopy) != 0;
     if ((v & kVerdictOk) != 0) continue;
     const int bad = static_cast<int>(v & kVerdictMember) % n;

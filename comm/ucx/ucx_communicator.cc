@@ -164,9 +164,9 @@ class UcxCommunicator final : public Communicator {
 
 absl::StatusOr<std::unique_ptr<Communicator>> UcxCommunicator::DoSplit(
     int color, int key, const SplitOptions& split_options) {
-  auto child_options =
-      SplitChildOptions("ucx", options_, split_options.timeout);
-  if (!child_options.ok()) return child_options.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      CommOptions child_options,
+      SplitChildOptions("ucx", options_, split_options.timeout));
   const int64_t split = splits_++;
   CallRecord call;
   call.kind = CallKind::kAllGather;
@@ -202,14 +202,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> UcxCommunicator::DoSplit(
   h = Fnv1a(h, &c, sizeof(c));
   const uint32_t id = Fold(h);
   DEVMESH_RETURN_IF_ERROR(ClaimId(id));
-  child_options->global_ranks = globals;
-  auto worker = UcxWorker::Process();
-  if (!worker.ok()) return worker.status();
+  child_options.global_ranks = globals;
+  DEVMESH_ASSIGN_OR_RETURN(UcxWorker* const worker, UcxWorker::Process());
   auto group = std::make_unique<UcxGroup>(
-      *worker, id, child_rank, std::move(addresses), std::move(globals),
-      child_options->timeout, child_options->label);
+      worker, id, child_rank, std::move(addresses), std::move(globals),
+      child_options.timeout, child_options.label);
   return std::unique_ptr<Communicator>(
-      new UcxCommunicator(std::move(group), *std::move(child_options)));
+      new UcxCommunicator(std::move(group), std::move(child_options)));
 }
 
 }  // namespace
@@ -217,13 +216,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> UcxCommunicator::DoSplit(
 absl::StatusOr<std::unique_ptr<Communicator>> CreateUcxCommunicator(
     std::shared_ptr<Store> store, int rank, int size,
     const CommOptions& options) {
-  auto globals = ResolveGroupRanks("ucx", rank, size, options);
-  if (!globals.ok()) return globals.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<int> globals,
+                           ResolveGroupRanks("ucx", rank, size, options));
   if (store == nullptr) {
     return absl::InvalidArgumentError("ucx: the store is null");
   }
-  auto worker = UcxWorker::Process();
-  if (!worker.ok()) return worker.status();
+  DEVMESH_ASSIGN_OR_RETURN(UcxWorker* const worker, UcxWorker::Process());
   const absl::Time deadline = absl::Now() + options.timeout;
 
   // This member's word toward the group's tag id, then its address.
@@ -231,7 +229,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateUcxCommunicator(
   const uint64_t word = (uint64_t{device()} << 32) ^ device();
   std::string value(sizeof(word), '\0');
   std::memcpy(value.data(), &word, sizeof(word));
-  value += (*worker)->address();
+  value += worker->address();
   if (absl::Status s = store->Set(absl::StrCat("ucx/", rank), value);
       !s.ok()) {
     return absl::Status(s.code(),
@@ -242,22 +240,23 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateUcxCommunicator(
   keys.reserve(size);
   for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat("ucx/", r));
   int64_t round_trips = 1;
-  auto values = comm_internal::StoreAllGather(
-      *store, keys, *globals, deadline, "ucx group creation",
-      "did not publish their UCX address", &round_trips);
-  if (!values.ok()) return values.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::vector<std::string> values,
+      comm_internal::StoreAllGather(
+          *store, keys, globals, deadline, "ucx group creation",
+          "did not publish their UCX address", &round_trips));
 
   uint64_t h = kFnvBasis;
   std::vector<std::string> addresses;
   addresses.reserve(size);
   for (int r = 0; r < size; ++r) {
-    const std::string& v = (*values)[r];
+    const std::string& v = values[r];
     if (v.size() <= sizeof(uint64_t)) {
-      return WithPeer(absl::InternalError(absl::StrCat(
-                          "ucx group creation: global rank ", (*globals)[r],
-                          " published a malformed address (", v.size(),
-                          " bytes)")),
-                      (*globals)[r]);
+      return WithPeer(
+          absl::InternalError(absl::StrCat(
+              "ucx group creation: global rank ", globals[r],
+              " published a malformed address (", v.size(), " bytes)")),
+          globals[r]);
     }
     h = Fnv1a(h, v.data(), sizeof(uint64_t));
     addresses.push_back(v.substr(sizeof(uint64_t)));
@@ -265,10 +264,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateUcxCommunicator(
   const uint32_t id = Fold(h);
   DEVMESH_RETURN_IF_ERROR(ClaimId(id));
   CommOptions kept = options;
-  kept.global_ranks = *globals;
-  auto group = std::make_unique<UcxGroup>(*worker, id, rank,
-                                          std::move(addresses), *globals,
-                                          options.timeout, options.label);
+  kept.global_ranks = globals;
+  auto group =
+      std::make_unique<UcxGroup>(worker, id, rank, std::move(addresses),
+                                 globals, options.timeout, options.label);
   return std::unique_ptr<Communicator>(
       new UcxCommunicator(std::move(group), std::move(kept)));
 }
