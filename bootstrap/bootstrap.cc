@@ -190,7 +190,7 @@ void Bootstrap::LeaveOnce() {
 absl::Status Bootstrap::Barrier(absl::string_view name) {
   int count = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     count = barrier_counts_[name]++;
   }
   return devmesh::Barrier(*store_, absl::StrCat(name, "/", count), rank(),

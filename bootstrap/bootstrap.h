@@ -54,6 +54,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "store/annotated_mutex.h"
 #include "store/barrier.h"
 #include "store/c10d_store_client.h"
 #include "bootstrap/launcher.h"
@@ -174,7 +175,7 @@ class Bootstrap {
   std::vector<PeerInfo> peers_;  // set once, before Create returns
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 with host_server only
   std::shared_ptr<Store> store_;            // destroyed before server_
-  std::mutex mu_;
+  sync_internal::Mutex mu_;
   absl::flat_hash_map<std::string, int> barrier_counts_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "absl/base/call_once.h"
@@ -13,6 +12,7 @@
 #include "device_mesh/mesh_serialization.h"
 #include "device_mesh/root_state.h"
 #include "status/status_macros.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 
@@ -173,7 +173,7 @@ absl::StatusOr<DeviceMesh::DimRef> DeviceMesh::ResolveDimRef(
   if (!absl::IsNotFound(own.status())) return own.status();
   // A flattened name of the root (R8, R9), through this rank.
   std::pair<MeshLayout, MeshOptions> flat = [&] {
-    std::lock_guard<std::mutex> lock(root_->mu);
+    sync_internal::MutexLock lock(&root_->mu);
     auto it = root_->flattened.find(dim->name());
     return it == root_->flattened.end()
                ? std::make_pair(layout_, MeshOptions())
@@ -312,7 +312,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
   const int me = runtime_->rank();
   absl::Status local_mismatch;
   auto lookup = [&]() -> const absl::StatusOr<std::shared_ptr<Communicator>>* {
-    std::lock_guard<std::mutex> lock(root_->mu);
+    sync_internal::MutexLock lock(&root_->mu);
     auto it = root_->groups.find(key);
     if (it == root_->groups.end()) return nullptr;
     auto l = root_->group_locals.find(key);
@@ -331,8 +331,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     {
       // One creation of this group at a time: another thread's, then ours
       // if it left none.
-      std::unique_lock<std::mutex> lock(root_->mu);
-      root_->created.wait(lock, [&] { return !root_->creating.count(key); });
+      sync_internal::MutexLock lock(&root_->mu);
+      while (root_->creating.count(key)) root_->created.Wait(&root_->mu);
       root_->creating.insert(key);
     }
     // Ours ends on every path out, an exception included.
@@ -340,9 +340,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
       device_mesh_internal::RootState& root;
       const std::string& key;
       ~Done() {
-        std::lock_guard<std::mutex> lock(root.mu);
+        sync_internal::MutexLock lock(&root.mu);
         root.creating.erase(key);
-        root.created.notify_all();
+        root.created.SignalAll();
       }
     } done{*root_, key};
     group = lookup();  // another thread may have made it meanwhile
@@ -367,7 +367,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
             absl::StrCat("mesh dim '", ref.name, "'"));
         if (!made.ok()) made = ForMeshDim(made.status(), ref.name, members);
       }
-      std::lock_guard<std::mutex> lock(root_->mu);
+      sync_internal::MutexLock lock(&root_->mu);
       group = &root_->groups.emplace(key, std::move(made)).first->second;
       root_->group_locals.emplace(key, local);
     }
@@ -405,7 +405,7 @@ absl::Status DeviceMesh::Abort() const {
   }
   std::vector<std::shared_ptr<Communicator>> groups;
   {
-    std::lock_guard<std::mutex> lock(root_->mu);
+    sync_internal::MutexLock lock(&root_->mu);
     for (auto& [key, group] : root_->groups) {
       if (group.ok() && *group != nullptr) groups.push_back(*group);
     }
@@ -432,7 +432,7 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Slice(
   std::vector<MeshLayout> extra;
   MeshOptions options = options_;
   {
-    std::lock_guard<std::mutex> lock(root_->mu);
+    sync_internal::MutexLock lock(&root_->mu);
     for (const std::string& name : names) {
       if (layout_.DimIndex(name).ok()) continue;
       auto it = root_->flattened.find(name);
@@ -485,7 +485,7 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Flatten(
   DEVMESH_ASSIGN_OR_RETURN(auto flat, layout_.Flatten(flat_name));
   MeshOptions options = options_;
   if (group_options.has_value()) options.per_dim[flat_name] = *group_options;
-  std::lock_guard<std::mutex> lock(root_->mu);
+  sync_internal::MutexLock lock(&root_->mu);
   auto it = root_->flattened.find(flat_name);
   if (it != root_->flattened.end()) {
     if (it->second.first != flat) {

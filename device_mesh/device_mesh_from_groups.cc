@@ -6,6 +6,7 @@
 #include "device_mesh/groups_mesh.h"
 #include "device_mesh/root_state.h"
 #include "status/status_macros.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 
@@ -90,8 +91,10 @@ absl::StatusOr<DeviceMesh> DeviceMesh::FromGroups(
     }
     const int dim = static_cast<int>(d);
     GroupOptions dim_options = made.options_.For(made.dim_group_names()[d]);
-    made.root_->groups[made.GroupKey(made.layout_, dim, dim_options)] =
-        groups[d];
+    const std::string key = made.GroupKey(made.layout_, dim, dim_options);
+    // Not shared yet; held for the analysis.
+    sync_internal::MutexLock lock(&made.root_->mu);
+    made.root_->groups[key] = groups[d];
   }
   return made;
 }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <exception>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -25,6 +24,7 @@
 #include "device_mesh/guarded_communicator.h"
 #include "device_mesh/root_state.h"
 #include "status/status_macros.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 
@@ -222,7 +222,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   std::vector<std::pair<std::string, std::shared_ptr<GuardedCommunicator>>>
       groups;
   {
-    std::lock_guard<std::mutex> lock(root_->mu);
+    sync_internal::MutexLock lock(&root_->mu);
     for (auto& [key, group] : root_->groups) {
       if (!group.ok() || *group == nullptr) continue;
       if (auto g = std::dynamic_pointer_cast<GuardedCommunicator>(*group)) {
@@ -426,7 +426,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
       continue;
     }
     const std::string new_key = next.GroupKey(next.layout(), d, go);
-    std::lock_guard<std::mutex> lock(root->mu);
+    sync_internal::MutexLock lock(&root->mu);
     root->groups.emplace(new_key, runtime_->Rewrap(old->inner_shared()));
     root->group_locals.emplace(new_key, LocalFields(go));
     report.kept.push_back(Describe(name, line_ranks));
@@ -458,7 +458,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     report.rebuilt.push_back(
         absl::StrCat(Describe(dim_group_names()[t.d], (*child)->global_ranks()),
                      " (nccl_shrink)"));
-    std::lock_guard<std::mutex> lock(root->mu);
+    sync_internal::MutexLock lock(&root->mu);
     root->groups.emplace(
         new_key,
         runtime_->Rewrap(std::shared_ptr<Communicator>(*std::move(child))));

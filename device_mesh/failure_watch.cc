@@ -23,6 +23,7 @@
 #include "comm/communicator.h"
 #include "device_mesh/epoch_agreement.h"
 #include "status/status_macros.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace {
@@ -158,27 +159,27 @@ struct FailureWatch::State {
   absl::Duration period;
   absl::Duration silence;
   std::atomic<bool> stop{false};
-  mutable std::mutex mu;
-  // Guarded by mu:
-  int world_size = 0;  // the job's, set at Start
-  int64_t epoch = 0;
-  std::vector<int> members;  // the epoch's, sorted
-  std::string verdict;       // the epoch's death, "" before
-  int verdict_rank = -1;
-  absl::Time verdict_time = absl::InfinitePast();
-  std::string fenced;      // why this rank is fenced, "" when it is not
-  std::string store_note;  // the store's last trouble
-  std::vector<std::weak_ptr<WatchedGroup>> groups;
+  mutable sync_internal::Mutex mu;
+  int world_size = 0;  // the job's, set at Start before the thread
+  int64_t epoch ABSL_GUARDED_BY(mu) = 0;
+  std::vector<int> members ABSL_GUARDED_BY(mu);  // the epoch's, sorted
+  std::string verdict ABSL_GUARDED_BY(mu);       // the epoch's death, "" before
+  int verdict_rank ABSL_GUARDED_BY(mu) = -1;
+  absl::Time verdict_time ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  // Why this rank is fenced, "" when it is not.
+  std::string fenced ABSL_GUARDED_BY(mu);
+  std::string store_note ABSL_GUARDED_BY(mu);  // the store's last trouble
+  std::vector<std::weak_ptr<WatchedGroup>> groups ABSL_GUARDED_BY(mu);
   const std::string self_proc = SelfProcInfo();
-  std::map<int, std::string> procs
-      ABSL_GUARDED_BY(mu);  // other ranks' SelfProcInfo
+  // Other ranks' SelfProcInfo.
+  std::map<int, std::string> procs ABSL_GUARDED_BY(mu);
 
   // What this kernel says of `peer`'s process (ProcessLiveness); its info
   // is read from the store once.
   Liveness Live(int peer) {
     std::string info;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      sync_internal::MutexLock lock(&mu);
       auto it = procs.find(peer);
       if (it != procs.end()) info = it->second;
     }
@@ -189,7 +190,7 @@ struct FailureWatch::State {
       auto v = store->Get(ProcKey(peer), absl::Seconds(5));
       if (!v.ok()) return Liveness::kNotHere;
       info = *v;
-      std::lock_guard<std::mutex> lock(mu);
+      sync_internal::MutexLock lock(&mu);
       procs[peer] = info;
     }
     return ProcessLiveness(self_proc, info);
@@ -224,8 +225,9 @@ struct FailureWatch::State {
                         "reported by global rank ", rank, ")");
   }
 
-  // The registered groups still alive; requires mu held.
-  std::vector<std::shared_ptr<WatchedGroup>> LiveGroupsLocked() const {
+  // The registered groups still alive.
+  std::vector<std::shared_ptr<WatchedGroup>> LiveGroupsLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::vector<std::shared_ptr<WatchedGroup>> live;
     for (const auto& weak : groups) {
       if (auto g = weak.lock()) live.push_back(std::move(g));
@@ -259,7 +261,7 @@ struct FailureWatch::State {
     const std::string& text = decoded.text;
     bool self = false;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      sync_internal::MutexLock lock(&mu);
       if (at_epoch != epoch || !verdict.empty()) return;
       verdict = text;
       verdict_rank = dead;
@@ -280,7 +282,7 @@ struct FailureWatch::State {
     std::string text;
     int dead = -1;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      sync_internal::MutexLock lock(&mu);
       if (fenced.empty()) fenced = why;
       text = verdict.empty() ? why : verdict;
       dead = verdict.empty() ? rank : verdict_rank;
@@ -323,7 +325,7 @@ struct FailureWatch::State {
       int successor;
       bool has_verdict;
       {
-        std::lock_guard<std::mutex> lock(mu);
+        sync_internal::MutexLock lock(&mu);
         at_epoch = epoch;
         successor = Successor(members);
         has_verdict = !verdict.empty();
@@ -371,7 +373,7 @@ struct FailureWatch::State {
         // Noted for Explain, without aborting anything (a rank 0 that hosts
         // the store may end first while groups that no longer need it
         // finish), and the lease goes on being renewed should it come back.
-        std::lock_guard<std::mutex> lock(mu);
+        sync_internal::MutexLock lock(&mu);
         store_note = trouble.ok() ? "" : trouble.ToString();
       }
       // Never faster than one round per period, whatever the store answers.
@@ -391,7 +393,10 @@ std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
   state->world_size = world_size;
   state->period = period;
   state->silence = std::max(silence, period * 2);
-  for (int r = 0; r < world_size; ++r) state->members.push_back(r);
+  {
+    sync_internal::MutexLock lock(&state->mu);  // not shared yet
+    for (int r = 0; r < world_size; ++r) state->members.push_back(r);
+  }
   // Before the thread: a rank that dies right after this returns has a
   // lease that started (a watcher judges only started leases) and a process
   // its watcher can look up, whenever the thread would first have run.
@@ -423,7 +428,7 @@ void FailureWatch::Register(std::weak_ptr<WatchedGroup> group) {
   int dead = -1;
   bool self = false;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    sync_internal::MutexLock lock(&state_->mu);
     auto& groups = state_->groups;
     groups.erase(std::remove_if(groups.begin(), groups.end(),
                                 [](const std::weak_ptr<WatchedGroup>& w) {
@@ -441,22 +446,22 @@ void FailureWatch::Register(std::weak_ptr<WatchedGroup> group) {
 }
 
 std::string FailureWatch::verdict() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  sync_internal::MutexLock lock(&state_->mu);
   return state_->verdict;
 }
 
 int FailureWatch::verdict_rank() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  sync_internal::MutexLock lock(&state_->mu);
   return state_->verdict_rank;
 }
 
 absl::Time FailureWatch::verdict_time() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  sync_internal::MutexLock lock(&state_->mu);
   return state_->verdict_time;
 }
 
 std::string FailureWatch::fenced() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  sync_internal::MutexLock lock(&state_->mu);
   return state_->fenced;
 }
 
@@ -465,12 +470,12 @@ void FailureWatch::Fence(const std::string& why) { state_->FenceWith(why); }
 bool FailureWatch::ProcessGoneHere(int rank) { return state_->Gone(rank); }
 
 int64_t FailureWatch::epoch() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  sync_internal::MutexLock lock(&state_->mu);
   return state_->epoch;
 }
 
 std::vector<int> FailureWatch::members() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  sync_internal::MutexLock lock(&state_->mu);
   return state_->members;
 }
 
@@ -482,7 +487,7 @@ Store& FailureWatch::store() const { return *state_->store; }
 void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
   std::vector<std::shared_ptr<WatchedGroup>> old;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    sync_internal::MutexLock lock(&state_->mu);
     if (epoch <= state_->epoch) return;
     state_->epoch = epoch;
     state_->members = std::move(members);
@@ -503,7 +508,7 @@ void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
 absl::StatusOr<Verdict> FailureWatch::ReadVerdict(int64_t epoch) {
   {
     // A verdict is set once (CompareSet): the one learnt is the store's.
-    std::lock_guard<std::mutex> lock(state_->mu);
+    sync_internal::MutexLock lock(&state_->mu);
     if (epoch == state_->epoch && !state_->verdict.empty()) {
       return Verdict{state_->verdict_rank, state_->verdict};
     }
@@ -554,7 +559,7 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   std::string note;
   int64_t at_epoch;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    sync_internal::MutexLock lock(&state_->mu);
     note = state_->store_note;
     at_epoch = state_->epoch;
   }

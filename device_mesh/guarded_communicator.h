@@ -36,7 +36,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +47,7 @@
 #include "comm/forwarding_communicator.h"
 #include "comm/shrinkable_communicator.h"
 #include "device_mesh/failure_watch.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 
@@ -80,7 +80,7 @@ class GuardedCommunicator final
 
   void OnVerdict(int dead, const std::string& verdict, bool fenced) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      sync_internal::MutexLock lock(&mu_);
       // The first refusal's text stays, unless this rank is now fenced.
       if (refused_.load() && !fenced) return;
       if (fenced) {
@@ -147,7 +147,7 @@ class GuardedCommunicator final
 
   absl::Status Refusal() const {
     if (!refused_.load()) return absl::OkStatus();
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     return refusal_;
   }
 
@@ -164,7 +164,7 @@ class GuardedCommunicator final
     if (absl::IsFailedPrecondition(s)) {
       // Aborted by the job's verdict: say which.
       if (refused_.load()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        sync_internal::MutexLock lock(&mu_);
         return WithPayloadsOf(
             Reworded(refusal_,
                      absl::StrCat(refusal_.message(), " (", s.message(), ")")),
@@ -181,7 +181,7 @@ class GuardedCommunicator final
   std::atomic<bool> refused_{false};
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> completed_{0};
-  mutable std::mutex mu_;
+  mutable sync_internal::Mutex mu_;
   absl::Status refusal_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -128,7 +128,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
     absl::string_view backend, absl::Duration timeout) {
   DEVMESH_RETURN_IF_ERROR(CheckCanCreate("world communicator", timeout));
   EnsureWatch();
-  std::lock_guard<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   DEVMESH_ASSIGN_OR_RETURN(auto raw, WorldLocked(backend, timeout));
   // One guarded handle per world communicator, so that World returns the
   // same pointer every time.
@@ -294,7 +294,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
       "devmesh/group/", device_mesh_internal::GroupTag(identity, members));
   int64_t n = 0;
   {
-    std::lock_guard<std::mutex> lock(names_mu_);
+    sync_internal::MutexLock lock(&names_mu_);
     n = group_counts_[name]++;
   }
   DEVMESH_ASSIGN_OR_RETURN(
@@ -318,13 +318,13 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
 }
 
 void MeshRuntime::RememberWorld(const Communicator* comm) {
-  std::lock_guard<std::mutex> lock(ids_mu_);
+  sync_internal::MutexLock lock(&ids_mu_);
   world_ids_.insert(comm);
 }
 
 bool MeshRuntime::IsWorldCommunicator(const Communicator* comm) const {
   if (comm == nullptr) return false;
-  std::lock_guard<std::mutex> lock(ids_mu_);
+  sync_internal::MutexLock lock(&ids_mu_);
   return world_ids_.count(comm) > 0;
 }
 

@@ -50,9 +50,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "store/annotated_mutex.h"
 #include "store/store.h"
 #include "comm/communicator.h"
 #include "device_mesh/counting_store.h"
@@ -303,36 +305,35 @@ class MeshRuntime {
   absl::StatusOr<std::shared_ptr<Communicator>> CreateOn(
       absl::string_view backend, std::shared_ptr<Store> store, int index,
       int size, const CommOptions& options);
-  // World for `backend` with `timeout`; requires mu_ held.
+  // World for `backend` with `timeout`.
   absl::StatusOr<std::shared_ptr<Communicator>> WorldLocked(
-      absl::string_view backend, absl::Duration timeout);
+      absl::string_view backend, absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> hostnames_;  // per world rank; set once
   std::string store_route_address_;     // set once
 
-  // std::mutex rather than absl::Mutex: Debian's Abseil is not built with
-  // TSan, and a mutex TSan cannot see makes every test under
-  // --config=tsan report races that are not there. mu_ guards worlds_ and
-  // serializes world creations (collectives over the world); names_mu_
-  // guards group_counts_ alone, so a named group never waits behind a world
-  // creation.
-  std::mutex mu_;
+  // mu_ guards worlds_ and serializes world creations (collectives over the
+  // world); names_mu_ guards group_counts_ alone, so a named group never
+  // waits behind a world creation.
+  sync_internal::Mutex mu_;
   // (backend, timeout in ns) -> that world communicator, or the error its
   // creation ended with.
   std::map<std::pair<std::string, int64_t>,
            absl::StatusOr<std::shared_ptr<Communicator>>>
-      worlds_;
+      worlds_ ABSL_GUARDED_BY(mu_);
   // Raw world communicator -> the guarded handle World returns for it.
-  std::map<const Communicator*, std::shared_ptr<Communicator>> guarded_worlds_;
+  std::map<const Communicator*, std::shared_ptr<Communicator>> guarded_worlds_
+      ABSL_GUARDED_BY(mu_);
   std::once_flag watch_once_;
   std::shared_ptr<FailureWatch> watch_;  // set once by EnsureWatch
-  std::mutex names_mu_;
+  sync_internal::Mutex names_mu_;
   // Group namespace (without its /<n>) -> creations so far on this rank.
-  std::map<std::string, int64_t> group_counts_;
+  std::map<std::string, int64_t> group_counts_ ABSL_GUARDED_BY(names_mu_);
   // The communicators in worlds_ (held there for the runtime's
   // lifetime, so an address is never reused), under a mutex of its own so
   // that IsWorldCommunicator never waits behind mu_.
-  mutable std::mutex ids_mu_;
-  std::set<const Communicator*> world_ids_;
+  mutable sync_internal::Mutex ids_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::set<const Communicator*> world_ids_ ABSL_GUARDED_BY(ids_mu_);
 };
 
 }  // namespace devmesh

@@ -13,17 +13,17 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
-#include <condition_variable>
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/communicator.h"
 #include "device_mesh/group_options.h"
 #include "mesh/mesh_layout.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace device_mesh_internal {
@@ -50,27 +50,28 @@ struct RootState {
   // reused. Set once before the root is shared.
   int64_t epoch = 0;
 
-  // std::mutex rather than absl::Mutex: see mesh_runtime.h.
   // mu guards the maps below and `creating`, and is only held briefly, so
   // Abort and look-ups never wait for a creation. A group is created by one
   // thread at a time (its key in `creating` meanwhile; a second thread
   // asking for it waits on `created`); distinct groups may be created at
   // once from distinct threads (each a collective over its own members
   // only, MeshRuntime::Group is thread-safe).
-  std::mutex mu;
-  std::condition_variable created;
-  std::set<std::string> creating;
+  sync_internal::Mutex mu;
+  sync_internal::CondVar created;
+  std::set<std::string> creating ABSL_GUARDED_BY(mu);
   // Group cache key (GroupKey) -> this rank's group along such dims, or the
   // error its creation ended with (kept, so that a rank never creates it
   // again while the others do not).
-  std::map<std::string, absl::StatusOr<std::shared_ptr<Communicator>>> groups;
+  std::map<std::string, absl::StatusOr<std::shared_ptr<Communicator>>> groups
+      ABSL_GUARDED_BY(mu);
   // Group cache key -> the process-local NCCL fields (stream, synchronize,
   // CUDA device) its group was made with: a later request for the same
   // group with others is an InvalidArgument, not a second group that its
   // peers would never create.
-  std::map<std::string, std::string> group_locals;
+  std::map<std::string, std::string> group_locals ABSL_GUARDED_BY(mu);
   // R9: flatten name -> (layout, options) of the flattened mesh.
-  std::map<std::string, std::pair<MeshLayout, MeshOptions>> flattened;
+  std::map<std::string, std::pair<MeshLayout, MeshOptions>> flattened
+      ABSL_GUARDED_BY(mu);
 };
 
 // The process-local NCCL fields of `options` as text ("" without NCCL):

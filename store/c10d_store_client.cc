@@ -91,7 +91,7 @@ absl::StatusOr<std::unique_ptr<C10dStoreClient>> C10dStoreClient::Connect(
     const C10dStoreClientOptions& options) {
   std::unique_ptr<C10dStoreClient> client(new C10dStoreClient(options));
   DEVMESH_ASSIGN_OR_RETURN(Socket first, client->Open());
-  client->idle_.push_back(std::move(first));
+  client->Return(std::move(first));
   return client;
 }
 
@@ -123,7 +123,7 @@ absl::StatusOr<Socket> C10dStoreClient::Open() const {
 
 absl::StatusOr<Socket> C10dStoreClient::Borrow() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     if (!idle_.empty()) {
       Socket s = std::move(idle_.back());
       idle_.pop_back();
@@ -134,7 +134,7 @@ absl::StatusOr<Socket> C10dStoreClient::Borrow() {
 }
 
 void C10dStoreClient::Return(Socket s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   idle_.push_back(std::move(s));
 }
 

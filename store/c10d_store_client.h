@@ -51,10 +51,10 @@
 #include "config/require_cxx17.h"
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "store/annotated_mutex.h"
 #include "store/c10d_wire_format.h"
 #include "store/socket.h"
 #include "store/store.h"
@@ -119,7 +119,7 @@ class C10dStoreClient : public Store {
                       absl::Duration timeout);
 
   const C10dStoreClientOptions options_;
-  std::mutex mu_;
+  sync_internal::Mutex mu_;
   std::vector<Socket> idle_ ABSL_GUARDED_BY(mu_);
 };
 

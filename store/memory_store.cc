@@ -13,27 +13,25 @@ absl::Status InMemoryStore::Set(absl::string_view key,
                                 absl::string_view value) {
   DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   DEVMESH_RETURN_IF_ERROR(ValidateValue(value));
-  std::unique_lock<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   table_.Set(key, value);
-  changed_.notify_all();
+  changed_.SignalAll();
   return absl::OkStatus();
 }
 
-absl::Status InMemoryStore::AwaitKeys(std::unique_lock<std::mutex>& lock,
-                                      absl::Span<const std::string> keys,
+absl::Status InMemoryStore::AwaitKeys(absl::Span<const std::string> keys,
                                       absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   for (const std::string& key : keys) {
-    auto present = [this, &key] { return table_.Contains(key); };
-    bool found = present();
+    bool found = table_.Contains(key);
     while (!found) {
       const absl::Time now = absl::Now();
       if (now >= deadline) break;
       // Wait in slices of at most a minute so an infinite timeout does not
       // overflow the chrono clock.
-      changed_.wait_for(lock, absl::ToChronoNanoseconds(std::min(
-                                  deadline - now, absl::Minutes(1))));
-      found = present();
+      changed_.WaitWithTimeout(&mu_,
+                               std::min(deadline - now, absl::Minutes(1)));
+      found = table_.Contains(key);
     }
     if (!found) {
       return absl::DeadlineExceededError(
@@ -48,17 +46,17 @@ absl::StatusOr<std::string> InMemoryStore::Get(absl::string_view key,
                                                absl::Duration timeout) {
   DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   std::string k(key);
-  std::unique_lock<std::mutex> lock(mu_);
-  DEVMESH_RETURN_IF_ERROR(AwaitKeys(lock, {k}, timeout));
+  sync_internal::MutexLock lock(&mu_);
+  DEVMESH_RETURN_IF_ERROR(AwaitKeys({k}, timeout));
   return *table_.Find(key);
 }
 
 absl::StatusOr<int64_t> InMemoryStore::Add(absl::string_view key,
                                            int64_t delta) {
   DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
-  std::unique_lock<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   absl::StatusOr<int64_t> sum = table_.Add(key, delta);
-  changed_.notify_all();
+  changed_.SignalAll();
   return sum;
 }
 
@@ -68,23 +66,23 @@ absl::StatusOr<std::string> InMemoryStore::CompareSet(
   DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
   DEVMESH_RETURN_IF_ERROR(ValidateValue(expected));
   DEVMESH_RETURN_IF_ERROR(ValidateValue(desired));
-  std::unique_lock<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   bool created = false;
   std::string result = table_.CompareSet(key, expected, desired, &created);
-  if (created) changed_.notify_all();
+  if (created) changed_.SignalAll();
   return result;
 }
 
 absl::Status InMemoryStore::Wait(absl::Span<const std::string> keys,
                                  absl::Duration timeout) {
   DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
-  std::unique_lock<std::mutex> lock(mu_);
-  return AwaitKeys(lock, keys, timeout);
+  sync_internal::MutexLock lock(&mu_);
+  return AwaitKeys(keys, timeout);
 }
 
 absl::StatusOr<bool> InMemoryStore::Check(absl::Span<const std::string> keys) {
   DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
-  std::unique_lock<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   for (const std::string& key : keys) {
     if (!table_.Contains(key)) return false;
   }
@@ -93,20 +91,20 @@ absl::StatusOr<bool> InMemoryStore::Check(absl::Span<const std::string> keys) {
 
 absl::StatusOr<bool> InMemoryStore::DeleteKey(absl::string_view key) {
   DEVMESH_RETURN_IF_ERROR(ValidateKey(key));
-  std::unique_lock<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   return table_.Delete(key);
 }
 
 absl::StatusOr<int64_t> InMemoryStore::NumKeys() {
-  std::unique_lock<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   return table_.size();
 }
 
 absl::StatusOr<std::vector<std::string>> InMemoryStore::MultiGet(
     absl::Span<const std::string> keys, absl::Duration timeout) {
   DEVMESH_RETURN_IF_ERROR(ValidateKeys(keys));
-  std::unique_lock<std::mutex> lock(mu_);
-  DEVMESH_RETURN_IF_ERROR(AwaitKeys(lock, keys, timeout));
+  sync_internal::MutexLock lock(&mu_);
+  DEVMESH_RETURN_IF_ERROR(AwaitKeys(keys, timeout));
   std::vector<std::string> values;
   values.reserve(keys.size());
   for (const std::string& key : keys) values.push_back(*table_.Find(key));
@@ -116,9 +114,9 @@ absl::StatusOr<std::vector<std::string>> InMemoryStore::MultiGet(
 absl::Status InMemoryStore::MultiSet(absl::Span<const std::string> keys,
                                      absl::Span<const std::string> values) {
   DEVMESH_RETURN_IF_ERROR(ValidateMultiSet(keys, values));
-  std::unique_lock<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   for (size_t i = 0; i < keys.size(); ++i) table_.Set(keys[i], values[i]);
-  changed_.notify_all();
+  changed_.SignalAll();
   return absl::OkStatus();
 }
 

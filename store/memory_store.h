@@ -8,11 +8,8 @@
 // Thread-safety: every method may be called from any number of threads; a
 // waiting Get/Wait/MultiGet does not block other callers.
 //
-// Why std::mutex and not absl::Mutex: Debian's Abseil is a prebuilt shared
-// library without TSan instrumentation, so TSan cannot see absl::Mutex's
-// happens-before edges and reports false races under --config=tsan; the
-// pthread-based std primitives are intercepted by TSan. Same in the TCP
-// client, the launcher and the multi-process test helper.
+// The mutex is store/annotated_mutex.h's (std::mutex, which TSan sees, with
+// the attributes clang's -Wthread-safety checks; docs/thread_safety.md).
 #ifndef DEVMESH_STORE_MEMORY_STORE_H_
 #define DEVMESH_STORE_MEMORY_STORE_H_
 
@@ -23,9 +20,7 @@
 #include <string>
 #include <vector>
 
-#include <condition_variable>
-#include <mutex>
-
+#include "store/annotated_mutex.h"
 #include "store/kv_table.h"
 #include "store/store.h"
 #include "absl/base/thread_annotations.h"
@@ -60,14 +55,13 @@ class InMemoryStore : public Store {
 
  private:
   // Waits until every key is present; DeadlineExceeded names the first missing.
-  // `lock` holds mu_.
-  absl::Status AwaitKeys(std::unique_lock<std::mutex>& lock,
-                         absl::Span<const std::string> keys,
-                         absl::Duration timeout);
+  absl::Status AwaitKeys(absl::Span<const std::string> keys,
+                         absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration default_timeout_;
-  std::mutex mu_;
-  std::condition_variable changed_;  // notified when a key is added
+  sync_internal::Mutex mu_;
+  sync_internal::CondVar changed_;  // signalled when a key is added
   KvTable table_ ABSL_GUARDED_BY(mu_);
 };
 

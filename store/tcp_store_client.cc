@@ -61,7 +61,11 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
   std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(options));
   DEVMESH_ASSIGN_OR_RETURN(Socket first,
                            client->Open(/*first=*/true, absl::InfinitePast()));
-  client->idle_.push_back(std::move(first));
+  {
+    // Not shared yet; held for the analysis.
+    sync_internal::MutexLock lock(&client->mu_);
+    client->idle_.push_back(std::move(first));
+  }
   return client;
 }
 
@@ -125,7 +129,7 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const Request& request,
   }
   Socket s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     if (!idle_.empty()) {
       s = std::move(idle_.back());
       idle_.pop_back();
@@ -145,7 +149,7 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const Request& request,
   DEVMESH_ASSIGN_OR_RETURN(
       std::string reply, ReadFrame(s, deadline));  // the connection is dropped
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     idle_.push_back(std::move(s));
   }
   return ParseReply(std::move(reply));

@@ -30,10 +30,10 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "store/annotated_mutex.h"
 #include "store/socket.h"
 #include "store/store.h"
 #include "store/wire_format.h"
@@ -121,7 +121,7 @@ class TcpStoreClient : public Store {
   // A new connection was refused for reconnect_refused_timeout: the server
   // has stopped; later ones are tried once, until one succeeds.
   mutable std::atomic<bool> server_stopped_{false};
-  std::mutex mu_;
+  sync_internal::Mutex mu_;
   std::vector<Socket> idle_ ABSL_GUARDED_BY(mu_);
 };
 
