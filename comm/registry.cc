@@ -27,6 +27,7 @@ struct Registry {
 Registry& GetRegistry() {
   static Registry* registry = [] {
     auto* r = new Registry();
+    absl::MutexLock lock(&r->mu);  // not shared yet: for the analysis
     r->factories.emplace("gloo", &CreateGlooCommunicator);
     r->factories.emplace("nccl", &CreateNcclCommunicator);
     r->factories.emplace("shm", &CreateShmCommunicator);

@@ -60,7 +60,7 @@ absl::Status VerifiedCommunicator::Intercept(
     return call();
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     if (!refusal_.ok()) return refusal_;
   }
   const WireRecord mine = ToWire(current_call());
@@ -79,7 +79,7 @@ absl::Status VerifiedCommunicator::Intercept(
     absl::Status error =
         CallMismatchError(absl::StrCat(backend(), " verify"), global(0), first,
                           global(j), other, ranks, label_);
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     refusal_ = error;
     return error;
   }

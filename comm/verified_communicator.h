@@ -25,12 +25,12 @@
 #include "config/require_cxx17.h"
 
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "comm/forwarding_communicator.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 
@@ -54,7 +54,7 @@ class VerifiedCommunicator final : public ForwardingCommunicator {
  private:
   std::shared_ptr<Communicator> checker_;
   std::string label_;
-  std::mutex mu_;
+  sync_internal::Mutex mu_;
   absl::Status refusal_ ABSL_GUARDED_BY(mu_);  // sticky after a mismatch
 };
 

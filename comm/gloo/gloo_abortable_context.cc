@@ -2,6 +2,7 @@
 #include "comm/gloo/gloo_abortable_context.h"
 
 #include <atomic>
+#include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <utility>
@@ -117,18 +118,18 @@ void AbortableContext::Abort(const std::function<void()>& close_pairs) {
   {
     std::unique_lock<std::shared_mutex> io(io_mu_);
     {
-      std::lock_guard<std::mutex> lock(buffers_mu_);
+      sync_internal::MutexLock lock(&buffers_mu_);
       aborted_ = true;
       for (AbortableBuffer* b : buffers_) b->MarkAborted();
     }
     close_pairs();
   }
-  std::lock_guard<std::mutex> lock(buffers_mu_);
+  sync_internal::MutexLock lock(&buffers_mu_);
   for (AbortableBuffer* b : buffers_) b->WakeWaits();
 }
 
 void AbortableContext::Add(AbortableBuffer* buffer) {
-  std::lock_guard<std::mutex> lock(buffers_mu_);
+  sync_internal::MutexLock lock(&buffers_mu_);
   buffers_.insert(buffer);
   if (aborted_) {
     buffer->MarkAborted();
@@ -137,7 +138,7 @@ void AbortableContext::Add(AbortableBuffer* buffer) {
 }
 
 void AbortableContext::Remove(AbortableBuffer* buffer) {
-  std::lock_guard<std::mutex> lock(buffers_mu_);
+  sync_internal::MutexLock lock(&buffers_mu_);
   buffers_.erase(buffer);
 }
 

@@ -46,14 +46,14 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <shared_mutex>
 #include <unordered_set>
 
+#include "absl/base/thread_annotations.h"
 #include "comm/gloo/gloo_loop_waker.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/unbound_buffer.h"
-#include "absl/base/thread_annotations.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace gloo_internal {
@@ -93,8 +93,10 @@ class AbortableContext final
 
   std::shared_ptr<::gloo::transport::Context> inner_;
   const std::shared_ptr<LoopWaker> waker_;
-  std::shared_mutex io_mu_;  // shared: a post in progress; unique: Abort
-  std::mutex buffers_mu_;
+  // shared: a post in progress; unique: Abort. A gate that guards no member
+  // (std::shared_mutex: the analysis has nothing to check on it).
+  std::shared_mutex io_mu_;
+  sync_internal::Mutex buffers_mu_;
   bool aborted_ ABSL_GUARDED_BY(buffers_mu_) = false;
   std::unordered_set<AbortableBuffer*> buffers_ ABSL_GUARDED_BY(buffers_mu_);
 };

@@ -128,7 +128,7 @@ absl::Status GlooCommunicator::ConnectPending(absl::string_view op,
   if (mesh_connected_.load(std::memory_order_acquire)) return absl::OkStatus();
   std::vector<gloo_internal::MeshLink> now;
   {
-    std::lock_guard<std::mutex> lock(mesh_mu_);
+    sync_internal::MutexLock lock(&mesh_mu_);
     if (!mesh_failed_.ok()) {
       return Reworded(mesh_failed_,
                       absl::StrCat("gloo ", op,
@@ -171,7 +171,7 @@ absl::Status GlooCommunicator::ConnectPending(absl::string_view op,
   std::map<int, sockaddr_storage> remotes;
   std::map<int, ino_t> found;
   if (status.ok()) found = gloo_internal::FindConnections(ends, &remotes);
-  std::lock_guard<std::mutex> lock(mesh_mu_);
+  sync_internal::MutexLock lock(&mesh_mu_);
   if (!status.ok()) {
     mesh_failed_ = status;
     return status;
@@ -475,7 +475,7 @@ absl::Status GlooCommunicator::DoBarrier() {
 }
 
 int64_t GlooCommunicator::pending_pairs() const {
-  std::lock_guard<std::mutex> lock(mesh_mu_);
+  sync_internal::MutexLock lock(&mesh_mu_);
   return static_cast<int64_t>(pending_.size());
 }
 
@@ -491,7 +491,7 @@ absl::Status GlooCommunicator::DoAbort() {
   //    Gloo's loop here fails every pending operation on them.
   std::map<int, ino_t> connections;
   {
-    std::lock_guard<std::mutex> lock(mesh_mu_);
+    sync_internal::MutexLock lock(&mesh_mu_);
     connections = connections_;
   }
   (void)gloo_internal::ShutdownConnections(connections);

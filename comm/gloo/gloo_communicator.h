@@ -104,15 +104,14 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "store/store.h"
 #include "comm/communicator.h"
 #include "comm/gloo/gloo_abortable_context.h"
 #include "comm/gloo/gloo_full_mesh.h"
@@ -121,6 +120,8 @@
 #include "comm/options.h"
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
+#include "store/annotated_mutex.h"
+#include "store/store.h"
 
 namespace devmesh {
 
@@ -238,16 +239,16 @@ class GlooCommunicator final : public Communicator {
   std::vector<char> recv_head_;
   // Guards connections_ (Abort reads it from any thread), pending_ and
   // mesh_failed_.
-  mutable std::mutex mesh_mu_;
+  mutable sync_internal::Mutex mesh_mu_;
   // Peer group rank -> the inode of the socket of its connection
   // (gloo_shutdown.h).
-  std::map<int, ino_t> connections_;
+  std::map<int, ino_t> connections_ ABSL_GUARDED_BY(mesh_mu_);
   // The mesh's pairs not connected yet (ConnectFullMesh's defer_mesh, for a
   // group with the synchronous route): connected by the first call that
   // needs them (ConnectPending).
-  std::vector<gloo_internal::MeshLink> pending_;
+  std::vector<gloo_internal::MeshLink> pending_ ABSL_GUARDED_BY(mesh_mu_);
   // The error of a ConnectPending that failed; OK otherwise.
-  absl::Status mesh_failed_;
+  absl::Status mesh_failed_ ABSL_GUARDED_BY(mesh_mu_);
   // Set once pending_ is empty and mesh_failed_ OK for good: every later
   // ConnectPending returns at once, without mesh_mu_.
   std::atomic<bool> mesh_connected_{false};

@@ -95,10 +95,14 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
   comm->store_round_trips_ = mesh.store_round_trips;
   comm->barrier_round_trips_ = mesh.barrier_round_trips;
   comm->peer_endpoints_ = std::move(mesh.peer_endpoints);
-  comm->connections_ = std::move(mesh.connections);
+  {
+    // No other thread has `comm` yet: the lock is for the analysis.
+    sync_internal::MutexLock lock(&comm->mesh_mu_);
+    comm->connections_ = std::move(mesh.connections);
+    comm->pending_ = std::move(mesh.pending);
+  }
   comm->abortable_ = std::move(mesh.abortable);
   comm->context_ = std::move(mesh.context);
-  comm->pending_ = std::move(mesh.pending);
   if (mesh.sync_sub != nullptr) {
     for (const auto& [endpoint, global] : mesh.sync_sub->peer_endpoints) {
       comm->peer_endpoints_[endpoint] = global;

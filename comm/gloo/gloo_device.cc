@@ -10,16 +10,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "comm/gloo/gloo_loop_waker.h"
 #include "comm/gloo/gloo_status.h"
 #include "gloo/transport/tcp/device.h"
 #include "status/status_macros.h"
+#include "store/annotated_mutex.h"
 #include "store/socket.h"
 
 namespace devmesh {
@@ -149,15 +150,14 @@ namespace {
 
 // The wakers of the devices MakeGlooDevice handed out and that are still
 // held, by device.
-std::mutex& WakersMu() {
-  static auto* mu = new std::mutex;
-  return *mu;
-}
-std::map<const ::gloo::transport::Device*, std::weak_ptr<LoopWaker>>&
-Wakers() {
-  static auto* wakers =
-      new std::map<const ::gloo::transport::Device*, std::weak_ptr<LoopWaker>>;
-  return *wakers;
+struct WakerTable {
+  sync_internal::Mutex mu;
+  std::map<const ::gloo::transport::Device*, std::weak_ptr<LoopWaker>> wakers
+      ABSL_GUARDED_BY(mu);
+};
+WakerTable& Wakers() {
+  static auto* table = new WakerTable;
+  return *table;
 }
 
 // What MakeGlooDevice's pointer owns: the device and its loop's waker. Its
@@ -169,8 +169,9 @@ struct HeldDevice {
   std::shared_ptr<LoopWaker> waker;
   ~HeldDevice() {
     {
-      std::lock_guard<std::mutex> lock(WakersMu());
-      Wakers().erase(device.get());
+      WakerTable& table = Wakers();
+      sync_internal::MutexLock lock(&table.mu);
+      table.wakers.erase(device.get());
     }
     ScopedLoopKick kick(waker);
     device.reset();
@@ -181,9 +182,10 @@ struct HeldDevice {
 
 std::shared_ptr<LoopWaker> LoopWakerFor(
     const ::gloo::transport::Device* device) {
-  std::lock_guard<std::mutex> lock(WakersMu());
-  auto it = Wakers().find(device);
-  return it == Wakers().end() ? nullptr : it->second.lock();
+  WakerTable& table = Wakers();
+  sync_internal::MutexLock lock(&table.mu);
+  auto it = table.wakers.find(device);
+  return it == table.wakers.end() ? nullptr : it->second.lock();
 }
 
 absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
@@ -195,15 +197,18 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
   using Key = std::tuple<pid_t, std::string, std::string, std::string>;
   const Key key{getpid(), options.hostname, iface == nullptr ? "" : iface,
                 options.store_route_address};
-  static std::mutex* mu = new std::mutex;
-  static auto* devices =
-      new std::map<Key, std::weak_ptr<::gloo::transport::Device>>;
-  std::lock_guard<std::mutex> lock(*mu);
-  for (auto it = devices->begin(); it != devices->end();) {
-    it = it->second.expired() ? devices->erase(it) : std::next(it);
+  struct DeviceTable {
+    sync_internal::Mutex mu;
+    std::map<Key, std::weak_ptr<::gloo::transport::Device>> devices
+        ABSL_GUARDED_BY(mu);
+  };
+  static auto* table = new DeviceTable;
+  sync_internal::MutexLock lock(&table->mu);
+  for (auto it = table->devices.begin(); it != table->devices.end();) {
+    it = it->second.expired() ? table->devices.erase(it) : std::next(it);
   }
-  auto it = devices->find(key);
-  if (it != devices->end()) {
+  auto it = table->devices.find(key);
+  if (it != table->devices.end()) {
     if (auto device = it->second.lock()) return device;
   }
   DEVMESH_ASSIGN_OR_RETURN(std::shared_ptr<::gloo::transport::Device> created,
@@ -212,12 +217,13 @@ absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> MakeGlooDevice(
   held->device = std::move(created);
   held->waker = LoopWaker::Attach(*held->device);
   {
-    std::lock_guard<std::mutex> wakers_lock(WakersMu());
-    Wakers()[held->device.get()] = held->waker;
+    WakerTable& wakers = Wakers();
+    sync_internal::MutexLock wakers_lock(&wakers.mu);
+    wakers.wakers[held->device.get()] = held->waker;
   }
   // Shares `held`'s ownership, points at the device.
   std::shared_ptr<::gloo::transport::Device> device(held, held->device.get());
-  (*devices)[key] = device;
+  table->devices[key] = device;
   return device;
 }
 

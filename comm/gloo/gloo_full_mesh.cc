@@ -7,13 +7,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +27,7 @@
 #include "gloo/transport/pair.h"
 #include "gloo/transport/tcp/address.h"
 #include "status/status_macros.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace gloo_internal {
@@ -69,50 +69,52 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  void Stop() {
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      sync_internal::MutexLock lock(&mu_);
       done_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     if (thread_.joinable()) thread_.join();
   }
-  bool fired() {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool fired() ABSL_LOCKS_EXCLUDED(mu_) {
+    sync_internal::MutexLock lock(&mu_);
     return fired_;
   }
   // The cancel check's error when it closed the pairs; OK otherwise (also
   // when the deadline did).
-  absl::Status cancelled() {
-    std::lock_guard<std::mutex> lock(mu_);
+  absl::Status cancelled() ABSL_LOCKS_EXCLUDED(mu_) {
+    sync_internal::MutexLock lock(&mu_);
     return cancelled_;
   }
 
  private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      const absl::Time wake =
-          cancel_ ? std::min(deadline_, absl::Now() + kCancelPoll) : deadline_;
-      if (cv_.wait_until(lock, absl::ToChronoTime(wake),
-                         [this] { return done_; })) {
-        return;
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      sync_internal::MutexLock lock(&mu_);
+      while (true) {
+        const absl::Time wake =
+            cancel_ ? std::min(deadline_, absl::Now() + kCancelPoll)
+                    : deadline_;
+        while (!done_) {
+          if (cv_.WaitWithDeadline(&mu_, wake)) break;
+        }
+        if (done_) return;
+        if (absl::Now() >= deadline_) break;
+        // The condition variable's clock may run a little ahead of absl's:
+        // without a check, wait again until the deadline has passed.
+        if (!cancel_) continue;
+        mu_.Unlock();
+        absl::Status s = cancel_();
+        mu_.Lock();
+        if (done_) return;
+        if (!s.ok()) {
+          cancelled_ = std::move(s);
+          break;
+        }
       }
-      if (absl::Now() >= deadline_) break;
-      // The condition variable's clock may run a little ahead of absl's:
-      // without a check, wait again until the deadline has passed.
-      if (!cancel_) continue;
-      lock.unlock();
-      absl::Status s = cancel_();
-      lock.lock();
-      if (done_) return;
-      if (!s.ok()) {
-        cancelled_ = std::move(s);
-        break;
-      }
+      fired_ = true;
     }
-    fired_ = true;
-    lock.unlock();
     ScopedLoopKick kick(waker_);  // each close waits for a loop turn
     for (::gloo::transport::Pair* pair : pairs_) {
       // Close never throws for a listening or connecting pair; stay safe.
@@ -124,11 +126,11 @@ class Watchdog {
   const absl::Time deadline_;
   const std::function<absl::Status()> cancel_;
   const std::shared_ptr<LoopWaker> waker_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  bool fired_ = false;
-  absl::Status cancelled_;
+  sync_internal::Mutex mu_;
+  sync_internal::CondVar cv_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool fired_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status cancelled_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

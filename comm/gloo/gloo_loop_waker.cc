@@ -7,8 +7,9 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
@@ -17,9 +18,9 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "config/settings.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/tcp/loop.h"
-#include "config/settings.h"
 
 namespace devmesh {
 namespace gloo_internal {
@@ -95,14 +96,16 @@ LoopWaker::~LoopWaker() {
     close(event_fd_);
     return;
   }
+  std::thread* thread = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     stop_ = true;
+    thread = thread_;
   }
-  cv_.notify_all();
-  if (thread_ != nullptr) {
-    thread_->join();
-    delete thread_;
+  cv_.SignalAll();
+  if (thread != nullptr) {
+    thread->join();
+    delete thread;
   }
   close(event_fd_);
 }
@@ -137,20 +140,20 @@ bool LoopWaker::DueLocked(absl::Time now) const {
 void LoopWaker::Begin() {
   bool running = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     ++held_;
     ++begins_;
     running = EnsureThreadLocked();
   }
   if (running) {
-    cv_.notify_all();
+    cv_.SignalAll();
   } else {
     Wake();  // at least one turn
   }
 }
 
 void LoopWaker::End() {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   --held_;
 }
 
@@ -158,7 +161,7 @@ LoopWaker::Deadlines::iterator LoopWaker::Arm(absl::Time deadline) {
   bool notify = false;
   Deadlines::iterator it;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     it = deadlines_.insert(deadline);
     last_arm_ = absl::Now();
     if (deadline < planned_wake_ && EnsureThreadLocked()) {
@@ -166,17 +169,17 @@ LoopWaker::Deadlines::iterator LoopWaker::Arm(absl::Time deadline) {
       notify = true;
     }
   }
-  if (notify) cv_.notify_all();
+  if (notify) cv_.SignalAll();
   return it;
 }
 
 void LoopWaker::Disarm(Deadlines::iterator it) {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   deadlines_.erase(it);
 }
 
 void LoopWaker::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   while (!stop_) {
     if (DueLocked(absl::Now())) {
       // Wake at once, then after kFirstKick, doubling up to kLastKick; a
@@ -184,12 +187,21 @@ void LoopWaker::Run() {
       absl::Duration period = kFirstKick;
       uint64_t seen = begins_;
       while (!stop_ && DueLocked(absl::Now())) {
-        lock.unlock();
+        mu_.Unlock();
         Wake();
-        lock.lock();
+        mu_.Lock();
         planned_wake_ = absl::Now() + period;
-        cv_.wait_for(lock, absl::ToChronoMicroseconds(period),
-                     [&] { return stop_ || begins_ != seen; });
+        // As std::condition_variable::wait_for with a predicate: one
+        // steady-clock deadline for the whole wait, whatever wakes it.
+        const auto until = std::chrono::steady_clock::now() +
+                           absl::ToChronoMicroseconds(period);
+        while (!stop_ && begins_ == seen) {
+          const auto left = until - std::chrono::steady_clock::now();
+          if (left <= left.zero() ||
+              cv_.WaitWithTimeout(&mu_, absl::FromChrono(left))) {
+            break;
+          }
+        }
         if (begins_ != seen) {
           seen = begins_;
           period = kFirstKick;
@@ -212,14 +224,14 @@ void LoopWaker::Run() {
     planned_wake_ = wake;
     const uint64_t seen_notices = notices_;
     const uint64_t seen_begins = begins_;
-    auto told = [&] {
-      return stop_ || held_ > 0 || begins_ != seen_begins ||
-             notices_ != seen_notices;
-    };
-    if (wake == absl::InfiniteFuture()) {
-      cv_.wait(lock, told);
-    } else {
-      cv_.wait_until(lock, absl::ToChronoTime(wake), told);
+    // Until told (or `wake` passes); a wake-up without news waits again.
+    while (!stop_ && held_ == 0 && begins_ == seen_begins &&
+           notices_ == seen_notices) {
+      if (wake == absl::InfiniteFuture()) {
+        cv_.Wait(&mu_);
+      } else if (cv_.WaitWithDeadline(&mu_, wake)) {
+        break;
+      }
     }
   }
 }

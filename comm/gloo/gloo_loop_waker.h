@@ -43,17 +43,16 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "gloo/transport/device.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace gloo_internal {
@@ -132,21 +131,21 @@ class LoopWaker {
   friend class ScopedDeadlineKick;
   using Deadlines = std::multiset<absl::Time>;
   explicit LoopWaker(int event_fd);
-  void Begin();
-  void End();
-  Deadlines::iterator Arm(absl::Time deadline);
-  void Disarm(Deadlines::iterator it);
+  void Begin() ABSL_LOCKS_EXCLUDED(mu_);
+  void End() ABSL_LOCKS_EXCLUDED(mu_);
+  Deadlines::iterator Arm(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  void Disarm(Deadlines::iterator it) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts the kick thread if it is not running; false when it cannot be
-  // started (or in a child of fork()). Requires mu_.
-  bool EnsureThreadLocked();
-  // Whether the loop must be kicked now. Requires mu_.
-  bool DueLocked(absl::Time now) const;
-  void Run();
+  // started (or in a child of fork()).
+  bool EnsureThreadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the loop must be kicked now.
+  bool DueLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
   const int event_fd_;
   const int owner_pid_;  // the process that made this waker
-  std::mutex mu_;
-  std::condition_variable cv_;
+  sync_internal::Mutex mu_;
+  sync_internal::CondVar cv_;
   int held_ ABSL_GUARDED_BY(mu_) = 0;          // ScopedLoopKicks alive
   uint64_t begins_ ABSL_GUARDED_BY(mu_) = 0;   // kicks begun so far
   uint64_t notices_ ABSL_GUARDED_BY(mu_) = 0;  // wake-ups asked of the thread
@@ -154,7 +153,7 @@ class LoopWaker {
   absl::Time last_arm_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time planned_wake_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread* thread_ = nullptr;  // started by EnsureThreadLocked
+  std::thread* thread_ ABSL_GUARDED_BY(mu_) = nullptr;  // EnsureThreadLocked
 };
 
 // While alive, the loop of `waker` is woken (kFirstKick, kLastKick). A null

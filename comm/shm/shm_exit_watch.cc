@@ -1,6 +1,5 @@
 // devmesh/comm/shm/shm_exit_watch.cc
 #include "comm/shm/shm_exit_watch.h"
-#include "absl/base/thread_annotations.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -10,9 +9,11 @@
 #include <atomic>
 #include <cerrno>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace shm_internal {
@@ -30,7 +31,7 @@ int PidfdOpen(int64_t pid) {
 
 struct ExitWatch::State {
   pid_t owner = 0;  // the process this watch belongs to
-  std::mutex mu;
+  sync_internal::Mutex mu;
   int epoll_fd ABSL_GUARDED_BY(mu) = -1;  // (made with the thread)
   uint64_t next ABSL_GUARDED_BY(mu) = 1;
   struct Entry {
@@ -48,13 +49,13 @@ struct ExitWatch::State {
         if (errno == EINTR) continue;
         return;  // the epoll fd is gone: nothing more to watch
       }
-      std::lock_guard<std::mutex> lock(mu);
+      sync_internal::MutexLock lock(&mu);
       for (int i = 0; i < n; ++i) Fire(events[i].data.u64);
     }
   }
 
-  // mu held. One shot: the entry is removed after its call.
-  void Fire(uint64_t handle) {
+  // One shot: the entry is removed after its call.
+  void Fire(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = entries.find(handle);
     if (it == entries.end()) return;  // unwatched meanwhile
     Entry entry = std::move(it->second);
@@ -98,7 +99,7 @@ uint64_t ExitWatch::Watch(const ProcessIdentity& id,
     fd = eventfd(1, EFD_CLOEXEC);
     if (fd < 0) return 0;
   }
-  std::lock_guard<std::mutex> lock(state_->mu);
+  sync_internal::MutexLock lock(&state_->mu);
   if (state_->epoll_fd < 0) {
     state_->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (state_->epoll_fd < 0) {
@@ -122,7 +123,7 @@ uint64_t ExitWatch::Watch(const ProcessIdentity& id,
 
 void ExitWatch::Unwatch(uint64_t handle) {
   if (handle == 0) return;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  sync_internal::MutexLock lock(&state_->mu);
   auto it = state_->entries.find(handle);
   if (it == state_->entries.end()) return;
   (void)epoll_ctl(state_->epoll_fd, EPOLL_CTL_DEL, it->second.fd, nullptr);
@@ -131,7 +132,7 @@ void ExitWatch::Unwatch(uint64_t handle) {
 }
 
 int ExitWatch::watching() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  sync_internal::MutexLock lock(&state_->mu);
   return static_cast<int>(state_->entries.size());
 }
 

@@ -63,7 +63,7 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, size_t count,
         absl::StrCat("shm ", what, ": communicator was aborted"));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    sync_internal::MutexLock lock(&mu_);
     auto it = links_.find(peer);
     if (it != links_.end()) {
       if (!it->second.ok()) return it->second.status();
@@ -90,7 +90,7 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, size_t count,
                               "): ", made.status().message())),
         global_ranks_[peer]);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   if (made.ok() && aborted_->load()) (void)(*made)->Abort();
   auto& slot = links_[peer];
   slot = std::move(made);
@@ -114,14 +114,14 @@ absl::Status ShmLinks::Recv(void* buf, size_t count, DataType dtype,
 
 void ShmLinks::Abort() {
   aborted_->store(true);
-  std::lock_guard<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   for (auto& [peer, link] : links_) {
     if (link.ok() && *link != nullptr) (void)(*link)->Abort();
   }
 }
 
 int ShmLinks::connected() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  sync_internal::MutexLock lock(&mu_);
   int n = 0;
   for (const auto& [peer, link] : links_) n += link.ok() ? 1 : 0;
   return n;

@@ -17,7 +17,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/options.h"
+#include "store/annotated_mutex.h"
 #include "store/store.h"
 
 namespace devmesh {
@@ -77,9 +77,9 @@ class ShmLinks {
   const std::vector<int> global_ranks_;
   CommOptions options_;
   std::shared_ptr<std::atomic<bool>> aborted_;
-  // std::mutex, not absl::Mutex: Debian's Abseil is not built for TSan
-  // (store/memory_store.h).
-  mutable std::mutex mu_;
+  // Not absl::Mutex: Debian's Abseil is not built for TSan
+  // (store/annotated_mutex.h).
+  mutable sync_internal::Mutex mu_;
   std::map<int, absl::StatusOr<std::unique_ptr<Communicator>>> links_
       ABSL_GUARDED_BY(mu_);
 };

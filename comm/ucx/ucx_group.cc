@@ -167,7 +167,7 @@ absl::Status UcxGroup::Connect(int peer_rank) {
 }
 
 absl::Status UcxGroup::broken() const {
-  std::lock_guard<std::mutex> lock(broken_mu_);
+  sync_internal::MutexLock lock(&broken_mu_);
   return broken_;
 }
 

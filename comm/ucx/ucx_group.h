@@ -71,12 +71,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/algorithms/p2p_collectives.h"
 #include "comm/communicator.h"
 #include "comm/ucx/ucx_worker.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace ucx_internal {
@@ -196,8 +198,8 @@ class UcxGroup final : public algorithms::PointToPoint {
   bool told_disagreement_ = false;
   int abort_fd_ = -1;  // an eventfd, written by Abort
   std::atomic<bool> aborted_{false};
-  mutable std::mutex broken_mu_;
-  absl::Status broken_;  // guarded by broken_mu_
+  mutable sync_internal::Mutex broken_mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(broken_mu_);
 };
 
 }  // namespace ucx_internal

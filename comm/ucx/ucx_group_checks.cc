@@ -28,7 +28,7 @@ constexpr absl::Duration kTruncatedGrace = absl::Milliseconds(200);
 
 absl::Status UcxGroup::Fail(absl::Status error) {
   {
-    std::lock_guard<std::mutex> lock(broken_mu_);
+    sync_internal::MutexLock lock(&broken_mu_);
     if (!broken_.ok()) return broken_;
     broken_ = error;
   }
