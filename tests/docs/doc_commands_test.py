@@ -35,6 +35,8 @@ What fails (each reported as file:line):
      existence only.
   5. A relative link whose file is missing, or whose `#anchor` names no
      heading of the Markdown file it points to (GitHub's slugs).
+  6. A guide docs/guides/*.md that README.md does not link to (the README's
+     map of the guides names every one).
 
 A block preceded by the line `<!-- doc-commands: another workspace -->`
 runs in the user's own workspace: its `//` labels and `bazel-bin/` paths are
@@ -440,6 +442,11 @@ def main():
         checker.check_markdown_commands(rel, tree.read(rel) or "")
     for rel in link_files:
         checker.check_markdown_links(rel, tree.read(rel) or "")
+    readme = tree.read("README.md") or ""
+    for rel in command_files[1:]:
+        if f"]({rel})" not in readme:
+            failures.append(f"README.md: the map of the guides has no link "
+                            f"to {rel}")
     failures += checker.errors
     c = checker.counts
     print(f"doc_commands_test: {root}: {len(command_files)} files with "
