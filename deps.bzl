@@ -64,6 +64,18 @@ def devmesh_dependencies():
         build_file = _build_file("libuv.BUILD"),
     )
     maybe(
+        native.new_local_repository,
+        name = "curl",
+        path = "/usr",
+        build_file = _build_file("curl.BUILD"),
+    )
+    maybe(
+        native.new_local_repository,
+        name = "nlohmann_json",
+        path = "/usr",
+        build_file = _build_file("nlohmann_json.BUILD"),
+    )
+    maybe(
         cuda_configure,
         name = "local_cuda",
     )

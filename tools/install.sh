@@ -26,6 +26,10 @@ PACKAGES=(
   slurm-wlm            # tools/launcher_check.sh: slurmctld, slurmd, srun, scontrol
   munge                # Slurm's authentication daemon
   iproute2             # tools/launcher_check.sh: network namespaces and veth pairs
+  etcd-server          # the etcd store's tests start a real etcd (/usr/bin/etcd)
+  etcd-client          # etcdctl: look at what the etcd store wrote
+  libcurl4-openssl-dev # libcurl: the etcd store's HTTP client
+  nlohmann-json3-dev   # nlohmann/json: the etcd store's JSON requests
 )
 
 SUDO=""

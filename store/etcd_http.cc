@@ -1,0 +1,332 @@
+#include "store/etcd_http.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <mutex>  // NOLINT: std::call_once
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace devmesh {
+namespace {
+
+// Idle handles kept for reuse; more are closed when returned.
+constexpr size_t kMaxIdleHandles = 8;
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+int64_t MillisUntil(absl::Time deadline) {
+  // Rounded up: curl must not give up before `deadline`.
+  return std::max<int64_t>(
+      1, absl::ToInt64Milliseconds(
+             absl::Ceil(deadline - absl::Now(), absl::Milliseconds(1))));
+}
+
+// etcd's answer to a request over its size limits: the server's own
+// (--max-request-bytes, 1.5 MiB by default) or the gateway's gRPC cap (2 MiB).
+bool IsTooLarge(absl::string_view message) {
+  return absl::StrContains(message, "request is too large") ||
+         absl::StrContains(message, "larger than max");
+}
+
+// An error reply of the gateway ({"error", "message", "code"}, or a stream's
+// {"error": {"grpc_code", "message"}}) as a Status naming the endpoint.
+absl::Status EtcdError(const nlohmann::json& reply, long http,
+                       absl::string_view endpoint, absl::string_view path,
+                       size_t request_bytes) {
+  const nlohmann::json* error = &reply;
+  if (reply.is_object() && reply.contains("error") &&
+      reply["error"].is_object()) {
+    error = &reply["error"];
+  }
+  std::string message;
+  int code = static_cast<int>(absl::StatusCode::kUnknown);
+  if (error->is_object()) {
+    if (error->contains("message") && (*error)["message"].is_string()) {
+      message = (*error)["message"].get<std::string>();
+    }
+    for (const char* field : {"code", "grpc_code"}) {
+      if (error->contains(field) && (*error)[field].is_number_integer()) {
+        code = (*error)[field].get<int>();
+      }
+    }
+  }
+  if (message.empty()) {
+    message = absl::StrCat("HTTP ", http, ": ", reply.dump().substr(0, 200));
+  }
+  if (IsTooLarge(message)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "etcd at ", endpoint, " refused a request to ", path, " (",
+        request_bytes,
+        " bytes of JSON, values base64-encoded): over etcd's "
+        "request-size limit (--max-request-bytes, 1.5 MiB by default, on the "
+        "decoded keys and values): ",
+        message));
+  }
+  if (code <= 0 ||
+      code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    code = static_cast<int>(absl::StatusCode::kUnknown);
+  }
+  return absl::Status(
+      static_cast<absl::StatusCode>(code),
+      absl::StrCat("etcd at ", endpoint, " (", path, "): ", message));
+}
+
+}  // namespace
+
+// A curl easy handle; cleaned up with it.
+class EtcdHttp::Handle {
+ public:
+  Handle() : curl_(curl_easy_init()) {}
+  ~Handle() {
+    if (curl_ != nullptr) curl_easy_cleanup(curl_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  CURL* get() const { return curl_; }
+
+ private:
+  CURL* const curl_;
+};
+
+// What one endpoint did with a request.
+struct EtcdHttp::Attempt {
+  std::string endpoint;
+  CURLcode code = CURLE_OK;
+  long http = 0;
+  std::string body;  // a POST's reply (a stream's unparsed tail)
+  char error[CURL_ERROR_SIZE] = {};
+  // A stream: its deadline, whether on_message ended it, and its error.
+  absl::Time deadline;
+  const OnMessage* on_message = nullptr;
+  bool done = false;
+  absl::Status stream_status;
+};
+
+namespace {
+
+size_t OnPostData(char* data, size_t size, size_t n, void* user) {
+  static_cast<std::string*>(user)->append(data, size * n);
+  return size * n;
+}
+
+// A stream's bytes: newline-separated JSON messages, each {"result": ...} or
+// {"error": ...}. Returns 0 (ending the transfer) when the stream is done.
+size_t OnStreamData(char* data, size_t size, size_t n, void* user) {
+  auto* a = static_cast<EtcdHttp::Attempt*>(user);
+  a->body.append(data, size * n);
+  size_t newline;
+  while ((newline = a->body.find('\n')) != std::string::npos) {
+    const std::string line = a->body.substr(0, newline);
+    a->body.erase(0, newline + 1);
+    if (line.empty()) continue;
+    nlohmann::json message = nlohmann::json::parse(line, nullptr, false);
+    if (message.is_discarded() || !message.is_object()) {
+      a->stream_status = absl::UnavailableError(absl::StrCat(
+          "etcd at ", a->endpoint,
+          " sent a stream message that is not JSON: ", line.substr(0, 200)));
+      return 0;
+    }
+    if (!message.contains("result")) {
+      a->stream_status = EtcdError(message, a->http, a->endpoint, "stream", 0);
+      return 0;
+    }
+    absl::StatusOr<bool> done = (*a->on_message)(message["result"]);
+    if (!done.ok() || *done) {
+      a->stream_status = done.status();
+      a->done = true;
+      return 0;
+    }
+  }
+  return size * n;
+}
+
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return absl::Now() >= static_cast<EtcdHttp::Attempt*>(user)->deadline ? 1 : 0;
+}
+
+// Whether a failed attempt never sent its request (so it may go elsewhere).
+bool NeverSent(CURL* curl, CURLcode code) {
+  if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST) {
+    return true;
+  }
+  curl_off_t pretransfer = 0;
+  return code == CURLE_OPERATION_TIMEDOUT &&
+         curl_easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pretransfer) ==
+             CURLE_OK &&
+         pretransfer == 0;
+}
+
+}  // namespace
+
+EtcdHttp::EtcdHttp(std::vector<std::string> endpoints,
+                   absl::Duration connect_timeout)
+    : endpoints_(std::move(endpoints)), connect_timeout_(connect_timeout) {
+  GlobalInit();
+}
+
+EtcdHttp::~EtcdHttp() = default;
+
+std::string EtcdHttp::EndpointList() const {
+  return absl::StrJoin(endpoints_, ", ");
+}
+
+std::unique_ptr<EtcdHttp::Handle> EtcdHttp::Borrow() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!idle_.empty()) {
+      std::unique_ptr<Handle> h = std::move(idle_.back());
+      idle_.pop_back();
+      return h;
+    }
+  }
+  return std::make_unique<Handle>();
+}
+
+void EtcdHttp::Return(std::unique_ptr<Handle> handle) {
+  absl::MutexLock lock(&mu_);
+  if (idle_.size() < kMaxIdleHandles) idle_.push_back(std::move(handle));
+}
+
+absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
+                                                 const std::string& body,
+                                                 absl::Time deadline,
+                                                 Retry retry,
+                                                 const OnMessage* stream) {
+  std::unique_ptr<Handle> handle = Borrow();
+  CURL* curl = handle->get();
+  if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
+  curl_slist* headers =
+      curl_slist_append(nullptr, "Content-Type: application/json");
+  headers = curl_slist_append(headers, "Expect:");  // no 100-continue wait
+  std::vector<std::string> failures;
+  const size_t first = preferred_.load();
+  std::optional<absl::StatusOr<Attempt>> result;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    const size_t index = (first + i) % endpoints_.size();
+    Attempt a;
+    a.endpoint = endpoints_[index];
+    a.deadline = deadline;
+    a.on_message = stream;
+    const std::string url = absl::StrCat("http://", a.endpoint, path);
+    curl_easy_reset(curl);  // keeps the handle's open connections
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, a.error);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(std::min(
+                         MillisUntil(deadline),
+                         std::max<int64_t>(
+                             1, absl::ToInt64Milliseconds(connect_timeout_)))));
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(MillisUntil(deadline)));
+    if (stream != nullptr) {
+      curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnStreamData);
+      curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
+      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
+      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &a);
+    } else {
+      curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnPostData);
+      curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
+    }
+    a.code = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.http);
+    if (a.done) {  // the stream's on_message ended it
+      result = std::move(a);
+      break;
+    }
+    if (a.code == CURLE_OK || a.code == CURLE_WRITE_ERROR) {
+      // etcd answered (an error reply is a fine answer, except Unavailable
+      // from a member that cannot serve: a read goes elsewhere then).
+      const bool unavailable = a.http == 503 && retry == Retry::kIdempotent;
+      if (!unavailable || i + 1 == endpoints_.size()) {
+        preferred_.store(index);
+        result = std::move(a);
+        break;
+      }
+    }
+    const bool timed_out = a.code == CURLE_OPERATION_TIMEDOUT ||
+                           a.code == CURLE_ABORTED_BY_CALLBACK;
+    std::string why =
+        a.error[0] != '\0' ? std::string(a.error) : curl_easy_strerror(a.code);
+    if (a.http == 503) why = absl::StrCat("HTTP 503: ", a.body.substr(0, 200));
+    failures.push_back(absl::StrCat(a.endpoint, " (", why, ")"));
+    if (timed_out && !NeverSent(curl, a.code)) {  // the deadline passed
+      result = absl::DeadlineExceededError(
+          absl::StrCat("etcd at ", a.endpoint, " did not finish ", path,
+                       " before its deadline (", why, ")"));
+      break;
+    }
+    if (retry == Retry::kIfNotSent && !NeverSent(curl, a.code)) {
+      result = absl::UnavailableError(absl::StrCat(
+          "the connection to etcd at ", a.endpoint, " failed during ", path,
+          " (", why, "); the request may or may not have been applied"));
+      break;
+    }
+    if (absl::Now() >= deadline) break;
+  }
+  curl_easy_reset(curl);  // forgets the pointers into this frame
+  curl_slist_free_all(headers);
+  Return(std::move(handle));
+  if (!result.has_value()) {
+    return absl::UnavailableError(absl::StrCat(
+        "no etcd endpoint answered ", path,
+        "; tried: ", absl::StrJoin(failures, "; "),
+        ". Is etcd running there, and are these its client URLs?"));
+  }
+  return *std::move(result);
+}
+
+absl::StatusOr<nlohmann::json> EtcdHttp::Post(absl::string_view path,
+                                              const nlohmann::json& body,
+                                              absl::Time deadline,
+                                              Retry retry) {
+  const std::string request = body.dump();
+  absl::StatusOr<Attempt> a = Send(path, request, deadline, retry, nullptr);
+  if (!a.ok()) return a.status();
+  nlohmann::json reply = nlohmann::json::parse(a->body, nullptr, false);
+  if (a->http != 200) {
+    if (reply.is_discarded()) {
+      return absl::UnavailableError(
+          absl::StrCat("the server at ", a->endpoint, " answered HTTP ",
+                       a->http, " to ", path, " (", a->body.substr(0, 200),
+                       "): is it an etcd 3.4 or later client URL?"));
+    }
+    return EtcdError(reply, a->http, a->endpoint, path, request.size());
+  }
+  if (reply.is_discarded() || !reply.is_object()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the server at ", a->endpoint, " answered ", path,
+        " with something that is not etcd's JSON: ", a->body.substr(0, 200)));
+  }
+  return reply;
+}
+
+absl::Status EtcdHttp::Stream(absl::string_view path,
+                              const nlohmann::json& body, absl::Time deadline,
+                              const OnMessage& on_message) {
+  absl::StatusOr<Attempt> a =
+      Send(path, body.dump(), deadline, Retry::kIdempotent, &on_message);
+  if (!a.ok()) return a.status();
+  if (a->done || !a->stream_status.ok()) return a->stream_status;
+  if (a->http != 200) {
+    nlohmann::json reply = nlohmann::json::parse(a->body, nullptr, false);
+    return EtcdError(reply, a->http, a->endpoint, path, 0);
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "etcd at ", a->endpoint, " ended the stream ", path, " early"));
+}
+
+}  // namespace devmesh

@@ -1,0 +1,469 @@
+#include "store/etcd_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+#include "status/status_macros.h"
+#include "store/etcd_http.h"
+
+namespace devmesh {
+namespace {
+
+using Json = nlohmann::json;
+using Retry = EtcdHttp::Retry;
+
+// etcd's default --max-txn-ops: Check, MultiGet and MultiSet send one txn per
+// this many keys.
+constexpr size_t kMaxTxnOps = 128;
+
+std::string B64(absl::string_view bytes) { return absl::Base64Escape(bytes); }
+
+// An int64 field of etcd's JSON (a string, as proto3 JSON writes int64; an
+// absent field is 0).
+int64_t Int64Field(const Json& j, const char* field) {
+  if (!j.is_object() || !j.contains(field)) return 0;
+  const Json& v = j[field];
+  int64_t out = 0;
+  if (v.is_string()) {
+    if (absl::SimpleAtoi(v.get<std::string>(), &out)) return out;
+  } else if (v.is_number_integer()) {
+    return v.get<int64_t>();
+  }
+  return 0;
+}
+
+const Json& Field(const Json& j, const char* field) {
+  static const Json* const kNull = new Json();
+  if (!j.is_object() || !j.contains(field)) return *kNull;
+  return j[field];
+}
+
+absl::StatusOr<std::string> Unbase64(const Json& j, const char* field) {
+  const Json& v = Field(j, field);
+  if (v.is_null()) return std::string();  // proto3 JSON omits empty bytes
+  std::string out;
+  if (!v.is_string() || !absl::Base64Unescape(v.get<std::string>(), &out)) {
+    return absl::InternalError(
+        absl::StrCat("etcd sent a '", field,
+                     "' that is not base64: ", v.dump().substr(0, 100)));
+  }
+  return out;
+}
+
+// The first key after every key that starts with `prefix` (etcd's range_end
+// for a prefix); "\0" (every key) when there is none.
+std::string PrefixEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    if (static_cast<unsigned char>(prefix.back()) != 0xff) {
+      prefix.back() = static_cast<char>(prefix.back() + 1);
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');
+}
+
+Json RangeOp(const std::string& key, bool count_only) {
+  Json range = {{"key", B64(key)}};
+  if (count_only) range["count_only"] = true;
+  return Json{{"request_range", std::move(range)}};
+}
+
+Json PutOp(const std::string& key, absl::string_view value) {
+  return Json{{"request_put", {{"key", B64(key)}, {"value", B64(value)}}}};
+}
+
+absl::Status EmptyKey() {
+  return absl::InvalidArgumentError("store key must not be empty");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
+    const EtcdStoreOptions& options) {
+  if (options.endpoints.empty()) {
+    return absl::InvalidArgumentError("EtcdStoreOptions.endpoints is empty");
+  }
+  if (options.key_prefix.empty()) {
+    return absl::InvalidArgumentError(
+        "EtcdStoreOptions.key_prefix is empty: give each job its own prefix, "
+        "such as \"/devmesh/<job id>/\"");
+  }
+  if (options.default_timeout <= absl::ZeroDuration() ||
+      options.connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "EtcdStoreOptions.default_timeout and connect_timeout must be > 0");
+  }
+  EtcdStoreOptions checked = options;
+  for (std::string& endpoint : checked.endpoints) {
+    if (absl::StartsWith(endpoint, "https://")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "etcd endpoint '", endpoint, "': TLS is not supported yet"));
+    }
+    absl::string_view e = endpoint;
+    absl::ConsumePrefix(&e, "http://");
+    absl::ConsumeSuffix(&e, "/");
+    const size_t colon = e.rfind(':');
+    int port = 0;
+    if (colon == absl::string_view::npos || colon == 0 ||
+        !absl::SimpleAtoi(e.substr(colon + 1), &port) || port < 1 ||
+        port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("etcd endpoint '", endpoint,
+                       "' is not host:port with a port in 1..65535"));
+    }
+    endpoint = std::string(e);
+  }
+  auto http =
+      std::make_unique<EtcdHttp>(checked.endpoints, checked.connect_timeout);
+  const absl::Duration probe_for =
+      std::min(checked.default_timeout,
+               checked.connect_timeout *
+                   static_cast<int64_t>(checked.endpoints.size() + 1));
+  absl::StatusOr<Json> status =
+      http->Post("/v3/maintenance/status", Json::object(),
+                 absl::Now() + probe_for, Retry::kIdempotent);
+  if (!status.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot reach etcd at ",
+                                               http->EndpointList(), ": ",
+                                               status.status().message()));
+  }
+  return std::unique_ptr<EtcdStore>(
+      new EtcdStore(std::move(checked), std::move(http)));
+}
+
+EtcdStore::EtcdStore(EtcdStoreOptions options, std::unique_ptr<EtcdHttp> http)
+    : options_(std::move(options)), http_(std::move(http)) {}
+
+EtcdStore::~EtcdStore() = default;
+
+absl::Time EtcdStore::RoundTripDeadline() const {
+  return absl::Now() + options_.default_timeout;
+}
+
+absl::StatusOr<std::vector<std::string>> EtcdStore::Prefixed(
+    absl::Span<const std::string> keys) const {
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) {
+    if (key.empty()) return EmptyKey();
+    out.push_back(options_.key_prefix + key);
+  }
+  return out;
+}
+
+std::string EtcdStore::UserKey(const std::string& prefixed) const {
+  return absl::CHexEscape(prefixed.substr(options_.key_prefix.size()));
+}
+
+absl::StatusOr<EtcdStore::Snapshot> EtcdStore::Read(
+    const std::vector<std::string>& keys, bool count_only) {
+  Snapshot snapshot;
+  snapshot.entries.resize(keys.size());
+  for (size_t begin = 0; begin < keys.size(); begin += kMaxTxnOps) {
+    const size_t end = std::min(keys.size(), begin + kMaxTxnOps);
+    Json ops = Json::array();
+    for (size_t i = begin; i < end; ++i) {
+      ops.push_back(RangeOp(keys[i], count_only));
+    }
+    DEVMESH_ASSIGN_OR_RETURN(
+        Json reply, http_->Post("/v3/kv/txn", Json{{"success", ops}},
+                                RoundTripDeadline(), Retry::kIdempotent));
+    const Json& responses = Field(reply, "responses");
+    if (!responses.is_array() || responses.size() != end - begin) {
+      return absl::InternalError(absl::StrCat(
+          "etcd answered a txn of ", end - begin, " ranges with ",
+          responses.is_array() ? responses.size() : 0, " responses"));
+    }
+    const int64_t revision = Int64Field(Field(reply, "header"), "revision");
+    if (begin == 0 || revision < snapshot.revision) {
+      snapshot.revision = revision;
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const Json& range = Field(responses[i - begin], "response_range");
+      Entry& entry = snapshot.entries[i];
+      entry.found = Int64Field(range, "count") > 0;
+      const Json& kvs = Field(range, "kvs");
+      if (!count_only && entry.found && kvs.is_array() && !kvs.empty()) {
+        DEVMESH_ASSIGN_OR_RETURN(entry.value, Unbase64(kvs[0], "value"));
+        entry.mod_revision = Int64Field(kvs[0], "mod_revision");
+      }
+    }
+  }
+  return snapshot;
+}
+
+absl::StatusOr<std::optional<std::string>> EtcdStore::WatchForPut(
+    const std::string& key, int64_t revision, absl::Time deadline) {
+  const std::string key64 = B64(key);
+  const Json request = {
+      {"create_request",
+       {{"key", key64}, {"start_revision", absl::StrCat(revision)}}}};
+  std::optional<std::string> value;
+  DEVMESH_RETURN_IF_ERROR(http_->Stream(
+      "/v3/watch", request, deadline,
+      [&](const Json& result) -> absl::StatusOr<bool> {
+        if (Field(result, "canceled").is_boolean() &&
+            Field(result, "canceled").get<bool>()) {
+          return true;  // compacted past `revision`: the caller reads again
+        }
+        const Json& events = Field(result, "events");
+        if (!events.is_array()) return false;
+        for (const Json& event : events) {
+          const Json& type = Field(event, "type");
+          const Json& kv = Field(event, "kv");
+          if ((type.is_null() || type == "PUT") && Field(kv, "key") == key64) {
+            DEVMESH_ASSIGN_OR_RETURN(std::string v, Unbase64(kv, "value"));
+            value = std::move(v);
+            return true;
+          }
+        }
+        return false;
+      }));
+  return value;
+}
+
+absl::Status EtcdStore::WaitPrefixed(const std::vector<std::string>& keys,
+                                     absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read(keys, true));
+    size_t missing = 0;
+    while (missing < keys.size() && snapshot.entries[missing].found) ++missing;
+    if (missing == keys.size()) return absl::OkStatus();
+    absl::Status watched = absl::DeadlineExceededError("");
+    if (absl::Now() < deadline) {
+      watched =
+          WatchForPut(keys[missing], snapshot.revision + 1, deadline).status();
+    }
+    if (absl::IsDeadlineExceeded(watched)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("store key '", UserKey(keys[missing]),
+                       "' was not set within ", absl::FormatDuration(timeout),
+                       " (etcd key '", absl::CHexEscape(keys[missing]), "' at ",
+                       http_->EndpointList(), ")"));
+    }
+    DEVMESH_RETURN_IF_ERROR(watched);
+  }
+}
+
+absl::Status EtcdStore::Set(absl::string_view key, absl::string_view value) {
+  if (key.empty()) return EmptyKey();
+  return http_
+      ->Post("/v3/kv/put",
+             Json{{"key", B64(absl::StrCat(options_.key_prefix, key))},
+                  {"value", B64(value)}},
+             RoundTripDeadline(), Retry::kIdempotent)
+      .status();
+}
+
+absl::StatusOr<std::string> EtcdStore::Get(absl::string_view key,
+                                           absl::Duration timeout) {
+  if (key.empty()) return EmptyKey();
+  const std::vector<std::string> keys = {
+      absl::StrCat(options_.key_prefix, key)};
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read(keys, false));
+    if (snapshot.entries[0].found) return std::move(snapshot.entries[0].value);
+    // Missing: watch for its put, from just after the read.
+    absl::StatusOr<std::optional<std::string>> put =
+        absl::DeadlineExceededError("");
+    if (absl::Now() < deadline) {
+      put = WatchForPut(keys[0], snapshot.revision + 1, deadline);
+    }
+    if (absl::IsDeadlineExceeded(put.status())) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "Get: store key '", absl::CHexEscape(key), "' was not set within ",
+          absl::FormatDuration(timeout), " (etcd key '",
+          absl::CHexEscape(keys[0]), "' at ", http_->EndpointList(), ")"));
+    }
+    DEVMESH_RETURN_IF_ERROR(put.status());
+    if (put->has_value()) return std::move(**put);
+  }
+}
+
+absl::Status EtcdStore::Update(
+    const std::string& key,
+    const std::function<
+        absl::StatusOr<std::optional<std::string>>(const Entry&)>& next) {
+  DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read({key}, false));
+  Entry entry = std::move(snapshot.entries[0]);
+  const absl::Time deadline = RoundTripDeadline();
+  for (;;) {
+    DEVMESH_ASSIGN_OR_RETURN(std::optional<std::string> value, next(entry));
+    if (!value.has_value()) return absl::OkStatus();
+    // The put applies only if nobody wrote the key since `entry` was read;
+    // else the txn's failure branch reads it again.
+    Json compare = {{"key", B64(key)}, {"result", "EQUAL"}};
+    if (entry.found) {
+      compare["target"] = "MOD";
+      compare["mod_revision"] = absl::StrCat(entry.mod_revision);
+    } else {
+      compare["target"] = "VERSION";
+      compare["version"] = "0";
+    }
+    const Json txn = {{"compare", Json::array({compare})},
+                      {"success", Json::array({PutOp(key, *value)})},
+                      {"failure", Json::array({RangeOp(key, false)})}};
+    DEVMESH_ASSIGN_OR_RETURN(
+        Json reply,
+        http_->Post("/v3/kv/txn", txn, RoundTripDeadline(), Retry::kIfNotSent));
+    if (Field(reply, "succeeded").is_boolean() &&
+        Field(reply, "succeeded").get<bool>()) {
+      return absl::OkStatus();
+    }
+    const Json& responses = Field(reply, "responses");
+    if (!responses.is_array() || responses.size() != 1) {
+      return absl::InternalError("etcd answered a failed txn without a range");
+    }
+    const Json& range = Field(responses[0], "response_range");
+    const Json& kvs = Field(range, "kvs");
+    entry = Entry();
+    if (kvs.is_array() && !kvs.empty()) {
+      entry.found = true;
+      DEVMESH_ASSIGN_OR_RETURN(entry.value, Unbase64(kvs[0], "value"));
+      entry.mod_revision = Int64Field(kvs[0], "mod_revision");
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "store key '", UserKey(key), "': other writers kept changing it for ",
+          absl::FormatDuration(options_.default_timeout)));
+    }
+  }
+}
+
+absl::StatusOr<int64_t> EtcdStore::Add(absl::string_view key, int64_t delta) {
+  if (key.empty()) return EmptyKey();
+  int64_t sum = 0;
+  DEVMESH_RETURN_IF_ERROR(Update(
+      absl::StrCat(options_.key_prefix, key),
+      [&](const Entry& entry) -> absl::StatusOr<std::optional<std::string>> {
+        int64_t current = 0;
+        if (entry.found && !absl::SimpleAtoi(entry.value, &current)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Add on key '", absl::CHexEscape(key), "': its value '",
+              absl::CHexEscape(entry.value.substr(0, 64)),
+              "' is not a decimal int64"));
+        }
+        if (__builtin_add_overflow(current, delta, &sum)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("Add on key '", absl::CHexEscape(key),
+                           "': ", current, " + ", delta, " overflows int64"));
+        }
+        return std::optional<std::string>(absl::StrCat(sum));
+      }));
+  return sum;
+}
+
+absl::StatusOr<std::string> EtcdStore::CompareSet(absl::string_view key,
+                                                  absl::string_view expected,
+                                                  absl::string_view desired) {
+  if (key.empty()) return EmptyKey();
+  std::string result;
+  DEVMESH_RETURN_IF_ERROR(Update(
+      absl::StrCat(options_.key_prefix, key),
+      [&](const Entry& entry) -> absl::StatusOr<std::optional<std::string>> {
+        // c10d's rule: set when missing and `expected` is empty, or when the
+        // key holds `expected` (even ""); else report without writing.
+        if (entry.found ? entry.value == expected : expected.empty()) {
+          result = std::string(desired);
+          return std::optional<std::string>(result);
+        }
+        result = entry.found ? entry.value : std::string(expected);
+        return std::optional<std::string>();
+      }));
+  return result;
+}
+
+absl::Status EtcdStore::Wait(absl::Span<const std::string> keys,
+                             absl::Duration timeout) {
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<std::string> prefixed, Prefixed(keys));
+  return WaitPrefixed(prefixed, timeout);
+}
+
+absl::StatusOr<bool> EtcdStore::Check(absl::Span<const std::string> keys) {
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<std::string> prefixed, Prefixed(keys));
+  DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read(prefixed, true));
+  return std::all_of(snapshot.entries.begin(), snapshot.entries.end(),
+                     [](const Entry& e) { return e.found; });
+}
+
+absl::StatusOr<bool> EtcdStore::DeleteKey(absl::string_view key) {
+  if (key.empty()) return EmptyKey();
+  DEVMESH_ASSIGN_OR_RETURN(
+      Json reply,
+      http_->Post("/v3/kv/deleterange",
+                  Json{{"key", B64(absl::StrCat(options_.key_prefix, key))}},
+                  RoundTripDeadline(), Retry::kIfNotSent));
+  return Int64Field(reply, "deleted") > 0;
+}
+
+absl::StatusOr<int64_t> EtcdStore::NumKeys() {
+  DEVMESH_ASSIGN_OR_RETURN(
+      Json reply,
+      http_->Post("/v3/kv/range",
+                  Json{{"key", B64(options_.key_prefix)},
+                       {"range_end", B64(PrefixEnd(options_.key_prefix))},
+                       {"count_only", true}},
+                  RoundTripDeadline(), Retry::kIdempotent));
+  return Int64Field(reply, "count");
+}
+
+absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
+    absl::Span<const std::string> keys, absl::Duration timeout) {
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<std::string> prefixed, Prefixed(keys));
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read(prefixed, false));
+    std::vector<std::string> missing;
+    for (size_t i = 0; i < prefixed.size(); ++i) {
+      if (!snapshot.entries[i].found) missing.push_back(prefixed[i]);
+    }
+    if (missing.empty()) {
+      std::vector<std::string> values;
+      values.reserve(keys.size());
+      for (Entry& e : snapshot.entries) values.push_back(std::move(e.value));
+      return values;
+    }
+    DEVMESH_RETURN_IF_ERROR(WaitPrefixed(
+        missing, std::max(absl::ZeroDuration(), deadline - absl::Now())));
+  }
+}
+
+absl::Status EtcdStore::MultiSet(absl::Span<const std::string> keys,
+                                 absl::Span<const std::string> values) {
+  if (keys.size() != values.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MultiSet: ", keys.size(), " keys but ", values.size(), " values"));
+  }
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<std::string> prefixed, Prefixed(keys));
+  // etcd refuses two puts of one key in a txn: the last value wins, as it
+  // would with Sets in order.
+  absl::flat_hash_map<absl::string_view, size_t> last;
+  for (size_t i = 0; i < prefixed.size(); ++i) last[prefixed[i]] = i;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < prefixed.size(); ++i) {
+    if (last[prefixed[i]] == i) order.push_back(i);
+  }
+  for (size_t begin = 0; begin < order.size(); begin += kMaxTxnOps) {
+    const size_t end = std::min(order.size(), begin + kMaxTxnOps);
+    Json ops = Json::array();
+    for (size_t j = begin; j < end; ++j) {
+      ops.push_back(PutOp(prefixed[order[j]], values[order[j]]));
+    }
+    DEVMESH_RETURN_IF_ERROR(http_
+                                ->Post("/v3/kv/txn", Json{{"success", ops}},
+                                       RoundTripDeadline(), Retry::kIdempotent)
+                                .status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace devmesh

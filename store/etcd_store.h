@@ -1,0 +1,153 @@
+// devmesh/store/etcd_store.h
+// -----------------------------------------------------------------------------
+// EtcdStore: the Store over an etcd cluster (3.4 or later), through etcd's v3
+// JSON gateway on its client URLs. Every key of the store lives under
+// options.key_prefix in etcd (one prefix per job), so several jobs share one
+// etcd; keys and values are byte strings, as in store.h.
+//
+//   EtcdStoreOptions options;
+//   options.endpoints = {"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"};
+//   options.key_prefix = "/devmesh/job-42/";
+//   DEVMESH_ASSIGN_OR_RETURN(std::unique_ptr<EtcdStore> store,
+//                            EtcdStore::Connect(options));
+//   DEVMESH_RETURN_IF_ERROR(store->Set("rank0/addr", "10.0.0.7:29500"));
+//
+// Each operation in etcd's terms: Set is a put; Get a range and, while the
+// key is missing, a watch from the range's revision until a put of it; Add
+// and CompareSet a range then a txn conditional on the key's mod_revision
+// (version 0 when missing), retried when another writer came first; Check,
+// MultiGet and MultiSet one txn per 128 keys (etcd's default --max-txn-ops);
+// DeleteKey a deleterange; NumKeys a count-only range over the prefix.
+// Waiting calls watch, never poll.
+//
+// Endpoints: a call goes to the endpoint that answered last; one that cannot
+// be reached is skipped for the next (see store/etcd_http.h for when a
+// conditional txn is not sent again).
+//
+// Timeouts: Get/Wait/MultiGet wait at most their `timeout`; every round trip
+// is bounded by options.default_timeout, and each connection attempt by
+// options.connect_timeout.
+//
+// Errors, besides those store.h states for each method:
+//   InvalidArgument   empty key; a request over etcd's size limit
+//                     (--max-request-bytes, 1.5 MiB by default), named
+//   Unavailable       no endpoint answered (names each one and curl's error)
+//   DeadlineExceeded  a waiting call's timeout (names the first missing key),
+//                     or a round trip past default_timeout
+// NumKeys counts the keys under key_prefix: the store's whole key space.
+//
+// Thread-safety: every method may be called from any number of threads.
+#ifndef DEVMESH_STORE_ETCD_STORE_H_
+#define DEVMESH_STORE_ETCD_STORE_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+// clang-format off
+#include "config/require_cxx17.h"
+// clang-format on
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "store/store.h"
+
+namespace devmesh {
+
+class EtcdHttp;
+
+struct EtcdStoreOptions {
+  // etcd client URLs as "host:port" (or "http://host:port"); at least one.
+  std::vector<std::string> endpoints;
+  // Prepended to every key in etcd; must not be empty ("/devmesh/<job>/").
+  std::string key_prefix;
+  // Store::default_timeout(), and the bound of each round trip.
+  absl::Duration default_timeout = absl::Seconds(300);
+  // How long one attempt to connect to one endpoint may take.
+  absl::Duration connect_timeout = absl::Seconds(5);
+};
+
+class EtcdStore : public Store {
+ public:
+  // Checks `options` and that some endpoint answers as etcd.
+  // Errors: InvalidArgument (no endpoints, an endpoint that is not host:port
+  // with a port in 1..65535, https://, an empty key_prefix, a timeout <= 0),
+  // Unavailable (no endpoint answered; names each and curl's error).
+  static absl::StatusOr<std::unique_ptr<EtcdStore>> Connect(
+      const EtcdStoreOptions& options);
+  ~EtcdStore() override;
+
+  absl::Duration default_timeout() const override {
+    return options_.default_timeout;
+  }
+  // Store's methods; errors as in store.h and at the top of this file.
+  absl::Status Set(absl::string_view key, absl::string_view value) override;
+  absl::StatusOr<std::string> Get(absl::string_view key,
+                                  absl::Duration timeout) override;
+  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
+  absl::StatusOr<std::string> CompareSet(absl::string_view key,
+                                         absl::string_view expected,
+                                         absl::string_view desired) override;
+  absl::Status Wait(absl::Span<const std::string> keys,
+                    absl::Duration timeout) override;
+  absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override;
+  absl::StatusOr<bool> DeleteKey(absl::string_view key) override;
+  absl::StatusOr<int64_t> NumKeys() override;
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      absl::Span<const std::string> keys, absl::Duration timeout) override;
+  absl::Status MultiSet(absl::Span<const std::string> keys,
+                        absl::Span<const std::string> values) override;
+  using Store::Get;
+  using Store::Wait;
+
+ private:
+  // A key as etcd holds it: found or not, its value and mod_revision.
+  struct Entry {
+    bool found = false;
+    std::string value;
+    int64_t mod_revision = 0;
+  };
+  // Several keys read at once, and the revision they were read at.
+  struct Snapshot {
+    std::vector<Entry> entries;
+    int64_t revision = 0;
+  };
+
+  EtcdStore(EtcdStoreOptions options, std::unique_ptr<EtcdHttp> http);
+
+  absl::Time RoundTripDeadline() const;
+  // Reads `keys` (already prefixed) in txns of at most 128 ranges each;
+  // `count_only` leaves the values out.
+  absl::StatusOr<Snapshot> Read(const std::vector<std::string>& keys,
+                                bool count_only);
+  // Watches `key` (prefixed) from `revision` until a put of it (its value),
+  // or nullopt when etcd ended the watch first (compaction); errors:
+  // DeadlineExceeded at `deadline`, naming the key.
+  absl::StatusOr<std::optional<std::string>> WatchForPut(const std::string& key,
+                                                         int64_t revision,
+                                                         absl::Time deadline);
+  // Waits up to `timeout` until every key of `keys` (prefixed) is set;
+  // DeadlineExceeded naming the first missing one.
+  absl::Status WaitPrefixed(const std::vector<std::string>& keys,
+                            absl::Duration timeout);
+  // Read-modify-write of `key` (prefixed): `next` gets the entry and returns
+  // the value to write (nullopt: none); retried while others write first.
+  absl::Status Update(
+      const std::string& key,
+      const std::function<
+          absl::StatusOr<std::optional<std::string>>(const Entry&)>& next);
+  // `keys` checked (none empty) and prefixed.
+  absl::StatusOr<std::vector<std::string>> Prefixed(
+      absl::Span<const std::string> keys) const;
+  std::string UserKey(const std::string& prefixed) const;
+
+  const EtcdStoreOptions options_;
+  const std::unique_ptr<EtcdHttp> http_;
+};
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_STORE_ETCD_STORE_H_
