@@ -7,11 +7,11 @@
 # //tools/launcher_check:mesh_check (a 2 x 2 mesh, rank ids all-reduced along
 # each dim, exact sums checked) or //bench:allreduce_2d in a short mode, and
 # reads back what every rank printed, each dim's backend included ("shm"
-# inside a host, "gloo" across). Prints one table and exits non-zero when
-# any check fails. Namespaces (network, and mount with each host's /dev/shm
-# tmpfs), daemons and processes it started are removed by a trap, also when
-# a step fails or the script is interrupted; every step is bounded by
-# `timeout`.
+# inside a host, "gloo" across, "ucx" across in the UCX rows). Prints one
+# table and exits non-zero when any check fails. Namespaces (network, and
+# mount with each host's /dev/shm tmpfs), daemons and processes it started
+# are removed by a trap, also when a step fails or the script is
+# interrupted; every step is bounded by `timeout`.
 #
 #   sudo tools/launcher_check.sh          (root: namespaces, slurmd, munged)
 #
@@ -141,13 +141,13 @@ check_mesh() {
 # check_killed LAUNCHER HOSTS LOG: rank 3 SIGKILLed itself; the launcher must
 # exit non-zero, within the mesh timeout (plus start-up), and at least one
 # other rank must have ended with an error that names a peer (Gloo names the
-# peer's address).
+# peer's address; UCX and the failure watch its global rank).
 check_killed() {
   local launcher="$1" hosts="$2" log="$3" result=pass
   local errors named
   errors=$(grep -cE '^mesh_check rank=[0-2] result=error' "$log")
   named=$(grep -E '^mesh_check rank=[0-2] result=error' "$log" |
-    grep -cE 'peer|\[[0-9.]+\]:[0-9]+')
+    grep -cE 'peer|global rank [0-9]|\[[0-9.]+\]:[0-9]+')
   if [ "$RC" -eq 0 ]; then result="FAIL (launcher exit 0)"
   elif [ "$named" -lt 1 ]; then result="FAIL (no rank named a peer)"
   elif awk -v s="$SECS" -v t="$MESH_TIMEOUT" 'BEGIN { exit !(s > t + 20) }'; then
@@ -331,6 +331,15 @@ check_mesh mpi2 "mpirun -np 4 --host dmh1:2,dmh2:2" 2 "2x2 dp,tp" "tp" "dp=gloo,
 run "$WORK/bench2.log" "${MPI2[@]}" "${BENCH[@]}"
 check_bench "mpirun --host dmh1:2,dmh2:2" 2 "tp" "dp=gloo,tp=shm" "$WORK/bench2.log"
 NOTES+=("allreduce_2d on 2 hosts: $(grep -E '^# dim ' "$WORK/bench2.log" | paste -sd';' -)")
+# The same with UCX across the hosts (DEVMESH_CROSS_HOST_BACKEND=ucx, an
+# agreed setting: every rank sets it): dp must be on ucx, exact sums, the
+# benchmark's rows exact, and a SIGKILLed rank named by the others.
+run "$WORK/mpi2_ucx.log" "${MPI2[@]}" -x DEVMESH_CROSS_HOST_BACKEND=ucx $CHECK
+check_mesh mpi2u "same, DEVMESH_CROSS_HOST_BACKEND=ucx" 2 "2x2 dp,tp" "tp" "dp=ucx,tp=shm" "$WORK/mpi2_ucx.log"
+run "$WORK/bench2_ucx.log" "${MPI2[@]}" -x DEVMESH_CROSS_HOST_BACKEND=ucx "${BENCH[@]}"
+check_bench "mpirun --host dmh1:2,dmh2:2, ucx" 2 "tp" "dp=ucx,tp=shm" "$WORK/bench2_ucx.log"
+run "$WORK/mpi_kill_ucx.log" "${MPI2[@]}" -x DEVMESH_CROSS_HOST_BACKEND=ucx $CHECK --kill_rank=3
+check_killed "mpirun --host dmh1:2,dmh2:2, ucx" 2 "$WORK/mpi_kill_ucx.log"
 run "$WORK/mpi2_ifname.log" "${MPI2[@]}" -x GLOO_SOCKET_IFNAME=dmlc0 $CHECK
 check_mesh mpi2i "same, GLOO_SOCKET_IFNAME=dmlc0" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/mpi2_ifname.log"
 
