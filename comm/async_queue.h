@@ -21,23 +21,24 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "comm/work.h"
 #include "config/require_cxx17.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace comm_internal {
 
 // The shared state of a Work and the queue (or the poll) that completes it.
 struct WorkState {
-  absl::Mutex mu;
+  sync_internal::Mutex mu;
+  sync_internal::CondVar done_cv;  // signalled when done
   bool done ABSL_GUARDED_BY(mu) = false;
   absl::Status status ABSL_GUARDED_BY(mu);
   // Work::FromPoll's; set before the Work is handed out, never changed.
   std::function<std::optional<absl::Status>()> poll;
   // Serializes calls of `poll`.
-  absl::Mutex poll_mu ABSL_ACQUIRED_AFTER(mu);
+  sync_internal::Mutex poll_mu ABSL_ACQUIRED_BEFORE(mu);
 
   // The first call sets the Status; later calls change nothing.
   void Finish(absl::Status s) ABSL_LOCKS_EXCLUDED(mu);
@@ -72,15 +73,9 @@ class AsyncQueue {
     std::shared_ptr<WorkState> state;
   };
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
-  // Await conditions.
-  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return queue_.empty() && !running_;
-  }
-  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopped_ || !queue_.empty();
-  }
 
-  absl::Mutex mu_;
+  sync_internal::Mutex mu_;
+  sync_internal::CondVar cv_;  // signalled on every change of the queue
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;  // a call is in progress
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

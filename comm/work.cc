@@ -21,20 +21,24 @@ constexpr absl::Duration kPollPeriod = absl::Microseconds(50);
 }  // namespace
 
 void WorkState::Finish(absl::Status s) {
-  absl::MutexLock lock(&mu);
-  if (done) return;
-  status = std::move(s);
-  done = true;
+  {
+    sync_internal::MutexLock lock(&mu);
+    if (done) return;
+    status = std::move(s);
+    done = true;
+  }
+  done_cv.SignalAll();
 }
 
 bool WorkState::Poll() {
   {
-    absl::MutexLock lock(&mu);
+    sync_internal::MutexLock lock(&mu);
     if (done || !poll) return done;
   }
-  absl::MutexLock poll_lock(&poll_mu);
+  sync_internal::MutexLock poll_lock(&poll_mu);
   {
-    absl::MutexLock lock(&mu);  // Another waiter's poll may have ended it.
+    sync_internal::MutexLock lock(
+        &mu);  // Another waiter's poll may have ended it.
     if (done) return true;
   }
   std::optional<absl::Status> result = poll();
@@ -57,21 +61,25 @@ Work AsyncQueue::Push(std::function<absl::Status()> call) {
   auto state = std::make_shared<WorkState>();
   absl::Status refused;
   {
-    absl::MutexLock lock(&mu_);
+    sync_internal::MutexLock lock(&mu_);
     if (stopped_) {
       refused = stop_status_;
     } else {
       queue_.push_back(Item{std::move(call), state});
     }
   }
-  if (!refused.ok()) state->Finish(refused);
+  if (!refused.ok()) {
+    state->Finish(refused);
+  } else {
+    cv_.SignalAll();
+  }
   return Work(std::move(state));
 }
 
 void AsyncQueue::Drain() {
   if (std::this_thread::get_id() == thread_id_) return;
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &AsyncQueue::Idle));
+  sync_internal::MutexLock lock(&mu_);
+  while (!queue_.empty() || running_) cv_.Wait(&mu_);
 }
 
 void AsyncQueue::Stop(const absl::Status& why,
@@ -79,7 +87,7 @@ void AsyncQueue::Stop(const absl::Status& why,
   std::deque<Item> dropped;
   bool running = false;
   {
-    absl::MutexLock lock(&mu_);
+    sync_internal::MutexLock lock(&mu_);
     if (!stopped_) {
       stopped_ = true;
       stop_status_ = why;
@@ -87,6 +95,7 @@ void AsyncQueue::Stop(const absl::Status& why,
     dropped.swap(queue_);
     running = running_;
   }
+  cv_.SignalAll();
   for (Item& item : dropped) item.state->Finish(why);
   if (running && on_running) on_running();
   if (thread_.joinable() && std::this_thread::get_id() != thread_id_) {
@@ -95,9 +104,9 @@ void AsyncQueue::Stop(const absl::Status& why,
 }
 
 void AsyncQueue::Run() {
-  absl::MutexLock lock(&mu_);
+  sync_internal::MutexLock lock(&mu_);
   for (;;) {
-    mu_.Await(absl::Condition(this, &AsyncQueue::HasWork));
+    while (!stopped_ && queue_.empty()) cv_.Wait(&mu_);
     if (queue_.empty()) return;  // stopped, nothing left
     Item item = std::move(queue_.front());
     queue_.pop_front();
@@ -116,6 +125,7 @@ void AsyncQueue::Run() {
     item.state->Finish(std::move(s));
     mu_.Lock();
     running_ = false;
+    cv_.SignalAll();
   }
 }
 
@@ -142,13 +152,19 @@ absl::Status Work::Wait(absl::Time deadline) const {
       }
       absl::SleepFor(comm_internal::kPollPeriod);
     }
-    absl::MutexLock lock(&state.mu);
+    sync_internal::MutexLock lock(&state.mu);
     return state.status;
   }
-  absl::MutexLock lock(&state.mu);
-  if (!state.mu.AwaitWithDeadline(absl::Condition(&state.done), deadline)) {
-    return absl::DeadlineExceededError(
-        "the call is still running at the deadline");
+  sync_internal::MutexLock lock(&state.mu);
+  while (!state.done) {
+    if (deadline == absl::InfiniteFuture()) {
+      state.done_cv.Wait(&state.mu);
+    } else if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          "the call is still running at the deadline");
+    } else {
+      state.done_cv.WaitWithDeadline(&state.mu, deadline);
+    }
   }
   return state.status;
 }

@@ -339,7 +339,7 @@ Work NcclCommunicator::StartAsync(std::function<absl::Status()> call) {
       return absl::OkStatus();
     }
     if (e != cudaErrorNotReady) return CudaStatus(e, what);
-    absl::MutexLock lock(&shared->mu);
+    sync_internal::MutexLock lock(&shared->mu);
     if (shared->comm == nullptr) return std::nullopt;  // Being destroyed.
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(shared->comm, &async);

@@ -19,7 +19,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
@@ -27,6 +26,7 @@
 #include "comm/shrinkable_communicator.h"
 #include "comm/work.h"
 #include "config/require_cxx17.h"
+#include "store/annotated_mutex.h"
 
 // What the NCCL this is compiled against can do, from nccl.h's
 // NCCL_VERSION_CODE (the bounds PyTorch's NCCLUtils.hpp uses):
@@ -67,7 +67,7 @@ struct NcclShared {
   std::atomic<bool> aborted{false};
   // ncclCommRevoke was called: calls fail, and teardown is ncclCommAbort.
   std::atomic<bool> revoked{false};
-  absl::Mutex mu;
+  sync_internal::Mutex mu;
   // Null once the communicator is being destroyed.
   ncclComm_t comm ABSL_GUARDED_BY(mu) = nullptr;
 };

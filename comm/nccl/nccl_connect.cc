@@ -170,7 +170,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Wrap(
   std::unique_ptr<NcclCommunicator> self(new NcclCommunicator());
   self->comm_ = comm;  // Owned from here: the destructor releases it.
   {
-    absl::MutexLock lock(&self->shared_->mu);
+    sync_internal::MutexLock lock(&self->shared_->mu);
     self->shared_->comm = comm;
   }
   self->device_ = device;
@@ -200,7 +200,7 @@ NcclCommunicator::~NcclCommunicator() {
   {
     // The Works of I* calls that outlive this communicator stop using the
     // handle (they still watch their events).
-    absl::MutexLock lock(&shared_->mu);
+    sync_internal::MutexLock lock(&shared_->mu);
     shared_->comm = nullptr;
   }
   cudaSetDevice(device_);
