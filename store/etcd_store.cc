@@ -5,79 +5,33 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/numbers.h"  // SimpleAtoi
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "status/status_macros.h"
 #include "store/etcd_http.h"
+#include "store/etcd_json.h"
 
 namespace devmesh {
 namespace {
 
 using Json = nlohmann::json;
 using Retry = EtcdHttp::Retry;
+using etcd_internal::Bool;
+using etcd_internal::Field;
+using etcd_internal::FirstKv;
+using etcd_internal::Int64;
+using etcd_internal::Kv;
+using etcd_internal::PrefixEnd;
+using etcd_internal::PutOp;
+using etcd_internal::RangeOp;
 
 // etcd's default --max-txn-ops: Check, MultiGet and MultiSet send one txn per
 // this many keys.
 constexpr size_t kMaxTxnOps = 128;
 
 std::string B64(absl::string_view bytes) { return absl::Base64Escape(bytes); }
-
-// An int64 field of etcd's JSON (a string, as proto3 JSON writes int64; an
-// absent field is 0).
-int64_t Int64Field(const Json& j, const char* field) {
-  if (!j.is_object() || !j.contains(field)) return 0;
-  const Json& v = j[field];
-  int64_t out = 0;
-  if (v.is_string()) {
-    if (absl::SimpleAtoi(v.get<std::string>(), &out)) return out;
-  } else if (v.is_number_integer()) {
-    return v.get<int64_t>();
-  }
-  return 0;
-}
-
-const Json& Field(const Json& j, const char* field) {
-  static const Json* const kNull = new Json();
-  if (!j.is_object() || !j.contains(field)) return *kNull;
-  return j[field];
-}
-
-absl::StatusOr<std::string> Unbase64(const Json& j, const char* field) {
-  const Json& v = Field(j, field);
-  if (v.is_null()) return std::string();  // proto3 JSON omits empty bytes
-  std::string out;
-  if (!v.is_string() || !absl::Base64Unescape(v.get<std::string>(), &out)) {
-    return absl::InternalError(
-        absl::StrCat("etcd sent a '", field,
-                     "' that is not base64: ", v.dump().substr(0, 100)));
-  }
-  return out;
-}
-
-// The first key after every key that starts with `prefix` (etcd's range_end
-// for a prefix); "\0" (every key) when there is none.
-std::string PrefixEnd(std::string prefix) {
-  while (!prefix.empty()) {
-    if (static_cast<unsigned char>(prefix.back()) != 0xff) {
-      prefix.back() = static_cast<char>(prefix.back() + 1);
-      return prefix;
-    }
-    prefix.pop_back();
-  }
-  return std::string(1, '\0');
-}
-
-Json RangeOp(const std::string& key, bool count_only) {
-  Json range = {{"key", B64(key)}};
-  if (count_only) range["count_only"] = true;
-  return Json{{"request_range", std::move(range)}};
-}
-
-Json PutOp(const std::string& key, absl::string_view value) {
-  return Json{{"request_put", {{"key", B64(key)}, {"value", B64(value)}}}};
-}
 
 absl::Status EmptyKey() {
   return absl::InvalidArgumentError("store key must not be empty");
@@ -181,18 +135,18 @@ absl::StatusOr<EtcdStore::Snapshot> EtcdStore::Read(
           "etcd answered a txn of ", end - begin, " ranges with ",
           responses.is_array() ? responses.size() : 0, " responses"));
     }
-    const int64_t revision = Int64Field(Field(reply, "header"), "revision");
+    const int64_t revision = Int64(Field(reply, "header"), "revision");
     if (begin == 0 || revision < snapshot.revision) {
       snapshot.revision = revision;
     }
     for (size_t i = begin; i < end; ++i) {
       const Json& range = Field(responses[i - begin], "response_range");
       Entry& entry = snapshot.entries[i];
-      entry.found = Int64Field(range, "count") > 0;
-      const Json& kvs = Field(range, "kvs");
-      if (!count_only && entry.found && kvs.is_array() && !kvs.empty()) {
-        DEVMESH_ASSIGN_OR_RETURN(entry.value, Unbase64(kvs[0], "value"));
-        entry.mod_revision = Int64Field(kvs[0], "mod_revision");
+      entry.found = Int64(range, "count") > 0;
+      if (!count_only && entry.found) {
+        DEVMESH_ASSIGN_OR_RETURN(Kv kv, FirstKv(range));
+        entry.value = std::move(kv.value);
+        entry.mod_revision = kv.mod_revision;
       }
     }
   }
@@ -209,8 +163,7 @@ absl::StatusOr<std::optional<std::string>> EtcdStore::WatchForPut(
   DEVMESH_RETURN_IF_ERROR(http_->Stream(
       "/v3/watch", request, deadline,
       [&](const Json& result) -> absl::StatusOr<bool> {
-        if (Field(result, "canceled").is_boolean() &&
-            Field(result, "canceled").get<bool>()) {
+        if (Bool(result, "canceled")) {
           return true;  // compacted past `revision`: the caller reads again
         }
         const Json& events = Field(result, "events");
@@ -219,7 +172,8 @@ absl::StatusOr<std::optional<std::string>> EtcdStore::WatchForPut(
           const Json& type = Field(event, "type");
           const Json& kv = Field(event, "kv");
           if ((type.is_null() || type == "PUT") && Field(kv, "key") == key64) {
-            DEVMESH_ASSIGN_OR_RETURN(std::string v, Unbase64(kv, "value"));
+            DEVMESH_ASSIGN_OR_RETURN(std::string v,
+                                     etcd_internal::Bytes(kv, "value"));
             value = std::move(v);
             return true;
           }
@@ -315,22 +269,16 @@ absl::Status EtcdStore::Update(
     DEVMESH_ASSIGN_OR_RETURN(
         Json reply,
         http_->Post("/v3/kv/txn", txn, RoundTripDeadline(), Retry::kIfNotSent));
-    if (Field(reply, "succeeded").is_boolean() &&
-        Field(reply, "succeeded").get<bool>()) {
-      return absl::OkStatus();
-    }
+    if (Bool(reply, "succeeded")) return absl::OkStatus();
     const Json& responses = Field(reply, "responses");
     if (!responses.is_array() || responses.size() != 1) {
       return absl::InternalError("etcd answered a failed txn without a range");
     }
-    const Json& range = Field(responses[0], "response_range");
-    const Json& kvs = Field(range, "kvs");
-    entry = Entry();
-    if (kvs.is_array() && !kvs.empty()) {
-      entry.found = true;
-      DEVMESH_ASSIGN_OR_RETURN(entry.value, Unbase64(kvs[0], "value"));
-      entry.mod_revision = Int64Field(kvs[0], "mod_revision");
-    }
+    DEVMESH_ASSIGN_OR_RETURN(Kv kv,
+                             FirstKv(Field(responses[0], "response_range")));
+    entry.found = kv.found;
+    entry.value = std::move(kv.value);
+    entry.mod_revision = kv.mod_revision;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "store key '", UserKey(key), "': other writers kept changing it for ",
@@ -402,7 +350,7 @@ absl::StatusOr<bool> EtcdStore::DeleteKey(absl::string_view key) {
       http_->Post("/v3/kv/deleterange",
                   Json{{"key", B64(absl::StrCat(options_.key_prefix, key))}},
                   RoundTripDeadline(), Retry::kIfNotSent));
-  return Int64Field(reply, "deleted") > 0;
+  return Int64(reply, "deleted") > 0;
 }
 
 absl::StatusOr<int64_t> EtcdStore::NumKeys() {
@@ -413,7 +361,7 @@ absl::StatusOr<int64_t> EtcdStore::NumKeys() {
                        {"range_end", B64(PrefixEnd(options_.key_prefix))},
                        {"count_only", true}},
                   RoundTripDeadline(), Retry::kIdempotent));
-  return Int64Field(reply, "count");
+  return Int64(reply, "count");
 }
 
 absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(

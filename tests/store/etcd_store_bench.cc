@@ -1,8 +1,9 @@
 // Set and Get round trips per second, one thread, against a running etcd
 // (EtcdStore) and a running devmesh store (TcpStoreClient, //store:server):
 //
-//   bazel run -c opt //tests/store:etcd_store_bench -- \
+//   bazel run -c opt //tests/store:etcd_store_bench --
 //       --etcd=127.0.0.1:2379 --tcp=127.0.0.1:29500 --ops=2000
+// (one line)
 //
 // Either flag may be left out. Prints one table: store, op, ops/s, mean us.
 #include <cstdio>
