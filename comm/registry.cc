@@ -4,22 +4,23 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/ucx/ucx_communicator.h"
 #include "config/settings.h"
 #include "status/status_macros.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace {
 
 struct Registry {
-  absl::Mutex mu;
+  sync_internal::Mutex mu;
   absl::flat_hash_map<std::string, CommunicatorFactory> factories
       ABSL_GUARDED_BY(mu);
 };
@@ -27,7 +28,7 @@ struct Registry {
 Registry& GetRegistry() {
   static Registry* registry = [] {
     auto* r = new Registry();
-    absl::MutexLock lock(&r->mu);  // not shared yet: for the analysis
+    sync_internal::MutexLock lock(&r->mu);  // not shared yet: for the analysis
     r->factories.emplace("gloo", &CreateGlooCommunicator);
     r->factories.emplace("nccl", &CreateNcclCommunicator);
     r->factories.emplace("shm", &CreateShmCommunicator);
@@ -46,7 +47,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
   CommunicatorFactory factory;
   {
     Registry& registry = GetRegistry();
-    absl::MutexLock lock(&registry.mu);
+    sync_internal::MutexLock lock(&registry.mu);
     auto it = registry.factories.find(backend);
     if (it != registry.factories.end()) factory = it->second;
   }
@@ -68,7 +69,7 @@ absl::Status RegisterBackend(absl::string_view name,
         absl::StrCat("backend \"", name, "\": factory is null"));
   }
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  sync_internal::MutexLock lock(&registry.mu);
   if (!registry.factories.emplace(std::string(name), std::move(factory))
            .second) {
     return absl::AlreadyExistsError(
@@ -79,7 +80,7 @@ absl::Status RegisterBackend(absl::string_view name,
 
 std::vector<std::string> KnownBackends() {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  sync_internal::MutexLock lock(&registry.mu);
   std::vector<std::string> names;
   for (const auto& entry : registry.factories) names.push_back(entry.first);
   std::sort(names.begin(), names.end());

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "comm/algorithms/p2p_collectives.h"
 #include "comm/error_info.h"
 #include "comm/group_args.h"
@@ -18,6 +18,7 @@
 #include "comm/ucx/ucx_group.h"
 #include "comm/ucx/ucx_worker.h"
 #include "status/status_macros.h"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 namespace {
@@ -44,7 +45,7 @@ uint32_t Fold(uint64_t h) {
 // The tag ids of this process's live groups: two live groups of one
 // process must not share one (their messages would match each other's).
 struct LiveIds {
-  absl::Mutex mu;
+  sync_internal::Mutex mu;
   absl::flat_hash_set<uint32_t> ids ABSL_GUARDED_BY(mu);
 };
 LiveIds& GetLiveIds() {
@@ -54,7 +55,7 @@ LiveIds& GetLiveIds() {
 
 absl::Status ClaimId(uint32_t id) {
   LiveIds& live = GetLiveIds();
-  absl::MutexLock lock(&live.mu);
+  sync_internal::MutexLock lock(&live.mu);
   if (!live.ids.insert(id).second) {
     return absl::InternalError(absl::StrCat(
         "ucx: the group's tag id ", id,
@@ -66,7 +67,7 @@ absl::Status ClaimId(uint32_t id) {
 
 void ReleaseId(uint32_t id) {
   LiveIds& live = GetLiveIds();
-  absl::MutexLock lock(&live.mu);
+  sync_internal::MutexLock lock(&live.mu);
   live.ids.erase(id);
 }
 
