@@ -431,5 +431,22 @@ TEST_F(EtcdStoreTest, FailsOverFromDeadEndpoint) {
   EXPECT_EQ(*store_->Get("f"), "over");
 }
 
+TEST_F(EtcdStoreTest, WaitingGetEndsWhenEtcdStops) {
+  auto own = std::make_unique<EtcdProcess>();
+  ASSERT_TRUE(own->Start().ok());
+  absl::StatusOr<std::unique_ptr<EtcdStore>> store =
+      Open(Prefix(), {own->endpoint()});
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    own.reset();  // SIGTERM, reaped
+  });
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> got = (*store)->Get("k", absl::Seconds(30));
+  stopper.join();
+  EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 }  // namespace
 }  // namespace devmesh
