@@ -180,7 +180,7 @@ std::string EtcdHttp::EndpointList() const {
 
 std::unique_ptr<EtcdHttp::Handle> EtcdHttp::Borrow() {
   {
-    absl::MutexLock lock(&mu_);
+    sync_internal::MutexLock lock(&mu_);
     if (!idle_.empty()) {
       std::unique_ptr<Handle> h = std::move(idle_.back());
       idle_.pop_back();
@@ -191,7 +191,7 @@ std::unique_ptr<EtcdHttp::Handle> EtcdHttp::Borrow() {
 }
 
 void EtcdHttp::Return(std::unique_ptr<Handle> handle) {
-  absl::MutexLock lock(&mu_);
+  sync_internal::MutexLock lock(&mu_);
   if (idle_.size() < kMaxIdleHandles) idle_.push_back(std::move(handle));
 }
 

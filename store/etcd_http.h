@@ -47,9 +47,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "store/annotated_mutex.h"
 
 namespace devmesh {
 
@@ -100,7 +100,7 @@ class EtcdHttp {
   const std::vector<std::string> endpoints_;
   const absl::Duration connect_timeout_;
   std::atomic<size_t> preferred_{0};  // index of the endpoint that answered
-  absl::Mutex mu_;
+  sync_internal::Mutex mu_;
   std::vector<std::unique_ptr<Handle>> idle_ ABSL_GUARDED_BY(mu_);
 };
 
