@@ -60,21 +60,22 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
-#include "config/require_cxx17.h"
-
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <type_traits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
+#include "config/require_cxx17.h"
 #include "device_mesh/group_options.h"
 #include "device_mesh/mesh_runtime.h"
 #include "mesh/cart_shift.h"
@@ -410,6 +411,50 @@ class DeviceMesh {
 
   // The job epoch of this mesh's root (0 until a Shrink).
   int64_t epoch() const;
+
+  // ---- Hearing of a death (devmesh's own) -----------------------------------
+
+  // The job's verdict on a death in this mesh's epoch, learnt without
+  // calling a collective: for an engine whose ranks compute for long
+  // between collectives, so that every survivor can stop computing and call
+  // Shrink within about a lease period of a death (a rank that only learns
+  // of it at its next collective holds the others' Shrink up, and one that
+  // computes for longer than ShrinkOptions::timeout makes it fail).
+  //
+  // WaitForFailure blocks until this rank knows the verdict, or was fenced,
+  // and returns it: the dead global rank and the verdict's text (fenced:
+  // this rank, and why). A verdict known already is returned at once; a
+  // past deadline asks without waiting. Wait in slices (a deadline in a
+  // loop) from a thread that must also end with the job.
+  //
+  // OnFailure calls `callback` once with the same Verdict, on the failure
+  // watch's thread (at once, on this thread, when the verdict is known
+  // already), until the returned subscription is destroyed; its destructor
+  // waits for a call in progress. The callback must be quick (set a flag,
+  // signal a thread: the watch's lease renewals wait for it), must not call
+  // a collective, Shrink or this mesh's OnFailure, and must not destroy its
+  // subscription. After a Shrink, wait or subscribe on the mesh it returned.
+  //
+  //   std::atomic<bool> died{false};
+  //   DEVMESH_ASSIGN_OR_RETURN(auto subscription,
+  //                            mesh.OnFailure([&](const devmesh::Verdict&) {
+  //                              died = true;
+  //                            }));
+  //   while (computing && !died) ComputeAChunk();
+  //   if (died) DEVMESH_ASSIGN_OR_RETURN(auto shrunk, mesh.Shrink("dp"));
+  //
+  // Errors:
+  //   InvalidArgument     OnFailure: an empty callback
+  //   FailedPrecondition  no failure watch (a detached runtime, or
+  //                       DEVMESH_FAILURE_WATCH=0); this mesh is of an older
+  //                       epoch than the job's (use the mesh Shrink returned)
+  //   DeadlineExceeded    WaitForFailure: `deadline` passed first
+  // Thread-safety: both may be called from any thread, while collectives
+  // of this mesh run on others.
+  absl::StatusOr<Verdict> WaitForFailure(
+      absl::Time deadline = absl::InfiniteFuture()) const;
+  absl::StatusOr<std::unique_ptr<VerdictSubscription>> OnFailure(
+      std::function<void(const Verdict&)> callback) const;
 
   // ---- Neighbours (devmesh's own; MPI_Cart_shift, mesh/cart_shift.h) -------
 

@@ -166,10 +166,16 @@ struct FailureWatch::State {
   std::string verdict ABSL_GUARDED_BY(mu);       // the epoch's death, "" before
   int verdict_rank ABSL_GUARDED_BY(mu) = -1;
   absl::Time verdict_time ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  // Signalled when a verdict is learnt, this rank is fenced, or the watch
+  // stops (WaitForVerdict).
+  sync_internal::CondVar verdict_cv;
   // Why this rank is fenced, "" when it is not.
   std::string fenced ABSL_GUARDED_BY(mu);
   std::string store_note ABSL_GUARDED_BY(mu);  // the store's last trouble
   std::vector<std::weak_ptr<WatchedGroup>> groups ABSL_GUARDED_BY(mu);
+  // Subscribe's: told after `groups`, so that a subscriber that calls
+  // Shrink at once finds every group already told.
+  std::vector<std::weak_ptr<WatchedGroup>> subscribers ABSL_GUARDED_BY(mu);
   const std::string self_proc = SelfProcInfo();
   // Other ranks' SelfProcInfo.
   std::map<int, std::string> procs ABSL_GUARDED_BY(mu);
@@ -226,11 +232,14 @@ struct FailureWatch::State {
   }
 
   // The registered groups still alive.
+  // The registered groups still alive, then the live subscribers.
   std::vector<std::shared_ptr<WatchedGroup>> LiveGroupsLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::vector<std::shared_ptr<WatchedGroup>> live;
-    for (const auto& weak : groups) {
-      if (auto g = weak.lock()) live.push_back(std::move(g));
+    for (const auto* list : {&groups, &subscribers}) {
+      for (const auto& weak : *list) {
+        if (auto g = weak.lock()) live.push_back(std::move(g));
+      }
     }
     return live;
   }
@@ -271,6 +280,7 @@ struct FailureWatch::State {
       live = LiveGroupsLocked();
     }
     for (auto& g : live) g->OnVerdict(dead, text, self);
+    verdict_cv.SignalAll();  // after the groups: they refuse calls first
     // The dead rank will not leave by itself: count it as left, so that
     // rank 0's Bootstrap::Leave waits only for the living (idempotent, one
     // count whoever of the survivors comes first).
@@ -289,6 +299,7 @@ struct FailureWatch::State {
       live = LiveGroupsLocked();
     }
     for (auto& g : live) g->OnVerdict(dead, text, /*fenced=*/true);
+    verdict_cv.SignalAll();
   }
 
   void Run() {
@@ -407,7 +418,11 @@ std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
 }
 
 FailureWatch::~FailureWatch() {
-  state_->stop.store(true);
+  {
+    sync_internal::MutexLock lock(&state_->mu);
+    state_->stop.store(true);
+  }
+  state_->verdict_cv.SignalAll();
   // Leave now: the thread would mark it only after its parked Get, and a
   // process that exits at once would never be marked, so its watcher would
   // call it dead. Bounded: a store that does not answer delays this by at
@@ -443,6 +458,97 @@ void FailureWatch::Register(std::weak_ptr<WatchedGroup> group) {
     self = !state_->fenced.empty();
   }
   if (late != nullptr) late->OnVerdict(dead, text, self);
+}
+
+namespace {
+
+// A subscription's callback as a watched group: OnVerdict calls it once,
+// unless the subscription ended.
+class CallbackGroup final : public WatchedGroup {
+ public:
+  explicit CallbackGroup(std::function<void(const Verdict&)> callback)
+      : callback_(std::move(callback)) {}
+  void OnVerdict(int dead, const std::string& verdict, bool fenced) override {
+    if (dead < 0 && !fenced) return;  // the epoch moved on: not a death
+    sync_internal::MutexLock lock(&mu_);
+    if (called_ || ended_) return;
+    called_ = true;
+    callback_(Verdict{dead, verdict});
+  }
+  void End() {
+    sync_internal::MutexLock lock(&mu_);  // waits for a call in progress
+    ended_ = true;
+  }
+
+ private:
+  sync_internal::Mutex mu_;
+  const std::function<void(const Verdict&)> callback_;
+  bool called_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class CallbackSubscription final : public VerdictSubscription {
+ public:
+  explicit CallbackSubscription(std::shared_ptr<CallbackGroup> group)
+      : group_(std::move(group)) {}
+  ~CallbackSubscription() override { group_->End(); }
+
+ private:
+  std::shared_ptr<CallbackGroup> group_;
+};
+
+}  // namespace
+
+std::unique_ptr<VerdictSubscription> FailureWatch::Subscribe(
+    std::function<void(const Verdict&)> callback) {
+  auto group = std::make_shared<CallbackGroup>(std::move(callback));
+  std::string text;
+  int dead = -1;
+  bool known = false;
+  {
+    sync_internal::MutexLock lock(&state_->mu);
+    auto& subs = state_->subscribers;
+    subs.erase(std::remove_if(subs.begin(), subs.end(),
+                              [](const std::weak_ptr<WatchedGroup>& w) {
+                                return w.expired();
+                              }),
+               subs.end());
+    subs.push_back(group);
+    if (!state_->verdict.empty() || !state_->fenced.empty()) {
+      known = true;
+      text = state_->verdict.empty() ? state_->fenced : state_->verdict;
+      dead = state_->verdict.empty() ? state_->rank : state_->verdict_rank;
+    }
+  }
+  if (known) group->OnVerdict(dead, text, /*fenced=*/dead == state_->rank);
+  return std::make_unique<CallbackSubscription>(std::move(group));
+}
+
+absl::StatusOr<Verdict> FailureWatch::WaitForVerdict(
+    absl::Time deadline) const {
+  const std::shared_ptr<State> keep = state_;
+  State& state = *keep;
+  sync_internal::MutexLock lock(&state.mu);
+  for (;;) {
+    if (!state.verdict.empty()) {
+      return Verdict{state.verdict_rank, state.verdict};
+    }
+    if (!state.fenced.empty()) return Verdict{state.rank, state.fenced};
+    if (state.stop.load()) {
+      return absl::CancelledError(
+          "the failure watch stopped (its runtime ended) before a verdict");
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no death in epoch ", state.epoch, " known to global rank ",
+          state.rank, " by the deadline"));
+    }
+    if (deadline == absl::InfiniteFuture()) {
+      state.verdict_cv.Wait(&state.mu);
+    } else {
+      state.verdict_cv.WaitWithDeadline(&state.mu, deadline);
+    }
+  }
 }
 
 std::string FailureWatch::verdict() const {
@@ -496,6 +602,7 @@ void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
     state_->verdict_time = absl::InfinitePast();
     old = state_->LiveGroupsLocked();
     state_->groups.clear();
+    state_->subscribers.clear();
   }
   // The old epoch's groups refuse from now on (most already do, after the
   // verdict), and are not told of the new epoch's verdicts.

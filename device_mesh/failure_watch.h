@@ -104,9 +104,8 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
-#include "config/require_cxx17.h"
-
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -116,6 +115,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "config/require_cxx17.h"
 #include "store/store.h"
 
 namespace devmesh {
@@ -138,6 +138,13 @@ class WatchedGroup {
   // `dead` or has a call in flight.
   virtual void OnVerdict(int dead, const std::string& verdict,
                          bool fenced) = 0;
+};
+
+// What FailureWatch::Subscribe returns: destroying it ends the
+// subscription.
+class VerdictSubscription {
+ public:
+  virtual ~VerdictSubscription() = default;
 };
 
 class FailureWatch {
@@ -192,6 +199,26 @@ class FailureWatch {
   // watch's thread, an Explain), returns it with no store read: a verdict
   // is written once.
   absl::StatusOr<Verdict> ReadVerdict(int64_t epoch);
+
+  // Blocks until this rank knows the current epoch's verdict, or is
+  // fenced, and returns it: the dead global rank and the verdict's text (a
+  // fenced rank: its own rank, and the verdict naming it or why it was
+  // fenced). Known before the call: returned at once. A verdict written by
+  // another rank is learnt by the watch's thread within about one period.
+  // After AdvanceEpoch (a Shrink) it waits for the new epoch's verdict.
+  // Errors: DeadlineExceeded when `deadline` passes first (a past deadline
+  // asks without waiting); Cancelled when the watch is destroyed first.
+  absl::StatusOr<Verdict> WaitForVerdict(absl::Time deadline) const;
+
+  // Calls `callback` once, on the watch's thread, when this rank learns
+  // the current epoch's verdict or is fenced (with what WaitForVerdict
+  // returns); at once, on this thread, when it knows one already. Only for
+  // the current epoch: not after AdvanceEpoch. The callback must not block
+  // for long (the watch's lease renewals wait for it) and must not destroy
+  // its subscription. It is not called once the subscription is destroyed,
+  // whose destructor waits for a call in progress on another thread.
+  std::unique_ptr<VerdictSubscription> Subscribe(
+      std::function<void(const Verdict&)> callback);
 
   // "" or why this rank is fenced (FailedPrecondition text).
   std::string fenced() const;

@@ -1,11 +1,16 @@
 // devmesh/examples/elastic/elastic_training.cc
 #include "examples/elastic/elastic_training.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "status/status_macros.h"
 
 namespace devmesh {
@@ -22,14 +27,37 @@ std::vector<float> Initial(int64_t shard) {
   return p;
 }
 
+// The compute phase of `step` (TrainOptions::compute), in slices of at
+// most 5 ms; Unavailable with the job's verdict once `died` is set.
+absl::Status Compute(const DeviceMesh& mesh, const TrainOptions& o,
+                     int64_t step, const std::atomic<bool>& died) {
+  if (!o.compute) return absl::OkStatus();
+  const absl::Time end = absl::Now() + o.compute(step);
+  for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
+    if (died.load()) {
+      absl::StatusOr<Verdict> verdict =
+          mesh.WaitForFailure(absl::InfinitePast());
+      if (!verdict.ok()) return verdict.status();
+      // The dead rank as the error's payload, as a failed collective's.
+      return WithPeer(
+          absl::UnavailableError(absl::StrCat("stopped computing step ", step,
+                                              ": ", verdict->text)),
+          verdict->rank);
+    }
+    absl::SleepFor(std::min(absl::Milliseconds(5), end - now));
+  }
+  return absl::OkStatus();
+}
+
 // One training step on `mesh` (see the header); `params` changes only when
 // both collectives succeed.
 absl::Status Step(const DeviceMesh& mesh, const TrainOptions& o,
                   const Hook& hook, int64_t step, std::vector<float>& params,
-                  std::vector<float>& buf) {
+                  std::vector<float>& buf, const std::atomic<bool>& died) {
   auto at = [&](Point p) {
     if (hook) hook(p, step, mesh.epoch());
   };
+  DEVMESH_RETURN_IF_ERROR(Compute(mesh, o, step, died));
   DEVMESH_ASSIGN_OR_RETURN(auto shard_group, mesh.GetGroup(o.shard_dim));
   DEVMESH_ASSIGN_OR_RETURN(auto replica_group, mesh.GetGroup(o.replica_dim));
   DEVMESH_ASSIGN_OR_RETURN(const int64_t replica,
@@ -84,8 +112,18 @@ absl::StatusOr<TrainResult> Train(DeviceMesh mesh, const TrainOptions& o,
   }
   std::map<int64_t, std::vector<float>> history = {{done, params}};
   std::vector<float> buf(static_cast<size_t>(o.pad) + kShard);
+  // Hearing of a death while computing: `died` is set by the failure
+  // watch's thread (none without a watch: then only a failed collective
+  // tells). Subscribed again on each mesh Shrink returns.
+  std::atomic<bool> died{false};
+  auto subscribe = [&died](const DeviceMesh& m) {
+    died = false;
+    auto sub = m.OnFailure([&died](const Verdict&) { died = true; });
+    return sub.ok() ? *std::move(sub) : nullptr;
+  };
+  std::unique_ptr<VerdictSubscription> subscription = subscribe(mesh);
   while (done < o.steps) {
-    absl::Status s = Step(mesh, o, hook, done, params, buf);
+    absl::Status s = Step(mesh, o, hook, done, params, buf, died);
     if (s.ok()) {
       ++done;
       history[done] = params;
@@ -118,6 +156,7 @@ absl::StatusOr<TrainResult> Train(DeviceMesh mesh, const TrainOptions& o,
         return out;
       }
       mesh = shrunk->mesh;
+      subscription = subscribe(mesh);
       rec.report = shrunk->report;
       rec.shrinks.push_back(shrunk->report);
       auto step = AgreeOnStep(mesh, o, done);

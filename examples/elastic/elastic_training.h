@@ -53,6 +53,14 @@ struct TrainOptions {
   // (this rank's shard; empty: the initial parameters at step 0).
   int64_t start_step = 0;
   std::vector<float> start_params;
+  // The compute phase of step s (a stand-in for the forward and backward
+  // passes), before the step's collectives: compute(s) long (none when
+  // null). It is cut short when the job learns of a death
+  // (DeviceMesh::OnFailure): the step then fails with the verdict and this
+  // rank joins the others' Shrink within about a lease period, instead of
+  // holding it up until its compute ends (or failing it, past
+  // ShrinkOptions::timeout).
+  std::function<absl::Duration(int64_t step)> compute;
   // Called after every completed step with the steps done so far and the
   // parameters then (a checkpoint writer, a timer); may be null.
   std::function<void(int64_t done, const std::vector<float>& params)>

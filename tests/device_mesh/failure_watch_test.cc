@@ -227,5 +227,78 @@ TEST(FailureWatchSuccessorTest, NotVisibleHereIsDeadBySilenceAlone) {
   EXPECT_FALSE(absl::StrContains(verdict, "this host")) << verdict;
 }
 
+// Hearing of a death without a collective (FailureWatch::WaitForVerdict and
+// Subscribe, behind DeviceMesh::WaitForFailure and OnFailure): a verdict
+// written by another rank is learnt by the watch's thread and wakes the
+// waiter and the live subscriptions, once; an ended subscription is not
+// called; a subscription made after the verdict is called at once; a new
+// epoch is waited for anew.
+TEST(FailureWatchVerdictTest, WaitersAndSubscribersHearOfADeathOnce) {
+  auto store = std::make_shared<InMemoryStore>();
+  // Rank 1's lease never starts: the watch itself judges no one.
+  auto watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/2, kPeriod,
+                                   kSilence);
+  absl::StatusOr<Verdict> none = watch->WaitForVerdict(absl::InfinitePast());
+  ASSERT_EQ(none.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(none.status().message(),
+            "no death in epoch 0 known to global rank 0 by the deadline");
+
+  std::mutex mu;
+  std::vector<Verdict> heard, ended_heard;
+  auto live = watch->Subscribe([&](const Verdict& v) {
+    std::lock_guard<std::mutex> lock(mu);
+    heard.push_back(v);
+  });
+  auto ended = watch->Subscribe([&](const Verdict& v) {
+    std::lock_guard<std::mutex> lock(mu);
+    ended_heard.push_back(v);
+  });
+  ended.reset();
+
+  absl::StatusOr<Verdict> waited = absl::UnknownError("not waited");
+  absl::Time woke;
+  std::thread waiter([&] {
+    waited = watch->WaitForVerdict(absl::Now() + absl::Seconds(20));
+    woke = absl::Now();
+  });
+  absl::SleepFor(3 * kPeriod);
+  const std::string text = "global rank 1 died (written by the test)";
+  const absl::Time written = absl::Now();
+  ASSERT_TRUE(store
+                  ->Set(FailureWatch::EpochKey(0, "death"),
+                        EncodeVerdict(Verdict{1, text}))
+                  .ok());
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_EQ(waited->rank, 1);
+  EXPECT_EQ(waited->text, text);
+  // The watch's parked Get of the verdict key lasts one period.
+  EXPECT_LT(woke - written, 2 * kPeriod + absl::Milliseconds(500));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(heard.size(), 1u);
+    EXPECT_EQ(heard[0].rank, 1);
+    EXPECT_EQ(heard[0].text, text);
+    EXPECT_TRUE(ended_heard.empty());
+  }
+  // Known already: at once, here.
+  absl::StatusOr<Verdict> again = watch->WaitForVerdict(absl::InfinitePast());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->rank, 1);
+  std::thread::id called_on;
+  auto late = watch->Subscribe(
+      [&](const Verdict&) { called_on = std::this_thread::get_id(); });
+  EXPECT_EQ(called_on, std::this_thread::get_id());
+
+  // A Shrink's new epoch has no verdict yet.
+  watch->AdvanceEpoch(1, {0});
+  absl::StatusOr<Verdict> next = watch->WaitForVerdict(absl::InfinitePast());
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(next.status().message(),
+            "no death in epoch 1 known to global rank 0 by the deadline");
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(heard.size(), 1u);  // the move to epoch 1 is not a death
+}
+
 }  // namespace
 }  // namespace devmesh

@@ -26,6 +26,10 @@
 //                        and continued: it must be fenced (FailedPrecondition
 //                        from every call), the others go on without it
 //   stop_short           rank 2 is SIGSTOPped for 0.4 s: no shrink at all
+//   kill_while_computing rank 2 dies while rank 0 computes for 40 s (twice
+//                        the Shrink timeout): rank 0 must hear of the death
+//                        while computing (DeviceMesh::OnFailure), stop and
+//                        join the others' Shrink
 //   control              no fault: no shrink
 //   below_min_replicas   rank 2 dies with min_replicas 3: every live rank's
 //                        Shrink refuses, with the same text
@@ -136,6 +140,11 @@ struct Scenario {
   // not (its agreement on the step meets the new verdict): epoch 2 either
   // way, 2 rounds over the recovery's Shrinks.
   int64_t epoch = 1;
+  // This rank computes for `compute` at kFaultStep (TrainOptions::compute):
+  // longer than the Shrink timeout, so only hearing of the death while
+  // computing (DeviceMesh::OnFailure) lets it join the others' Shrink.
+  int computer = -1;
+  absl::Duration compute;
 };
 
 std::vector<Scenario> Scenarios() {
@@ -167,6 +176,20 @@ std::vector<Scenario> Scenarios() {
                {2}, 2, 1});
   s.push_back({"stop_short", Fault::kStop, {2}, -1, absl::Milliseconds(400),
                {}, {}, {}, 3});
+  {
+    Scenario k{"kill_while_computing",
+               Fault::kKillBetweenSteps,
+               {2},
+               -1,
+               {},
+               {2},
+               {3},
+               {},
+               2};
+    k.computer = 0;
+    k.compute = absl::Seconds(40);
+    s.push_back(k);
+  }
   s.push_back({"control", Fault::kNone, {}, -1, {}, {}, {}, {}, 3});
   // Refusals, the same on every live rank: fewer replicas than asked for;
   // not more than half of the ranks alive (ranks 0-2 die, 3 of 6 remain).
@@ -293,6 +316,15 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
   train.steps = kSteps;
   train.shrink.timeout = absl::Seconds(20);
   train.shrink.min_replicas = sc.min_replicas;
+  if (me == sc.computer) {
+    // Once: the step is run again after the Shrink, without the long phase.
+    auto first = std::make_shared<bool>(true);
+    train.compute = [&sc, first](int64_t step) {
+      if (step != kFaultStep || !*first) return absl::ZeroDuration();
+      *first = false;
+      return sc.compute;
+    };
+  }
   const bool victim = Has(sc.victims, me);
   WriteFile(absl::StrCat(dir, "/pid_", me), absl::StrCat(getpid()));
   auto hook = [&](Point p, int64_t step, int64_t epoch) {
@@ -355,6 +387,17 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
     }
   };
   ASSIGN_OR_RETURN(result, elastic_example::Train(mesh, train, hook));
+  if (me == sc.computer) {
+    // It stopped computing on the verdict, well before its compute's end.
+    RETURN_IF_ERROR(Expect(
+        result.recoveries.size() == 1 &&
+            absl::StrContains(result.recoveries[0].error,
+                              "UNAVAILABLE: stopped computing step 10: "
+                              "global rank 2 died"),
+        absl::StrCat(
+            "the computing rank's recoveries: ",
+            result.recoveries.empty() ? "none" : result.recoveries[0].error)));
+  }
 
   std::string line = absl::StrCat("rank=", me, " steps=", result.steps,
                                    " epoch=", result.epoch, " left=",
