@@ -12,6 +12,8 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <deque>
 #include <functional>
 #include <memory>
@@ -23,7 +25,6 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "comm/work.h"
-#include "config/require_cxx17.h"
 #include "store/annotated_mutex.h"
 
 namespace devmesh {

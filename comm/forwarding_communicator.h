@@ -27,6 +27,8 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <functional>
 #include <memory>
 #include <utility>
@@ -36,7 +38,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
-#include "config/require_cxx17.h"
 
 namespace devmesh {
 

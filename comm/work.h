@@ -24,6 +24,8 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <functional>
 #include <memory>
 #include <optional>
@@ -32,7 +34,6 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "config/require_cxx17.h"
 
 namespace devmesh {
 

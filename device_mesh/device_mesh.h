@@ -60,6 +60,8 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -75,7 +77,6 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
-#include "config/require_cxx17.h"
 #include "device_mesh/group_options.h"
 #include "device_mesh/mesh_runtime.h"
 #include "mesh/cart_shift.h"

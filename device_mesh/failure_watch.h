@@ -104,6 +104,8 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -115,7 +117,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "config/require_cxx17.h"
 #include "store/store.h"
 
 namespace devmesh {

@@ -33,8 +33,9 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
-// clang-format off
 #include "config/require_cxx17.h"
+
+// clang-format off
 // clang-format on
 
 #include <atomic>

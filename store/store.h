@@ -17,6 +17,8 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,7 +29,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "config/require_cxx17.h"
 #include "status/status_macros.h"
 
 namespace devmesh {

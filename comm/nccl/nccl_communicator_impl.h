@@ -8,6 +8,8 @@
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
+#include "config/require_cxx17.h"
+
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -25,7 +27,6 @@
 #include "comm/options.h"
 #include "comm/shrinkable_communicator.h"
 #include "comm/work.h"
-#include "config/require_cxx17.h"
 #include "store/annotated_mutex.h"
 
 // What the NCCL this is compiled against can do, from nccl.h's
