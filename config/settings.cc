@@ -5,7 +5,6 @@
 #include <climits>
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "store/annotated_mutex.h"
 
 extern char** environ;
 
@@ -186,7 +186,7 @@ bool Parse(Form form, absl::string_view text, uint64_t* out) {
 }
 
 struct State {
-  std::mutex mu;
+  sync_internal::Mutex mu;
   std::atomic<const Settings*> current{nullptr};
   absl::Status status ABSL_GUARDED_BY(mu);
   // Every Settings published, kept for the process's life: a reference
@@ -199,9 +199,9 @@ State& GetState() {
   return *state;
 }
 
-// Publishes `settings` (kept: earlier readers may hold a reference). The
-// caller holds state.mu.
-void Publish(State& state, const Settings& settings, absl::Status status) {
+// Publishes `settings` (kept: earlier readers may hold a reference).
+void Publish(State& state, const Settings& settings, absl::Status status)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
   state.status = std::move(status);
   state.published.push_back(std::make_unique<const Settings>(settings));
   state.current.store(state.published.back().get(),
@@ -258,7 +258,7 @@ const Settings& ProcessSettings() {
   if (const Settings* s = state.current.load(std::memory_order_acquire)) {
     return *s;
   }
-  std::lock_guard<std::mutex> lock(state.mu);
+  sync_internal::MutexLock lock(&state.mu);
   if (const Settings* s = state.current.load(std::memory_order_acquire)) {
     return *s;
   }
@@ -270,20 +270,20 @@ const Settings& ProcessSettings() {
 absl::Status ProcessSettingsStatus() {
   (void)ProcessSettings();
   State& state = GetState();
-  std::lock_guard<std::mutex> lock(state.mu);
+  sync_internal::MutexLock lock(&state.mu);
   return state.status;
 }
 
 void SetProcessSettings(const Settings& settings) {
   State& state = GetState();
-  std::lock_guard<std::mutex> lock(state.mu);
+  sync_internal::MutexLock lock(&state.mu);
   Publish(state, settings, absl::OkStatus());
 }
 
 absl::StatusOr<Settings> ReloadProcessSettings() {
   absl::StatusOr<Settings> parsed = ParseSettings(CurrentEnvironment());
   State& state = GetState();
-  std::lock_guard<std::mutex> lock(state.mu);
+  sync_internal::MutexLock lock(&state.mu);
   Publish(state, parsed.ok() ? *parsed : Settings(), parsed.status());
   return parsed;
 }
