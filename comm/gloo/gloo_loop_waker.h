@@ -3,11 +3,9 @@
 // A Gloo TCP device's event loop without the idle tick.
 //
 // Debian's Gloo (2022-05, transport/tcp/loop.cc) runs its event loop as
-// `epoll_wait(..., 10)`: an idle device wakes 100 times a second. Measured on
-// this project's 2-core machine (idle processes that only made a device):
-// 256 of them keep 28% of the machine busy, 512 keep 63%, so 1024 ranks whose
-// groups cross hosts spend more CPU on idle ticks than the machine has, and
-// group creation crawls.
+// `epoll_wait(..., 10)`: an idle device wakes 100 times a second, so a few
+// hundred idle ranks on a host spend a large share of its CPU on idle
+// ticks, and group creation crawls.
 //
 // Two pieces:
 //  - WithLoopThreadSettings: runs the call that makes a device (and so
@@ -17,7 +15,7 @@
 //    Linux lets epoll_wait's timeout fire up to the slack late, so the idle
 //    tick fires about once per kIdleTickSlack instead of every 10 ms. A
 //    socket event still wakes the loop at once: the slack delays only the
-//    timeout. Measured: 512 idle devices, 63% busy -> 1%.
+//    timeout.
 //  - LoopWaker: the tick is also what Gloo's Loop::unregisterDescriptor waits
 //    for (every close of a connected pair, from a thread other than the
 //    loop's) and what the loop's destructor waits for (to see its done_
@@ -27,8 +25,8 @@
 //    schedule of kFirstKick/kLastKick: the loop turns, and such a wait ends
 //    soon. Every place devmesh makes Gloo wait for a turn holds a kick: each
 //    pair connect (Debian's Gloo first takes the pair's own listening socket
-//    out of the loop: measured, without the kick each connect that this
-//    side makes took the whole slack, 1 s), AbortableContext's destructor
+//    out of the loop: without the kick each connect that this side makes
+//    would take the whole slack), AbortableContext's destructor
 //    and Abort (pair closes), the connect watchdog, the device's last
 //    release (gloo_device.cc), and, from its timeout on, every buffer wait
 //    (ScopedDeadlineKick: a timed-out wait makes Gloo close every pair on the
@@ -57,10 +55,8 @@
 namespace devmesh {
 namespace gloo_internal {
 
-// How late the kernel may fire an idle loop's 10 ms tick. 1 s: 512 idle
-// devices then cost 1% of this machine instead of 63% (measured; the tick
-// costs about 24 us of CPU), and a pair close devmesh holds no kick for (none
-// known) waits at most this long.
+// How late the kernel may fire an idle loop's 10 ms tick; a pair close
+// devmesh holds no kick for (none known) waits at most this long.
 inline constexpr absl::Duration kIdleTickSlack = absl::Seconds(1);
 
 // How a held kick wakes the loop: at once, then after kFirstKick, the gap
@@ -90,9 +86,8 @@ inline constexpr absl::Duration kLastKick = absl::Milliseconds(10);
 // When a rank is bound to one core (allreduce_2d, torchrun with numactl,
 // srun --cpu-bind), the loop thread, woken by the data, preempts the rank's
 // thread while that thread holds the lock, then spins until the scheduler's
-// tick takes the core back: every small all-reduce took about 4 ms (the
-// tick, HZ=250), whatever its size up to 256 KiB (perf: about 80% of
-// samples in epoll_wait and its kernel path). A SCHED_BATCH thread never
+// tick takes the core back, so every small all-reduce takes a scheduler
+// tick. A SCHED_BATCH thread never
 // preempts on wake-up, so the lock holder finishes first, and it keeps a
 // normal thread's share of the CPU (SCHED_IDLE and nice 19 were faster
 // still but starve the loop while any other thread on its core runs).

@@ -5,11 +5,10 @@
 // Gloo's TCP pairs normally run on its event loop thread: a message is read
 // there and the caller is woken through a condition variable, two thread
 // hand-offs per message. Pair::setSync(true, false) instead makes the socket
-// blocking and reads it on the calling thread. Measured
-// (docs/gloo_sync_pairs.txt, one host, 2x2 mesh, 4 ranks on 2 cores; and
-// docs/cross_host_bench.txt across two namespace hosts) the synchronous
-// route is faster up to 2 MiB and slower at 4 MiB; kGlooSyncMaxBytes
-// (256 KiB) bounds it for another reason, said there.
+// blocking and reads it on the calling thread: faster for small messages,
+// slower for large ones (docs/gloo_sync_pairs.txt,
+// docs/cross_host_bench.txt); kGlooSyncMaxBytes (256 KiB) bounds it for
+// another reason, said there.
 //
 // Gloo's synchronous pairs take only its pair-bound Buffer algorithms
 // (gloo::AllreduceBcube here), never its unbound-buffer ones
@@ -24,8 +23,7 @@
 //
 // Gloo's Buffer algorithms fix their buffer and count when built, so each
 // (count, dtype, op) gets one algorithm over a staging buffer of its own
-// (the caller's data is copied in and out: at 256 KiB about 20 us against
-// about 400 us for the all-reduce). Algorithms are kept in a cache of at
+// (the caller's data is copied in and out). Algorithms are kept in a cache of at
 // most kSyncCacheEntries entries and kSyncCacheBytes of staging, least
 // recently used first out; every member makes the same calls in the same
 // order, so every member builds and drops the same algorithms at the same

@@ -11,9 +11,7 @@
 //    the group's prefix; Send and Recv connect a two-member Gloo group per
 //    peer on first use (shm_links.h); Split exchanges (color, key) through
 //    the store as the Gloo backend does. A group that only runs collectives
-//    makes no Gloo device, no socket and no event-loop thread (Gloo's loop
-//    wakes every 10 ms: 24 us of CPU a tick, measured, so 0.6 CPU-s a second
-//    across 256 idle ranks on one host).
+//    makes no Gloo device, no socket and no event-loop thread.
 //  - ShareMemory: on an existing group of the same members (a Gloo
 //    communicator): the set-up runs over it, and Send, Recv and Split go
 //    through it.
@@ -52,9 +50,7 @@
 // segment of SegmentBytes(size, slot_bytes) bytes. Over the store: 3 round
 // trips per member (member 0: Set, Set, MultiGet; the others: Get, Set,
 // MultiGet) and about 70 x size bytes per member, keys included (the
-// records travel without their trailing zeros: 24 bytes a report; measured
-// with tools/scale_check.sh, 2278 bytes per rank for two 16-member
-// groups).
+// records travel without their trailing zeros: 24 bytes a report).
 //
 // Semantics: comm/communicator.h, as the Gloo backend (every dtype and op;
 // float16/bfloat16 reduced in float32 and rounded back at each step; integer

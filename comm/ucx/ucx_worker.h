@@ -15,11 +15,11 @@
 //                             network-namespace "hosts" of one machine
 //   UCX_RNDV_THRESH=inf       eager messages at every size: devmesh posts
 //                             its receives before its sends, and UCX 1.13's
-//                             rendezvous over TCP was 2-6x slower from
-//                             32 KiB (docs/ucx_transport.md)
+//                             rendezvous over TCP is slower from 32 KiB
+//                             (docs/ucx_transport.md)
 // Not set by devmesh, and worth setting for large messages over TCP:
 // UCX_TCP_TX_SEG_SIZE=256K UCX_TCP_RX_SEG_SIZE=256K (UCX's segments are
-// 8 KiB; 1 MiB all-reduce of 2 ranks on loopback 1131 -> 345 us). Given
+// 8 KiB; figures in docs/ucx_transport.md). Given
 // through ucp_config_modify they work but make UCX 1.13 warn "invalid
 // configurations" in every process (its connection managers do not know
 // them), so devmesh leaves them to the environment.
