@@ -242,14 +242,13 @@ absl::Status Communicator::CheckAllToAllV(
     }
     return end;
   };
-  auto send_end = extent("send", send, send_counts, send_offsets);
-  if (!send_end.ok()) return send_end.status();
-  auto recv_end = extent("recv", recv, recv_counts, recv_offsets);
-  if (!recv_end.ok()) return recv_end.status();
+  DEVMESH_ASSIGN_OR_RETURN(const size_t send_end,
+                           extent("send", send, send_counts, send_offsets));
+  DEVMESH_ASSIGN_OR_RETURN(const size_t recv_end,
+                           extent("recv", recv, recv_counts, recv_offsets));
   const uintptr_t a = reinterpret_cast<uintptr_t>(send);
   const uintptr_t b = reinterpret_cast<uintptr_t>(recv);
-  if (*send_end > 0 && *recv_end > 0 && a < b + *recv_end &&
-      b < a + *send_end) {
+  if (send_end > 0 && recv_end > 0 && a < b + recv_end && b < a + send_end) {
     return error("send and recv overlap");
   }
   return absl::OkStatus();

@@ -42,10 +42,9 @@ absl::Status UseLocalCudaDevice(int local_rank) {
     return absl::InvalidArgumentError(
         absl::StrCat("local rank (", local_rank, ") must be non-negative"));
   }
-  auto count = CudaDeviceCount();
-  if (!count.ok()) return count.status();
-  return nccl_internal::CudaStatus(cudaSetDevice(local_rank % *count),
-                                  "cudaSetDevice");
+  DEVMESH_ASSIGN_OR_RETURN(const int count, CudaDeviceCount());
+  return nccl_internal::CudaStatus(cudaSetDevice(local_rank % count),
+                                   "cudaSetDevice");
 }
 
 namespace nccl_internal {
@@ -108,24 +107,22 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
   using nccl_internal::CudaStatus;
   using nccl_internal::NcclStatus;
   if (store == nullptr) return absl::InvalidArgumentError("nccl: store is null");
-  auto resolved = ResolveGroupRanks("nccl", rank, size, options);
-  if (!resolved.ok()) return resolved.status();
-  std::vector<int> global_ranks = *std::move(resolved);
-  auto count = CudaDeviceCount();
-  if (!count.ok()) return count.status();
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<int> global_ranks,
+                           ResolveGroupRanks("nccl", rank, size, options));
+  DEVMESH_ASSIGN_OR_RETURN(const int count, CudaDeviceCount());
   int device = options.nccl.cuda_device;
   if (device < 0) {
     const char* local = std::getenv("LOCAL_RANK");
     int local_rank = 0;
     if (local != nullptr && absl::SimpleAtoi(local, &local_rank)) {
-      device = local_rank % *count;
+      device = local_rank % count;
     } else
       DEVMESH_RETURN_IF_ERROR(
           CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
   }
-  if (device >= *count) {
+  if (device >= count) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: cuda_device ", device, " but only ", *count, " visible"));
+        "nccl: cuda_device ", device, " but only ", count, " visible"));
   }
   DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
   const absl::Time deadline = absl::Now() + options.timeout;
@@ -138,14 +135,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
         key, absl::string_view(reinterpret_cast<const char*>(&id), sizeof(id)));
     if (!s.ok()) return s;
   } else {
-    absl::StatusOr<std::string> value = store->Get(key, options.timeout);
-    if (!value.ok()) return value.status();
-    if (value->size() != sizeof(id)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "nccl: store key ", key, " holds ", value->size(),
-          " bytes, expected ", sizeof(id)));
+    DEVMESH_ASSIGN_OR_RETURN(std::string value,
+                             store->Get(key, options.timeout));
+    if (value.size() != sizeof(id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("nccl: store key ", key, " holds ", value.size(),
+                       " bytes, expected ", sizeof(id)));
     }
-    std::memcpy(&id, value->data(), sizeof(id));
+    std::memcpy(&id, value.data(), sizeof(id));
   }
   ncclConfig_t config = nccl_internal::MakeConfig(options.nccl);
   ncclComm_t comm = nullptr;
@@ -156,10 +153,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
   }
   DEVMESH_RETURN_IF_ERROR(nccl_internal::WaitForComm(
       comm, deadline, "ncclCommInitRankConfig", options.creation_cancel));
-  auto wrapped = nccl_internal::NcclCommunicator::Wrap(
-      comm, device, std::move(global_ranks), options);
-  if (!wrapped.ok()) return wrapped.status();
-  return std::unique_ptr<Communicator>(*std::move(wrapped));
+  DEVMESH_ASSIGN_OR_RETURN(auto wrapped,
+                           nccl_internal::NcclCommunicator::Wrap(
+                               comm, device, std::move(global_ranks), options));
+  return std::unique_ptr<Communicator>(std::move(wrapped));
 }
 
 namespace nccl_internal {
@@ -233,10 +230,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
     int color, int key, const SplitOptions& split_options) {
   // The child's options: the parent's, with the timeout and NCCL config the
   // caller set (the device and stream stay the parent's).
-  absl::StatusOr<CommOptions> resolved =
-      SplitChildOptions("nccl", options_, split_options.timeout);
-  if (!resolved.ok()) return resolved.status();
-  CommOptions child_options = *std::move(resolved);
+  DEVMESH_ASSIGN_OR_RETURN(
+      CommOptions child_options,
+      SplitChildOptions("nccl", options_, split_options.timeout));
   if (split_options.nccl.has_value()) {
     const NcclOptions parent = options_.nccl;
     child_options.nccl = *split_options.nccl;
@@ -283,9 +279,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
   std::sort(members.begin(), members.end());
   std::vector<int> globals;
   for (const auto& m : members) globals.push_back(global_ranks_[m.second]);
-  auto wrapped = Wrap(child, device_, std::move(globals), child_options);
-  if (!wrapped.ok()) return wrapped.status();
-  return std::unique_ptr<Communicator>(*std::move(wrapped));
+  DEVMESH_ASSIGN_OR_RETURN(
+      auto wrapped, Wrap(child, device_, std::move(globals), child_options));
+  return std::unique_ptr<Communicator>(std::move(wrapped));
 }
 
 }  // namespace nccl_internal

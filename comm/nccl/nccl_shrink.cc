@@ -59,9 +59,9 @@ absl::Status NcclCommunicator::Revoke() {
 
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Shrink(
     absl::Span<const int> exclude_ranks, bool abort_in_flight) {
-  absl::StatusOr<ShrunkGroup> plan =
-      PlanShrink("nccl", rank_, global_ranks_, exclude_ranks);
-  if (!plan.ok()) return plan.status();
+  DEVMESH_ASSIGN_OR_RETURN(
+      const ShrunkGroup plan,
+      PlanShrink("nccl", rank_, global_ranks_, exclude_ranks));
 #if DEVMESH_NCCL_HAS_SHRINK
   if (shared_->aborted.load()) {
     return absl::FailedPreconditionError(
@@ -108,16 +108,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Shrink(
     return s;
   }
   release_parent();
-  auto wrapped = Wrap(child, device_, plan->global_ranks, options_);
+  auto wrapped = Wrap(child, device_, plan.global_ranks, options_);
   if (!wrapped.ok()) return wrapped.status();  // Wrap's owner released it.
-  if ((*wrapped)->rank() != plan->rank ||
-      (*wrapped)->size() != static_cast<int>(plan->global_ranks.size())) {
+  if ((*wrapped)->rank() != plan.rank ||
+      (*wrapped)->size() != static_cast<int>(plan.global_ranks.size())) {
     const std::string got = absl::StrCat(
         "rank ", (*wrapped)->rank(), " of ", (*wrapped)->size());
     (void)(*wrapped)->Abort();
     return absl::InternalError(absl::StrCat(
-        "ncclCommShrink made ", got, ", expected rank ", plan->rank, " of ",
-        plan->global_ranks.size(), "; the new communicator was aborted"));
+        "ncclCommShrink made ", got, ", expected rank ", plan.rank, " of ",
+        plan.global_ranks.size(), "; the new communicator was aborted"));
   }
   return std::unique_ptr<Communicator>(*std::move(wrapped));
 #else
