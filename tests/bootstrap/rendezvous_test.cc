@@ -152,7 +152,7 @@ TEST(RendezvousTest, Ipv6StoreHostsBareOrBracketed) {
                           "[node]", "a b", "::zz",
                           // An empty or misplaced zone, control characters.
                           "::1%", "[fe80::1%]", "%", "node%eth0", "node\n",
-                          "no\x01de"}) {
+                          "no\x01" "de"}) {
     env["MASTER_ADDR"] = bad;
     auto info = RendezvousInfoFromEnv(Env(env));
     EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument) << bad;
