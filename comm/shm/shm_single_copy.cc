@@ -185,10 +185,13 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
   DEVMESH_RETURN_IF_ERROR(sync.Step(what));
   if (!read_error.ok()) {
     // Every member arrived: either the member read died right after its
-    // last arrival, or this member's read failed on its own (a security
-    // module that changed its mind, say). Abort the group too, so that
-    // later calls fail on every member.
+    // last arrival, or left the call on another member's death that it
+    // found after its last arrival (the dead member had arrived too), or
+    // this member's read failed on its own (a security module that changed
+    // its mind, say). Abort the group too, so that later calls fail on
+    // every member; a death found is the cause, and is named.
     sync.Abort();
+    DEVMESH_RETURN_IF_ERROR(sync.DeathFound(what));
     return read_error;
   }
   for (int j = 0; j < n; ++j) {
@@ -196,6 +199,8 @@ absl::Status ShmAllReduceSingleCopy(const ShmSegment& segment, ShmSync& sync,
     if (j == me || r == tag || (r >> 32) != call || (r & kFailed) == 0) {
       continue;
     }
+    // A death found is the cause of that member's failed read (see above).
+    DEVMESH_RETURN_IF_ERROR(sync.DeathFound(what));
     const int of = static_cast<int>(r & (kGone - 1));
     absl::Status failed = absl::UnavailableError(absl::StrCat(
         what(), ": global rank ", sync.global_rank(j),

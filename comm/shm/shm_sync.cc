@@ -155,6 +155,14 @@ std::vector<int> ShmSync::Missing(uint32_t step) const {
   return out;
 }
 
+absl::Status ShmSync::DeathFound(OpName what) const {
+  const uint32_t dead = sync_->dead_member.load();
+  if (dead != 0 && static_cast<int>(dead) <= size_) {
+    return DeadError(what, static_cast<int>(dead) - 1);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShmSync::DeadError(OpName what, int member) const {
   return WithProcessGone(
       absl::UnavailableError(absl::StrCat(what(), ": global rank ",

@@ -129,6 +129,10 @@ class ShmSync {
   // (BeginCall).
   absl::Status CheckOpen(OpName what) const;
 
+  // Unavailable naming the member some member of the group found dead (the
+  // first one found), OK when none was. Never waits.
+  absl::Status DeathFound(OpName what) const;
+
   // Aborts the group for every member (see the top of this file). Idempotent.
   void Abort();
   // Marks this member as gone (destruction), waking waiters.
