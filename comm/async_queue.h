@@ -43,8 +43,10 @@ struct WorkState {
 
   // The first call sets the Status; later calls change nothing.
   void Finish(absl::Status s) ABSL_LOCKS_EXCLUDED(mu);
-  // Whether done (after one poll when polled and not yet done).
-  bool Poll() ABSL_LOCKS_EXCLUDED(mu, poll_mu);
+  // Whether done (after one poll when polled and not yet done). With
+  // `wait_for_poller` false, a poll running on another thread is not waited
+  // for: false at once.
+  bool Poll(bool wait_for_poller = true) ABSL_LOCKS_EXCLUDED(mu, poll_mu);
 };
 
 class AsyncQueue {

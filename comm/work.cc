@@ -30,21 +30,30 @@ void WorkState::Finish(absl::Status s) {
   done_cv.SignalAll();
 }
 
-bool WorkState::Poll() {
+bool WorkState::Poll(bool wait_for_poller) {
   {
     sync_internal::MutexLock lock(&mu);
     if (done || !poll) return done;
   }
-  sync_internal::MutexLock poll_lock(&poll_mu);
-  {
-    sync_internal::MutexLock lock(
-        &mu);  // Another waiter's poll may have ended it.
-    if (done) return true;
+  if (wait_for_poller) {
+    poll_mu.Lock();
+  } else if (!poll_mu.TryLock()) {
+    return false;  // Another thread polls now.
   }
-  std::optional<absl::Status> result = poll();
-  if (!result.has_value()) return false;
-  Finish(*std::move(result));
-  return true;
+  bool ended = false;
+  {
+    sync_internal::MutexLock lock(&mu);  // Another poll may have ended it.
+    ended = done;
+  }
+  if (!ended) {
+    std::optional<absl::Status> result = poll();
+    if (result.has_value()) {
+      Finish(*std::move(result));
+      ended = true;
+    }
+  }
+  poll_mu.Unlock();
+  return ended;
 }
 
 AsyncQueue::AsyncQueue() {
@@ -169,6 +178,6 @@ absl::Status Work::Wait(absl::Time deadline) const {
   return state.status;
 }
 
-bool Work::Test() const { return state_->Poll(); }
+bool Work::Test() const { return state_->Poll(/*wait_for_poller=*/false); }
 
 }  // namespace devmesh

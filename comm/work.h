@@ -2,9 +2,11 @@
 // -----------------------------------------------------------------------------
 // Work: the handle of an asynchronous collective (Communicator::IAllReduce
 // and the other I* calls; PyTorch's Work of async_op=True, MPI's request).
-// The call runs on its communicator's progress thread, in issue order with
-// the communicator's other calls; its buffers must stay valid, and unread
-// and unwritten by the caller, until the Work is done.
+// On the CPU backends the call runs on its communicator's progress thread,
+// in issue order with the communicator's other calls; on NCCL it is
+// enqueued on a CUDA stream (comm/nccl/nccl_communicator.h). Its buffers
+// must stay valid, and unread and unwritten by the caller, until the Work
+// is done.
 //
 //   devmesh::Work w = comm->IAllReduce(grads, grads, n, kFloat32, kSum);
 //   ComputeSomethingElse();
@@ -57,7 +59,9 @@ class Work {
   absl::Status Wait(absl::Duration timeout) const {
     return Wait(absl::Now() + timeout);
   }
-  // Whether the call is done (never blocks; a polled Work polls once).
+  // Whether the call is done. Never waits for the call; a polled Work
+  // polls once (false at once while another thread polls it), and that
+  // poll may end the call (NCCL: abort past the timeout).
   bool Test() const;
 
   // For backends: a Work that ends when `poll` returns a Status (the

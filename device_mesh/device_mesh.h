@@ -428,9 +428,12 @@ class DeviceMesh {
   // past deadline asks without waiting. Wait in slices (a deadline in a
   // loop) from a thread that must also end with the job.
   //
-  // OnFailure calls `callback` once with the same Verdict, on the failure
-  // watch's thread (at once, on this thread, when the verdict is known
-  // already), until the returned subscription is destroyed; its destructor
+  // Both hear of a verdict only once every group of the epoch was told of
+  // it (they refuse calls), so a Shrink called at once finds them told.
+  // OnFailure calls `callback` once with the same Verdict, on the thread
+  // that learnt it (the failure watch's, or one reading the verdict in a
+  // Shrink; at once, on this thread, when it is known already), until the
+  // returned subscription is destroyed; its destructor
   // waits for a call in progress. The callback must be quick (set a flag,
   // signal a thread: the watch's lease renewals wait for it), must not call
   // a collective, Shrink or this mesh's OnFailure, and must not destroy its
@@ -442,7 +445,9 @@ class DeviceMesh {
   //                              died = true;
   //                            }));
   //   while (computing && !died) ComputeAChunk();
-  //   if (died) DEVMESH_ASSIGN_OR_RETURN(auto shrunk, mesh.Shrink("dp"));
+  //   if (died) {
+  //     DEVMESH_ASSIGN_OR_RETURN(auto shrunk, mesh.Shrink("dp"));
+  //   }
   //
   // Errors:
   //   InvalidArgument     OnFailure: an empty callback

@@ -176,6 +176,9 @@ struct FailureWatch::State {
   // Subscribe's: told after `groups`, so that a subscriber that calls
   // Shrink at once finds every group already told.
   std::vector<std::weak_ptr<WatchedGroup>> subscribers ABSL_GUARDED_BY(mu);
+  // Verdicts or fences whose groups are being told now: waiters and new
+  // subscribers hear of one only once its groups were told.
+  int telling ABSL_GUARDED_BY(mu) = 0;
   const std::string self_proc = SelfProcInfo();
   // Other ranks' SelfProcInfo.
   std::map<int, std::string> procs ABSL_GUARDED_BY(mu);
@@ -232,16 +235,33 @@ struct FailureWatch::State {
   }
 
   // The registered groups still alive.
-  // The registered groups still alive, then the live subscribers.
+  // The registered groups still alive.
   std::vector<std::shared_ptr<WatchedGroup>> LiveGroupsLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return Live(groups);
+  }
+  static std::vector<std::shared_ptr<WatchedGroup>> Live(
+      const std::vector<std::weak_ptr<WatchedGroup>>& list) {
     std::vector<std::shared_ptr<WatchedGroup>> live;
-    for (const auto* list : {&groups, &subscribers}) {
-      for (const auto& weak : *list) {
-        if (auto g = weak.lock()) live.push_back(std::move(g));
-      }
+    for (const auto& weak : list) {
+      if (auto g = weak.lock()) live.push_back(std::move(g));
     }
     return live;
+  }
+
+  // Tells `live` (the groups, snapshot under mu with `telling` raised),
+  // then, once no group is being told, the subscribers, then the waiters.
+  void Tell(const std::vector<std::shared_ptr<WatchedGroup>>& live, int dead,
+            const std::string& text, bool fenced_here) ABSL_LOCKS_EXCLUDED(mu) {
+    for (auto& g : live) g->OnVerdict(dead, text, fenced_here);
+    std::vector<std::shared_ptr<WatchedGroup>> subs;
+    {
+      sync_internal::MutexLock lock(&mu);
+      --telling;
+      if (telling == 0) subs = Live(subscribers);
+    }
+    for (auto& s : subs) s->OnVerdict(dead, text, fenced_here);
+    verdict_cv.SignalAll();
   }
 
   // Publishes `text` on `dead` as `at_epoch`'s verdict with CompareSet and
@@ -278,9 +298,9 @@ struct FailureWatch::State {
       self = dead == rank;
       if (self && fenced.empty()) fenced = FencedText(rank, text);
       live = LiveGroupsLocked();
+      ++telling;
     }
-    for (auto& g : live) g->OnVerdict(dead, text, self);
-    verdict_cv.SignalAll();  // after the groups: they refuse calls first
+    Tell(live, dead, text, self);
     // The dead rank will not leave by itself: count it as left, so that
     // rank 0's Bootstrap::Leave waits only for the living (idempotent, one
     // count whoever of the survivors comes first).
@@ -297,9 +317,9 @@ struct FailureWatch::State {
       text = verdict.empty() ? why : verdict;
       dead = verdict.empty() ? rank : verdict_rank;
       live = LiveGroupsLocked();
+      ++telling;
     }
-    for (auto& g : live) g->OnVerdict(dead, text, /*fenced=*/true);
-    verdict_cv.SignalAll();
+    Tell(live, dead, text, /*fenced_here=*/true);
   }
 
   void Run() {
@@ -469,7 +489,7 @@ class CallbackGroup final : public WatchedGroup {
   explicit CallbackGroup(std::function<void(const Verdict&)> callback)
       : callback_(std::move(callback)) {}
   void OnVerdict(int dead, const std::string& verdict, bool fenced) override {
-    if (dead < 0 && !fenced) return;  // the epoch moved on: not a death
+    (void)fenced;
     sync_internal::MutexLock lock(&mu_);
     if (called_ || ended_) return;
     called_ = true;
@@ -514,7 +534,9 @@ std::unique_ptr<VerdictSubscription> FailureWatch::Subscribe(
                               }),
                subs.end());
     subs.push_back(group);
-    if (!state_->verdict.empty() || !state_->fenced.empty()) {
+    // While groups are being told, the teller calls it afterwards.
+    if ((!state_->verdict.empty() || !state_->fenced.empty()) &&
+        state_->telling == 0) {
       known = true;
       text = state_->verdict.empty() ? state_->fenced : state_->verdict;
       dead = state_->verdict.empty() ? state_->rank : state_->verdict_rank;
@@ -530,10 +552,13 @@ absl::StatusOr<Verdict> FailureWatch::WaitForVerdict(
   State& state = *keep;
   sync_internal::MutexLock lock(&state.mu);
   for (;;) {
-    if (!state.verdict.empty()) {
+    // Once the groups were told (they refuse calls first).
+    if (!state.verdict.empty() && state.telling == 0) {
       return Verdict{state.verdict_rank, state.verdict};
     }
-    if (!state.fenced.empty()) return Verdict{state.rank, state.fenced};
+    if (!state.fenced.empty() && state.telling == 0) {
+      return Verdict{state.rank, state.fenced};
+    }
     if (state.stop.load()) {
       return absl::CancelledError(
           "the failure watch stopped (its runtime ended) before a verdict");

@@ -78,7 +78,9 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result,
               "output is undefined"));
   };
   const absl::Time deadline = absl::Now() + options_.timeout;
-  if (auto s = WaitForComm(comm_, deadline, what); !s.ok()) {
+  if (auto s =
+          WaitForComm(comm_, deadline, what, nullptr, [this] { AbortComm(); });
+      !s.ok()) {
     shared_->aborted.store(true);  // WaitForComm aborted the communicator.
     return s;
   }
@@ -93,13 +95,11 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result,
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm_, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
-      ncclCommAbort(comm_);
-      shared_->aborted.store(true);
+      AbortComm();
       return NcclStatus(async, what, nullptr);
     }
     if (absl::Now() > deadline) {
-      ncclCommAbort(comm_);
-      shared_->aborted.store(true);
+      AbortComm();
       return absl::DeadlineExceededError(absl::StrCat(
           what, ": not complete within the timeout; communicator aborted"));
     }
@@ -303,10 +303,17 @@ absl::Status NcclCommunicator::DoBarrier() {
 Work NcclCommunicator::StartAsync(std::function<absl::Status()> call) {
   // The call (the blocking form, through any wrappers) runs here, on the
   // caller's thread and stream, and returns once NCCL has enqueued it.
-  enqueue_only_ = true;
+  struct EnqueueOnly {
+    bool& flag;
+    explicit EnqueueOnly(bool& f) : flag(f) { flag = true; }
+    ~EnqueueOnly() { flag = false; }  // also when `call` throws
+  };
   call_stream_ = nullptr;
-  absl::Status enqueued = call();
-  enqueue_only_ = false;
+  absl::Status enqueued;
+  {
+    EnqueueOnly scope(enqueue_only_);
+    enqueued = call();
+  }
   if (!enqueued.ok()) return Work(std::move(enqueued));
   cudaStream_t stream = call_stream_ != nullptr ? call_stream_ : stream_;
   cudaEvent_t raw = nullptr;
@@ -324,31 +331,53 @@ Work NcclCommunicator::StartAsync(std::function<absl::Status()> call) {
     return Work(std::move(s));
   }
   const absl::Time deadline = absl::Now() + options_.timeout;
-  return Work::FromPoll([shared = shared_, event = std::move(event),
-                         device = device_, deadline,
+  return Work::FromPoll([shared = shared_, event = std::move(event), deadline,
                          what = last_call_]() -> std::optional<absl::Status> {
-    cudaSetDevice(device);
+    // No cudaSetDevice: neither call below needs the device, and the
+    // waiting thread's current device stays its own.
+    auto stopped = [&] {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": stopped: the communicator was ",
+          shared->revoked.load() ? "revoked (ncclCommRevoke)" : "aborted",
+          "; the output is undefined"));
+    };
     const cudaError_t e = cudaEventQuery(event.get());
     if (e == cudaSuccess) {
       if (shared->revoked.load() || shared->aborted.load()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            what, ": stopped: the communicator was ",
-            shared->revoked.load() ? "revoked (ncclCommRevoke)" : "aborted",
-            "; the output is undefined"));
+        return stopped();
       }
       return absl::OkStatus();
     }
     if (e != cudaErrorNotReady) return CudaStatus(e, what);
     sync_internal::MutexLock lock(&shared->mu);
-    if (shared->comm == nullptr) return std::nullopt;  // Being destroyed.
+    // Aborted (by Abort, another Work, a Shrink) or revoked: the
+    // handle is not used again, and the enqueued work's output is
+    // undefined.
+    if (shared->aborted.load() || shared->revoked.load()) return stopped();
+    const bool past = absl::Now() > deadline;
+    if (shared->comm == nullptr) {
+      // Being destroyed: its teardown ends the work; bounded all the
+      // same.
+      if (past) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what,
+                         ": not complete within the timeout (the communicator "
+                         "was destroyed)"));
+      }
+      return std::nullopt;
+    }
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(shared->comm, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
-      if (!shared->aborted.exchange(true)) ncclCommAbort(shared->comm);
+      shared->aborted.store(true);
+      ncclCommAbort(shared->comm);
+      shared->comm = nullptr;
       return NcclStatus(async, what, nullptr);
     }
-    if (absl::Now() > deadline) {
-      if (!shared->aborted.exchange(true)) ncclCommAbort(shared->comm);
+    if (past) {
+      shared->aborted.store(true);
+      ncclCommAbort(shared->comm);
+      shared->comm = nullptr;
       return absl::DeadlineExceededError(absl::StrCat(
           what, ": not complete within the timeout; communicator aborted"));
     }

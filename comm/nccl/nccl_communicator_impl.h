@@ -53,9 +53,11 @@ namespace nccl_internal {
 // DeadlineExceeded naming `what`. `cancel` (CommOptions::creation_cancel,
 // for init and split; may be empty) is asked about every 50 ms: its error
 // aborts `comm` and is returned with its code, prefixed with `what`.
-absl::Status WaitForComm(
-    ncclComm_t comm, absl::Time deadline, absl::string_view what,
-    const std::function<absl::Status()>& cancel = nullptr);
+// `abort` (may be empty: ncclCommAbort(comm)) is how it aborts.
+absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
+                         absl::string_view what,
+                         const std::function<absl::Status()>& cancel = nullptr,
+                         const std::function<void()>& abort = nullptr);
 
 // An ncclConfig_t from the options; non-blocking (the blocking option is
 // honoured for calls after init by polling to completion ourselves).
@@ -149,6 +151,10 @@ class NcclCommunicator final : public Communicator,
   // call, only for NCCL: the Work waits for the stream.
   absl::Status Finish(ncclResult_t result, absl::string_view what,
                       bool wait_stream = false);
+  // Aborts the communicator once (ncclCommAbort), under shared_->mu, so
+  // that no Work's poll uses the handle during or after it; returns
+  // ncclCommAbort's result (ncclSuccess when it was aborted already).
+  ncclResult_t AbortComm();
 
   ncclComm_t comm_ = nullptr;
   int device_ = 0;

@@ -62,7 +62,15 @@ ncclConfig_t MakeConfig(const NcclOptions& options) {
 
 absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
                          absl::string_view what,
-                         const std::function<absl::Status()>& cancel) {
+                         const std::function<absl::Status()>& cancel,
+                         const std::function<void()>& abort_fn) {
+  auto abort = [&] {
+    if (abort_fn) {
+      abort_fn();
+    } else {
+      ncclCommAbort(comm);
+    }
+  };
   constexpr int kPollsPerCancelCheck = 250;  // 250 x 200 us = 50 ms
   for (int polls = 1;; ++polls) {
     ncclResult_t state = ncclSuccess;
@@ -71,24 +79,24 @@ absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
       // Aborted on every failure, so that a caller that marks it aborted
       // never leaks it.
       absl::Status status = NcclStatus(r, what, comm);
-      ncclCommAbort(comm);
+      abort();
       return status;
     }
     if (state == ncclSuccess) return absl::OkStatus();
     if (state != ncclInProgress) {
       absl::Status status = NcclStatus(state, what, comm);
-      ncclCommAbort(comm);
+      abort();
       return status;
     }
     if (absl::Now() > deadline) {
-      ncclCommAbort(comm);
+      abort();
       return absl::DeadlineExceededError(
           absl::StrCat(what, ": not done within the timeout; communicator "
                              "aborted (ncclCommAbort)"));
     }
     if (cancel && polls % kPollsPerCancelCheck == 0) {
       if (absl::Status s = cancel(); !s.ok()) {
-        ncclCommAbort(comm);
+        abort();
         return Reworded(s, absl::StrCat(what,
                                         ": stopped; communicator aborted "
                                         "(ncclCommAbort): ",
@@ -221,9 +229,15 @@ NcclCommunicator::~NcclCommunicator() {
   if (owns_stream_ && stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
+ncclResult_t NcclCommunicator::AbortComm() {
+  sync_internal::MutexLock lock(&shared_->mu);
+  shared_->comm = nullptr;
+  if (shared_->aborted.exchange(true)) return ncclSuccess;
+  return ncclCommAbort(comm_);
+}
+
 absl::Status NcclCommunicator::DoAbort() {
-  if (shared_->aborted.exchange(true)) return absl::OkStatus();
-  return NcclStatus(ncclCommAbort(comm_), "ncclCommAbort");
+  return NcclStatus(AbortComm(), "ncclCommAbort");
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
@@ -261,8 +275,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
   if (r != ncclSuccess && r != ncclInProgress) {
     return NcclStatus(r, "ncclCommSplit", comm_);
   }
-  if (auto s = WaitForComm(comm_, deadline, "ncclCommSplit (parent)",
-                           child_options.creation_cancel);
+  if (auto s =
+          WaitForComm(comm_, deadline, "ncclCommSplit (parent)",
+                      child_options.creation_cancel, [this] { AbortComm(); });
       !s.ok()) {
     shared_->aborted.store(
         true);  // WaitForComm aborted the parent: never finalize it.

@@ -71,8 +71,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Shrink(
   // Released with ncclCommAbort, never ncclCommFinalize/Destroy, once a
   // shrink that aborts in-flight work was started (pytorch/pytorch#194679).
   auto release_parent = [&] {
-    if (abort_in_flight && !shared_->aborted.exchange(true))
-      ncclCommAbort(comm_);
+    if (abort_in_flight) AbortComm();
   };
   const absl::Time deadline = absl::Now() + options_.timeout;
   // NCCL sorts the list in place.
@@ -90,9 +89,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Shrink(
   // Non-blocking, as Split: the child's creation completes through the
   // parent's state, then the child's own.
   if (auto s = WaitForComm(comm_, deadline, "ncclCommShrink (parent)",
-                           options_.creation_cancel);
+                           options_.creation_cancel, [this] { AbortComm(); });
       !s.ok()) {
-    shared_->aborted.store(true);  // WaitForComm aborted the parent.
     if (child != nullptr) ncclCommAbort(child);
     return s;
   }

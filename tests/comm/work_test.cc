@@ -83,6 +83,22 @@ TEST(WorkFromPoll, WaitersOnManyThreadsPollOneAtATimeAndAllSeeTheStatus) {
   EXPECT_GE(gate.polls.load(), 2);
 }
 
+TEST(WorkFromPoll, TestDoesNotWaitForAnotherThreadsPoll) {
+  std::atomic<bool> polling{false};
+  Work w = Work::FromPoll([&]() -> std::optional<absl::Status> {
+    polling = true;
+    absl::SleepFor(absl::Milliseconds(300));  // a slow poll (an abort)
+    return absl::OkStatus();
+  });
+  std::thread waiter([&] { EXPECT_EQ(w.Wait(), absl::OkStatus()); });
+  while (!polling) absl::SleepFor(absl::Milliseconds(1));
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(w.Test());  // the waiter's poll runs: not done yet
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
+  waiter.join();
+  EXPECT_TRUE(w.Test());
+}
+
 // A backend that, like NCCL, starts its I* calls itself: the call runs on
 // the caller's thread in an enqueue-only mode, and its Work is polled.
 class Enqueuing final : public Communicator {
