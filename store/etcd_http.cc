@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 
 namespace devmesh {
 namespace {
@@ -317,16 +318,28 @@ absl::StatusOr<nlohmann::json> EtcdHttp::Post(absl::string_view path,
 absl::Status EtcdHttp::Stream(absl::string_view path,
                               const nlohmann::json& body, absl::Time deadline,
                               const OnMessage& on_message) {
-  absl::StatusOr<Attempt> a =
-      Send(path, body.dump(), deadline, Retry::kIdempotent, &on_message);
-  if (!a.ok()) return a.status();
-  if (a->done || !a->stream_status.ok()) return a->stream_status;
-  if (a->http != 200) {
-    nlohmann::json reply = nlohmann::json::parse(a->body, nullptr, false);
-    return EtcdError(reply, a->http, a->endpoint, path, 0);
+  // A member that closes the stream cleanly (a graceful restart) is not a
+  // failed connection to Send: the stream is opened again, on whichever
+  // endpoint answers, until the deadline (a watch is idempotent: events
+  // seen before are seen again, which the callers' waits allow).
+  const std::string request = body.dump();
+  for (;;) {
+    absl::StatusOr<Attempt> a =
+        Send(path, request, deadline, Retry::kIdempotent, &on_message);
+    if (!a.ok()) return a.status();
+    if (a->done || !a->stream_status.ok()) return a->stream_status;
+    if (a->http != 200) {
+      nlohmann::json reply = nlohmann::json::parse(a->body, nullptr, false);
+      return EtcdError(reply, a->http, a->endpoint, path, 0);
+    }
+    if (absl::Now() + absl::Milliseconds(50) >= deadline) {
+      return absl::UnavailableError(
+          absl::StrCat("etcd at ", a->endpoint, " ended the stream ", path,
+                       " early, and the deadline left no time to open it "
+                       "again"));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
   }
-  return absl::UnavailableError(absl::StrCat(
-      "etcd at ", a->endpoint, " ended the stream ", path, " early"));
 }
 
 }  // namespace devmesh

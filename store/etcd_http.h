@@ -78,7 +78,9 @@ class EtcdHttp {
 
   // POSTs `body` to a streaming `path` ("/v3/watch") and calls `on_message`
   // with each message's "result" until it returns true or an error, or until
-  // `deadline` (DeadlineExceeded). Idempotent: fails over like a read.
+  // `deadline` (DeadlineExceeded). Idempotent: fails over like a read, and a
+  // stream a member closes cleanly is opened again (every 50 ms) until the
+  // deadline.
   absl::Status Stream(absl::string_view path, const nlohmann::json& body,
                       absl::Time deadline, const OnMessage& on_message);
 
