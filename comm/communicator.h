@@ -208,8 +208,8 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  // The backend's registered name: "shm", "gloo", "nccl", or a name given to
-  // RegisterBackend.
+  // The backend's registered name: "shm", "gloo", "ucx", "nccl", or a name
+  // given to RegisterBackend.
   virtual absl::string_view backend() const = 0;
   // This rank's position in the group, in [0, size()).
   virtual int rank() const = 0;
