@@ -81,8 +81,7 @@ absl::Status NcclCommunicator::Finish(ncclResult_t result,
   if (auto s =
           WaitForComm(comm_, deadline, what, nullptr, [this] { AbortComm(); });
       !s.ok()) {
-    shared_->aborted.store(true);  // WaitForComm aborted the communicator.
-    return s;
+    return s;  // WaitForComm aborted the communicator (AbortComm).
   }
   if (shared_->revoked.load()) return revoked();
   if (enqueue_only_) return absl::OkStatus();  // StartAsync's Work waits.

@@ -279,8 +279,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
           WaitForComm(comm_, deadline, "ncclCommSplit (parent)",
                       child_options.creation_cancel, [this] { AbortComm(); });
       !s.ok()) {
-    shared_->aborted.store(
-        true);  // WaitForComm aborted the parent: never finalize it.
+    // WaitForComm aborted the parent (AbortComm): never finalized.
     if (child != nullptr) ncclCommAbort(child);
     return s;
   }
