@@ -236,8 +236,11 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   std::set<std::string> shrinkable;  // keys of groups this rank can shrink
   for (const auto& [key, g] : groups) {
     // I* calls still queued or running count: wait for them (after the
-    // verdict the guard refuses them at once, and aborts a running one).
+    // verdict the guard refuses them at once, and aborts or revokes a
+    // running one). NCCL's, enqueued on a stream, are the guard's own to
+    // wait for; one still running at the deadline leaves the group unclean.
     g->WaitForAsync();
+    (void)g->WaitForStarted(absl::Now() + options.timeout);
     const GuardedCommunicator::State st = g->state();
     const bool can_shrink = Shrinkable(*g) != nullptr;
     if (can_shrink) shrinkable.insert(key);

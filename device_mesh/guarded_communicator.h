@@ -19,7 +19,11 @@
 //     keep (it hands the same backend communicator to the next epoch in a
 //     new guard);
 //   - counts the calls that completed, and whether any failed or was cut
-//     short (state()), which Shrink compares across a group's members.
+//     short (state()), which Shrink compares across a group's members;
+//   - over a backend that starts its I* calls itself (NCCL, enqueued on a
+//     CUDA stream), counts such a call in flight until its Work is seen
+//     done (by Wait, Test or WaitForStarted), and its Work's error is
+//     explained as a blocking call's, verdict included.
 // Split's children are guarded too. The cost on success is four atomic
 // read-modify-writes (the front's call count among them) and one load.
 //
@@ -35,7 +39,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,9 +49,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/functional/function_ref.h"
+#include "absl/time/time.h"
 #include "comm/communicator.h"
 #include "comm/forwarding_communicator.h"
 #include "comm/shrinkable_communicator.h"
+#include "comm/work.h"
 #include "device_mesh/failure_watch.h"
 #include "store/annotated_mutex.h"
 
@@ -76,6 +84,25 @@ class GuardedCommunicator final
   State state() const {
     return State{completed_.load(),
                  !tainted_.load() && in_flight_.load() == 0};
+  }
+
+  // Waits until every I* call that the backend started itself (NCCL) and
+  // that was issued through this guard has ended, or `deadline` passes (its
+  // Works go on; state() still counts them in flight). After the verdict,
+  // such a call's communicator is revoked or aborted, so the wait is short.
+  // Returns the number of calls still running at the deadline. CPU
+  // backends' I* calls are WaitForAsync's. Thread-safe.
+  int WaitForStarted(absl::Time deadline) {
+    std::vector<Work> works;
+    {
+      sync_internal::MutexLock lock(&works_mu_);
+      works.swap(started_);
+    }
+    int running = 0;
+    for (const Work& w : works) {
+      if (absl::IsDeadlineExceeded(w.Wait(deadline)) && !w.Test()) ++running;
+    }
+    return running;
   }
 
   void OnVerdict(int dead, const std::string& verdict, bool fenced) override {
@@ -134,6 +161,50 @@ class GuardedCommunicator final
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int color, int key, const SplitOptions& options) override;
 
+  // An I* call of a backend that starts it itself (NCCL): Intercept sees
+  // only its enqueue, so the guard counts it in flight until its Work ends
+  // and explains that Work's error. The Work holds the guard weakly: it may
+  // outlive it.
+  Work StartAsync(std::function<absl::Status()> call) override {
+    if (!StartsAsyncItself()) {
+      return ForwardingCommunicator::StartAsync(std::move(call));
+    }
+    in_flight_.fetch_add(1);  // seq_cst, as Intercept's
+    if (refused_.load()) {
+      in_flight_.fetch_sub(1);
+      return Work(Refusal());
+    }
+    bool enqueued = false;  // the backend runs `call` before returning
+    Work started = ForwardingCommunicator::StartAsync(
+        [&enqueued, call = std::move(call)] {
+          absl::Status s = call();
+          enqueued = s.ok();
+          return s;
+        });
+    if (!enqueued) {  // its error, already explained by Intercept
+      in_flight_.fetch_sub(1);
+      return started;
+    }
+    std::weak_ptr<GuardedCommunicator> self = weak_from_this();
+    Work work = Work::FromPoll(
+        [started, self]() -> std::optional<absl::Status> {
+          if (!started.Test()) return std::nullopt;
+          absl::Status s = started.Wait(absl::InfinitePast());
+          std::shared_ptr<GuardedCommunicator> guard = self.lock();
+          if (guard == nullptr) return s;
+          return guard->EndStarted(std::move(s));
+        });
+    {
+      sync_internal::MutexLock lock(&works_mu_);
+      // Forget the Works seen done (Test of a done Work never polls).
+      started_.erase(std::remove_if(started_.begin(), started_.end(),
+                                    [](const Work& w) { return w.Test(); }),
+                     started_.end());
+      started_.push_back(work);
+    }
+    return work;
+  }
+
   absl::Status DoAbort() override {
     aborted_.store(true);
     tainted_.store(true);
@@ -144,6 +215,13 @@ class GuardedCommunicator final
   GuardedCommunicator(std::shared_ptr<Communicator> inner,
                       std::shared_ptr<FailureWatch> watch)
       : ForwardingCommunicator(std::move(inner)), watch_(std::move(watch)) {}
+
+  // The end of a started I* call, seen by its Work's poll.
+  absl::Status EndStarted(absl::Status s) {
+    if (!s.ok()) tainted_.store(true);  // before in_flight_ drops: state()
+    in_flight_.fetch_sub(1);             // never sees it clean meanwhile
+    return Check(std::move(s));
+  }
 
   absl::Status Refusal() const {
     if (!refused_.load()) return absl::OkStatus();
@@ -183,6 +261,10 @@ class GuardedCommunicator final
   std::atomic<int64_t> completed_{0};
   mutable sync_internal::Mutex mu_;
   absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+  // The Works of started I* calls not yet seen done. Their polls may run
+  // under it: EndStarted, which a poll calls, never takes it.
+  sync_internal::Mutex works_mu_;
+  std::vector<Work> started_ ABSL_GUARDED_BY(works_mu_);
 };
 
 inline absl::StatusOr<std::unique_ptr<Communicator>>

@@ -23,31 +23,13 @@
 #include "comm/communicator.h"
 #include "comm/forwarding_communicator.h"
 #include "gtest/gtest.h"
+#include "tests/comm/enqueuing_backend.h"
 
 namespace devmesh {
 namespace {
 
-// A poll that ends with `result` once `release` is set; counts its calls
-// and whether two ever overlapped.
-struct Gate {
-  std::atomic<bool> release{false};
-  std::atomic<int> polls{0};
-  std::atomic<int> inside{0};
-  std::atomic<bool> overlapped{false};
-  absl::Status result;
-
-  std::function<std::optional<absl::Status>()> Poll() {
-    return [this]() -> std::optional<absl::Status> {
-      if (inside.fetch_add(1) != 0) overlapped = true;
-      polls.fetch_add(1);
-      absl::SleepFor(absl::Microseconds(20));
-      std::optional<absl::Status> r;
-      if (release.load()) r = result;
-      inside.fetch_sub(1);
-      return r;
-    };
-  }
-};
+using ::devmesh::testing::Enqueuing;
+using ::devmesh::testing::Gate;
 
 TEST(WorkFromPoll, EndsWhenThePollSaysAndNeverPollsAfter) {
   Gate gate;
@@ -98,70 +80,6 @@ TEST(WorkFromPoll, TestDoesNotWaitForAnotherThreadsPoll) {
   waiter.join();
   EXPECT_TRUE(w.Test());
 }
-
-// A backend that, like NCCL, starts its I* calls itself: the call runs on
-// the caller's thread in an enqueue-only mode, and its Work is polled.
-class Enqueuing final : public Communicator {
- public:
-  absl::string_view backend() const override { return "enq"; }
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  const std::vector<int>& global_ranks() const override { return global_; }
-
-  std::vector<std::string> enqueued;  // the calls, in order
-  std::vector<std::thread::id> threads;
-  std::vector<bool> enqueue_only;  // per call: inside StartAsync?
-  Gate gate;
-
- protected:
-  bool StartsAsyncItself() const override { return true; }
-  Work StartAsync(std::function<absl::Status()> call) override {
-    in_start_ = true;
-    absl::Status s = call();
-    in_start_ = false;
-    if (!s.ok()) return Work(std::move(s));
-    return Work::FromPoll(gate.Poll());
-  }
-  absl::Status DoAllReduce(const void*, void*, size_t, DataType,
-                           ReduceOp) override {
-    return Note("allreduce");
-  }
-  absl::Status DoAllGather(const void*, void*, size_t, DataType) override {
-    return Note("allgather");
-  }
-  absl::Status DoReduceScatter(const void*, void*, size_t, DataType,
-                               ReduceOp) override {
-    return Note("reduce_scatter");
-  }
-  absl::Status DoBroadcast(const void*, void*, size_t, DataType, int) override {
-    return Note("broadcast");
-  }
-  absl::Status DoAllToAll(const void*, void*, size_t, DataType) override {
-    return Note("alltoall");
-  }
-  absl::Status DoSend(const void*, size_t, DataType, int) override {
-    return Note("send");
-  }
-  absl::Status DoRecv(void*, size_t, DataType, int) override {
-    return Note("recv");
-  }
-  absl::Status DoBarrier() override { return Note("barrier"); }
-  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
-      int, int, const SplitOptions&) override {
-    return absl::UnimplementedError("no split in this test");
-  }
-  absl::Status DoAbort() override { return absl::OkStatus(); }
-
- private:
-  absl::Status Note(std::string what) {
-    enqueued.push_back(std::move(what));
-    threads.push_back(std::this_thread::get_id());
-    enqueue_only.push_back(in_start_);
-    return absl::OkStatus();
-  }
-  std::vector<int> global_ = {0, 1};
-  bool in_start_ = false;
-};
 
 // What a mesh group's guard does: sees each call by its kind.
 class Counting final : public ForwardingCommunicator {
