@@ -171,6 +171,54 @@ struct ShrinkReport {
 
 struct ShrinkResult;
 
+// ---- Healing (DeviceMesh::Grow and JoinAsSpare; devmesh's own) --------------
+
+struct GrowOptions {
+  // Replicas along the replica dim that Grow admits spares up to; 0: as
+  // many as the world holds (world size / ranks per replica: the mesh's
+  // replica count before any Shrink, for a mesh over the whole world).
+  // Not negative.
+  int64_t target_replicas = 0;
+  // How long Grow waits for every member of the mesh to call it.
+  absl::Duration timeout = absl::Seconds(60);
+  // A spare counts as ready when its spare lease advanced within this
+  // window while Grow decides (Grow waits that long once when spares are
+  // registered); default two lease periods (DEVMESH_LEASE_PERIOD_MS). At
+  // least two periods.
+  std::optional<absl::Duration> lease;
+};
+
+// What one Grow did; the same on every member of the new mesh, spares
+// included, but for `kept` and `rebuilt`, which are this rank's.
+struct GrowReport {
+  int64_t epoch = 0;    // the returned mesh's epoch
+  bool grown = false;   // false: no whole replica of spares was ready
+  std::vector<int> admitted;          // global ranks admitted, sorted
+  std::vector<int64_t> new_replicas;  // their coordinates along the
+                                      // replica dim of the new mesh
+  // Spares ready but left waiting (a partial replica, or over the target).
+  std::vector<int> waiting;
+  std::vector<std::string> kept;      // "<dim> [<global ranks>]"
+  std::vector<std::string> rebuilt;   // made anew under the new epoch
+  // Set when an admitted rank died while the groups were made: the Shrink
+  // that followed, within the Grow (the mesh returned is its).
+  std::string shrunk_after;
+  absl::Duration agree;    // the call to the decision
+  absl::Duration rebuild;  // the decision to every group of the new mesh
+  // "epoch 2: admitted [2, 3] as replicas [2]; waiting []; kept tp [0, 1];
+  // rebuilt dp [0, 4, 2]; agree 510ms, rebuild 30ms", or "epoch 1:
+  // unchanged (no whole replica of spares ready); waiting [2]".
+  std::string ToString() const;
+};
+
+// What a spare waits with (DeviceMesh::JoinAsSpare).
+struct SpareOptions {
+  // How long to wait for a Grow that admits this process.
+  absl::Duration timeout = absl::Minutes(30);
+};
+
+struct GrowResult;
+
 class DeviceMesh {
  public:
   // ---- Construction ---------------------------------------------------------
@@ -413,6 +461,84 @@ class DeviceMesh {
   // The job epoch of this mesh's root (0 until a Shrink).
   int64_t epoch() const;
 
+  // ---- Healing: spares and Grow (devmesh's own) -----------------------------
+
+  // Registers this process as a spare of the running job whose store
+  // `runtime` uses (same store address and prefix; runtime->rank() is the
+  // global rank it will hold, typically a dead rank's, restarted; its world
+  // size the job's) and blocks until a DeviceMesh::Grow admits it, then
+  // returns the grown mesh, as every member's Grow does. Waiting disturbs
+  // nothing: it writes only spare keys ("devmesh/epoch/<e>/spare/<i>", a
+  // spare lease "devmesh/spare/lease/<rank>" renewed every lease period),
+  // starts no failure watch and makes no group; it follows the job from
+  // epoch to epoch (registering again after each Shrink or Grow that does
+  // not admit it). A process that was a rank removed with its replica may
+  // call it with its runtime; a rank found dead and fenced may not. Once
+  // admitted, the failure watch starts in the new epoch and the groups are
+  // made as Grow makes them; a death while they are made is handled as
+  // Grow says (this spare, removed by that Shrink, waits again).
+  // Errors:
+  //   FailedPrecondition  a detached runtime or no failure watch
+  //                       (DEVMESH_FAILURE_WATCH=0); this process was
+  //                       declared dead and fenced (kFencedPayload,
+  //                       comm/error_info.h: rejoin as a new process); this
+  //                       rank is a member of the job's current epoch
+  //   DeadlineExceeded    options.timeout passed before any Grow admitted it
+  //   Unavailable         the job's store did not answer (the job ended, or
+  //                       its store host died)
+  //   InvalidArgument     a timeout that is not positive
+  //   Internal            a decision in the store that cannot be parsed
+  //   others              a group's creation error after admission
+  // Thread-safety: one call per process at a time.
+  static absl::StatusOr<GrowResult> JoinAsSpare(
+      std::shared_ptr<MeshRuntime> runtime, const SpareOptions& options = {});
+
+  // Admits spares (JoinAsSpare) as whole new replicas along `replica_dim`,
+  // up to options.target_replicas. Every live member calls it, between
+  // steps, with the same dim and options; in one agreement under the job's
+  // store (keys "devmesh/epoch/<e>/grow/<n>/") every member, and every
+  // admitted spare, reads one decision: the spares whose lease advanced are
+  // ordered by global rank and taken by whole replicas (partial replicas and
+  // those over the target keep waiting). Grown, the new root mesh (epoch
+  // e + 1):
+  //   - keeps every member's coordinate; replica j >= the old replica count
+  //     is the (j - old count)-th block of admitted ranks, in row-major
+  //     order of the other dims;
+  //   - keeps the names, device type and options; flattened dims are not
+  //     carried over;
+  //   - keeps each group whose members are unchanged and idle (the old
+  //     epoch's communicator, rewrapped for the new epoch); the replica
+  //     dim's groups and the newcomers' are made anew, now;
+  //   - moves this rank's failure watch to the new epoch (the same lease and
+  //     fencing rules as Shrink's).
+  // With no whole replica of spares ready (or the target reached) nothing
+  // changes: every member gets this mesh back (report.grown false, the
+  // same epoch) and may call Grow again later. An admitted rank that dies
+  // while the groups are made is found by the new epoch's verdict: Grow then
+  // Shrinks the new mesh along `replica_dim` (report.shrunk_after) and
+  // returns that mesh or its error. The old mesh's groups refuse every call
+  // once grown; do not Abort the old mesh.
+  // Errors (the same on every member where marked *):
+  //   FailedPrecondition  not a root mesh; a detached runtime or no failure
+  //                       watch; this rank is fenced; a mesh of an older
+  //                       epoch; *a rank died in this epoch (the verdict's
+  //                       text; Shrink first)
+  //   OutOfRange, NotFound  as for a dim of GetGroup
+  //   InvalidArgument     a negative target_replicas, a timeout that is not
+  //                       positive, a lease shorter than two periods; *the
+  //                       members asked for different dims or targets
+  //                       (kDisagreementPayload names the first that differs
+  //                       from the lowest member)
+  //   DeadlineExceeded    *members did not call Grow within options.timeout
+  //                       (the message names them)
+  //   Unavailable         the store did not answer
+  //   Internal            a decision that cannot be parsed
+  //   others              a new group's creation error; the Shrink's
+  // Thread-safety: call from one thread per rank, with no collective of
+  // this mesh in flight on this rank.
+  absl::StatusOr<GrowResult> Grow(MeshDim replica_dim,
+                                  const GrowOptions& options = {}) const;
+
   // ---- Hearing of a death (devmesh's own) -----------------------------------
 
   // The job's verdict on a death in this mesh's epoch, learnt without
@@ -585,6 +711,13 @@ class DeviceMesh {
                                           const ShrinkOptions& options,
                                           absl::Duration lease,
                                           bool* again) const;
+  // After a Grow of epoch `epoch` decided `decision` (spare_registry.h's
+  // text, a grown one), on a member (`old`: its mesh) or an admitted spare
+  // (`old` null): the new root, the watch moved to epoch + 1, groups kept
+  // and made (device_mesh_grow.cc).
+  static absl::StatusOr<GrowResult> FinishGrow(
+      std::shared_ptr<MeshRuntime> runtime, absl::string_view decision,
+      int64_t epoch, const DeviceMesh* old, absl::Duration agree);
   static absl::StatusOr<DeviceMesh> MakeRoot(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       MeshLayout layout, MeshOptions options);
@@ -625,6 +758,13 @@ class DeviceMesh {
 struct ShrinkResult {
   DeviceMesh mesh;
   ShrinkReport report;
+};
+
+// What Grow and JoinAsSpare return: the mesh (grown, or unchanged) and what
+// happened.
+struct GrowResult {
+  DeviceMesh mesh;
+  GrowReport report;
 };
 
 }  // namespace devmesh

@@ -417,7 +417,9 @@ struct FailureWatch::State {
 std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
                                                   int rank, int world_size,
                                                   absl::Duration period,
-                                                  absl::Duration silence) {
+                                                  absl::Duration silence,
+                                                  int64_t epoch,
+                                                  std::vector<int> members) {
   auto state = std::make_shared<State>();
   state->store = std::move(store);
   state->rank = rank;
@@ -426,7 +428,11 @@ std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
   state->silence = std::max(silence, period * 2);
   {
     sync_internal::MutexLock lock(&state->mu);  // not shared yet
-    for (int r = 0; r < world_size; ++r) state->members.push_back(r);
+    state->epoch = epoch;
+    state->members = std::move(members);
+    if (state->members.empty()) {
+      for (int r = 0; r < world_size; ++r) state->members.push_back(r);
+    }
   }
   // Before the thread: a rank that dies right after this returns has a
   // lease that started (a watcher judges only started leases) and a process
@@ -620,6 +626,12 @@ void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
   {
     sync_internal::MutexLock lock(&state_->mu);
     if (epoch <= state_->epoch) return;
+    for (int r : members) {
+      if (!std::binary_search(state_->members.begin(), state_->members.end(),
+                              r)) {
+        state_->procs.erase(r);
+      }
+    }
     state_->epoch = epoch;
     state_->members = std::move(members);
     state_->verdict.clear();

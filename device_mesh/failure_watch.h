@@ -169,10 +169,16 @@ class FailureWatch {
   // publishes ProcKey and renews the lease once (2 store requests; failures
   // are ignored, the thread renews again), so a rank that dies at once
   // after its first group is judged like any other.
+  // The watch starts in `epoch` with `members` (sorted global ranks, this
+  // rank among them; empty: every world rank), as a spare that
+  // DeviceMesh::Grow admitted into that epoch does: it never learns an
+  // older epoch's verdict (which may name its rank).
   static std::shared_ptr<FailureWatch> Start(std::shared_ptr<Store> store,
                                              int rank, int world_size,
                                              absl::Duration period,
-                                             absl::Duration silence);
+                                             absl::Duration silence,
+                                             int64_t epoch = 0,
+                                             std::vector<int> members = {});
   ~FailureWatch();
   FailureWatch(const FailureWatch&) = delete;
   FailureWatch& operator=(const FailureWatch&) = delete;
@@ -238,7 +244,9 @@ class FailureWatch {
   // Moves this rank to `epoch` (> the current one) with `members` (sorted
   // global ranks, this rank among them): the verdict is cleared, every group
   // registered so far refuses from now on (told OnVerdict with dead = -1),
-  // and the thread watches the new epoch's verdict key and successor.
+  // and the thread watches the new epoch's verdict key and successor. What
+  // was learnt of the processes of members new to the epoch (ranks a Grow
+  // admitted, whose processes may be new) is forgotten and read again.
   void AdvanceEpoch(int64_t epoch, std::vector<int> members);
 
   // This rank, the lease period and silence it was started with, and the

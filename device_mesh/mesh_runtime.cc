@@ -140,8 +140,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::World(
   return guarded;
 }
 
-void MeshRuntime::EnsureWatch() {
-  std::call_once(watch_once_, [this] {
+void MeshRuntime::EnsureWatch(int64_t epoch, std::vector<int> members) {
+  std::call_once(watch_once_, [&] {
     const Settings& settings = ProcessSettings();
     if (detached() || !settings.failure_watch.value_or(true)) return;
     // Defaults that bound the watch's load on the store whatever the world
@@ -151,18 +151,34 @@ void MeshRuntime::EnsureWatch() {
     // period (12k requests a second) starved the store, and new connections
     // timed out in its handshake (tools/scale_check.sh --hosts=8
     // --mesh=32x32). The silence stays 8 periods (2 s at 250 ms).
-    const int64_t period_ms =
-        settings.lease_period_ms.value_or(std::max<int64_t>(250, world_size_));
+    const int64_t period_ms = absl::ToInt64Milliseconds(LeasePeriod());
     const int64_t silence_ms = settings.lease_silence_ms.value_or(
         std::max<int64_t>(2000, 8 * period_ms));
     watch_ = FailureWatch::Start(store_->base(), rank_, world_size_,
                                  absl::Milliseconds(period_ms),
-                                 absl::Milliseconds(silence_ms));
+                                 absl::Milliseconds(silence_ms), epoch,
+                                 std::move(members));
+    watch_started_.store(true, std::memory_order_release);
   });
 }
 
 std::shared_ptr<FailureWatch> MeshRuntime::watch() {
   EnsureWatch();
+  return watch_;
+}
+
+absl::Duration MeshRuntime::LeasePeriod() const {
+  return absl::Milliseconds(ProcessSettings().lease_period_ms.value_or(
+      std::max<int64_t>(250, world_size_)));
+}
+
+std::shared_ptr<FailureWatch> MeshRuntime::started_watch() const {
+  return watch_started_.load(std::memory_order_acquire) ? watch_ : nullptr;
+}
+
+std::shared_ptr<FailureWatch> MeshRuntime::WatchFrom(int64_t epoch,
+                                                     std::vector<int> members) {
+  EnsureWatch(epoch, std::move(members));
   return watch_;
 }
 

@@ -212,6 +212,24 @@ class MeshRuntime {
   // 250 ranks; a period set by hand changes the default silence only when
   // over 250 ms); every rank of a job must set the same.
   std::shared_ptr<FailureWatch> watch();
+  // The store this runtime was made over, as given (not counted, its waits
+  // not ended by a verdict); nullptr on a detached runtime.
+  std::shared_ptr<Store> base_store() const {
+    return store_ ? store_->base() : nullptr;
+  }
+  // The lease period the failure watch renews leases with (see watch()),
+  // whether or not it was started.
+  absl::Duration LeasePeriod() const;
+  // The failure watch when it was started already, else nullptr; starts
+  // nothing (a spare asks this before it is admitted).
+  std::shared_ptr<FailureWatch> started_watch() const;
+  // The failure watch, started now in `epoch` with `members` (sorted global
+  // ranks, this rank among them) when it was not started yet: a spare that
+  // DeviceMesh::Grow admitted joins the job in that epoch
+  // (FailureWatch::Start). A watch started already is returned as it is;
+  // nullptr where watch() gives nullptr.
+  std::shared_ptr<FailureWatch> WatchFrom(int64_t epoch,
+                                          std::vector<int> members);
   // `raw` (a backend communicator DeviceMesh::Shrink keeps for the next
   // epoch) in a new guard registered with the watch's current epoch.
   std::shared_ptr<Communicator> Rewrap(std::shared_ptr<Communicator> raw);
@@ -262,7 +280,8 @@ class MeshRuntime {
   void RememberWorld(const Communicator* comm);
   // Starts the failure watch once (not on a detached runtime, nor with
   // DEVMESH_FAILURE_WATCH=0; see watch()).
-  void EnsureWatch();
+  // (Started in `epoch` with `members`; 0 and every world rank by default.)
+  void EnsureWatch(int64_t epoch = 0, std::vector<int> members = {});
   // `raw` registered with the watch and wrapped in a GuardedCommunicator
   // (`raw` itself without a watch).
   std::shared_ptr<Communicator> Guard(std::shared_ptr<Communicator> raw);
@@ -326,6 +345,7 @@ class MeshRuntime {
       ABSL_GUARDED_BY(mu_);
   std::once_flag watch_once_;
   std::shared_ptr<FailureWatch> watch_;  // set once by EnsureWatch
+  std::atomic<bool> watch_started_{false};  // set after watch_ is
   sync_internal::Mutex names_mu_;
   // Group namespace (without its /<n>) -> creations so far on this rank.
   std::map<std::string, int64_t> group_counts_ ABSL_GUARDED_BY(names_mu_);

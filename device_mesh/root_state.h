@@ -10,6 +10,7 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -49,6 +50,10 @@ struct RootState {
   // identity from epoch 1 on, so no key or connection of an old epoch is
   // reused. Set once before the root is shared.
   int64_t epoch = 0;
+  // DeviceMesh::Grow calls on this root that admitted no one (the epoch
+  // stays): the next Grow's attempt number in the epoch, the same on every
+  // member (they call Grow alike).
+  std::atomic<int64_t> grow_attempts{0};
 
   // mu guards the maps below and `creating`, and is only held briefly, so
   // Abort and look-ups never wait for a creation. A group is created by one

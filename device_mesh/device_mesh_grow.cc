@@ -1,0 +1,594 @@
+// devmesh/device_mesh/device_mesh_grow.cc
+// DeviceMesh::Grow and DeviceMesh::JoinAsSpare (device_mesh.h): spares wait
+// under the job's epoch; every member's Grow reads one decision that admits
+// whole replicas of them, under a new epoch, as Shrink's agreement does
+// (the store protocol: spare_registry.h).
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "comm/error_info.h"
+#include "config/settings.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/group_tag.h"
+#include "device_mesh/guarded_communicator.h"
+#include "device_mesh/mesh_serialization.h"
+#include "device_mesh/root_state.h"
+#include "device_mesh/spare_registry.h"
+#include "status/status_macros.h"
+#include "store/annotated_mutex.h"
+
+namespace devmesh {
+
+using device_mesh_internal::DecodeGrowDecision;
+using device_mesh_internal::EncodeGrowDecision;
+using device_mesh_internal::GrowDecision;
+using device_mesh_internal::GrowKey;
+using device_mesh_internal::GroupTag;
+using device_mesh_internal::LocalFields;
+
+namespace {
+
+using Groups =
+    std::vector<std::pair<std::string, std::shared_ptr<GuardedCommunicator>>>;
+
+absl::Status StoreError(const absl::Status& s) {
+  return absl::UnavailableError(absl::StrCat(
+      "Grow could not reach the job's store (", s.ToString(), ")"));
+}
+
+// "<n>:<ask>" then "tag=completed/clean;" per group.
+std::string Ask(absl::string_view dim, int64_t target) {
+  return absl::StrCat("mesh dim '", dim, "' (target_replicas ", target, ")");
+}
+std::string AskOf(absl::string_view payload) {
+  const size_t colon = payload.find(':');
+  size_t n = 0;
+  if (colon == absl::string_view::npos ||
+      !absl::SimpleAtoi(payload.substr(0, colon), &n) ||
+      n > payload.size() - colon - 1) {
+    return std::string(payload);
+  }
+  return std::string(payload.substr(colon + 1, n));
+}
+// tag -> "completed/clean" of a member's payload.
+std::map<std::string, std::string> StatesOf(absl::string_view payload) {
+  std::map<std::string, std::string> out;
+  const size_t colon = payload.find(':');
+  size_t n = 0;
+  if (colon == absl::string_view::npos ||
+      !absl::SimpleAtoi(payload.substr(0, colon), &n) ||
+      n > payload.size() - colon - 1) {
+    return out;
+  }
+  for (absl::string_view e :
+       absl::StrSplit(payload.substr(colon + 1 + n), ';', absl::SkipEmpty())) {
+    std::vector<absl::string_view> kv = absl::StrSplit(e, '=');
+    if (kv.size() == 2) out[std::string(kv[0])] = std::string(kv[1]);
+  }
+  return out;
+}
+
+Groups GuardedGroups(device_mesh_internal::RootState& root) {
+  Groups groups;
+  sync_internal::MutexLock lock(&root.mu);
+  for (auto& [key, group] : root.groups) {
+    if (!group.ok() || *group == nullptr) continue;
+    if (auto g = std::dynamic_pointer_cast<GuardedCommunicator>(*group)) {
+      groups.emplace_back(key, std::move(g));
+    }
+  }
+  return groups;
+}
+
+std::string Describe(const std::string& dim, const std::vector<int>& ranks) {
+  return absl::StrCat(dim, " [", absl::StrJoin(ranks, ", "), "]");
+}
+
+// The n-th Grow of `epoch` among `members` (sorted): this rank's arrival,
+// then the decision, made by the first member to see every member arrived
+// (`decide`), the epoch's verdict, or the timeout. Returns its text.
+absl::StatusOr<std::string> AgreeOnGrowth(
+    FailureWatch& watch, int64_t epoch, int64_t attempt,
+    const std::vector<int>& members, const std::string& payload,
+    absl::Duration timeout,
+    const std::function<absl::StatusOr<GrowDecision>(
+        const std::map<int, std::string>&)>& decide) {
+  Store& store = watch.store();
+  const int me = watch.rank();
+  auto arrive_key = [&](int r) {
+    return GrowKey(epoch, attempt, absl::StrCat("arrive/", r));
+  };
+  const std::string decision_key = GrowKey(epoch, attempt, "decision");
+  if (absl::Status s = store.Set(arrive_key(me), payload); !s.ok()) {
+    return StoreError(s);
+  }
+  const absl::Time start = absl::Now();
+  const absl::Duration poll =
+      std::max(absl::Milliseconds(5), watch.period() / 5);
+  std::set<int> arrived = {me};
+  for (;;) {
+    std::optional<GrowDecision> mine;
+    auto verdict = watch.ReadVerdict(epoch);
+    if (verdict.ok()) {
+      if (verdict->rank == me) {
+        return WithFenced(
+            absl::FailedPreconditionError(absl::StrCat(
+                "global rank ", me, " (this rank) is fenced out of the job: ",
+                verdict->text)),
+            me);
+      }
+      mine = GrowDecision{GrowDecision::Kind::kError,
+                          absl::FailedPreconditionError(absl::StrCat(
+                              "Grow of epoch ", epoch, ": ", verdict->text,
+                              "; call Shrink first, then Grow"))};
+    } else if (!absl::IsNotFound(verdict.status())) {
+      return StoreError(verdict.status());
+    } else {
+      std::vector<int> missing;
+      std::vector<std::string> unseen;
+      for (int r : members) {
+        if (!arrived.count(r)) unseen.push_back(arrive_key(r));
+      }
+      auto all_here = unseen.empty() ? absl::StatusOr<bool>(true)
+                                     : store.Check(unseen);
+      if (!all_here.ok()) return StoreError(all_here.status());
+      if (*all_here) {
+        std::vector<std::string> keys;
+        for (int r : members) keys.push_back(arrive_key(r));
+        auto values = store.MultiGet(keys, absl::Seconds(10));
+        if (!values.ok()) return StoreError(values.status());
+        std::map<int, std::string> asks;
+        for (size_t i = 0; i < members.size(); ++i) {
+          asks[members[i]] = (*values)[i];
+        }
+        DEVMESH_ASSIGN_OR_RETURN(mine, decide(asks));
+      } else if (absl::Now() - start >= timeout) {
+        for (int r : members) {
+          if (arrived.count(r)) continue;
+          auto here = store.Check({arrive_key(r)});
+          if (!here.ok()) return StoreError(here.status());
+          if (*here) {
+            arrived.insert(r);
+          } else {
+            missing.push_back(r);
+          }
+        }
+        if (!missing.empty()) {
+          mine = GrowDecision{
+              GrowDecision::Kind::kError,
+              absl::DeadlineExceededError(absl::StrCat(
+                  "Grow of epoch ", epoch, ": global rank(s) [",
+                  absl::StrJoin(missing, ", "), "] did not call Grow within ",
+                  absl::FormatDuration(timeout),
+                  " (every member of the mesh must call it)"))};
+        }
+      }
+    }
+    if (mine.has_value()) {
+      auto won = store.CompareSet(decision_key, "", EncodeGrowDecision(*mine));
+      if (!won.ok()) return StoreError(won.status());
+      return *won;
+    }
+    if (auto d = store.Get(decision_key, poll); d.ok()) {
+      return *d;
+    } else if (!absl::IsDeadlineExceeded(d.status())) {
+      return StoreError(d.status());
+    }
+  }
+}
+
+}  // namespace
+
+std::string GrowReport::ToString() const {
+  if (!grown) {
+    return absl::StrCat("epoch ", epoch,
+                        ": unchanged (no whole replica of spares ready); "
+                        "waiting [",
+                        absl::StrJoin(waiting, ", "), "]");
+  }
+  return absl::StrCat(
+      "epoch ", epoch, ": admitted [", absl::StrJoin(admitted, ", "),
+      "] as replicas [", absl::StrJoin(new_replicas, ", "), "]; waiting [",
+      absl::StrJoin(waiting, ", "), "]; kept ",
+      kept.empty() ? "none" : absl::StrJoin(kept, ", "), "; rebuilt ",
+      rebuilt.empty() ? "none" : absl::StrJoin(rebuilt, ", "),
+      shrunk_after.empty() ? "" : absl::StrCat("; then shrunk: ", shrunk_after),
+      "; agree ", absl::FormatDuration(agree), ", rebuild ",
+      absl::FormatDuration(rebuild));
+}
+
+absl::StatusOr<GrowResult> DeviceMesh::Grow(MeshDim replica_dim,
+                                            const GrowOptions& options) const {
+  if (layout_ != root_->root_layout) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Grow needs the root mesh, got the sub-mesh ", ToString(),
+        "; call RootMesh().Grow(...)"));
+  }
+  if (runtime_->detached()) {
+    return absl::FailedPreconditionError(
+        "Grow needs a runtime with a store; this mesh was made from groups "
+        "alone");
+  }
+  if (options.target_replicas < 0 || options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Grow needs target_replicas >= 0 and a positive timeout, got ",
+        options.target_replicas, " and ",
+        absl::FormatDuration(options.timeout)));
+  }
+  DEVMESH_ASSIGN_OR_RETURN(const int rd, ResolveDim(replica_dim));
+  std::shared_ptr<FailureWatch> watch = runtime_->watch();
+  if (watch == nullptr) {
+    return absl::FailedPreconditionError(
+        "Grow needs the failure watch (unset DEVMESH_FAILURE_WATCH=0)");
+  }
+  const absl::Duration lease = options.lease.value_or(watch->period() * 2);
+  if (lease < watch->period() * 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Grow's lease (", absl::FormatDuration(lease),
+        ") must be at least two lease periods (",
+        absl::FormatDuration(watch->period() * 2), ")"));
+  }
+  const int64_t e = root_->epoch;
+  const int me = runtime_->rank();
+  if (std::string f = watch->fenced(); !f.empty()) {
+    return WithFenced(absl::FailedPreconditionError(f), me);
+  }
+  if (watch->epoch() != e) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this mesh is of epoch ", e, " but the job is at epoch ",
+        watch->epoch(), ": grow the mesh the last Shrink or Grow returned"));
+  }
+  if (!layout_.ContainsRank(me)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("global rank ", me, " is not part of ", ToString()));
+  }
+  const int64_t replicas = layout_.shape()[rd];
+  const int64_t replica_size = layout_.numel() / replicas;
+  const int64_t target = options.target_replicas > 0
+                             ? options.target_replicas
+                             : runtime_->world_size() / replica_size;
+  const int64_t attempt = root_->grow_attempts.load();
+  const std::string dim_name = dim_group_names()[rd];
+
+  Groups groups = GuardedGroups(*root_);
+  const std::string ask = Ask(dim_name, target);
+  std::string payload = absl::StrCat(ask.size(), ":", ask);
+  for (const auto& [key, g] : groups) {
+    g->WaitForAsync();
+    const GuardedCommunicator::State st = g->state();
+    absl::StrAppend(&payload, GroupTag(key, g->global_ranks()), "=",
+                    st.completed, "/", st.clean ? 1 : 0, ";");
+  }
+  std::vector<int> members;
+  for (int64_t r : layout_.RankTable()) members.push_back(static_cast<int>(r));
+  std::sort(members.begin(), members.end());
+
+  // The decider's view: the asks agree, then the ready spares by whole
+  // replicas.
+  auto decide = [&](const std::map<int, std::string>& asks)
+      -> absl::StatusOr<GrowDecision> {
+    const auto& [first_rank, first] = *asks.begin();
+    for (const auto& [r, p] : asks) {
+      if (AskOf(p) == AskOf(first)) continue;
+      return GrowDecision{
+          GrowDecision::Kind::kError,
+          WithDisagreement(
+              absl::InvalidArgumentError(absl::StrCat(
+                  "Grow of epoch ", e,
+                  ": the members disagree on what to grow: global rank ", r,
+                  " asked for ", AskOf(p), ", global rank ", first_rank,
+                  " for ", AskOf(first), "; every member fails with this "
+                  "error")),
+              r)};
+    }
+    Store& store = watch->store();
+    auto registered = device_mesh_internal::RegisteredSpares(store, e);
+    if (!registered.ok()) return StoreError(registered.status());
+    std::vector<int> spares;
+    for (int r : *registered) {
+      if (r < runtime_->world_size() && !layout_.ContainsRank(r)) {
+        spares.push_back(r);
+      }
+    }
+    // Ready: its spare lease advanced within `lease`.
+    std::vector<int> ready;
+    if (!spares.empty() && target > replicas) {
+      auto read = [&]() -> absl::StatusOr<std::vector<int64_t>> {
+        std::vector<int64_t> v;
+        for (int r : spares) {
+          auto x = store.Add(device_mesh_internal::SpareLeaseKey(r), 0);
+          if (!x.ok()) return StoreError(x.status());
+          v.push_back(*x);
+        }
+        return v;
+      };
+      DEVMESH_ASSIGN_OR_RETURN(auto before, read());
+      absl::SleepFor(lease);
+      DEVMESH_ASSIGN_OR_RETURN(auto after, read());
+      for (size_t i = 0; i < spares.size(); ++i) {
+        if (after[i] != before[i]) ready.push_back(spares[i]);
+      }
+    }
+    const int64_t k = std::min<int64_t>(
+        std::max<int64_t>(target - replicas, 0),
+        static_cast<int64_t>(ready.size()) / replica_size);
+    GrowDecision d;
+    if (k == 0) {
+      d.kind = GrowDecision::Kind::kUnchanged;
+      d.waiting = ready;
+      return d;
+    }
+    d.kind = GrowDecision::Kind::kGrown;
+    d.admitted.assign(ready.begin(), ready.begin() + k * replica_size);
+    d.waiting.assign(ready.begin() + k * replica_size, ready.end());
+    d.root_index = root_->root_index;
+    d.replica_dim = rd;
+    d.asks = asks;
+    // The new rank table, row-major: replica c[rd] < replicas as it is, the
+    // next ones from the admitted ranks in row-major order of the other dims.
+    std::vector<int64_t> shape = layout_.shape();
+    shape[rd] = replicas + k;
+    std::vector<int64_t> flat;
+    std::vector<int64_t> c(shape.size(), 0);
+    std::vector<int64_t> fill(static_cast<size_t>(k), 0);
+    for (bool more = true; more;) {
+      if (c[rd] < replicas) {
+        flat.push_back(*layout_.RankAt(c));
+      } else {
+        int64_t& next = fill[c[rd] - replicas];
+        flat.push_back(d.admitted[(c[rd] - replicas) * replica_size + next++]);
+      }
+      more = false;
+      for (int i = static_cast<int>(c.size()) - 1; i >= 0; --i) {
+        if (++c[i] < shape[i]) {
+          more = true;
+          break;
+        }
+        c[i] = 0;
+      }
+    }
+    DEVMESH_ASSIGN_OR_RETURN(
+        auto grown, MeshLayout::FromRanks(flat, shape, layout_.dim_names()));
+    d.mesh = SerializeMesh(device_type_, grown, options_);
+    return d;
+  };
+
+  const absl::Time start = absl::Now();
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::string text, AgreeOnGrowth(*watch, e, attempt, members, payload,
+                                      options.timeout, decide));
+  DEVMESH_ASSIGN_OR_RETURN(GrowDecision d, DecodeGrowDecision(text));
+  switch (d.kind) {
+    case GrowDecision::Kind::kError:
+      return d.error;
+    case GrowDecision::Kind::kUnchanged: {
+      root_->grow_attempts.fetch_add(1);
+      GrowReport report;
+      report.epoch = e;
+      report.waiting = d.waiting;
+      report.agree = absl::Now() - start;
+      return GrowResult{*this, std::move(report)};
+    }
+    case GrowDecision::Kind::kGrown:
+      break;
+  }
+  return FinishGrow(runtime_, text, e, this, absl::Now() - start);
+}
+
+absl::StatusOr<GrowResult> DeviceMesh::FinishGrow(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view text, int64_t e,
+    const DeviceMesh* old, absl::Duration agree) {
+  DEVMESH_ASSIGN_OR_RETURN(GrowDecision d, DecodeGrowDecision(text));
+  DEVMESH_ASSIGN_OR_RETURN(MeshParts parts, DeserializeMesh(d.mesh));
+  const int me = runtime->rank();
+  const absl::Time agreed = absl::Now();
+  std::vector<int> members;
+  for (int64_t r : parts.layout.RankTable()) {
+    members.push_back(static_cast<int>(r));
+  }
+  std::sort(members.begin(), members.end());
+  if (!std::binary_search(members.begin(), members.end(), me)) {
+    return absl::InternalError(absl::StrCat(
+        "Grow of epoch ", e, " decided a mesh without global rank ", me));
+  }
+  auto root = std::make_shared<device_mesh_internal::RootState>(
+      parts.layout.RootLayout(), parts.options);
+  root->root_index = d.root_index;
+  root->epoch = e + 1;
+  DeviceMesh next(runtime, root, parts.layout, parts.device_type,
+                  parts.options);
+  std::shared_ptr<FailureWatch> watch = runtime->started_watch();
+  if (watch != nullptr) {
+    watch->AdvanceEpoch(e + 1, members);
+  } else {
+    watch = runtime->WatchFrom(e + 1, members);
+  }
+  if (watch == nullptr) {
+    return absl::FailedPreconditionError(
+        "Grow needs the failure watch (unset DEVMESH_FAILURE_WATCH=0)");
+  }
+  GrowReport report;
+  report.epoch = e + 1;
+  report.grown = true;
+  report.admitted = d.admitted;
+  report.waiting = d.waiting;
+  report.agree = agree;
+  std::set<int64_t> new_replicas;
+  for (int r : d.admitted) {
+    new_replicas.insert((*parts.layout.CoordinateOf(r))[d.replica_dim]);
+  }
+  report.new_replicas.assign(new_replicas.begin(), new_replicas.end());
+
+  // Groups kept: a member's old group whose members are unchanged, and idle
+  // and whole on every one of them (their asks say so alike).
+  Groups groups = old != nullptr ? GuardedGroups(*old->root_) : Groups{};
+  std::set<std::string> kept_keys;
+  std::vector<int> rebuild;
+  for (int dim = 0; dim < next.ndim(); ++dim) {
+    const std::string name = next.dim_group_names()[dim];
+    GroupOptions go = parts.options.For(name);
+    if (go.backend.empty()) {
+      go.backend = std::string(DefaultBackendFor(parts.device_type));
+    }
+    DEVMESH_ASSIGN_OR_RETURN(auto line, next.layout().RootLineOf(me, dim));
+    const std::vector<int> line_ranks(line.begin(), line.end());
+    std::shared_ptr<GuardedCommunicator> kept;
+    std::string old_key;
+    if (old != nullptr) {
+      old_key = old->GroupKey(old->layout_, dim, go);
+      for (const auto& [key, g] : groups) {
+        if (key == old_key && g->global_ranks() == line_ranks) kept = g;
+      }
+    }
+    if (kept != nullptr) {
+      const std::string tag = GroupTag(old_key, line_ranks);
+      const auto my_states = StatesOf(d.asks[me]);
+      auto mine = my_states.find(tag);
+      bool keep = mine != my_states.end();
+      for (int m : line_ranks) {
+        const auto states = StatesOf(d.asks[m]);
+        auto it = states.find(tag);
+        keep = keep && it != states.end() && it->second == mine->second &&
+               absl::EndsWith(it->second, "/1");
+      }
+      if (!keep) kept = nullptr;
+    }
+    if (kept == nullptr) {
+      rebuild.push_back(dim);
+      continue;
+    }
+    kept_keys.insert(old_key);
+    const std::string new_key = next.GroupKey(next.layout(), dim, go);
+    sync_internal::MutexLock lock(&root->mu);
+    root->groups.emplace(new_key, runtime->Rewrap(kept->inner_shared()));
+    root->group_locals.emplace(new_key, LocalFields(go));
+    report.kept.push_back(Describe(name, line_ranks));
+  }
+  // The others made anew, in dim order on every member (each creation waits
+  // for its own members only, and every member goes in the same order).
+  for (int dim : rebuild) {
+    auto g = next.GetGroup(dim);
+    if (!g.ok()) {
+      // An admitted rank (or a member) died while the groups were made:
+      // the new epoch's verdict; shrink the new mesh along the grown dim.
+      absl::Status why = absl::UnavailableError(g.status().message());
+      if (const int gone = ProcessGoneRank(g.status()); gone >= 0) {
+        why = WithProcessGone(why, gone);
+      }
+      (void)watch->Explain(why, members);
+      if (watch->verdict().empty()) return g.status();
+      auto shrunk = next.Shrink(d.replica_dim);
+      if (!shrunk.ok()) return shrunk.status();
+      report.shrunk_after = shrunk->report.ToString();
+      report.epoch = shrunk->report.epoch;
+      report.rebuild = absl::Now() - agreed;
+      return GrowResult{shrunk->mesh, std::move(report)};
+    }
+    report.rebuilt.push_back(
+        Describe(next.dim_group_names()[dim], (*g)->global_ranks()));
+  }
+  // The old groups not carried over are released (every one of their
+  // members leaves them too: they refuse since the epoch moved on).
+  for (const auto& [key, g] : groups) {
+    if (!kept_keys.count(key)) (void)g->Abort();
+  }
+  report.rebuild = absl::Now() - agreed;
+  return GrowResult{std::move(next), std::move(report)};
+}
+
+absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
+    std::shared_ptr<MeshRuntime> runtime, const SpareOptions& options) {
+  if (runtime == nullptr || runtime->detached()) {
+    return absl::FailedPreconditionError(
+        "JoinAsSpare needs a runtime over the job's store");
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JoinAsSpare needs a positive timeout, got ",
+                     absl::FormatDuration(options.timeout)));
+  }
+  if (!ProcessSettings().failure_watch.value_or(true)) {
+    return absl::FailedPreconditionError(
+        "JoinAsSpare needs the failure watch (unset DEVMESH_FAILURE_WATCH=0)");
+  }
+  const int me = runtime->rank();
+  if (auto w = runtime->started_watch(); w != nullptr && !w->fenced().empty()) {
+    return WithFenced(
+        absl::FailedPreconditionError(absl::StrCat(
+            "global rank ", me, " (this process) cannot come back as a spare: "
+            "the job declared it dead and fenced it (", w->fenced(),
+            "); start a new process for global rank ", me, " instead")),
+        me);
+  }
+  std::shared_ptr<Store> store = runtime->base_store();
+  const absl::Time deadline = absl::Now() + options.timeout;
+  const absl::Duration period = runtime->LeasePeriod();
+  auto position = device_mesh_internal::FindJobPosition(*store);
+  if (!position.ok()) return StoreError(position.status());
+  device_mesh_internal::JobPosition at = *position;
+  int64_t registered = -1;
+  for (;;) {
+    if (registered != at.epoch) {
+      if (absl::Status s =
+              device_mesh_internal::RegisterSpare(*store, at.epoch, me);
+          !s.ok()) {
+        return StoreError(s);
+      }
+      registered = at.epoch;
+    }
+    if (auto s = store->Add(device_mesh_internal::SpareLeaseKey(me), 1);
+        !s.ok()) {
+      return StoreError(s.status());
+    }
+    const absl::Duration wait = std::min(period, deadline - absl::Now());
+    if (wait <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "global rank ", me, " waited ", absl::FormatDuration(options.timeout),
+          " as a spare of the job (now at epoch ", at.epoch,
+          ") and no Grow admitted it"));
+    }
+    auto text = store->Get(GrowKey(at.epoch, at.attempt, "decision"), wait);
+    if (text.ok()) {
+      if (!absl::StartsWith(*text, "grown;")) {
+        ++at.attempt;  // no one admitted: the epoch stays
+        continue;
+      }
+      DEVMESH_ASSIGN_OR_RETURN(GrowDecision d, DecodeGrowDecision(*text));
+      if (!std::binary_search(d.admitted.begin(), d.admitted.end(), me)) {
+        at = device_mesh_internal::JobPosition{at.epoch + 1, 0};
+        continue;
+      }
+      auto joined = FinishGrow(runtime, *text, at.epoch, nullptr,
+                               absl::ZeroDuration());
+      if (joined.ok() || GetErrorInfo(joined.status()).removed_in_epoch < 0) {
+        return joined;
+      }
+      // Removed again by the Shrink that followed a death while the groups
+      // were made: wait again, in the job's epoch now.
+      position = device_mesh_internal::FindJobPosition(*store);
+      if (!position.ok()) return StoreError(position.status());
+      at = *position;
+      continue;
+    }
+    if (!absl::IsDeadlineExceeded(text.status())) {
+      return StoreError(text.status());
+    }
+    // A Shrink moved the job on: follow it.
+    auto shrink = store->GetIfSet(FailureWatch::EpochKey(at.epoch, "decision"));
+    if (!shrink.ok()) return StoreError(shrink.status());
+    if (shrink->has_value() &&
+        device_mesh_internal::IsShrinkSuccess(**shrink)) {
+      at = device_mesh_internal::JobPosition{at.epoch + 1, 0};
+    }
+  }
+}
+
+}  // namespace devmesh

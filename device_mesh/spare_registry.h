@@ -1,0 +1,94 @@
+// devmesh/device_mesh/spare_registry.h
+// -----------------------------------------------------------------------------
+// The store protocol of spares and Grow (internal to //device_mesh; see
+// DeviceMesh::Grow and DeviceMesh::JoinAsSpare in device_mesh.h).
+//
+// Keys (every process derives the same):
+//   devmesh/spare/lease/<r>             spare r's lease: a counter the spare
+//                                       adds 1 to every lease period while
+//                                       it waits (not the job lease of rank
+//                                       r, which only a member renews)
+//   devmesh/epoch/<e>/spares            spares registered in epoch e (Add)
+//   devmesh/epoch/<e>/spare/<i>         the global rank of the i-th
+//   devmesh/epoch/<e>/grow/<n>/arrive/<r>  member r's ask in the n-th Grow
+//                                       of epoch e (its dim and target,
+//                                       then its groups' states)
+//   devmesh/epoch/<e>/grow/<n>/decision the n-th Grow's decision, set once
+//                                       (CompareSet) by the member that saw
+//                                       every member arrive, or a verdict,
+//                                       or the timeout
+// Decisions (EncodeGrowDecision): "unchanged;waiting=<ranks>",
+// "error=<code>;<disagreeing rank or -1>;<message>", or
+// "grown;admitted=<ranks>;waiting=<ranks>;root=<index>;dim=<d>" followed by
+// "\n<bytes>:<serialized mesh>" and, per member, "\n<rank>:<bytes>:<ask>".
+// A Grow that admits no one leaves the epoch as it is (the next Grow is
+// attempt n + 1); one that admits moves the job to epoch e + 1. A Shrink's
+// successful decision ("devmesh/epoch/<e>/decision", epoch_agreement.h)
+// moves it to e + 1 too.
+//
+// Thread-safety: free functions over a thread-safe Store.
+#ifndef DEVMESH_DEVICE_MESH_SPARE_REGISTRY_H_
+#define DEVMESH_DEVICE_MESH_SPARE_REGISTRY_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "store/store.h"
+
+namespace devmesh {
+namespace device_mesh_internal {
+
+std::string SpareLeaseKey(int rank);
+std::string SpareCountKey(int64_t epoch);
+std::string SpareSlotKey(int64_t epoch, int64_t slot);
+std::string GrowKey(int64_t epoch, int64_t attempt, absl::string_view what);
+
+struct GrowDecision {
+  enum class Kind { kError, kUnchanged, kGrown };
+  Kind kind = Kind::kUnchanged;
+  absl::Status error;              // kError; its disagreement payload set
+  std::vector<int> admitted;       // kGrown: sorted global ranks
+  std::vector<int> waiting;        // ready spares left waiting, sorted
+  int64_t root_index = -1;         // kGrown: the new root's index
+  int replica_dim = 0;             // kGrown: the grown dim
+  std::string mesh;                // kGrown: SerializeMesh of the new mesh
+  std::map<int, std::string> asks;  // kGrown: member -> its arrival payload
+};
+
+std::string EncodeGrowDecision(const GrowDecision& decision);
+// Internal on text that is not a decision.
+absl::StatusOr<GrowDecision> DecodeGrowDecision(absl::string_view text);
+
+// Where the job stands, read from the decisions in the store: its epoch
+// (the first with neither a successful Shrink decision nor a Grow that
+// admitted) and the number of that epoch's Grow decisions so far.
+// Cost: one GetIfSet per past decision. Errors: the store's.
+struct JobPosition {
+  int64_t epoch = 0;
+  int64_t attempt = 0;
+};
+absl::StatusOr<JobPosition> FindJobPosition(Store& store);
+
+// Whether `text` (a "devmesh/epoch/<e>/decision") is a successful Shrink's.
+bool IsShrinkSuccess(absl::string_view text);
+
+// Adds `rank` to `epoch`'s spares (2 round trips). Errors: the store's.
+absl::Status RegisterSpare(Store& store, int64_t epoch, int rank);
+
+// The ranks registered as spares in `epoch`, sorted, each once. A slot
+// counted but not yet written is skipped. Errors: the store's.
+absl::StatusOr<std::vector<int>> RegisteredSpares(Store& store, int64_t epoch);
+
+}  // namespace device_mesh_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_DEVICE_MESH_SPARE_REGISTRY_H_
