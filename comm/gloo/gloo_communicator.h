@@ -1,98 +1,44 @@
 // devmesh/comm/gloo/gloo_communicator.h
 // -----------------------------------------------------------------------------
-// The Gloo backend of Communicator: host buffers, TCP transport, blocking
-// calls. Rendezvous goes through the devmesh Store; every rank's context
-// connects a full mesh to the other ranks of its group (gloo_full_mesh.h).
+// The Gloo backend of Communicator ("gloo"): host buffers over TCP,
+// blocking calls, every dtype and op of comm/communicator.h (float16 and
+// bfloat16 reduce in float32 and round back; integer sum/prod wrap; avg is
+// sum then divide by size(), integers truncating toward zero). How it
+// connects, routes and aborts is in docs/guides/cpu_transports.md ("Gloo
+// across hosts").
 //
-// Creation: CreateGlooCommunicator connects the group under the store key
-// prefix "gloo/". Split(color, key) all-gathers (color, key) over this group
-// through the store (Set "<parent prefix>split/<n>/ck/<rank>", MultiGet of
-// all: 2 round trips; a rank passing kNoColor only Sets and returns), then
-// connects the child over the prefix "<parent prefix>split/<n>/<color>/",
-// n = how many Splits this communicator has done. Through the store rather
-// than a Gloo all-gather so that a rank that never calls Split is named on
-// every peer, and every peer gets DeadlineExceeded (a Gloo timeout closes
-// the pair, and a slower peer would see "connection closed"). Children share the parent's TCP device (one event
-// loop thread per process). Creation completes everywhere before it returns
-// anywhere: it ends with a store barrier among the new group's members (as
-// PyTorch's new_group), so a member that returns and at once exits, aborts or
-// destroys the group cannot break a peer still connecting. Store round trips
-// per rank, whatever the group size: 4 per connection (see
-// gloo_full_mesh.h; 2 of them the barrier), so 4 for the world group and
-// 6 per Split child.
+// Creation (CreateGlooCommunicator, Split): through the devmesh Store under
+// the prefix "gloo/" (a Split child: "<parent prefix>split/<n>/<color>/");
+// 4 store round trips per rank for the world group and 6 per Split child,
+// whatever the group size. It completes on every member before it returns
+// on any (a store barrier among the new group, as PyTorch's new_group).
+// Errors: DeadlineExceeded naming the global ranks that never came within
+// CommOptions::timeout (one deadline for the whole call), Unavailable
+// naming a peer whose connection failed. A group whose size is a power of
+// two connects only log2(size) pairs at creation and the rest at the first
+// call that needs them: that call may then return the connection's error
+// (Unavailable or DeadlineExceeded, naming the peer), and every later call
+// that needs those pairs returns the same error.
 //
-// Semantics: see comm/communicator.h. Every dtype and op is supported:
-// float16/bfloat16 reduce in float32 and round back; integer sum/prod wrap;
-// avg = sum then divide by size() (integers truncate toward zero).
-// In a group that crosses hosts and whose size is a power of two (or any
-// power-of-two group with DEVMESH_GLOO_SYNC_ROUTE=1), AllReduce of at most
-// GlooSyncMaxBytes() (kGlooSyncMaxBytes, 256 KiB, unless
-// DEVMESH_GLOO_SYNC_MAX_BYTES says otherwise) runs Gloo's bcube over the
-// group's synchronous pairs, read on the calling thread
-// (gloo_sync_allreduce.h): a second mesh of log2(size) pairs per member,
-// connected with the first one in the same store exchange and barrier (no
-// more store round trips; log2(size) more connections). Every other
-// all-reduce, and all once that route's slot budget is spent, runs Gloo's
-// bcube up to kGlooBcubeMaxBytes and Gloo's ring above, on Gloo's
-// event-loop thread.
+// Bounds (T = CommOptions::timeout): a collective, Send, Recv or Barrier
+// ends at most T after its peers stop making progress, with
+// DeadlineExceeded or Unavailable naming the peer. Abort, from any thread,
+// fails the running call at once (FailedPrecondition) and the peers' calls
+// on this group too; it never waits for peers, nor does destruction. These
+// bounds assume the store answers (its own timeouts bound it otherwise).
 //
-// Such a group (one with the synchronous route) connects only the route's
-// log2(size) pairs at creation; its other pairs listen, their peers'
-// addresses exchanged, and connect at the first call that needs them, as
-// NCCL connects at first use (NCCL_RUNTIME_CONNECT) and PyTorch's Gloo with
-// TORCH_GLOO_LAZY_INIT: every pair at the first collective off the route
-// (an all-reduce above the route's bound, AllGather, ReduceScatter,
-// Broadcast, AllToAll, Barrier), the peer's pair at a Send or Recv. That
-// call then also bears the connections' cost and their errors (Unavailable
-// naming a peer that is gone, DeadlineExceeded naming the one not
-// connected within the timeout); a failed connection fails every later call
-// that needs the mesh with the same error. At 1024 ranks over 8 namespace
-// hosts (32-member dp groups) creation then makes 5 connections per rank
-// instead of 36. DEVMESH_GLOO_LAZY_MESH=0 (read once per process, the same
-// on every member) connects every pair at creation.
+// Send and Recv: the receiver compares the sender's dtype and count with
+// its own call before taking the data; a mismatch returns InvalidArgument
+// with kDisagreementPayload (the sender's global rank), receives nothing
+// and leaves the pair usable; the Send returns OK. A count of 0 sends
+// nothing, so a Recv of N against a Send of 0 waits for the timeout.
 //
-// Bounds (CommOptions::timeout = T). Creation: one deadline T for the whole
-// call (Split: the (color, key) exchange, the connections and the barrier
-// together); Gloo's own pair connect would wait 5 x T per pair, so a watchdog
-// closes the pairs still unconnected at the deadline. Margin: one woken turn
-// of Gloo's event loop (gloo_loop_waker.h; at most Gloo's 10 ms tick) per
-// pair still open, plus one store round trip per member
-// on the DeadlineExceeded path (to name the missing ranks). Collectives,
-// Send, Recv, Barrier: Gloo's timeout T on each of its blocking waits (the
-// operation's option, else the context's, which devmesh sets to T), so a
-// call ends at most T after its peers stop making progress. Abort: shuts the
-// group's sockets down under Gloo (gloo_shutdown.h), so that Gloo's event
-// loop fails every wait on them and closes each pair itself (a pair whose
-// socket is gone already, or was never found, is closed directly: a no-op
-// when Gloo closed it), never waiting for peers; a
-// collective running in another thread then fails at once with "connection
-// closed", and the peers' collectives on this group too (an unbound send
-// Gloo had already queued for writing still ends only at its timeout). Destruction: closes the connections, one
-// woken event-loop turn per pair (gloo_loop_waker.h), never waits for peers. These bounds assume the
-// store answers (its own timeouts bound it otherwise).
+// Errors never escape as exceptions (gloo_status.h). A peer SIGKILLed while
+// its connection is being set up fails that pair with Unavailable instead of
+// aborting this process (gloo_accept_guard.h).
 //
-// Errors never escape as exceptions: every call into Gloo goes through
-// GlooCall (gloo_status.h). Messages name the peer: the global rank whose
-// connection failed, or whose address / connection was missing at the
-// deadline. Gloo's own event-loop thread throws where nothing can catch
-// when getpeername() fails on a connection reset during its set-up (a peer
-// SIGKILLed just after it connected): devmesh's getpeername() answers that
-// one call for Gloo (gloo_accept_guard.h), so the pair fails with
-// Unavailable instead of the process aborting.
-//
-// Send and Recv: each message starts with a header (dtype, count) that the
-// receiver compares with its own call before it takes the data (at most
-// 64 KiB travels inline in the header's message, more as a second
-// message). A Recv whose dtype or count differs from the Send's returns
-// InvalidArgument with kDisagreementPayload (the sender's global rank),
-// receives nothing and leaves the pair usable (the error says when it is
-// not: a dtype this build does not know, or data that could not be
-// drained for lack of memory); the Send returns OK. A
-// count of 0 sends nothing (OK at once on both sides), so a Recv of N
-// against a Send of 0 waits for the timeout.
-//
-// Thread-safety: one collective at a time per communicator (NCCL's rule);
-// Abort may be called from any thread and makes the running call fail.
+// Thread-safety: one call at a time per communicator (NCCL's rule); Abort
+// may be called from any thread.
 #ifndef DEVMESH_COMM_GLOO_GLOO_COMMUNICATOR_H_
 #define DEVMESH_COMM_GLOO_GLOO_COMMUNICATOR_H_
 
