@@ -2,8 +2,8 @@
 """Checks the commands and links of README.md and docs/ against the tree.
 
 What is read:
-  * every ```sh block of README.md and docs/guides/*.md (a line ending in
-    a backslash continues; `#` starts a comment; a `host0$ ` prompt, `sudo`,
+  * every ```sh block of README.md, docs/guides/*.md and docs/*.md (a line
+    ending in a backslash continues; `#` starts a comment; a `host0$ ` prompt, `sudo`,
     `timeout N`, `env`, `bash` and NAME=value words before a command are
     skipped; `[--flag]` counts as `--flag`);
   * every relative Markdown link `[text](path)` and image `![..](path)` of
@@ -431,9 +431,14 @@ def main():
     tree = Tree(root)
     failures = self_check(tree)
     checker = Checker(tree)
-    command_files = ["README.md"] + sorted(
+    guides = sorted(
         os.path.relpath(p, root)
         for p in glob.glob(os.path.join(root, "docs", "guides", "*.md")))
+    # The guides, then the pages they link to (docs/*.md: figures with the
+    # commands that made them).
+    command_files = ["README.md"] + guides + sorted(
+        os.path.relpath(p, root)
+        for p in glob.glob(os.path.join(root, "docs", "*.md")))
     link_files = ["README.md"] + sorted(
         os.path.relpath(p, root)
         for p in glob.glob(os.path.join(root, "docs", "**", "*.md"),
@@ -443,7 +448,7 @@ def main():
     for rel in link_files:
         checker.check_markdown_links(rel, tree.read(rel) or "")
     readme = tree.read("README.md") or ""
-    for rel in command_files[1:]:
+    for rel in guides:
         if f"]({rel})" not in readme:
             failures.append(f"README.md: the map of the guides has no link "
                             f"to {rel}")
