@@ -153,6 +153,7 @@ absl::StatusOr<TrainResult> Train(DeviceMesh mesh, const TrainOptions& o,
         out.params = params;
         out.steps = done;
         out.epoch = mesh.epoch();
+        out.mesh = mesh;
         return out;
       }
       mesh = shrunk->mesh;
@@ -180,6 +181,7 @@ absl::StatusOr<TrainResult> Train(DeviceMesh mesh, const TrainOptions& o,
   out.params = params;
   out.steps = done;
   out.epoch = mesh.epoch();
+  out.mesh = mesh;
   return out;
 }
 

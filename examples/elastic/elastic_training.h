@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,6 +101,9 @@ struct TrainResult {
   std::string last_error;     // the last failed call's error ("" if none)
   devmesh::ErrorInfo last_error_info;  // its payloads: the peer, fenced, ...
   int64_t epoch = 0;          // the mesh's epoch at the end
+  // The mesh at the end (the last Shrink's when it shrank): go on with it
+  // (DeviceMesh::Grow, another Train).
+  std::optional<DeviceMesh> mesh;
 };
 
 // Trains `mesh` (2-d, with dims named options.replica_dim and
