@@ -90,15 +90,27 @@ absl::Status SendSynced(Socket& s, const C10dRequest& r, absl::Time deadline) {
 absl::StatusOr<std::unique_ptr<C10dStoreClient>> C10dStoreClient::Connect(
     const C10dStoreClientOptions& options) {
   std::unique_ptr<C10dStoreClient> client(new C10dStoreClient(options));
-  DEVMESH_ASSIGN_OR_RETURN(Socket first, client->Open());
+  DEVMESH_ASSIGN_OR_RETURN(Socket first, client->Open(/*first=*/true));
   client->Return(std::move(first));
   return client;
 }
 
-absl::StatusOr<Socket> C10dStoreClient::Open() const {
-  DEVMESH_ASSIGN_OR_RETURN(
-      Socket s, Socket::Connect(options_.host, options_.port,
-                                absl::Now() + options_.connect_timeout));
+absl::StatusOr<Socket> C10dStoreClient::Open(bool first) const {
+  const absl::Duration refused_for = first ? absl::InfiniteDuration()
+                                     : server_stopped_.load()
+                                         ? absl::ZeroDuration()
+                                         : options_.reconnect_refused_timeout;
+  absl::StatusOr<Socket> connected =
+      Socket::Connect(options_.host, options_.port,
+                      absl::Now() + options_.connect_timeout, refused_for);
+  if (!connected.ok()) {
+    if (!first && Socket::IsRefusal(connected.status())) {
+      server_stopped_.store(true);
+    }
+    return connected.status();
+  }
+  if (!first) server_stopped_.store(false);
+  Socket s = *std::move(connected);
   const absl::Time deadline = absl::Now() + options_.default_timeout;
   const uint32_t nonce = static_cast<uint32_t>(getpid());
   std::string hello = EncodeC10dRequest(
@@ -130,7 +142,7 @@ absl::StatusOr<Socket> C10dStoreClient::Borrow() {
       return s;
     }
   }
-  return Open();
+  return Open(/*first=*/false);
 }
 
 void C10dStoreClient::Return(Socket s) {

@@ -38,6 +38,14 @@
 //   with TcpStoreServerOptions::c10d_clients_with_token (the c10d handshake
 //   carries no token); Connect then fails with Unavailable.
 //
+// New connections after the first: the server can only be starting before
+// the first connection; after it, a refusal means it has stopped (its host
+// is up, its process gone). So a later connection is retried while refused
+// for reconnect_refused_timeout only (the call then fails with Unavailable,
+// Socket::IsRefusal true), and once one was refused that long, each later
+// one is tried once until one succeeds: callers that outlive the store
+// (a rank's exit path) end within about a second, not connect_timeout.
+//
 // Errors of Connect: InvalidArgument (bad port, host that does not resolve),
 // Unavailable (not reachable before connect_timeout, or the server closed the
 // connection or answered the PING wrongly: not a c10d TCPStore).
@@ -50,6 +58,7 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +79,9 @@ struct C10dStoreClientOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   // Store::default_timeout(), and the reply deadline of non-waiting calls.
   absl::Duration default_timeout = absl::Seconds(300);
+  // How long a new connection after the first keeps retrying while the
+  // server's host refuses it (see the top of this file).
+  absl::Duration reconnect_refused_timeout = absl::Seconds(1);
 };
 
 class C10dStoreClient : public Store {
@@ -110,7 +122,9 @@ class C10dStoreClient : public Store {
   explicit C10dStoreClient(C10dStoreClientOptions options)
       : options_(std::move(options)) {}
 
-  absl::StatusOr<Socket> Open() const;
+  // A new connection, shaken hands with. `first`: Connect's, retried while
+  // refused for connect_timeout; else bounded as the top of this file says.
+  absl::StatusOr<Socket> Open(bool first) const;
   absl::StatusOr<Socket> Borrow();
   void Return(Socket s);
   // WAIT on `keys` (user keys, without "/") over `s`; DeadlineExceeded after
@@ -119,6 +133,9 @@ class C10dStoreClient : public Store {
                       absl::Duration timeout);
 
   const C10dStoreClientOptions options_;
+  // A new connection was refused for reconnect_refused_timeout: the server
+  // has stopped; later ones are tried once, until one succeeds.
+  mutable std::atomic<bool> server_stopped_{false};
   sync_internal::Mutex mu_;
   std::vector<Socket> idle_ ABSL_GUARDED_BY(mu_);
 };

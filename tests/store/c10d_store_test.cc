@@ -167,6 +167,44 @@ TEST_F(C10dStoreTest, SixtyFourClientsAddAtOnce) {
   EXPECT_EQ(*c->Get("sum"), "3200");
 }
 
+// A stopped server (its host refuses new connections): a client that was
+// connected gives up on a new connection after reconnect_refused_timeout,
+// not connect_timeout, and every later one at its first refusal, as
+// TcpStoreClient; the first Connect still waits its connect_timeout for a
+// server that may be starting.
+TEST_F(C10dStoreTest, StoppedServerFailsWithinTheRefusalBoundThenAtOnce) {
+  C10dStoreClientOptions options;
+  options.port = server_->port();
+  options.connect_timeout = absl::Seconds(60);
+  options.reconnect_refused_timeout = absl::Milliseconds(300);
+  auto client = C10dStoreClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Set("k", "v").ok());
+  server_.reset();  // nothing listens on the port any more
+  // The pooled connection finds the server gone at once; the call after it
+  // opens a new one, which is refused.
+  EXPECT_EQ((*client)->Set("k", "w").code(), absl::StatusCode::kUnavailable);
+  absl::Time start = absl::Now();
+  absl::Status refused = (*client)->Add("n", 1).status();
+  absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_TRUE(Socket::IsRefusal(refused)) << refused;
+  EXPECT_GE(took, absl::Milliseconds(300));
+  EXPECT_LT(took, absl::Seconds(5));
+  start = absl::Now();
+  refused = (*client)->Get("k").status();
+  took = absl::Now() - start;
+  EXPECT_TRUE(Socket::IsRefusal(refused)) << refused;
+  EXPECT_LT(took, absl::Milliseconds(250));
+
+  // The first connection: refused the whole connect_timeout.
+  options.connect_timeout = absl::Milliseconds(400);
+  start = absl::Now();
+  absl::Status first = C10dStoreClient::Connect(options).status();
+  EXPECT_TRUE(Socket::IsRefusal(first)) << first;
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(400));
+}
+
 TEST_F(C10dStoreTest, ConnectsOverIpv6ToTheDualStackServer) {
   auto c = Connect("::1");
   ASSERT_TRUE(c.ok()) << c.status();
