@@ -18,6 +18,10 @@ namespace {
 // Idle handles kept for reuse; more are closed when returned.
 constexpr size_t kMaxIdleHandles = 8;
 
+// How long a request goes on trying while every endpoint refuses
+// connections (a member restarting takes about a second to listen).
+constexpr absl::Duration kAllRefusedGrace = absl::Seconds(1);
+
 void GlobalInit() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -106,6 +110,12 @@ struct EtcdHttp::Attempt {
   char error[CURL_ERROR_SIZE] = {};
   // A stream: its deadline, whether on_message ended it, and its error.
   absl::Time deadline;
+  // A stream whose member sent nothing by then is given up (no_answer) and
+  // the next member tried: a member that is stopped accepts connections
+  // but never answers.
+  absl::Time answer_by = absl::InfiniteFuture();
+  bool got_data = false;
+  bool no_answer = false;
   const OnMessage* on_message = nullptr;
   bool done = false;
   absl::Status stream_status;
@@ -122,6 +132,7 @@ size_t OnPostData(char* data, size_t size, size_t n, void* user) {
 // {"error": ...}. Returns 0 (ending the transfer) when the stream is done.
 size_t OnStreamData(char* data, size_t size, size_t n, void* user) {
   auto* a = static_cast<EtcdHttp::Attempt*>(user);
+  a->got_data = true;
   a->body.append(data, size * n);
   size_t newline;
   while ((newline = a->body.find('\n')) != std::string::npos) {
@@ -150,7 +161,13 @@ size_t OnStreamData(char* data, size_t size, size_t n, void* user) {
 }
 
 int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  return absl::Now() >= static_cast<EtcdHttp::Attempt*>(user)->deadline ? 1 : 0;
+  auto* a = static_cast<EtcdHttp::Attempt*>(user);
+  const absl::Time now = absl::Now();
+  if (!a->got_data && now >= a->answer_by) {
+    a->no_answer = true;
+    return 1;
+  }
+  return now >= a->deadline ? 1 : 0;
 }
 
 // Whether a failed attempt never sent its request (so it may go elsewhere).
@@ -168,9 +185,46 @@ bool NeverSent(CURL* curl, CURLcode code) {
 }  // namespace
 
 EtcdHttp::EtcdHttp(std::vector<std::string> endpoints,
-                   absl::Duration connect_timeout)
-    : endpoints_(std::move(endpoints)), connect_timeout_(connect_timeout) {
+                   absl::Duration connect_timeout,
+                   absl::Duration attempt_timeout)
+    : endpoints_(std::move(endpoints)),
+      connect_timeout_(connect_timeout),
+      attempt_timeout_(attempt_timeout) {
   GlobalInit();
+}
+
+std::string EtcdHttp::QuorumNote(CURL* curl, const std::string& endpoint,
+                                 absl::Time deadline) {
+  // /v3/maintenance/status answers without a leader and lists the member's
+  // errors ("etcdserver: no leader").
+  const absl::Time by =
+      std::min(deadline, absl::Now() + absl::Milliseconds(500));
+  if (absl::Now() >= by) return "";
+  std::string body;
+  const std::string url =
+      absl::StrCat("http://", endpoint, "/v3/maintenance/status");
+  curl_easy_reset(curl);
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "{}");
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(MillisUntil(by)));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnPostData);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  const CURLcode code = curl_easy_perform(curl);
+  curl_easy_reset(curl);
+  if (code != CURLE_OK) return "";
+  const nlohmann::json reply = nlohmann::json::parse(body, nullptr, false);
+  if (!reply.is_object() || !reply.contains("errors") ||
+      !reply["errors"].is_array() || reply["errors"].empty()) {
+    return "";
+  }
+  std::vector<std::string> errors;
+  for (const nlohmann::json& e : reply["errors"]) {
+    if (e.is_string()) errors.push_back(e.get<std::string>());
+  }
+  return absl::StrCat("member ", endpoint, " reports '",
+                      absl::StrJoin(errors, "', '"), "'");
 }
 
 EtcdHttp::~EtcdHttp() = default;
@@ -207,15 +261,29 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
   curl_slist* headers =
       curl_slist_append(nullptr, "Content-Type: application/json");
   headers = curl_slist_append(headers, "Expect:");  // no 100-continue wait
-  std::vector<std::string> failures;
-  const size_t first = preferred_.load();
+  std::vector<std::string> failures;  // the last round's, one per endpoint
+  std::string quorum_note;  // a member's own account of its trouble
   std::optional<absl::StatusOr<Attempt>> result;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
+  // Rounds over every endpoint until one answers or the deadline passes: a
+  // leader election, a member restarting, a cluster regaining quorum. When
+  // every endpoint refuses connections for kAllRefusedGrace, nothing is
+  // there to wait for: Unavailable then.
+  absl::Time all_refused_since = absl::InfiniteFuture();
+  for (int round = 0; !result.has_value(); ++round) {
+   failures.clear();
+   bool all_refused = true;
+   const size_t first = preferred_.load();
+   for (size_t i = 0; i < endpoints_.size(); ++i) {
     const size_t index = (first + i) % endpoints_.size();
     Attempt a;
     a.endpoint = endpoints_[index];
     a.deadline = deadline;
     a.on_message = stream;
+    // A member that does not answer within attempt_timeout_ (stopped, cut
+    // off, or without a leader) is left for the next one.
+    const absl::Time attempt_end =
+        std::min(deadline, absl::Now() + attempt_timeout_);
+    if (stream != nullptr) a.answer_by = attempt_end;
     const std::string url = absl::StrCat("http://", a.endpoint, path);
     curl_easy_reset(curl);  // keeps the handle's open connections
     curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
@@ -231,7 +299,8 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
                          std::max<int64_t>(
                              1, absl::ToInt64Milliseconds(connect_timeout_)))));
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(MillisUntil(deadline)));
+                     static_cast<long>(MillisUntil(
+                         stream != nullptr ? deadline : attempt_end)));
     if (stream != nullptr) {
       curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnStreamData);
       curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
@@ -252,7 +321,7 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
       // etcd answered (an error reply is a fine answer, except Unavailable
       // from a member that cannot serve: a read goes elsewhere then).
       const bool unavailable = a.http == 503 && retry == Retry::kIdempotent;
-      if (!unavailable || i + 1 == endpoints_.size()) {
+      if (!unavailable) {
         preferred_.store(index);
         result = std::move(a);
         break;
@@ -260,28 +329,69 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
     }
     const bool timed_out = a.code == CURLE_OPERATION_TIMEDOUT ||
                            a.code == CURLE_ABORTED_BY_CALLBACK;
+    const bool past_deadline = absl::Now() >= deadline;
+    // The member did not answer in time, but the call's deadline is not
+    // past: another member may.
+    const bool slow_member =
+        timed_out && !past_deadline && (a.no_answer || stream == nullptr);
     std::string why =
         a.error[0] != '\0' ? std::string(a.error) : curl_easy_strerror(a.code);
+    if (slow_member) {
+      why = absl::StrCat("no answer within ",
+                         absl::FormatDuration(attempt_timeout_));
+    }
     if (a.http == 503) why = absl::StrCat("HTTP 503: ", a.body.substr(0, 200));
     failures.push_back(absl::StrCat(a.endpoint, " (", why, ")"));
-    if (timed_out && !NeverSent(curl, a.code)) {  // the deadline passed
+    if (a.code != CURLE_COULDNT_CONNECT &&
+        a.code != CURLE_COULDNT_RESOLVE_HOST) {
+      all_refused = false;
+    }
+    if (a.http == 503 || slow_member) {
+      std::string note = QuorumNote(curl, a.endpoint, deadline);
+      if (!note.empty()) quorum_note = std::move(note);
+    }
+    if (timed_out && !slow_member && !quorum_note.empty()) {
+      break;  // the deadline passed on a cluster without a leader: named below
+    }
+    if (timed_out && !slow_member && !NeverSent(curl, a.code)) {
       result = absl::DeadlineExceededError(
           absl::StrCat("etcd at ", a.endpoint, " did not finish ", path,
-                       " before its deadline (", why, ")"));
+                       " before its deadline (", why, ")",
+                       quorum_note.empty() ? "" : "; ", quorum_note));
       break;
     }
     if (retry == Retry::kIfNotSent && !NeverSent(curl, a.code)) {
       result = absl::UnavailableError(absl::StrCat(
           "the connection to etcd at ", a.endpoint, " failed during ", path,
-          " (", why, "); the request may or may not have been applied"));
+          " (", why, "); the request may or may not have been applied",
+          quorum_note.empty() ? "" : "; ", quorum_note));
       break;
     }
     if (absl::Now() >= deadline) break;
+   }
+   if (result.has_value() || absl::Now() >= deadline) break;
+   if (!all_refused) {
+     all_refused_since = absl::InfiniteFuture();
+   } else if (all_refused_since == absl::InfiniteFuture()) {
+     all_refused_since = absl::Now();
+   } else if (absl::Now() - all_refused_since >= kAllRefusedGrace) {
+     break;
+   }
+   absl::SleepFor(std::min(absl::Milliseconds(round < 5 ? 20 : 100),
+                           deadline - absl::Now()));
   }
   curl_easy_reset(curl);  // forgets the pointers into this frame
   curl_slist_free_all(headers);
   Return(std::move(handle));
   if (!result.has_value()) {
+    if (!quorum_note.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "the etcd cluster at ", EndpointList(),
+          " has no leader (it has lost quorum: fewer than a majority of its "
+          "members are up and connected) and did not serve ", path,
+          " before the deadline: ", quorum_note,
+          "; tried: ", absl::StrJoin(failures, "; ")));
+    }
     return absl::UnavailableError(absl::StrCat(
         "no etcd endpoint answered ", path,
         "; tried: ", absl::StrJoin(failures, "; "),

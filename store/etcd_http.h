@@ -6,7 +6,10 @@
 // (the one place where curl's and etcd's error codes become Status).
 //
 // Endpoints and failover: a request goes to the endpoint that answered last
-// and, when that one cannot be reached, to the next ones in order. A request
+// and, when that one cannot be reached or does not answer within the
+// attempt timeout (a stopped member, one without a leader), to the next ones
+// in order, round after round until the deadline (or, when every endpoint
+// refuses connections, for about a second: nothing runs there). A request
 // that may have reached etcd before its connection failed is sent again
 // elsewhere only when it is idempotent (Retry::kIdempotent): a conditional
 // txn (Retry::kIfNotSent) is retried only when it never left this process.
@@ -17,8 +20,10 @@
 // curl's progress callback.
 //
 // Errors:
-//   Unavailable       no endpoint could be reached (names each endpoint and
-//                     curl's error for it), or etcd answered Unavailable
+//   Unavailable       no endpoint answered by the deadline (names each
+//                     endpoint and curl's error for it, and when a member
+//                     reported it, that the cluster has no leader: lost
+//                     quorum), or etcd answered Unavailable
 //   DeadlineExceeded  the deadline passed after the request was sent
 //   InvalidArgument   etcd refused the request as too large (names the
 //                     limit) or as malformed
@@ -65,8 +70,11 @@ class EtcdHttp {
   using OnMessage = std::function<absl::StatusOr<bool>(const nlohmann::json&)>;
 
   // `endpoints` are "host:port" (checked by the caller); `connect_timeout`
-  // bounds each connection attempt.
-  EtcdHttp(std::vector<std::string> endpoints, absl::Duration connect_timeout);
+  // bounds each connection attempt; `attempt_timeout` how long one member
+  // may take to answer a request (a stream: to send its first bytes) before
+  // the next one is tried.
+  EtcdHttp(std::vector<std::string> endpoints, absl::Duration connect_timeout,
+           absl::Duration attempt_timeout);
   ~EtcdHttp();
   EtcdHttp(const EtcdHttp&) = delete;
   EtcdHttp& operator=(const EtcdHttp&) = delete;
@@ -97,11 +105,17 @@ class EtcdHttp {
   absl::StatusOr<Attempt> Send(absl::string_view path, const std::string& body,
                                absl::Time deadline, Retry retry,
                                const OnMessage* stream);
+  // What `endpoint` says of its own health when it reports errors ("member
+  // a:1 reports 'etcdserver: no leader'"), else "". Bounded by 500 ms and
+  // `deadline`; uses `curl` (a borrowed handle, reset after).
+  std::string QuorumNote(void* curl, const std::string& endpoint,
+                         absl::Time deadline);
   std::unique_ptr<Handle> Borrow();
   void Return(std::unique_ptr<Handle> handle);
 
   const std::vector<std::string> endpoints_;
   const absl::Duration connect_timeout_;
+  const absl::Duration attempt_timeout_;
   std::atomic<size_t> preferred_{0};  // index of the endpoint that answered
   sync_internal::Mutex mu_;
   std::vector<std::unique_ptr<Handle>> idle_ ABSL_GUARDED_BY(mu_);

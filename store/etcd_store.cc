@@ -50,9 +50,11 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
         "such as \"/devmesh/<job id>/\"");
   }
   if (options.default_timeout <= absl::ZeroDuration() ||
-      options.connect_timeout <= absl::ZeroDuration()) {
+      options.connect_timeout <= absl::ZeroDuration() ||
+      options.attempt_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "EtcdStoreOptions.default_timeout and connect_timeout must be > 0");
+        "EtcdStoreOptions.default_timeout, connect_timeout and "
+        "attempt_timeout must be > 0");
   }
   EtcdStoreOptions checked = options;
   for (std::string& endpoint : checked.endpoints) {
@@ -75,7 +77,8 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
     endpoint = std::string(e);
   }
   auto http =
-      std::make_unique<EtcdHttp>(checked.endpoints, checked.connect_timeout);
+      std::make_unique<EtcdHttp>(checked.endpoints, checked.connect_timeout,
+                                 checked.attempt_timeout);
   const absl::Duration probe_for =
       std::min(checked.default_timeout,
                checked.connect_timeout *
@@ -266,9 +269,30 @@ absl::Status EtcdStore::Update(
     const Json txn = {{"compare", Json::array({compare})},
                       {"success", Json::array({PutOp(key, *value)})},
                       {"failure", Json::array({RangeOp(key, false)})}};
-    DEVMESH_ASSIGN_OR_RETURN(
-        Json reply,
-        http_->Post("/v3/kv/txn", txn, RoundTripDeadline(), Retry::kIfNotSent));
+    absl::StatusOr<Json> sent =
+        http_->Post("/v3/kv/txn", txn, RoundTripDeadline(), Retry::kIfNotSent);
+    if (!sent.ok()) {
+      if (!absl::IsUnavailable(sent.status())) return sent.status();
+      // The txn may or may not have been applied (a member that stopped or
+      // died with it, one without a leader). Read the key again, from any
+      // member: unchanged, the txn was not applied, and since it compares
+      // the revision read it can no longer apply once a retry (or anyone)
+      // writes the key: try again. Changed: it may have been this txn.
+      absl::StatusOr<Snapshot> again = Read({key}, false);
+      if (!again.ok()) return sent.status();
+      Entry now = std::move(again->entries[0]);
+      if (now.found != entry.found ||
+          (entry.found && now.mod_revision != entry.mod_revision)) {
+        return absl::UnavailableError(absl::StrCat(
+            "store key '", UserKey(key), "' changed after a txn on it failed (",
+            sent.status().message(),
+            "): it may or may not have been this call's update"));
+      }
+      entry = std::move(now);
+      if (absl::Now() >= deadline) return sent.status();
+      continue;
+    }
+    const Json& reply = *sent;
     if (Bool(reply, "succeeded")) return absl::OkStatus();
     const Json& responses = Field(reply, "responses");
     if (!responses.is_array() || responses.size() != 1) {

@@ -21,8 +21,12 @@
 // Waiting calls watch, never poll.
 //
 // Endpoints: a call goes to the endpoint that answered last; one that cannot
-// be reached is skipped for the next (see store/etcd_http.h for when a
-// conditional txn is not sent again).
+// be reached, or does not answer within options.attempt_timeout, is skipped
+// for the next, round after round until the call's deadline. A conditional
+// txn (Add, CompareSet) whose member failed after it was sent is sent again
+// only when a read from any member shows the key unchanged (the txn compares
+// the revision it read, so it cannot apply after another write); otherwise
+// the call is Unavailable, saying it may have been applied.
 //
 // Timeouts: Get/Wait/MultiGet wait at most their `timeout`; every round trip
 // is bounded by options.default_timeout, and each connection attempt by
@@ -31,7 +35,10 @@
 // Errors, besides those store.h states for each method:
 //   InvalidArgument   empty key; a request over etcd's size limit
 //                     (--max-request-bytes, 1.5 MiB by default), named
-//   Unavailable       no endpoint answered (names each one and curl's error)
+//   Unavailable       no endpoint answered by the deadline (names each one
+//                     and curl's error; a cluster without a leader is named
+//                     as having lost quorum); an Add or CompareSet that may
+//                     have been applied (see Endpoints)
 //   DeadlineExceeded  a waiting call's timeout (names the first missing key),
 //                     or a round trip past default_timeout
 // NumKeys counts the keys under key_prefix: the store's whole key space.
@@ -69,6 +76,10 @@ struct EtcdStoreOptions {
   absl::Duration default_timeout = absl::Seconds(300);
   // How long one attempt to connect to one endpoint may take.
   absl::Duration connect_timeout = absl::Seconds(5);
+  // How long one member may take to answer one request (a watch: to start
+  // answering) before the next one is tried; keep it below the failure
+  // watch's lease silence, so that a stopped member delays no rank's lease.
+  absl::Duration attempt_timeout = absl::Seconds(1);
 };
 
 class EtcdStore : public Store {
