@@ -12,7 +12,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "status/status_macros.h"
+#include "store/etcd_store.h"
 
 namespace devmesh {
 namespace {
@@ -54,6 +56,42 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectDevmeshStore(
   DEVMESH_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
                            TcpStoreClient::Connect(client_options));
   return std::shared_ptr<Store>(std::move(client));
+}
+
+// The etcd cluster of info.etcd_endpoints, keys under info.etcd_prefix.
+// Retried until options.timeout, as a TCP store's connect is, so that ranks
+// may start before etcd answers.
+absl::StatusOr<std::shared_ptr<Store>> ConnectEtcdStore(
+    const RendezvousInfo& info, const BootstrapOptions& options) {
+  EtcdStoreOptions etcd;
+  etcd.endpoints = info.etcd_endpoints;
+  etcd.key_prefix = info.etcd_prefix;
+  etcd.default_timeout = options.timeout;
+  etcd.connect_timeout = std::min(options.timeout, absl::Seconds(5));
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options.timeout;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<EtcdStore>> store =
+        EtcdStore::Connect(etcd);
+    if (store.ok()) return std::shared_ptr<Store>(std::move(*store));
+    if (!absl::IsUnavailable(store.status()) || absl::Now() >= deadline) {
+      if (!absl::IsUnavailable(store.status())) return store.status();
+      return absl::UnavailableError(absl::StrCat(
+          "no member of the etcd store ", StoreAddressText(info),
+          " answered within ",
+          absl::FormatDuration(absl::Trunc(absl::Now() - start,
+                                           absl::Milliseconds(1))),
+          " (the bootstrap timeout is ",
+          absl::FormatDuration(options.timeout), "); last try: ",
+          store.status().message()));
+    }
+    etcd.connect_timeout =
+        std::max(absl::Milliseconds(1),
+                 std::min(etcd.connect_timeout, deadline - absl::Now()));
+    absl::SleepFor(std::min(absl::Milliseconds(200),
+                            std::max(absl::ZeroDuration(),
+                                     deadline - absl::Now())));
+  }
 }
 
 }  // namespace
@@ -112,10 +150,11 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
                            ? TcpStoreServer::StartOnFd(handed, server_options)
                            : TcpStoreServer::Start(server_options));
   }
-  DEVMESH_ASSIGN_OR_RETURN(std::shared_ptr<Store> store,
-                           info.use_agent_store
-                               ? ConnectAgentStore(info, options)
-                               : ConnectDevmeshStore(info, options, token));
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::shared_ptr<Store> store,
+      !info.etcd_endpoints.empty() ? ConnectEtcdStore(info, options)
+      : info.use_agent_store       ? ConnectAgentStore(info, options)
+                                   : ConnectDevmeshStore(info, options, token));
   boot->store_ = std::move(store);
   // The start barrier is the peer info exchange: it also checks that every
   // rank agrees on the world size and the store, and tells each rank where
@@ -130,7 +169,7 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
   absl::StatusOr<std::string> address =
       LocalAddressToward(info.store_host, info.store_port);
   if (address.ok()) self.address = std::move(*address);
-  self.store = absl::StrCat(info.store_host, ":", info.store_port);
+  self.store = StoreAddressText(info);
   absl::StatusOr<std::vector<PeerInfo>> peers =
       ExchangePeerInfo(*boot->store_, self, options.timeout);
   if (!peers.ok()) {

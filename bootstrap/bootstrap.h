@@ -20,7 +20,11 @@
 // With an external store (DEVMESH_STORE_ADDR, info.external_store: a
 // //store:server, or //bootstrap:launch --host_store) no rank binds either:
 // every rank, rank 0 included, joins it with a TcpStoreClient (the token
-// applies), and rank 0 can die without taking the store with it.
+// applies), and rank 0 can die without taking the store with it. With an
+// etcd cluster (DEVMESH_STORE_ADDR=etcd://..., info.etcd_endpoints) every
+// rank joins it with an EtcdStore (store/etcd_store.h) under
+// info.etcd_prefix, retrying until options.timeout while no member answers;
+// the token does not apply (etcd's own authentication is not used).
 //
 //   // under torchrun / srun / mpirun
 //   DEVMESH_ASSIGN_OR_RETURN(auto boot, devmesh::Bootstrap::FromEnv());
@@ -118,7 +122,9 @@ class Bootstrap {
   //                     have the same rank (reported on every rank, see
   //                     ExchangePeerInfo)
   //   Unavailable       rank 0 cannot listen on store_port; the server is
-  //                     not reachable within options.timeout
+  //                     not reachable within options.timeout; no etcd
+  //                     member answered within it (names every endpoint
+  //                     and its last error)
   //   PermissionDenied  token mismatch
   //   DeadlineExceeded  not every rank joined within options.timeout (the
   //                     message says how many did and which are missing)
@@ -150,8 +156,8 @@ class Bootstrap {
   // This rank's entry of peers().
   const PeerInfo& self() const { return peers_[info_.rank]; }
 
-  // The store shared by all ranks (a TcpStoreClient, or with the agent store
-  // a PrefixStore over a C10dStoreClient).
+  // The store shared by all ranks (a TcpStoreClient, an EtcdStore, or with
+  // the agent store a PrefixStore over a C10dStoreClient).
   std::shared_ptr<Store> store() const { return store_; }
 
   // Waits until every rank has called Barrier with the same `name` the same

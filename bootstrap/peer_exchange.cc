@@ -223,14 +223,26 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
         store.Get(kVerdictKey, absl::Milliseconds(1));
     if (table.ok() && absl::StartsWith(*table, kOk)) {
       absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
+      // An etcd store (self.store "etcd://...") keeps a job's keys until
+      // they are deleted; a TCP store until it restarts.
+      const bool etcd = absl::StartsWith(self.store, "etcd://");
+      const std::string remedy =
+          etcd ? absl::StrCat(
+                     "give this job a key prefix of its own "
+                     "(DEVMESH_STORE_ADDR=etcd://host:port/<prefix>), or "
+                     "delete that job's keys once it has ended (etcdctl del "
+                     "--prefix <prefix>; etcd keeps a job's keys); store ",
+                     self.store)
+               : std::string(
+                     "give this job a store of its own (another MASTER_PORT, "
+                     "or DEVMESH_STORE_ADDR), or restart the store once that "
+                     "job has ended (a store keeps a job's keys)");
       return absl::FailedPreconditionError(absl::StrCat(
           "another job is using this store: its rendezvous of ",
           joined.ok() ? absl::StrCat(*joined) : std::string("its"),
           " ranks completed, and its rank ", self.rank, " is ", holder_text,
           "; this process (", Describe(self), ") asked for rank ", self.rank,
-          " again: give this job a store of its own (another MASTER_PORT, or "
-          "DEVMESH_STORE_ADDR), or restart the store once that job has ended "
-          "(a store keeps a job's keys)"));
+          " again: ", remedy));
     }
     const std::string message = absl::StrCat(
         "rank ", self.rank, " was started twice: by ", holder_text, " and by ",

@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "status/status_macros.h"
@@ -19,6 +20,11 @@ namespace {
 
 absl::Status Bad(absl::string_view var, absl::string_view value,
                  absl::string_view why) {
+  // No variable: an address given from code (UseStoreAddress).
+  if (var.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("store address '", value, "' ", why));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("environment variable ", var, "='", value, "' ", why));
 }
@@ -82,35 +88,48 @@ absl::StatusOr<std::string> StoreHost(const EnvLookup& env) {
   return ParseStoreHost("MASTER_ADDR", raw);
 }
 
-// DEVMESH_STORE_ADDR ("host:port", IPv6 in brackets): a store outside the
-// ranks. Sets the store address and external_store; false when unset.
-absl::StatusOr<bool> ReadExternalStore(const EnvLookup& env,
-                                       RendezvousInfo& info) {
-  std::optional<std::string> value = env(kExternalStoreVar);
-  if (!value) return false;
-  absl::string_view text = *value;
+// "host:port" (IPv6 in brackets) of a store address in `value` of `var`:
+// `text` is the whole of it (a TCP store) or one etcd endpoint.
+absl::Status ParseHostPort(absl::string_view var, absl::string_view value,
+                           absl::string_view text, std::string* host_out,
+                           int* port_out) {
   const size_t colon = text.rfind(':');
   if (text.empty() || colon == absl::string_view::npos ||
       colon + 1 == text.size()) {
-    return Bad(kExternalStoreVar, *value,
+    return Bad(var, value,
                "is not host:port (an IPv6 host in brackets: [::1]:29500)");
   }
   absl::string_view host = text.substr(0, colon);
-  if (host.empty()) return Bad(kExternalStoreVar, *value, "names no host");
+  if (host.empty()) return Bad(var, value, "names no host");
   if (host.find(':') != absl::string_view::npos &&
       (host.front() != '[' || host.back() != ']')) {
-    return Bad(kExternalStoreVar, *value,
+    return Bad(var, value,
                "has an IPv6 host without brackets (write [::1]:29500)");
   }
   int port = 0;
   if (!absl::SimpleAtoi(text.substr(colon + 1), &port) || port < 1 ||
       port > 65535) {
-    return Bad(kExternalStoreVar, *value,
-               "does not end with a port in 1..65535");
+    return Bad(var, value, "does not end with a port in 1..65535");
   }
-  DEVMESH_ASSIGN_OR_RETURN(info.store_host,
-                           ParseStoreHost(kExternalStoreVar, host));
-  info.store_port = port;
+  DEVMESH_ASSIGN_OR_RETURN(*host_out, ParseStoreHost(var, host));
+  *port_out = port;
+  return absl::OkStatus();
+}
+
+constexpr absl::string_view kEtcdScheme = "etcd://";
+
+// DEVMESH_STORE_ADDR: a store outside the ranks. Sets the store address and
+// external_store; false when unset.
+absl::StatusOr<bool> ReadExternalStore(const EnvLookup& env,
+                                       RendezvousInfo& info) {
+  std::optional<std::string> value = env(kExternalStoreVar);
+  if (!value) return false;
+  DEVMESH_ASSIGN_OR_RETURN(StoreAddress address,
+                           ParseStoreAddress(kExternalStoreVar, *value));
+  info.store_host = std::move(address.host);
+  info.store_port = address.port;
+  info.etcd_endpoints = std::move(address.etcd_endpoints);
+  info.etcd_prefix = std::move(address.etcd_prefix);
   info.external_store = true;
   return true;
 }
@@ -306,6 +325,75 @@ bool HasRendezvousEnv(const EnvLookup& env) {
 }
 
 bool HasRendezvousEnv() { return HasRendezvousEnv(ProcessEnv()); }
+
+absl::StatusOr<StoreAddress> ParseStoreAddress(absl::string_view var,
+                                               absl::string_view value) {
+  StoreAddress address;
+  absl::string_view text = value;
+  if (!absl::ConsumePrefix(&text, kEtcdScheme)) {
+    if (text.find("://") != absl::string_view::npos) {
+      return Bad(var, value,
+                 "names a scheme other than etcd:// (host:port is devmesh's "
+                 "store; etcd://host:port[,host:port...][/prefix] an etcd "
+                 "cluster, without TLS)");
+    }
+    DEVMESH_RETURN_IF_ERROR(
+        ParseHostPort(var, value, text, &address.host, &address.port));
+    return address;
+  }
+  absl::string_view endpoints = text;
+  absl::string_view prefix = kDefaultEtcdPrefix;
+  if (const size_t slash = text.find('/'); slash != absl::string_view::npos) {
+    endpoints = text.substr(0, slash);
+    if (slash + 1 < text.size()) prefix = text.substr(slash);
+  }
+  if (endpoints.empty()) {
+    return Bad(var, value,
+               "names no etcd endpoint (etcd://host:port[,host:port...])");
+  }
+  for (absl::string_view endpoint : absl::StrSplit(endpoints, ',')) {
+    if (endpoint.empty()) {
+      return Bad(var, value, "has an empty etcd endpoint (two commas?)");
+    }
+    std::string host;
+    int port = 0;
+    DEVMESH_RETURN_IF_ERROR(ParseHostPort(var, value, endpoint, &host, &port));
+    if (address.etcd_endpoints.empty()) {
+      address.host = host;
+      address.port = port;
+    }
+    address.etcd_endpoints.emplace_back(endpoint);
+  }
+  const bool unprintable = std::any_of(prefix.begin(), prefix.end(), [](char c) {
+    return !absl::ascii_isgraph(static_cast<unsigned char>(c));
+  });
+  if (unprintable) {
+    return Bad(var, value,
+               "has a key prefix with whitespace or control characters");
+  }
+  address.etcd_prefix = std::string(prefix);
+  if (address.etcd_prefix.back() != '/') address.etcd_prefix.push_back('/');
+  return address;
+}
+
+absl::Status UseStoreAddress(absl::string_view address, RendezvousInfo& info) {
+  DEVMESH_ASSIGN_OR_RETURN(StoreAddress parsed,
+                           ParseStoreAddress("", address));
+  info.store_host = std::move(parsed.host);
+  info.store_port = parsed.port;
+  info.etcd_endpoints = std::move(parsed.etcd_endpoints);
+  info.etcd_prefix = std::move(parsed.etcd_prefix);
+  info.external_store = true;
+  return absl::OkStatus();
+}
+
+std::string StoreAddressText(const RendezvousInfo& info) {
+  if (!info.etcd_endpoints.empty()) {
+    return absl::StrCat(kEtcdScheme, absl::StrJoin(info.etcd_endpoints, ","),
+                        info.etcd_prefix);
+  }
+  return absl::StrCat(info.store_host, ":", info.store_port);
+}
 
 absl::StatusOr<std::string> ParseStoreHost(absl::string_view var,
                                            absl::string_view value) {

@@ -35,6 +35,12 @@
 // store), and TORCHELASTIC_USE_AGENT_STORE is ignored (use_agent_store stays
 // false; devmesh's keys are not put under the torchrun namespace, so one
 // external store serves one job at a time). Unset: as below.
+// DEVMESH_STORE_ADDR="etcd://host:port[,host:port...][/prefix]" names an
+// etcd cluster instead (store/etcd_store.h): every rank joins it with an
+// EtcdStore on those client endpoints, and every key of the job lives under
+// `prefix` in etcd (default "/devmesh/"; a '/' is added when it does not end
+// with one), so that one etcd serves several jobs, each with a prefix of its
+// own. ParseStoreAddress is the one parser of both forms.
 //
 // Store host (MASTER_ADDR in every family): a host name, an IPv4 literal, or
 // an IPv6 literal bare ("::1", "fe80::1%eth0") or in brackets ("[::1]"; the
@@ -42,8 +48,7 @@
 // port goes in MASTER_PORT).
 //
 // Errors (InvalidArgument, naming the variable and its value): a
-// DEVMESH_STORE_ADDR that is not host:port with a port in 1..65535 and a
-// host as MASTER_ADDR's (an IPv6 host without brackets included), a required
+// DEVMESH_STORE_ADDR that ParseStoreAddress refuses, a required
 // variable missing, not an integer, out of range (port outside 1..65535,
 // sizes < 1), malformed (a store host as above), or contradictory (RANK >=
 // WORLD_SIZE, LOCAL_RANK >= LOCAL_WORLD_SIZE, LOCAL_WORLD_SIZE > WORLD_SIZE;
@@ -62,6 +67,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -93,7 +99,49 @@ struct RendezvousInfo {
   // DEVMESH_STORE_ADDR was set: a devmesh store outside the ranks listens at
   // store_host:store_port; no rank hosts one, every rank joins it.
   bool external_store = false;
+  // An etcd cluster is the store (DEVMESH_STORE_ADDR=etcd://..., or set from
+  // code with UseStoreAddress): its client endpoints ("host:port", an IPv6
+  // host in brackets) and the job's key prefix (ends with '/'). Empty: not
+  // etcd. With etcd, external_store is true and store_host:store_port is the
+  // first endpoint.
+  std::vector<std::string> etcd_endpoints;
+  std::string etcd_prefix;
 };
+
+// A store address as DEVMESH_STORE_ADDR writes it (see the top of this file).
+struct StoreAddress {
+  // devmesh's TCP store (and, with etcd, the first endpoint): the host
+  // (brackets removed) and port.
+  std::string host;
+  int port = 0;
+  // etcd://: every endpoint as "host:port" (IPv6 in brackets), and the key
+  // prefix (ends with '/'). Empty endpoints: devmesh's TCP store.
+  std::vector<std::string> etcd_endpoints;
+  std::string etcd_prefix;
+};
+
+// The prefix of an etcd store's keys when the address names none.
+inline constexpr char kDefaultEtcdPrefix[] = "/devmesh/";
+
+// Parses `value`, read from variable `var` (named in errors), as
+// "host:port" or "etcd://host:port[,host:port...][/prefix]". Errors
+// (InvalidArgument naming `var` and `value`): not host:port, no host, an
+// IPv6 host without brackets, a port outside 1..65535, a host ParseStoreHost
+// refuses; for etcd:// also no endpoint, an empty endpoint (",,"), a prefix
+// with whitespace or control characters, and any other scheme ("http://",
+// "https://": etcd's TLS is not supported).
+absl::StatusOr<StoreAddress> ParseStoreAddress(absl::string_view var,
+                                               absl::string_view value);
+
+// Makes `info` join the store at `address` (ParseStoreAddress's forms, from
+// code; errors say "store address '<address>' ..."): sets store_host,
+// store_port, external_store, and for etcd etcd_endpoints and etcd_prefix
+// (cleared otherwise). `info` is unchanged on error.
+absl::Status UseStoreAddress(absl::string_view address, RendezvousInfo& info);
+
+// The store of `info` as one string, what every rank must agree on:
+// "host:port", or "etcd://a:1,b:2/prefix/".
+std::string StoreAddressText(const RendezvousInfo& info);
 
 // Looks up an environment variable: its value, or nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(absl::string_view)>;

@@ -45,7 +45,11 @@ void WriteAll(int fd, absl::string_view data) {
   boot_options.timeout = options.bootstrap_timeout;
   boot_options.token = options.token;
   absl::Status status;
-  {
+  if (!options.store_address.empty()) {
+    status = UseStoreAddress(options.store_address, info);
+    boot_options.host_server = false;
+  }
+  if (status.ok()) {
     absl::StatusOr<std::unique_ptr<Bootstrap>> boot =
         Bootstrap::Create(info, boot_options);
     status = boot.ok() ? body(**boot) : boot.status();

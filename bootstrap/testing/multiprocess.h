@@ -68,6 +68,10 @@ struct RunRanksOptions {
   // without an external store, so that a test can kill the store with rank
   // 0; the parent then hosts nothing. false: the parent hosts it.
   bool rank0_hosts_store = false;
+  // Not empty: every rank joins the store at this address instead
+  // (UseStoreAddress's forms, "etcd://127.0.0.1:2379/job/" for an etcd that
+  // the test started); the parent's store is then unused.
+  std::string store_address;
 };
 
 // Runs `body` on every rank; returns one outcome per rank, in rank order.
