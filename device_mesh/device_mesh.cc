@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/base/attributes.h"
 #include "absl/base/call_once.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -114,9 +115,42 @@ DeviceMesh DeviceMesh::Derived(MeshLayout layout) const {
                     options_);
 }
 
+namespace {
+
+// The index of `dim` among `layout`'s dims (no dim: a 1-d layout's only
+// one), or -1 when it is none of them (ResolveDim then says why). The layout
+// queries' fast path: no Status, no call. Names are short and few, so they
+// are compared byte by byte here.
+int FindOwnDim(const MeshLayout& layout, const std::optional<MeshDim>& dim) {
+  if (!dim.has_value()) return layout.ndim() == 1 ? 0 : -1;
+  if (!dim->by_name()) {
+    return dim->index() >= 0 && dim->index() < layout.ndim()
+               ? static_cast<int>(dim->index())
+               : -1;
+  }
+  const std::string& want = dim->name();
+  const std::vector<std::string>& names = layout.dim_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    if (n.size() != want.size()) continue;
+    size_t k = 0;
+    while (k < n.size() && n[k] == want[k]) ++k;
+    if (k == n.size()) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Out of line, so that the fast paths carry no error-building frame.
+ABSL_ATTRIBUTE_NOINLINE absl::Status NotInMesh(const DeviceMesh& mesh) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "rank ", mesh.GetRank(), " is not part of ", mesh.ToString()));
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> DeviceMesh::size(MeshDim dim) const {
-  if (absl::StatusOr<int> own = ResolveDim(dim); own.ok()) {
-    return layout_.size(*own);
+  if (const int own = FindOwnDim(layout_, dim); own >= 0) {
+    return layout_.size(own);
   }
   DEVMESH_ASSIGN_OR_RETURN(auto ref, ResolveDimRef(dim));
   return ref.layout.size(ref.dim);
@@ -154,7 +188,8 @@ absl::StatusOr<int> DeviceMesh::ResolveDim(
           "mesh dim '", dim->name(), "' not found: ", ToString(),
           " has no dim names"));
     }
-    return layout_.DimIndex(dim->name());
+    if (const int own = FindOwnDim(layout_, dim); own >= 0) return own;
+    return layout_.DimIndex(dim->name());  // its error
   }
   if (dim->index() < 0 || dim->index() >= ndim()) {
     return absl::OutOfRangeError(absl::StrCat("mesh dim ", dim->index(),
@@ -192,13 +227,10 @@ absl::StatusOr<DeviceMesh::DimRef> DeviceMesh::ResolveDimRef(
 absl::StatusOr<int64_t> DeviceMesh::GetLocalRank(
     std::optional<MeshDim> dim) const {
   // A dim of this mesh: from the coordinate made with it.
-  if (absl::StatusOr<int> own = ResolveDim(dim); own.ok()) {
+  if (const int own = FindOwnDim(layout_, dim); own >= 0) {
     const std::optional<std::vector<int64_t>>& coordinate = Coordinate();
-    if (!coordinate.has_value()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("rank ", GetRank(), " is not part of ", ToString()));
-    }
-    return (*coordinate)[static_cast<size_t>(*own)];
+    if (coordinate.has_value()) return (*coordinate)[static_cast<size_t>(own)];
+    return NotInMesh(*this);
   }
   DEVMESH_ASSIGN_OR_RETURN(auto ref, ResolveDimRef(dim));
   if (!layout_.ContainsRank(GetRank())) {
