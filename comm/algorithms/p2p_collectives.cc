@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "comm/reduce_functions.h"
 #include "status/status_macros.h"
 
@@ -97,38 +99,105 @@ absl::Status RecursiveDoubling(PointToPoint& p2p, Workspace& ws, char* data,
   return absl::OkStatus();
 }
 
-// Ring reduce-scatter then ring all-gather over n chunks. Chunk c is
-// reduced along one chain (ranks c, c + 1, ..., c - 1: incoming op own) and
-// then copied, so every member gets the same bits.
-absl::Status RingAllReduce(PointToPoint& p2p, Workspace& ws, char* data,
-                           size_t count, size_t elem_size,
-                           const ReduceFunc& reduce) {
+// Ring reduce-scatter then ring all-gather over n blocks, each block in
+// pieces of `piece` elements. Block c is reduced along one chain (ranks c,
+// c + 1, ..., c - 1: incoming op own) and then copied, so every member gets
+// the same bits. Step k of 2(n - 1) sends one block to the next rank and
+// receives one from the previous; the block sent at step k + 1 is the one
+// received at step k, so each piece is passed on as soon as it is reduced
+// (reduce-scatter) or has arrived (all-gather), while later pieces are in
+// flight. Every receive is posted first: reduce-scatter's into one scratch
+// slot per step, all-gather's straight into `data`. `own` is this rank's
+// input (`data` itself, or a buffer that does not overlap it): each block is
+// read from it once, by its reduction, so `data` needs no copy of it. A
+// receive into `data` lands only after this rank's pieces of that block
+// were sent (the block's final value needs them), so it never meets a send
+// still reading it.
+absl::Status PipelinedRing(PointToPoint& p2p, Workspace& ws, const char* own,
+                           char* data, size_t count, size_t elem_size,
+                           const ReduceFunc& reduce, size_t piece) {
   const int n = p2p.size();
   const int r = p2p.rank();
   const int next = Mod(r + 1, n);
   const int prev = Mod(r - 1, n);
-  const Chunks chunks(count, n);
-  char* tmp = static_cast<char*>(ws.Get(chunks.Count(0) * elem_size));
-  // Step s: send chunk r - s (reduced over s + 1 ranks), receive chunk
-  // r - s - 1. After n - 1 steps chunk r + 1 is complete here.
-  for (int s = 0; s < n - 1; ++s) {
-    const int out = Mod(r - s, n);
-    const int in = Mod(r - s - 1, n);
-    char* in_data = data + chunks.Start(in) * elem_size;
-    DEVMESH_RETURN_IF_ERROR(SendRecv(p2p, next,
-                                     data + chunks.Start(out) * elem_size,
-                                     chunks.Count(out) * elem_size, prev, tmp,
-                                     chunks.Count(in) * elem_size));
-    reduce(in_data, tmp, in_data, chunks.Count(in));
+  const Chunks blocks(count, n);
+  const int steps = 2 * (n - 1);
+  // Reduce-scatter step k receives block r - k - 1; all-gather step
+  // t = k - (n - 1) receives block r - t. Step 0 sends block r.
+  auto recv_block = [&](int k) {
+    return k < n - 1 ? Mod(r - k - 1, n) : Mod(r - (k - (n - 1)), n);
+  };
+  auto pieces = [&](int b) { return (blocks.Count(b) + piece - 1) / piece; };
+  auto piece_count = [&](int b, size_t j) {
+    return std::min(piece, blocks.Count(b) - j * piece);
+  };
+  const size_t slot = RoundUp(blocks.Count(0) * elem_size);
+  char* tmp = static_cast<char*>(ws.Get(slot * (n - 1)));
+  std::vector<Ticket> recvs;
+  std::vector<size_t> first(steps);  // step k's first entry in recvs
+  for (int k = 0; k < steps; ++k) {
+    const int b = recv_block(k);
+    first[k] = recvs.size();
+    for (size_t j = 0; j < pieces(b); ++j) {
+      char* to = k < n - 1
+                     ? tmp + k * slot + j * piece * elem_size
+                     : data + (blocks.Start(b) + j * piece) * elem_size;
+      DEVMESH_ASSIGN_OR_RETURN(
+          Ticket t,
+          p2p.Post(RecvSpec{prev, to, piece_count(b, j) * elem_size}));
+      recvs.push_back(t);
+    }
   }
-  // Step s: pass on chunk r + 1 - s, receive chunk r - s in place.
-  for (int s = 0; s < n - 1; ++s) {
-    const int out = Mod(r + 1 - s, n);
-    const int in = Mod(r - s, n);
-    DEVMESH_RETURN_IF_ERROR(SendRecv(
-        p2p, next, data + chunks.Start(out) * elem_size,
-        chunks.Count(out) * elem_size, prev,
-        data + chunks.Start(in) * elem_size, chunks.Count(in) * elem_size));
+  for (size_t j = 0; j < pieces(r); ++j) {
+    const char* from = own + (blocks.Start(r) + j * piece) * elem_size;
+    DEVMESH_RETURN_IF_ERROR(
+        p2p.Post(SendSpec{next, from, piece_count(r, j) * elem_size})
+            .status());
+  }
+  for (int k = 0; k < steps; ++k) {
+    const int b = recv_block(k);
+    for (size_t j = 0; j < pieces(b); ++j) {
+      DEVMESH_RETURN_IF_ERROR(p2p.Wait(recvs[first[k] + j]));
+      const size_t at = (blocks.Start(b) + j * piece) * elem_size;
+      const size_t m = piece_count(b, j);
+      if (k < n - 1) {
+        reduce(data + at, tmp + k * slot + j * piece * elem_size, own + at, m);
+      }
+      if (k + 1 < steps) {
+        DEVMESH_RETURN_IF_ERROR(
+            p2p.Post(SendSpec{next, data + at, m * elem_size}).status());
+      }
+    }
+  }
+  return p2p.WaitAll();
+}
+
+// AllReduce past its count-0 check, on the ring (`ring`, pieces of
+// `chunk_bytes`) or by recursive doubling.
+absl::Status AllReduceImpl(PointToPoint& p2p, Workspace& ws, const void* send,
+                           void* recv, size_t count, DataType dtype,
+                           ReduceOp op, bool ring, size_t chunk_bytes) {
+  const size_t elem_size = DataTypeSize(dtype);
+  const size_t bytes = count * elem_size;
+  const int n = p2p.size();
+  char* data = static_cast<char*>(recv);
+  const char* own = static_cast<const char*>(send);
+  // The ring reads its input block by block; anything else (a partial
+  // overlap, recursive doubling, one member) starts from a copy in recv
+  // (memmove: send and recv may overlap).
+  if (own != data && (!ring || n == 1 || Overlap(own, bytes, data, bytes))) {
+    std::memmove(data, own, bytes);
+    own = data;
+  }
+  if (n == 1) return absl::OkStatus();
+  const ReduceFunc reduce = reduce_internal::GetReduceFunction(dtype, op);
+  absl::Status status =
+      ring ? PipelinedRing(p2p, ws, own, data, count, elem_size, reduce,
+                           std::max<size_t>(1, chunk_bytes / elem_size))
+           : RecursiveDoubling(p2p, ws, data, count, elem_size, reduce);
+  if (!status.ok()) return status;
+  if (op == ReduceOp::kAvg) {
+    reduce_internal::DivideInPlace(data, count, dtype, n);
   }
   return absl::OkStatus();
 }
@@ -148,24 +217,24 @@ void* Workspace::Get(size_t bytes) {
 absl::Status AllReduce(PointToPoint& p2p, Workspace& ws, const void* send,
                        void* recv, size_t count, DataType dtype, ReduceOp op) {
   if (count == 0) return absl::OkStatus();
-  const size_t elem_size = DataTypeSize(dtype);
-  const size_t bytes = count * elem_size;
-  // memmove: send and recv may overlap partially.
-  if (send != recv) std::memmove(recv, send, bytes);
-  const int n = p2p.size();
-  if (n == 1) return absl::OkStatus();
-  char* data = static_cast<char*>(recv);
-  const ReduceFunc reduce = reduce_internal::GetReduceFunction(dtype, op);
-  const bool small =
-      bytes <= kP2pSmallAllReduceBytes || count < static_cast<size_t>(n);
-  absl::Status status =
-      small ? RecursiveDoubling(p2p, ws, data, count, elem_size, reduce)
-            : RingAllReduce(p2p, ws, data, count, elem_size, reduce);
-  if (!status.ok()) return status;
-  if (op == ReduceOp::kAvg) {
-    reduce_internal::DivideInPlace(data, count, dtype, n);
+  const size_t bytes = count * DataTypeSize(dtype);
+  const bool small = bytes <= kP2pSmallAllReduceBytes ||
+                     count < static_cast<size_t>(p2p.size());
+  return AllReduceImpl(p2p, ws, send, recv, count, dtype, op, !small,
+                       kP2pPipelineChunkBytes);
+}
+
+absl::Status RingAllReduce(PointToPoint& p2p, Workspace& ws, const void* send,
+                           void* recv, size_t count, DataType dtype,
+                           ReduceOp op, size_t chunk_bytes) {
+  if (chunk_bytes == 0 || count < static_cast<size_t>(p2p.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RingAllReduce needs chunk_bytes > 0 (got ", chunk_bytes,
+        ") and count >= the group's size (got ", count, " for ", p2p.size(),
+        " members)"));
   }
-  return absl::OkStatus();
+  return AllReduceImpl(p2p, ws, send, recv, count, dtype, op, /*ring=*/true,
+                       chunk_bytes);
 }
 
 absl::Status AllGather(PointToPoint& p2p, Workspace& ws, const void* send,

@@ -59,6 +59,7 @@ UcxGroup::UcxGroup(UcxWorker* worker, uint32_t id, int rank,
 }
 
 UcxGroup::~UcxGroup() {
+  if (!posted_.empty()) Cancel(posted_);
   // Goodbye notices to the members this one talked to, unless it failed.
   std::vector<std::unique_ptr<Op>> byes;
   {
@@ -216,6 +217,59 @@ absl::Status UcxGroup::Exchange(absl::Span<const algorithms::SendSpec> sends,
   DEVMESH_RETURN_IF_ERROR(broken());
   std::vector<std::unique_ptr<Op>> ops;
   ops.reserve(sends.size() + recvs.size());
+  if (absl::Status s = PostOps(sends, recvs, ops); !s.ok()) {
+    Cancel(ops);
+    return s;
+  }
+  DEVMESH_RETURN_IF_ERROR(WaitFor(ops, 0, ops.size()));
+  return CheckHeaders(ops);
+}
+
+absl::StatusOr<algorithms::Ticket> UcxGroup::Post(
+    const algorithms::SendSpec& send) {
+  DEVMESH_RETURN_IF_ERROR(broken());
+  if (absl::Status s = PostOps({&send, 1}, {}, posted_); !s.ok()) {
+    Cancel(posted_);
+    return s;
+  }
+  return posted_.size() - 1;
+}
+
+absl::StatusOr<algorithms::Ticket> UcxGroup::Post(
+    const algorithms::RecvSpec& recv) {
+  DEVMESH_RETURN_IF_ERROR(broken());
+  if (absl::Status s = PostOps({}, {&recv, 1}, posted_); !s.ok()) {
+    Cancel(posted_);
+    return s;
+  }
+  return posted_.size() - 1;
+}
+
+absl::Status UcxGroup::Wait(algorithms::Ticket ticket) {
+  if (ticket >= posted_.size()) {
+    Cancel(posted_);
+    return Fail(absl::InternalError(absl::StrCat(
+        Context(), ": Wait for message ", ticket, " of ", posted_.size(),
+        " posted")));
+  }
+  DEVMESH_RETURN_IF_ERROR(WaitFor(posted_, ticket, ticket + 1));
+  if (absl::Status s = CheckHeaders({&posted_[ticket], 1}); !s.ok()) {
+    Cancel(posted_);
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UcxGroup::WaitAll() {
+  DEVMESH_RETURN_IF_ERROR(WaitFor(posted_, 0, posted_.size()));
+  absl::Status s = CheckHeaders(posted_);
+  Cancel(posted_);  // every op is done: frees what is left, clears
+  return s;
+}
+
+absl::Status UcxGroup::PostOps(absl::Span<const algorithms::SendSpec> sends,
+                               absl::Span<const algorithms::RecvSpec> recvs,
+                               std::vector<std::unique_ptr<Op>>& ops) {
   const WireHeader header = ToWire(call_);
   // A member known to have left or stopped takes nothing more: a send to
   // it fails now, without a fresh endpoint to it. (What it sent before it
@@ -290,13 +344,15 @@ absl::Status UcxGroup::Exchange(absl::Span<const algorithms::SendSpec> sends,
       ops.push_back(std::move(op));
     }
   }
-  DEVMESH_RETURN_IF_ERROR(Wait(ops));
-  return CheckHeaders(ops);
+  return absl::OkStatus();
 }
 
-absl::Status UcxGroup::Wait(std::vector<std::unique_ptr<Op>>& ops) {
-  auto all_done = [&ops] {
-    for (const auto& op : ops) {
+absl::Status UcxGroup::WaitFor(std::vector<std::unique_ptr<Op>>& ops,
+                               size_t first, size_t last) {
+  const absl::Span<const std::unique_ptr<Op>> waited =
+      absl::MakeConstSpan(ops).subspan(first, last - first);
+  auto all_done = [&waited] {
+    for (const auto& op : waited) {
       if (!op->done.load(std::memory_order_acquire)) return false;
     }
     return true;
@@ -324,14 +380,14 @@ absl::Status UcxGroup::Wait(std::vector<std::unique_ptr<Op>>& ops) {
     // group's traffic keeps it busy, and the deadline, Abort and dead
     // members must still be looked at).
     next_check = now + kSlice;
-    if (absl::Status s = SlowPathCheck(ops); !s.ok()) {
+    if (absl::Status s = SlowPathCheck(waited); !s.ok()) {
       Cancel(ops);
       return Fail(std::move(s));
     }
     if (idle) worker_->Sleep(abort_fd_, std::min(kSlice, deadline_ - now));
   }
   std::lock_guard<std::mutex> lock(worker_->mu());
-  for (auto& op : ops) {
+  for (const auto& op : waited) {
     if (op->request != nullptr) {
       ucp_request_free(op->request);
       op->request = nullptr;
@@ -341,7 +397,7 @@ absl::Status UcxGroup::Wait(std::vector<std::unique_ptr<Op>>& ops) {
 }
 
 absl::Status UcxGroup::SlowPathCheck(
-    const std::vector<std::unique_ptr<Op>>& ops) {
+    absl::Span<const std::unique_ptr<Op>> ops) {
   if (aborted_.load()) {
     return absl::FailedPreconditionError(
         absl::StrCat(Context(), ": the communicator was aborted"));

@@ -53,8 +53,8 @@
 // buffer after the call returned. The group refuses every later call with
 // the same error.
 //
-// Thread-safety: one Exchange (and one SetCall before it) at a time; Abort
-// from any thread.
+// Thread-safety: one Exchange, Post, Wait or WaitAll (and one Begin before
+// them) at a time; Abort from any thread.
 #ifndef DEVMESH_COMM_UCX_UCX_GROUP_H_
 #define DEVMESH_COMM_UCX_UCX_GROUP_H_
 
@@ -73,6 +73,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/algorithms/p2p_collectives.h"
@@ -123,6 +124,14 @@ class UcxGroup final : public algorithms::PointToPoint {
 
   absl::Status Exchange(absl::Span<const algorithms::SendSpec> sends,
                         absl::Span<const algorithms::RecvSpec> recvs) override;
+  // Exchange split in two (p2p_collectives.h): the same messages, checks
+  // and errors; an error of any of them ends every posted message first.
+  absl::StatusOr<algorithms::Ticket> Post(
+      const algorithms::SendSpec& send) override;
+  absl::StatusOr<algorithms::Ticket> Post(
+      const algorithms::RecvSpec& recv) override;
+  absl::Status Wait(algorithms::Ticket ticket) override;
+  absl::Status WaitAll() override;
 
   // Ends every wait at once and refuses later calls (FailedPrecondition).
   void Abort();
@@ -155,13 +164,20 @@ class UcxGroup final : public algorithms::PointToPoint {
 
   uint64_t Tag(Channel channel, int sender) const;
   absl::Status Connect(int peer);  // under the worker's lock
-  // Waits for `ops`; on an error cancels what is left and returns it.
-  absl::Status Wait(std::vector<std::unique_ptr<Op>>& ops);
-  absl::Status CheckHeaders(std::vector<std::unique_ptr<Op>>& ops);
+  // Posts `sends` and `recvs` (appended to `ops`); an error leaves what it
+  // posted in `ops` for the caller to cancel.
+  absl::Status PostOps(absl::Span<const algorithms::SendSpec> sends,
+                       absl::Span<const algorithms::RecvSpec> recvs,
+                       std::vector<std::unique_ptr<Op>>& ops);
+  // Waits for ops[first, last) and frees their requests; on an error cancels
+  // every op of `ops` and returns it.
+  absl::Status WaitFor(std::vector<std::unique_ptr<Op>>& ops, size_t first,
+                       size_t last);
+  absl::Status CheckHeaders(absl::Span<const std::unique_ptr<Op>> ops);
   // The abort's error, a disagreement notice's, that of a member whose
   // message `ops` still waits for and that stopped, left or failed, the
   // deadline's (naming who was late), or OK.
-  absl::Status SlowPathCheck(const std::vector<std::unique_ptr<Op>>& ops);
+  absl::Status SlowPathCheck(absl::Span<const std::unique_ptr<Op>> ops);
   // The error of member `r` if it stopped, left or failed, else OK.
   absl::Status PeerError(int r);
   // Reads every queued notice: a disagreement is returned, a member that
@@ -191,6 +207,7 @@ class UcxGroup final : public algorithms::PointToPoint {
   CallRecord call_;
   absl::Time deadline_;
   std::vector<std::unique_ptr<Op>> pending_notices_;  // sends in flight
+  std::vector<std::unique_ptr<Op>> posted_;  // by Post, until WaitAll
   std::vector<void*> closing_;  // endpoint close requests, under the lock
 
   // This member sent (or passed on) a disagreement notice: its failure

@@ -155,7 +155,8 @@ absl::Status UcxGroup::ReadNotices() {
   }
 }
 
-absl::Status UcxGroup::CheckHeaders(std::vector<std::unique_ptr<Op>>& ops) {
+absl::Status UcxGroup::CheckHeaders(
+    absl::Span<const std::unique_ptr<Op>> ops) {
   for (const auto& op : ops) {
     if (op->status == UCS_OK || op->status == UCS_ERR_MESSAGE_TRUNCATED) {
       continue;

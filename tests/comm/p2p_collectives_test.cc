@@ -63,7 +63,8 @@ struct Mailbox {
 // What one rank posted.
 struct RankStats {
   int exchanges = 0;
-  int sends = 0;
+  int sends = 0;  // by Exchange and Post
+  int posted_recvs = 0;
 };
 
 // PointToPoint over mailboxes shared by the threads of one group. Exchange
@@ -78,8 +79,56 @@ class ThreadP2p : public PointToPoint {
   int size() const override { return size_; }
   const RankStats& stats() const { return stats_; }
 
+  // Post of a send delivers it at once; Post of a receive records it, and
+  // Wait takes the messages of that peer's earlier receives first.
+  absl::StatusOr<algorithms::Ticket> Post(const SendSpec& send) override {
+    if (absl::Status st = CheckPeer(send.peer); !st.ok()) return st;
+    ++stats_.sends;
+    Deliver(send);
+    posted_.push_back(Posted{true, {}});
+    return posted_.size() - 1;
+  }
+  absl::StatusOr<algorithms::Ticket> Post(const RecvSpec& recv) override {
+    if (absl::Status st = CheckPeer(recv.peer); !st.ok()) return st;
+    for (const Posted& p : posted_) {
+      if (!p.is_send && !p.done &&
+          Overlap(recv.data, recv.bytes, p.recv.data, p.recv.bytes)) {
+        return absl::InternalError("two pending receives overlap");
+      }
+    }
+    ++stats_.posted_recvs;
+    posted_.push_back(Posted{false, recv});
+    return posted_.size() - 1;
+  }
+  absl::Status Wait(algorithms::Ticket ticket) override {
+    if (ticket >= posted_.size()) {
+      return absl::InternalError(absl::StrCat("Wait(", ticket, ") of ",
+                                              posted_.size(), " posted"));
+    }
+    for (size_t i = 0; i <= ticket; ++i) {
+      Posted& p = posted_[i];
+      if (p.is_send || p.done) continue;
+      if (i < ticket && p.recv.peer != posted_[ticket].recv.peer) continue;
+      if (absl::Status st = Take(p.recv); !st.ok()) return st;
+      p.done = true;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status WaitAll() override {
+    for (Posted& p : posted_) {
+      if (p.is_send || p.done) continue;
+      if (absl::Status st = Take(p.recv); !st.ok()) return st;
+      p.done = true;
+    }
+    posted_.clear();
+    return absl::OkStatus();
+  }
+
   absl::Status Exchange(absl::Span<const SendSpec> sends,
                         absl::Span<const RecvSpec> recvs) override {
+    if (!posted_.empty()) {
+      return absl::InternalError("Exchange with messages posted");
+    }
     ++stats_.exchanges;
     stats_.sends += static_cast<int>(sends.size());
     for (const SendSpec& s : sends) {
@@ -99,39 +148,50 @@ class ThreadP2p : public PointToPoint {
         }
       }
     }
-    for (const SendSpec& s : sends) {
-      Mailbox& box = Box(rank_, s.peer);
-      const char* data = static_cast<const char*>(s.data);
-      {
-        std::lock_guard<std::mutex> lock(box.mu);
-        box.queue.emplace_back(data, data + s.bytes);
-      }
-      box.cv.notify_all();
-    }
+    for (const SendSpec& s : sends) Deliver(s);
     for (const RecvSpec& r : recvs) {
-      Mailbox& box = Box(r.peer, rank_);
-      std::vector<char> message;
-      {
-        std::unique_lock<std::mutex> lock(box.mu);
-        if (!box.cv.wait_for(lock, kRecvTimeout,
-                             [&] { return !box.queue.empty(); })) {
-          return absl::DeadlineExceededError(
-              absl::StrCat("nothing from rank ", r.peer));
-        }
-        message = std::move(box.queue.front());
-        box.queue.pop_front();
-      }
-      if (message.size() != r.bytes) {
-        return absl::InternalError(
-            absl::StrCat("from rank ", r.peer, ": ", message.size(),
-                         " bytes, receive posted for ", r.bytes));
-      }
-      if (!message.empty()) std::memcpy(r.data, message.data(), r.bytes);
+      if (absl::Status st = Take(r); !st.ok()) return st;
     }
     return absl::OkStatus();
   }
 
  private:
+  struct Posted {
+    bool is_send = false;
+    RecvSpec recv;
+    bool done = false;
+  };
+  void Deliver(const SendSpec& s) {
+    Mailbox& box = Box(rank_, s.peer);
+    const char* data = static_cast<const char*>(s.data);
+    {
+      std::lock_guard<std::mutex> lock(box.mu);
+      box.queue.emplace_back(data, data + s.bytes);
+    }
+    box.cv.notify_all();
+  }
+  absl::Status Take(const RecvSpec& r) {
+    Mailbox& box = Box(r.peer, rank_);
+    std::vector<char> message;
+    {
+      std::unique_lock<std::mutex> lock(box.mu);
+      if (!box.cv.wait_for(lock, kRecvTimeout,
+                           [&] { return !box.queue.empty(); })) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("nothing from rank ", r.peer));
+      }
+      message = std::move(box.queue.front());
+      box.queue.pop_front();
+    }
+    if (message.size() != r.bytes) {
+      return absl::InternalError(
+          absl::StrCat("from rank ", r.peer, ": ", message.size(),
+                       " bytes, receive posted for ", r.bytes));
+    }
+    if (!message.empty()) std::memcpy(r.data, message.data(), r.bytes);
+    return absl::OkStatus();
+  }
+
   static bool Overlap(const void* a, size_t a_bytes, const void* b,
                       size_t b_bytes) {
     const auto x = reinterpret_cast<uintptr_t>(a);
@@ -150,6 +210,7 @@ class ThreadP2p : public PointToPoint {
   const int rank_;
   const int size_;
   RankStats stats_;
+  std::vector<Posted> posted_;
 };
 
 using RankBody = std::function<absl::Status(PointToPoint&, Workspace&)>;
@@ -310,6 +371,88 @@ TEST_P(P2pCollectivesTest, AllReduceIdenticalBitsOnEveryRank) {
               << what << ": rank " << r << "'s bytes differ from rank 0's";
         }
       }
+    }
+  }
+}
+
+// The pipelined ring at the edges of its pieces: pieces of one element, of
+// a few elements (a byte count that is not a multiple of the element's
+// size), blocks one element shorter or longer than a multiple of the piece,
+// blocks that differ by one element; every dtype and op, in place and out
+// of place.
+TEST_P(P2pCollectivesTest, RingAllReducePieceEdges) {
+  const int n = N();
+  for (size_t chunk_bytes : {size_t{1}, size_t{12}, size_t{17}}) {
+    for (DataType dtype : kAllDataTypes) {
+      const size_t piece =
+          std::max<size_t>(1, chunk_bytes / DataTypeSize(dtype));
+      std::vector<size_t> counts = {static_cast<size_t>(n),
+                                    static_cast<size_t>(n) + 1};
+      for (size_t per_block : {3 * piece - 1, 3 * piece, 3 * piece + 1}) {
+        counts.push_back(per_block * n);
+        counts.push_back(per_block * n + n - 1);
+      }
+      for (ReduceOp op : kAllReduceOps) {
+        for (size_t count : counts) {
+          const std::vector<double> expected = Reduced(op, dtype, n, count);
+          for (bool in_place : {false, true}) {
+            const std::string what = What(
+                "ring allreduce", n, dtype, count, in_place,
+                absl::StrCat(ReduceOpName(op), " chunk_bytes ", chunk_bytes));
+            std::vector<std::vector<char>> sends(n), recvs(n);
+            for (int r = 0; r < n; ++r) {
+              sends[r] = Encode(dtype, Inputs(op, dtype, r, count));
+              recvs[r].assign(sends[r].size(), 0x5a);
+            }
+            const std::vector<std::vector<char>> original = sends;
+            absl::Status status = RunRanks(n, [&](PointToPoint& p2p,
+                                                  Workspace& ws) {
+              const int r = p2p.rank();
+              char* out = in_place ? sends[r].data() : recvs[r].data();
+              return algorithms::RingAllReduce(p2p, ws, sends[r].data(), out,
+                                               count, dtype, op, chunk_bytes);
+            });
+            ASSERT_TRUE(status.ok()) << what << ": " << status;
+            const auto& outs = in_place ? sends : recvs;
+            for (int r = 0; r < n; ++r) {
+              status = CheckEqual(absl::StrCat(what, " rank ", r), expected,
+                                  Decode(dtype, outs[r].data(), count));
+              ASSERT_TRUE(status.ok()) << status;
+              ASSERT_TRUE(outs[r] == outs[0])
+                  << what << ": rank " << r << "'s bytes differ from rank 0's";
+              if (!in_place) {
+                ASSERT_TRUE(sends[r] == original[r])
+                    << what << ": rank " << r << "'s send buffer changed";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// chunk_bytes 0, or fewer elements than members: InvalidArgument on every
+// rank, and no message sent (RunRanks finds none left over).
+TEST_P(P2pCollectivesTest, RingAllReduceRefusesBadArguments) {
+  const int n = N();
+  std::vector<std::vector<float>> bufs(n, std::vector<float>(n, 1.0f));
+  for (const std::pair<size_t, size_t>& bad :
+       {std::pair<size_t, size_t>{static_cast<size_t>(n), 0},
+        std::pair<size_t, size_t>{static_cast<size_t>(n) - 1, 4}}) {
+    std::vector<absl::Status> got(n);
+    absl::Status status = RunRanks(n, [&](PointToPoint& p2p, Workspace& ws) {
+      float* buf = bufs[p2p.rank()].data();
+      got[p2p.rank()] = algorithms::RingAllReduce(
+          p2p, ws, buf, buf, bad.first, DataType::kFloat32, ReduceOp::kSum,
+          bad.second);
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(status.ok()) << status;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(got[r].code(), absl::StatusCode::kInvalidArgument)
+          << "count " << bad.first << " chunk_bytes " << bad.second << ": "
+          << got[r];
     }
   }
 }
@@ -700,14 +843,20 @@ TEST_P(P2pCollectivesTest, MessageCounts) {
     EXPECT_EQ(stats[r].sends, r >= p2 ? 1 : want - (r + p2 < n ? 1 : 0));
   }
 
-  // All-reduce, ring: 2 (n - 1) steps of one send and one receive.
+  // All-reduce, ring: 2 (n - 1) steps, each block in pieces of
+  // kP2pPipelineChunkBytes (kLargeCount floats: the same number of pieces
+  // in every block for the sizes tested), posted: no exchange.
   run([&](PointToPoint& p2p, Workspace& ws, float* s, float* r) {
     return algorithms::AllReduce(p2p, ws, s, r, kLargeCount, f32,
                                  ReduceOp::kSum);
   });
+  const size_t piece = algorithms::kP2pPipelineChunkBytes / sizeof(float);
+  const size_t block = (kLargeCount + n - 1) / n;
+  const int pieces = static_cast<int>((block + piece - 1) / piece);
   for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(stats[r].exchanges, 2 * (n - 1)) << "allreduce ring rank " << r;
-    EXPECT_EQ(stats[r].sends, 2 * (n - 1));
+    EXPECT_EQ(stats[r].exchanges, 0) << "allreduce ring rank " << r;
+    EXPECT_EQ(stats[r].sends, 2 * (n - 1) * pieces);
+    EXPECT_EQ(stats[r].posted_recvs, 2 * (n - 1) * pieces);
   }
 
   // All-gather, reduce-scatter, all-to-all: n - 1 steps.
