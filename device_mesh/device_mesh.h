@@ -579,7 +579,9 @@ class DeviceMesh {
   //   InvalidArgument     OnFailure: an empty callback
   //   FailedPrecondition  no failure watch (a detached runtime, or
   //                       DEVMESH_FAILURE_WATCH=0); this mesh is of an older
-  //                       epoch than the job's (use the mesh Shrink returned)
+  //                       epoch than the job's, or becomes so while
+  //                       WaitForFailure waits (use the mesh the last Shrink
+  //                       or Grow returned)
   //   DeadlineExceeded    WaitForFailure: `deadline` passed first
   // Thread-safety: both may be called from any thread, while collectives
   // of this mesh run on others.

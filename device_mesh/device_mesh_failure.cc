@@ -15,29 +15,35 @@
 namespace devmesh {
 namespace {
 
-// The watch of `runtime`, for a mesh of `epoch`.
-absl::StatusOr<std::shared_ptr<FailureWatch>> WatchFor(MeshRuntime& runtime,
-                                                       int64_t epoch) {
+// The watch of `runtime`; the epoch check is the watch's own, made under
+// its lock, so that a concurrent Shrink or Grow cannot slip between them.
+absl::StatusOr<std::shared_ptr<FailureWatch>> WatchOf(MeshRuntime& runtime) {
   std::shared_ptr<FailureWatch> watch = runtime.watch();
   if (watch == nullptr) {
     return absl::FailedPreconditionError(
         "no failure watch: the runtime is detached or DEVMESH_FAILURE_WATCH=0 "
         "(a death is then learnt only from a failed collective)");
   }
-  if (watch->epoch() > epoch) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this mesh belongs to epoch ", epoch, " and the job moved on to epoch ",
-        watch->epoch(), ": use the mesh DeviceMesh::Shrink returned"));
-  }
   return watch;
+}
+
+// A mesh of an epoch the job left: say which mesh to use instead.
+absl::Status ForThisMesh(absl::Status s, int64_t epoch) {
+  if (!absl::IsFailedPrecondition(s)) return s;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this mesh belongs to epoch ", epoch,
+      " and the job moved on: use the mesh the last DeviceMesh::Shrink or "
+      "Grow returned"));
 }
 
 }  // namespace
 
 absl::StatusOr<Verdict> DeviceMesh::WaitForFailure(absl::Time deadline) const {
   DEVMESH_ASSIGN_OR_RETURN(std::shared_ptr<FailureWatch> watch,
-                           WatchFor(*runtime_, epoch()));
-  return watch->WaitForVerdict(deadline);
+                           WatchOf(*runtime_));
+  absl::StatusOr<Verdict> v = watch->WaitForVerdict(epoch(), deadline);
+  if (!v.ok()) return ForThisMesh(v.status(), epoch());
+  return v;
 }
 
 absl::StatusOr<std::unique_ptr<VerdictSubscription>> DeviceMesh::OnFailure(
@@ -46,8 +52,10 @@ absl::StatusOr<std::unique_ptr<VerdictSubscription>> DeviceMesh::OnFailure(
     return absl::InvalidArgumentError("OnFailure: the callback is empty");
   }
   DEVMESH_ASSIGN_OR_RETURN(std::shared_ptr<FailureWatch> watch,
-                           WatchFor(*runtime_, epoch()));
-  return watch->Subscribe(std::move(callback));
+                           WatchOf(*runtime_));
+  auto sub = watch->Subscribe(epoch(), std::move(callback));
+  if (!sub.ok()) return ForThisMesh(sub.status(), epoch());
+  return sub;
 }
 
 }  // namespace devmesh

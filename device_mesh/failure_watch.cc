@@ -525,14 +525,25 @@ class CallbackSubscription final : public VerdictSubscription {
 
 }  // namespace
 
-std::unique_ptr<VerdictSubscription> FailureWatch::Subscribe(
-    std::function<void(const Verdict&)> callback) {
+namespace {
+
+absl::Status EpochOver(int64_t epoch, int64_t current) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "epoch ", epoch, " is not the job's current epoch (", current,
+      "; DeviceMesh::Shrink and Grow move it on)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<VerdictSubscription>> FailureWatch::Subscribe(
+    int64_t epoch, std::function<void(const Verdict&)> callback) {
   auto group = std::make_shared<CallbackGroup>(std::move(callback));
   std::string text;
   int dead = -1;
   bool known = false;
   {
     sync_internal::MutexLock lock(&state_->mu);
+    if (state_->epoch != epoch) return EpochOver(epoch, state_->epoch);
     auto& subs = state_->subscribers;
     subs.erase(std::remove_if(subs.begin(), subs.end(),
                               [](const std::weak_ptr<WatchedGroup>& w) {
@@ -549,15 +560,17 @@ std::unique_ptr<VerdictSubscription> FailureWatch::Subscribe(
     }
   }
   if (known) group->OnVerdict(dead, text, /*fenced=*/dead == state_->rank);
-  return std::make_unique<CallbackSubscription>(std::move(group));
+  return std::unique_ptr<VerdictSubscription>(
+      std::make_unique<CallbackSubscription>(std::move(group)));
 }
 
 absl::StatusOr<Verdict> FailureWatch::WaitForVerdict(
-    absl::Time deadline) const {
+    int64_t epoch, absl::Time deadline) const {
   const std::shared_ptr<State> keep = state_;
   State& state = *keep;
   sync_internal::MutexLock lock(&state.mu);
   for (;;) {
+    if (state.epoch != epoch) return EpochOver(epoch, state.epoch);
     // Once the groups were told (they refuse calls first).
     if (!state.verdict.empty() && state.telling == 0) {
       return Verdict{state.verdict_rank, state.verdict};
@@ -641,6 +654,7 @@ void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
     state_->groups.clear();
     state_->subscribers.clear();
   }
+  state_->verdict_cv.SignalAll();  // WaitForVerdict's of the old epoch end
   // The old epoch's groups refuse from now on (most already do, after the
   // verdict), and are not told of the new epoch's verdicts.
   const std::string text = absl::StrCat(

@@ -207,25 +207,28 @@ class FailureWatch {
   // is written once.
   absl::StatusOr<Verdict> ReadVerdict(int64_t epoch);
 
-  // Blocks until this rank knows the current epoch's verdict, or is
-  // fenced, and returns it: the dead global rank and the verdict's text (a
-  // fenced rank: its own rank, and the verdict naming it or why it was
-  // fenced). Known before the call: returned at once. A verdict written by
-  // another rank is learnt by the watch's thread within about one period.
-  // After AdvanceEpoch (a Shrink) it waits for the new epoch's verdict.
-  // Errors: DeadlineExceeded when `deadline` passes first (a past deadline
-  // asks without waiting); Cancelled when the watch is destroyed first.
-  absl::StatusOr<Verdict> WaitForVerdict(absl::Time deadline) const;
+  // Blocks until this rank knows epoch `epoch`'s verdict, or is fenced, and
+  // returns it: the dead global rank and the verdict's text (a fenced rank:
+  // its own rank, and the verdict naming it or why it was fenced). Known
+  // before the call: returned at once. A verdict written by another rank is
+  // learnt by the watch's thread within about one period.
+  // Errors: FailedPrecondition when `epoch` is not the current epoch, or
+  // stops being it while waiting (AdvanceEpoch: a Shrink or a Grow);
+  // DeadlineExceeded when `deadline` passes first (a past deadline asks
+  // without waiting); Cancelled when the watch is destroyed first.
+  absl::StatusOr<Verdict> WaitForVerdict(int64_t epoch,
+                                         absl::Time deadline) const;
 
   // Calls `callback` once, on the watch's thread, when this rank learns
-  // the current epoch's verdict or is fenced (with what WaitForVerdict
-  // returns); at once, on this thread, when it knows one already. Only for
-  // the current epoch: not after AdvanceEpoch. The callback must not block
-  // for long (the watch's lease renewals wait for it) and must not destroy
-  // its subscription. It is not called once the subscription is destroyed,
-  // whose destructor waits for a call in progress on another thread.
-  std::unique_ptr<VerdictSubscription> Subscribe(
-      std::function<void(const Verdict&)> callback);
+  // epoch `epoch`'s verdict or is fenced (with what WaitForVerdict
+  // returns); at once, on this thread, when it knows one already. Never
+  // after AdvanceEpoch. The callback must not block for long (the watch's
+  // lease renewals wait for it) and must not destroy its subscription. It is
+  // not called once the subscription is destroyed, whose destructor waits
+  // for a call in progress on another thread.
+  // Errors: FailedPrecondition when `epoch` is not the current epoch.
+  absl::StatusOr<std::unique_ptr<VerdictSubscription>> Subscribe(
+      int64_t epoch, std::function<void(const Verdict&)> callback);
 
   // "" or why this rank is fenced (FailedPrecondition text).
   std::string fenced() const;

@@ -238,27 +238,29 @@ TEST(FailureWatchVerdictTest, WaitersAndSubscribersHearOfADeathOnce) {
   // Rank 1's lease never starts: the watch itself judges no one.
   auto watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/2, kPeriod,
                                    kSilence);
-  absl::StatusOr<Verdict> none = watch->WaitForVerdict(absl::InfinitePast());
+  absl::StatusOr<Verdict> none = watch->WaitForVerdict(0, absl::InfinitePast());
   ASSERT_EQ(none.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(none.status().message(),
             "no death in epoch 0 known to global rank 0 by the deadline");
 
   std::mutex mu;
   std::vector<Verdict> heard, ended_heard;
-  auto live = watch->Subscribe([&](const Verdict& v) {
+  auto live = watch->Subscribe(0, [&](const Verdict& v) {
     std::lock_guard<std::mutex> lock(mu);
     heard.push_back(v);
   });
-  auto ended = watch->Subscribe([&](const Verdict& v) {
+  ASSERT_TRUE(live.ok()) << live.status();
+  auto ended = watch->Subscribe(0, [&](const Verdict& v) {
     std::lock_guard<std::mutex> lock(mu);
     ended_heard.push_back(v);
   });
-  ended.reset();
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  ended->reset();
 
   absl::StatusOr<Verdict> waited = absl::UnknownError("not waited");
   absl::Time woke;
   std::thread waiter([&] {
-    waited = watch->WaitForVerdict(absl::Now() + absl::Seconds(20));
+    waited = watch->WaitForVerdict(0, absl::Now() + absl::Seconds(20));
     woke = absl::Now();
   });
   absl::SleepFor(3 * kPeriod);
@@ -282,22 +284,50 @@ TEST(FailureWatchVerdictTest, WaitersAndSubscribersHearOfADeathOnce) {
     EXPECT_TRUE(ended_heard.empty());
   }
   // Known already: at once, here.
-  absl::StatusOr<Verdict> again = watch->WaitForVerdict(absl::InfinitePast());
+  absl::StatusOr<Verdict> again = watch->WaitForVerdict(0, absl::InfinitePast());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->rank, 1);
   std::thread::id called_on;
   auto late = watch->Subscribe(
-      [&](const Verdict&) { called_on = std::this_thread::get_id(); });
+      0, [&](const Verdict&) { called_on = std::this_thread::get_id(); });
+  ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_EQ(called_on, std::this_thread::get_id());
 
-  // A Shrink's new epoch has no verdict yet.
+  // A Shrink's new epoch has no verdict yet; the old one is over.
   watch->AdvanceEpoch(1, {0});
-  absl::StatusOr<Verdict> next = watch->WaitForVerdict(absl::InfinitePast());
+  absl::StatusOr<Verdict> next = watch->WaitForVerdict(1, absl::InfinitePast());
   EXPECT_EQ(next.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(next.status().message(),
             "no death in epoch 1 known to global rank 0 by the deadline");
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(heard.size(), 1u);  // the move to epoch 1 is not a death
+}
+
+// A waiter or a subscriber for an epoch the job leaves (a Shrink or a Grow
+// on another thread) is told so, at once, instead of waiting for the next
+// epoch's verdict: the epoch is checked under the watch's lock.
+TEST(FailureWatchVerdictTest, AWaiterOfAnEpochTheJobLeavesIsToldSo) {
+  auto store = std::make_shared<InMemoryStore>();
+  auto watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/2, kPeriod,
+                                   kSilence);
+  absl::StatusOr<Verdict> waited = absl::UnknownError("not waited");
+  absl::Time woke;
+  std::thread waiter([&] {
+    waited = watch->WaitForVerdict(0, absl::Now() + absl::Seconds(20));
+    woke = absl::Now();
+  });
+  absl::SleepFor(3 * kPeriod);
+  const absl::Time advanced = absl::Now();
+  watch->AdvanceEpoch(1, {0});
+  waiter.join();
+  EXPECT_EQ(waited.status(),
+            absl::FailedPreconditionError(
+                "epoch 0 is not the job's current epoch (1; "
+                "DeviceMesh::Shrink and Grow move it on)"));
+  EXPECT_LT(woke - advanced, absl::Seconds(5));
+  auto sub = watch->Subscribe(0, [](const Verdict&) {});
+  EXPECT_EQ(sub.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(watch->Subscribe(1, [](const Verdict&) {}).ok());
 }
 
 }  // namespace
