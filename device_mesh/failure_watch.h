@@ -29,10 +29,9 @@
 //     process this kernel shows alive and not stopped (running, runnable or
 //     waiting) is slow, not dead, until a hard limit of max(30 s, 4 x
 //     silence) of wall time (a process stuck in the kernel, frozen by its
-//     cgroup, or whose lease thread no longer runs). Measured: 1024 ranks on
-//     2 cores left leases unrenewed for 3.4 s, and before these rules a
-//     healthy job was declared dead (tools/scale_check.sh --hosts=8
-//     --mesh=32x32);
+//     cgroup, or whose lease thread no longer runs): an overloaded host can
+//     leave a healthy rank's lease unrenewed for seconds
+//     (docs/guides/errors.md);
 //   - waits on the store for the epoch's verdict key
 //     "devmesh/epoch/<e>/death" (a parked Get of `period`, on a connection of
 //     its own: store clients open one per concurrent call), and when it
