@@ -7,8 +7,8 @@
 // and per rank the mesh groups created, the world communicators, the store
 // round trips and payload bytes the mesh's groups cost, and how many of
 // those round trips are the creation barrier that makes a group complete on
-// every member before it returns anywhere (Gloo: 2 of the 4 per group;
-// issue 11). Each shape is measured twice: as is, and with the last dim
+// every member before it returns anywhere (Gloo: 2 of the 4 per group).
+// Each shape is measured twice: as is, and with the last dim
 // given its own timeout ("+t"). Times and counts are the max over ranks,
 // gathered through the store (no world communicator is needed for them).
 // Starts --nproc local ranks with the //bootstrap launcher unless it runs

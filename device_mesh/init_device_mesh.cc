@@ -221,8 +221,8 @@ absl::StatusOr<DeviceMesh> InitDeviceMesh(
                                Bootstrap::FromEnv(bootstrap_options));
       // Leave the job on a normal exit (return from main, exit()), even
       // while meshes still hold the Bootstrap: rank 0 then keeps the store
-      // up until every other rank has left (issue 11: a rank 0 returning
-      // right after GetGroup closed the store under a peer still in the
+      // up until every other rank has left (else a rank 0 returning right
+      // after GetGroup would close the store under a peer still in the
       // group's barrier).
       std::atexit([] {
         if (*process_bootstrap != nullptr) (*process_bootstrap)->Leave();
