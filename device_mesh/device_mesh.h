@@ -473,7 +473,9 @@ class DeviceMesh {
   // starts no failure watch and makes no group; it follows the job from
   // epoch to epoch (registering again after each Shrink or Grow that does
   // not admit it). A process that was a rank removed with its replica may
-  // call it with its runtime; a rank found dead and fenced may not. Once
+  // call it with its runtime; a rank found dead and fenced may not. A spare
+  // whose rank is a member of the current mesh is never admitted (it waits
+  // until its timeout). Once
   // admitted, the failure watch starts in the new epoch and the groups are
   // made as Grow makes them; a death while they are made is handled as
   // Grow says (this spare, removed by that Shrink, waits again).
@@ -481,8 +483,7 @@ class DeviceMesh {
   //   FailedPrecondition  a detached runtime or no failure watch
   //                       (DEVMESH_FAILURE_WATCH=0); this process was
   //                       declared dead and fenced (kFencedPayload,
-  //                       comm/error_info.h: rejoin as a new process); this
-  //                       rank is a member of the job's current epoch
+  //                       comm/error_info.h: rejoin as a new process)
   //   DeadlineExceeded    options.timeout passed before any Grow admitted it
   //   Unavailable         the job's store did not answer (the job ended, or
   //                       its store host died)

@@ -368,6 +368,8 @@ absl::StatusOr<GrowResult> DeviceMesh::Grow(MeshDim replica_dim,
   DEVMESH_ASSIGN_OR_RETURN(GrowDecision d, DecodeGrowDecision(text));
   switch (d.kind) {
     case GrowDecision::Kind::kError:
+      // The attempt is spent: a later Grow of this mesh is the next one.
+      root_->grow_attempts.fetch_add(1);
       return d.error;
     case GrowDecision::Kind::kUnchanged: {
       root_->grow_attempts.fetch_add(1);
@@ -405,6 +407,15 @@ absl::StatusOr<GrowResult> DeviceMesh::FinishGrow(
   root->epoch = e + 1;
   DeviceMesh next(runtime, root, parts.layout, parts.device_type,
                   parts.options);
+  if (old == nullptr) {
+    // A new process under a rank that may have left before (a removed rank
+    // that exited, restarted): it is a member again, to be judged by its
+    // lease, not counted as gone by a "left" mark of its predecessor.
+    if (auto s = runtime->base_store()->DeleteKey(FailureWatch::LeftKey(me));
+        !s.ok()) {
+      return StoreError(s.status());
+    }
+  }
   std::shared_ptr<FailureWatch> watch = runtime->started_watch();
   if (watch != nullptr) {
     watch->AdvanceEpoch(e + 1, members);

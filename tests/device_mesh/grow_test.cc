@@ -528,6 +528,62 @@ void RunScenario(const char* name, Scenario sc) {
   std::fflush(stdout);
 }
 
+// No spare: Grow changes nothing (the same mesh and epoch on every rank);
+// members that ask for different dims all fail alike, and the next Grow
+// (a new attempt) agrees again.
+TEST(Grow, control_and_disagreement) {
+  const std::string want =
+      "Grow of epoch 0: the members disagree on what to grow: global rank 1 "
+      "asked for mesh dim 'tp' (target_replicas 2), global rank 0 for mesh "
+      "dim 'dp' (target_replicas 3); every member fails with this error";
+  for (int run = 0; run < absl::GetFlag(FLAGS_grow_runs); ++run) {
+    RunRanksOptions options;
+    std::vector<RankOutcome> outcomes = RunRanksDetailed(
+        kRanks,
+        [&](Bootstrap& b) -> absl::Status {
+          const int me = b.rank();
+          ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(b.store(), me,
+                                                        kRanks, me));
+          ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {3, 2},
+                                                {"dp", "tp"}, Options()));
+          ASSIGN_OR_RETURN(first, elastic_example::Train(
+                                      mesh, Training(0, {}, 2)));
+          ASSIGN_OR_RETURN(same, mesh.Grow("dp"));
+          RETURN_IF_ERROR(Expect(
+              !same.report.grown && same.report.epoch == 0 &&
+                  same.report.waiting.empty() && same.mesh == mesh &&
+                  same.mesh.epoch() == 0 &&
+                  same.report.ToString() ==
+                      "epoch 0: unchanged (no whole replica of spares "
+                      "ready); waiting []",
+              absl::StrCat("rank ", me, ": ", same.report.ToString())));
+          auto split = mesh.Grow(me % 2 == 1 ? "tp" : "dp");
+          RETURN_IF_ERROR(Expect(
+              absl::IsInvalidArgument(split.status()) &&
+                  split.status().message() == want &&
+                  GetErrorInfo(split.status()).disagreeing == 1,
+              absl::StrCat("rank ", me, ": ", split.status().ToString())));
+          ASSIGN_OR_RETURN(again, mesh.Grow("dp"));
+          RETURN_IF_ERROR(Expect(!again.report.grown && again.mesh == mesh,
+                                 again.report.ToString()));
+          ASSIGN_OR_RETURN(rest, elastic_example::Train(
+                                     mesh, Training(first.steps, first.params,
+                                                    4)));
+          const std::vector<float> ref =
+              Reference(2, rest.shard, 4, {{0, 3}});
+          return Expect(rest.params == ref && rest.recoveries.empty(),
+                        absl::StrCat("rank ", me, ": final [",
+                                     absl::StrJoin(rest.params, ","), "]"));
+        },
+        options);
+    ASSERT_EQ(outcomes.size(), static_cast<size_t>(kRanks));
+    for (const RankOutcome& o : outcomes) {
+      EXPECT_TRUE(o.reported && o.status.ok())
+          << "run " << run << ": rank " << o.rank << ": " << o.status;
+    }
+  }
+}
+
 TEST(Grow, heal_kill_replica) { RunScenario("heal_kill_replica", Scenario::kKillReplica); }
 TEST(Grow, heal_removed_stays) { RunScenario("heal_removed_stays", Scenario::kRemovedStays); }
 TEST(Grow, spare_dies_before_grow) { RunScenario("spare_dies_before_grow", Scenario::kSpareDies); }
