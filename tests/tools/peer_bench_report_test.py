@@ -160,6 +160,21 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(large["ratio"], 1.5)    # mean of 1.0, 2.0
         self.assertEqual(large["note"], "2 rounds; 4 WRONG elements")
         self.assertEqual(small["note"], "2 rounds")
+
+    def test_allreduce_rows_note_the_checks_cost(self):
+        results = fixture()
+        for rnd, ratio in zip(results["allreduce"]["devmesh"], (0.96, 0.99)):
+            rnd["dp/1024"]["checked_over_unchecked"] = ratio
+        # One round without it: no note for that row.
+        results["allreduce"]["devmesh"][0]["dp/1048576"][
+            "checked_over_unchecked"] = 1.0
+        small, large = [r for r in report.build_rows(results)
+                        if r["section"] == "allreduce"]
+        self.assertEqual(small["note"],
+                         "2 rounds; check on/off 0.975 (0.960-0.990)")
+        self.assertEqual(large["note"], "2 rounds; 4 WRONG elements")
+        self.assertTrue(any(line.startswith("check on/off: ")
+                            for line in report.notes(results, {})))
         # devmesh / Open MPI, paired by round: 0.5/0.25, 0.25/0.5.
         self.assertEqual(small["mpi"], 0.375)
         self.assertEqual(small["ratio_mpi"], 1.25)

@@ -116,6 +116,12 @@ def allreduce_rows(allreduce, bound=None):
         backend = dm_rounds[0][k].get("backend")
         note = "%d rounds" % n + (", devmesh %s" % backend if backend else "")
         note += "; %d WRONG elements" % wrong if wrong else ""
+        # The per-call check's cost, measured in the same devmesh runs:
+        # the mesh group (checked) over a raw group without the check.
+        check = [r[k].get("checked_over_unchecked") for r in dm_rounds[:n]]
+        if check and all(c is not None for c in check):
+            note += "; check on/off %.3f (%.3f-%.3f)" % (
+                stats.median(check), min(check), max(check))
         row = _paired_rows("allreduce", "%s %s busbw" % (
             dim, _human_bytes(int(nbytes))), "GB/s", "higher", dm, tv, note)
         row["dim"], row["bytes"] = dim, int(nbytes)
@@ -286,6 +292,12 @@ def notes(results, meta):
         out.append("+-95%: half width of the paired ratio's 95% bootstrap "
                    "interval over rounds (sides alternate first per round); "
                    "n/a with one round")
+        out.append("check on/off: devmesh's busbw with the per-call check "
+                   "(comm/call_check.h) over the same group kind's without "
+                   "it (allreduce_2d --raw_call_check=false: the mesh group "
+                   "against a raw one, run alternately in the same launch; "
+                   "the mesh's guard is counted in it too), median (range) "
+                   "over rounds; 1 = the check costs nothing")
     return out
 
 
