@@ -311,6 +311,7 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
       curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnPostData);
       curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
     }
+    requests_.fetch_add(1, std::memory_order_relaxed);
     a.code = curl_easy_perform(curl);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.http);
     if (a.done) {  // the stream's on_message ended it

@@ -95,6 +95,10 @@ class EtcdHttp {
   // "a:1, b:2": for messages.
   std::string EndpointList() const;
 
+  // HTTP requests sent so far: every attempt on every endpoint, a stream
+  // opened counting one.
+  int64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+
   struct Attempt;  // one request on one endpoint; defined in the .cc
 
  private:
@@ -117,6 +121,7 @@ class EtcdHttp {
   const absl::Duration connect_timeout_;
   const absl::Duration attempt_timeout_;
   std::atomic<size_t> preferred_{0};  // index of the endpoint that answered
+  std::atomic<int64_t> requests_{0};
   sync_internal::Mutex mu_;
   std::vector<std::unique_ptr<Handle>> idle_ ABSL_GUARDED_BY(mu_);
 };

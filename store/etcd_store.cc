@@ -100,6 +100,8 @@ EtcdStore::EtcdStore(EtcdStoreOptions options, std::unique_ptr<EtcdHttp> http)
 
 EtcdStore::~EtcdStore() = default;
 
+int64_t EtcdStore::requests() const { return http_->requests(); }
+
 absl::Time EtcdStore::RoundTripDeadline() const {
   return absl::Now() + options_.default_timeout;
 }

@@ -115,6 +115,10 @@ class EtcdStore : public Store {
   using Store::Get;
   using Store::Wait;
 
+  // HTTP requests this store has sent to etcd (every attempt on every
+  // endpoint; a watch counts one): a Store call costs one or more.
+  int64_t requests() const;
+
  private:
   // A key as etcd holds it: found or not, its value and mod_revision.
   struct Entry {
