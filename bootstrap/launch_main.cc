@@ -1,5 +1,6 @@
 // bazel run //bootstrap:launch -- --nproc=N [--master_port=P]
-//     [--cpu_bind=none|core] [--host_store] [--keep_going] -- PROGRAM ARGS
+//     [--cpu_bind=none|core] [--host_store] [--keep_going]
+//     [--spare_restarts=K] -- PROGRAM ARGS
 // Starts N local ranks of PROGRAM with torchrun's variables; see launcher.h.
 #include <cstdio>
 #include <cstdlib>
@@ -27,10 +28,16 @@ ABSL_FLAG(bool, keep_going, false,
           "a failing rank does not stop the others; exit with the first "
           "failure's code once all have exited");
 
+ABSL_FLAG(int, spare_restarts, 0,
+          "with --keep_going and --host_store: start a failed rank again, up "
+          "to this many times, with DEVMESH_SPARE=1, to join the running job "
+          "as a spare (DeviceMesh::JoinAsSpare)");
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "launch --nproc=N [--master_port=P] [--cpu_bind=none|core] "
-      "[--host_store] [--keep_going] -- PROGRAM [ARGS...]");
+      "[--host_store] [--keep_going] [--spare_restarts=K] -- PROGRAM "
+      "[ARGS...]");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   devmesh::LaunchOptions options;
   options.nproc = absl::GetFlag(FLAGS_nproc);
@@ -38,6 +45,7 @@ int main(int argc, char** argv) {
   options.grace_period = absl::GetFlag(FLAGS_grace_period);
   options.host_store = absl::GetFlag(FLAGS_host_store);
   options.keep_going = absl::GetFlag(FLAGS_keep_going);
+  options.spare_restarts = absl::GetFlag(FLAGS_spare_restarts);
   absl::StatusOr<devmesh::CpuBind> bind =
       devmesh::ParseCpuBind(absl::GetFlag(FLAGS_cpu_bind));
   if (!bind.ok()) {

@@ -82,6 +82,7 @@ struct Rank {
   pid_t pid = -1;
   bool running = false;
   int exit_code = 0;  // valid once !running
+  int restarts = 0;   // times started again as a spare
   Stream streams[2];
 };
 
@@ -168,6 +169,14 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
   if (options.argv.empty()) {
     return absl::InvalidArgumentError("no program to launch (argv is empty)");
   }
+  if (options.spare_restarts < 0 ||
+      (options.spare_restarts > 0 &&
+       !(options.keep_going && options.host_store))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spare_restarts ", options.spare_restarts,
+        ": not negative, and above 0 only with keep_going and host_store (a "
+        "spare joins a job that goes on, through a store no rank hosts)"));
+  }
   int port = options.master_port;
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
@@ -204,7 +213,8 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     DEVMESH_ASSIGN_OR_RETURN(bind_cpu, BindingCpus(n));
   }
   std::vector<Rank> ranks(n);
-  for (int r = 0; r < n; ++r) {
+  // Starts rank r (again, as a spare of the running job, when `spare`).
+  auto start = [&](int r, bool spare) -> absl::Status {
     auto overrides = options.env;
     overrides.insert(overrides.end(),
                      {{"MASTER_ADDR", "127.0.0.1"},
@@ -213,9 +223,10 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
                       {"WORLD_SIZE", absl::StrCat(n)},
                       {"LOCAL_RANK", absl::StrCat(r)},
                       {"LOCAL_WORLD_SIZE", absl::StrCat(n)}});
-    if (r == 0 && listen_fd >= 0) {
+    if (r == 0 && listen_fd >= 0 && !spare) {
       overrides.push_back({"DEVMESH_STORE_LISTEN_FD", absl::StrCat(listen_fd)});
     }
+    if (spare) overrides.push_back({"DEVMESH_SPARE", "1"});
     if (store != nullptr) {
       // Every rank joins the launcher's store (bootstrap/rendezvous.h), as
       // torchrun's workers join its agent's: PyTorch code in a rank joins it
@@ -248,7 +259,9 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
       }
       dup2(out[1], 1);
       dup2(err[1], 2);
-      if (r == 0 && listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);  // keep
+      if (r == 0 && listen_fd >= 0 && !spare) {
+        fcntl(listen_fd, F_SETFD, 0);  // keep
+      }
       execvpe(argv[0], argv.data(), envp.data());
       (void)!write(2, exec_failed.data(), exec_failed.size());
       _exit(127);
@@ -260,7 +273,9 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     ranks[r].running = true;
     ranks[r].streams[0] = {out[0], options.stdout_fd, ""};
     ranks[r].streams[1] = {err[0], options.stderr_fd, ""};
-  }
+    return absl::OkStatus();
+  };
+  for (int r = 0; r < n; ++r) DEVMESH_RETURN_IF_ERROR(start(r, false));
   listener.Close();  // rank 0 holds its own copy
 
   // With host_store: a rank's end is reported to the rendezvous in the
@@ -289,6 +304,8 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     if (!open.ok() || !*open) rendezvous_settled = true;
   };
 
+  // Output streams of ranks started again, still draining: (rank, stream).
+  std::vector<std::pair<int, Stream>> finished;
   int failed_rank = -1;
   int result = 0;
   absl::Time kill_at = absl::InfiniteFuture();
@@ -297,13 +314,18 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
   absl::Time all_exited_at = absl::InfiniteFuture();
   while (true) {
     std::vector<pollfd> fds;
-    std::vector<std::pair<int, int>> who;  // (rank, stream)
+    std::vector<std::pair<int, Stream*>> who;  // (rank, stream)
     for (int r = 0; r < n; ++r) {
       for (int k = 0; k < 2; ++k) {
         if (ranks[r].streams[k].fd < 0) continue;
         fds.push_back({ranks[r].streams[k].fd, POLLIN, 0});
-        who.emplace_back(r, k);
+        who.emplace_back(r, &ranks[r].streams[k]);
       }
+    }
+    for (auto& [r, st] : finished) {
+      if (st.fd < 0) continue;
+      fds.push_back({st.fd, POLLIN, 0});
+      who.emplace_back(r, &st);
     }
     // Done when every rank has exited and its output is drained (or a
     // descendant keeps a pipe open for over a second).
@@ -313,8 +335,8 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     poll(fds.data(), fds.size(), 50);
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      auto [r, k] = who[i];
-      Stream& s = ranks[r].streams[k];
+      auto [r, stream] = who[i];
+      Stream& s = *stream;
       char buf[16384];
       ssize_t got = read(s.fd, buf, sizeof(buf));
       if (got > 0) {
@@ -343,6 +365,33 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
                         ? absl::StrCat("exited with code ", code)
                         : absl::StrCat("was killed by signal ",
                                        WTERMSIG(status)));
+      if (code != 0 && ranks[r].restarts < options.spare_restarts) {
+        // Started again as a spare (DEVMESH_SPARE=1): its output so far
+        // drains through `finished`, the new process gets new pipes.
+        ++ranks[r].restarts;
+        for (Stream& st : ranks[r].streams) {
+          if (st.fd >= 0) finished.emplace_back(r, st);
+          st = Stream{};
+        }
+        WriteAll(options.stderr_fd,
+                 absl::StrCat("[launcher] rank ", r,
+                              WIFEXITED(status) ? " exited with code "
+                                                : " was killed by signal ",
+                              WIFEXITED(status) ? code : WTERMSIG(status),
+                              "; starting it again as a spare (restart ",
+                              ranks[r].restarts, " of ",
+                              options.spare_restarts, ")\n"));
+        absl::Status restarted = start(r, true);
+        if (!restarted.ok()) {
+          WriteAll(options.stderr_fd,
+                   absl::StrCat("[launcher] rank ", r, " was not started "
+                                "again: ", restarted.ToString(), "\n"));
+        } else {
+          all_exited_at = absl::InfiniteFuture();
+          ++running;
+          continue;
+        }
+      }
       if (code != 0 && (failed_rank < 0 || options.keep_going)) {
         const bool first = failed_rank < 0;
         if (first) {
@@ -376,6 +425,9 @@ absl::StatusOr<int> LaunchLocal(const LaunchOptions& options) {
     for (Stream& s : r.streams) {
       if (s.fd >= 0) close(s.fd);
     }
+  }
+  for (auto& [r, s] : finished) {
+    if (s.fd >= 0) close(s.fd);
   }
   if (failed_rank >= 0) {
     WriteAll(options.stderr_fd,

@@ -89,6 +89,13 @@ struct LaunchOptions {
   bool host_store = false;
   // A failing rank does not stop the others (see the top of this file).
   bool keep_going = false;
+  // With keep_going and host_store: a rank that fails (exits non-zero or
+  // dies of a signal) is started again, up to this many times per rank,
+  // with DEVMESH_SPARE=1 (device_mesh/spare_runtime.h): the program joins
+  // the running job as a spare (DeviceMesh::JoinAsSpare) instead of its
+  // rendezvous. A failure followed by a restart does not count in the exit
+  // code; the restarted process's own end does. 0: never.
+  int spare_restarts = 0;
   // Where the prefixed output goes (file descriptors; not closed).
   int stdout_fd = 1;
   int stderr_fd = 2;
@@ -98,7 +105,8 @@ struct LaunchOptions {
 // first failing rank's exit code (128 + signal number when killed).
 // Errors:
 //   InvalidArgument   nproc < 1 or > kMaxLocalRanks; empty argv; master_port
-//                     outside 0..65535
+//                     outside 0..65535; spare_restarts negative, or above 0
+//                     without keep_going and host_store
 //   NotFound          a program that cannot be executed, naming it (checked
 //                     once, before any rank starts)
 //   PermissionDenied  a program that cannot be executed, naming it (checked

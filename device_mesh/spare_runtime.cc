@@ -1,0 +1,52 @@
+// devmesh/device_mesh/spare_runtime.cc
+#include "device_mesh/spare_runtime.h"
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "bootstrap/bootstrap.h"
+#include "status/status_macros.h"
+#include "store/tcp_store_client.h"
+
+namespace devmesh {
+
+bool StartedAsSpare() {
+  const char* v = std::getenv(kSpareVar);
+  return v != nullptr && std::string(v) == "1";
+}
+
+absl::StatusOr<std::shared_ptr<MeshRuntime>> SpareRuntimeFromEnv(
+    absl::Duration connect_timeout) {
+  DEVMESH_ASSIGN_OR_RETURN(RendezvousInfo info, RendezvousInfoFromEnv());
+  std::shared_ptr<Store> store;
+  if (info.use_agent_store) {
+    BootstrapOptions options;
+    options.timeout = connect_timeout;
+    DEVMESH_ASSIGN_OR_RETURN(store, ConnectAgentStore(info, options));
+  } else if (info.external_store && info.etcd_endpoints.empty()) {
+    TcpStoreClientOptions client;
+    client.host = info.store_host;
+    client.port = info.store_port;
+    if (const char* token = std::getenv("DEVMESH_STORE_TOKEN")) {
+      client.token = token;
+    }
+    client.connect_timeout = connect_timeout;
+    DEVMESH_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> connected,
+                             TcpStoreClient::Connect(client));
+    store = std::shared_ptr<Store>(std::move(connected));
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "global rank ", info.rank, " cannot join as a spare: the job's store ",
+        info.etcd_endpoints.empty() ? "is hosted by rank 0"
+                                    : "is an etcd cluster",
+        " (a spare needs a devmesh store no rank hosts: //bootstrap:launch "
+        "--host_store, //store:server with DEVMESH_STORE_ADDR, or torchrun's "
+        "agent store)"));
+  }
+  return MeshRuntime::Create(std::move(store), info.rank, info.world_size,
+                             info.local_rank);
+}
+
+}  // namespace devmesh

@@ -1,0 +1,59 @@
+// devmesh/device_mesh/spare_runtime.h
+// -----------------------------------------------------------------------------
+// For a process started to replace a rank of a running job (//bootstrap:launch
+// --spare_restarts, or by hand with the job's variables): whether it was
+// started so, and a MeshRuntime over the job's store made without the
+// bootstrap's start barrier (the job's other ranks passed it long ago), to
+// hand to DeviceMesh::JoinAsSpare.
+//
+//   if (devmesh::StartedAsSpare()) {
+//     DEVMESH_ASSIGN_OR_RETURN(auto runtime, devmesh::SpareRuntimeFromEnv());
+//     DEVMESH_ASSIGN_OR_RETURN(auto joined,
+//                              devmesh::DeviceMesh::JoinAsSpare(runtime));
+//     ...
+//   }
+//
+// Thread-safety: both read the environment; call them before starting
+// threads that change it.
+#ifndef DEVMESH_DEVICE_MESH_SPARE_RUNTIME_H_
+#define DEVMESH_DEVICE_MESH_SPARE_RUNTIME_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "device_mesh/mesh_runtime.h"
+
+namespace devmesh {
+
+// The variable //bootstrap:launch sets to "1" in a rank it restarts as a
+// spare.
+inline constexpr char kSpareVar[] = "DEVMESH_SPARE";
+
+// Whether DEVMESH_SPARE is "1".
+bool StartedAsSpare();
+
+// The runtime of this process's rank (RANK, WORLD_SIZE, LOCAL_RANK and the
+// store, read as Bootstrap::FromEnv reads them: bootstrap/rendezvous.h) over
+// a client of the job's store: an external devmesh store (DEVMESH_STORE_ADDR
+// "host:port", token DEVMESH_STORE_TOKEN) or torchrun's agent store. No
+// start barrier, no host table (hostnames() is empty). `connect_timeout`
+// bounds the connection's retries.
+// Errors:
+//   FailedPrecondition  the job's store is hosted by rank 0 or is an etcd
+//                       cluster (a spare needs a devmesh or agent store that
+//                       no rank hosts)
+//   others              RendezvousInfoFromEnv's (InvalidArgument for a
+//                       missing or bad variable); the store client's
+//                       (Unavailable when the store does not answer,
+//                       PermissionDenied for a wrong token)
+absl::StatusOr<std::shared_ptr<MeshRuntime>> SpareRuntimeFromEnv(
+    absl::Duration connect_timeout = absl::Seconds(60));
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_DEVICE_MESH_SPARE_RUNTIME_H_
