@@ -31,6 +31,10 @@ using etcd_internal::RangeOp;
 // this many keys.
 constexpr size_t kMaxTxnOps = 128;
 
+// The longest one watch lasts before a waiting call reads again (see
+// WatchForPut).
+constexpr absl::Duration kWatchSlice = absl::Seconds(5);
+
 std::string B64(absl::string_view bytes) { return absl::Base64Escape(bytes); }
 
 absl::Status EmptyKey() {
@@ -165,8 +169,13 @@ absl::StatusOr<std::optional<std::string>> EtcdStore::WatchForPut(
       {"create_request",
        {{"key", key64}, {"start_revision", absl::StrCat(revision)}}}};
   std::optional<std::string> value;
-  DEVMESH_RETURN_IF_ERROR(http_->Stream(
-      "/v3/watch", request, deadline,
+  // A watch lasts at most kWatchSlice; then the caller reads again (from
+  // whichever member answers) and watches anew. A member that stops (SIGSTOP,
+  // a frozen VM) keeps its streams open but sends nothing: this bounds how
+  // long a waiter can miss a put made through another member.
+  const absl::Time slice_end = std::min(deadline, absl::Now() + kWatchSlice);
+  absl::Status streamed = http_->Stream(
+      "/v3/watch", request, slice_end,
       [&](const Json& result) -> absl::StatusOr<bool> {
         if (Bool(result, "canceled")) {
           return true;  // compacted past `revision`: the caller reads again
@@ -184,7 +193,12 @@ absl::StatusOr<std::optional<std::string>> EtcdStore::WatchForPut(
           }
         }
         return false;
-      }));
+      });
+  if (absl::IsDeadlineExceeded(streamed) && slice_end < deadline &&
+      absl::Now() < deadline) {
+    return std::optional<std::string>();  // the slice ended: read again
+  }
+  DEVMESH_RETURN_IF_ERROR(streamed);
   return value;
 }
 

@@ -18,7 +18,9 @@
 // (version 0 when missing), retried when another writer came first; Check,
 // MultiGet and MultiSet one txn per 128 keys (etcd's default --max-txn-ops);
 // DeleteKey a deleterange; NumKeys a count-only range over the prefix.
-// Waiting calls watch, never poll.
+// Waiting calls watch, never poll; a watch is opened anew (after a read) every
+// 5 s, so that a member that stops answering without closing its streams
+// delays a waiter by at most that.
 //
 // Endpoints: a call goes to the endpoint that answered last; one that cannot
 // be reached, or does not answer within options.attempt_timeout, is skipped
@@ -140,7 +142,8 @@ class EtcdStore : public Store {
   absl::StatusOr<Snapshot> Read(const std::vector<std::string>& keys,
                                 bool count_only);
   // Watches `key` (prefixed) from `revision` until a put of it (its value),
-  // or nullopt when etcd ended the watch first (compaction); errors:
+  // or nullopt when etcd ended the watch first (compaction) or after 5 s
+  // (the caller reads again); errors:
   // DeadlineExceeded at `deadline`, naming the key.
   absl::StatusOr<std::optional<std::string>> WatchForPut(const std::string& key,
                                                          int64_t revision,

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -81,6 +82,37 @@ TEST(EtcdClusterTest, StoppedMemberIsSkipped) {
   absl::StatusOr<std::string> n = (*direct)->Get("n", absl::Seconds(5));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, "10");
+}
+
+// A Get waits (a watch) through member 0, which is then SIGSTOPped: it keeps
+// the stream open and sends nothing. A Set through member 1 must still
+// release the Get within a watch slice (5 s) and an attempt timeout (1 s),
+// not when member 0 continues (after the Get's 20 s).
+TEST(EtcdClusterTest, StoppedMemberUnderAWaitingGet) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(3).ok());
+  auto waiter = Open(etcd, absl::Seconds(30));
+  ASSERT_TRUE(waiter.ok()) << waiter.status();
+  EtcdStoreOptions others;
+  others.endpoints = {etcd.endpoints()[1], etcd.endpoints()[2]};
+  others.key_prefix = "/devmesh-cluster-test/";
+  others.default_timeout = absl::Seconds(10);
+  auto setter = EtcdStore::Connect(others);
+  ASSERT_TRUE(setter.ok()) << setter.status();
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    etcd.Stop(0);
+    absl::SleepFor(absl::Milliseconds(300));
+    EXPECT_TRUE((*setter)->Set("w", "x").ok());
+  });
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> got = (*waiter)->Get("w", absl::Seconds(20));
+  const absl::Duration took = absl::Now() - start;
+  stopper.join();
+  etcd.Continue(0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "x");
+  EXPECT_LT(took, absl::Seconds(9));
 }
 
 // Two of three members die: the one left has no leader. A Set and an Add
