@@ -265,7 +265,8 @@ absl::StatusOr<std::string> EtcdStore::Get(absl::string_view key,
 absl::Status EtcdStore::Update(
     const std::string& key,
     const std::function<
-        absl::StatusOr<std::optional<std::string>>(const Entry&)>& next) {
+        absl::StatusOr<std::optional<std::string>>(const Entry&)>& next,
+    bool idempotent) {
   DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read({key}, false));
   Entry entry = std::move(snapshot.entries[0]);
   const absl::Time deadline = RoundTripDeadline();
@@ -288,12 +289,16 @@ absl::Status EtcdStore::Update(
     absl::StatusOr<Json> sent =
         http_->Post("/v3/kv/txn", txn, RoundTripDeadline(), Retry::kIfNotSent);
     if (!sent.ok()) {
-      if (!absl::IsUnavailable(sent.status())) return sent.status();
+      if (!absl::IsUnavailable(sent.status()) || !idempotent) {
+        return sent.status();
+      }
       // The txn may or may not have been applied (a member that stopped or
-      // died with it, one without a leader). Read the key again, from any
-      // member: unchanged, the txn was not applied, and since it compares
-      // the revision read it can no longer apply once a retry (or anyone)
-      // writes the key: try again. Changed: it may have been this txn.
+      // died with it, one without a leader), and may still be, later: it
+      // compares the revision read, so it applies only if it comes first.
+      // An idempotent update may be sent again when a read from any member
+      // shows the key unchanged: whichever of the two applies first, the
+      // other fails its compare and the loop sees the update done. Changed:
+      // it may have been this txn or another writer's.
       absl::StatusOr<Snapshot> again = Read({key}, false);
       if (!again.ok()) return sent.status();
       Entry now = std::move(again->entries[0]);
@@ -330,6 +335,9 @@ absl::Status EtcdStore::Update(
 absl::StatusOr<int64_t> EtcdStore::Add(absl::string_view key, int64_t delta) {
   if (key.empty()) return EmptyKey();
   int64_t sum = 0;
+  // Add(key, 0) writes the value it read: idempotent, so it may be sent
+  // again after a failure that left it unknown whether it applied; another
+  // delta may not (it could add twice).
   DEVMESH_RETURN_IF_ERROR(Update(
       absl::StrCat(options_.key_prefix, key),
       [&](const Entry& entry) -> absl::StatusOr<std::optional<std::string>> {
@@ -346,7 +354,8 @@ absl::StatusOr<int64_t> EtcdStore::Add(absl::string_view key, int64_t delta) {
                            "': ", current, " + ", delta, " overflows int64"));
         }
         return std::optional<std::string>(absl::StrCat(sum));
-      }));
+      },
+      /*idempotent=*/delta == 0));
   return sum;
 }
 
@@ -366,7 +375,8 @@ absl::StatusOr<std::string> EtcdStore::CompareSet(absl::string_view key,
         }
         result = entry.found ? entry.value : std::string(expected);
         return std::optional<std::string>();
-      }));
+      },
+      /*idempotent=*/true));
   return result;
 }
 

@@ -27,8 +27,10 @@
 // for the next, round after round until the call's deadline. A conditional
 // txn (Add, CompareSet) whose member failed after it was sent is sent again
 // only when a read from any member shows the key unchanged (the txn compares
-// the revision it read, so it cannot apply after another write); otherwise
-// the call is Unavailable, saying it may have been applied.
+// the revision it read, so it cannot apply after another write) and the
+// update is idempotent: a CompareSet, an Add of 0. Otherwise (an Add of
+// another delta, which could add twice) the call is Unavailable, saying it
+// may or may not have been applied.
 //
 // Timeouts: Get/Wait/MultiGet wait at most their `timeout`; every round trip
 // is bounded by options.default_timeout, and each connection attempt by
@@ -39,8 +41,8 @@
 //                     (--max-request-bytes, 1.5 MiB by default), named
 //   Unavailable       no endpoint answered by the deadline (names each one
 //                     and curl's error; a cluster without a leader is named
-//                     as having lost quorum); an Add or CompareSet that may
-//                     have been applied (see Endpoints)
+//                     as having lost quorum); an Add or CompareSet whose
+//                     txn may or may not have been applied (see Endpoints)
 //   DeadlineExceeded  a waiting call's timeout (names the first missing key),
 //                     or a round trip past default_timeout
 // NumKeys counts the keys under key_prefix: the store's whole key space.
@@ -154,10 +156,13 @@ class EtcdStore : public Store {
                             absl::Duration timeout);
   // Read-modify-write of `key` (prefixed): `next` gets the entry and returns
   // the value to write (nullopt: none); retried while others write first.
+  // `idempotent`: applying the update twice is applying it once (see the
+  // Endpoints paragraph at the top).
   absl::Status Update(
       const std::string& key,
       const std::function<
-          absl::StatusOr<std::optional<std::string>>(const Entry&)>& next);
+          absl::StatusOr<std::optional<std::string>>(const Entry&)>& next,
+      bool idempotent);
   // `keys` checked (none empty) and prefixed.
   absl::StatusOr<std::vector<std::string>> Prefixed(
       absl::Span<const std::string> keys) const;
