@@ -181,10 +181,11 @@ struct GrowOptions {
   int64_t target_replicas = 0;
   // How long Grow waits for every member of the mesh to call it.
   absl::Duration timeout = absl::Seconds(60);
-  // A spare counts as ready when its spare lease advanced within this
-  // window while Grow decides (Grow waits that long once when spares are
-  // registered); default two lease periods (DEVMESH_LEASE_PERIOD_MS). At
-  // least two periods.
+  // A registered spare counts as ready when it answers this Grow's call
+  // within this window (a waiting spare answers within a store round trip;
+  // Grow waits the whole window only for one that does not, e.g. one that
+  // died); default two lease periods (DEVMESH_LEASE_PERIOD_MS). At least
+  // two periods.
   std::optional<absl::Duration> lease;
 };
 
@@ -192,7 +193,10 @@ struct GrowOptions {
 // included, but for `kept` and `rebuilt`, which are this rank's.
 struct GrowReport {
   int64_t epoch = 0;    // the returned mesh's epoch
-  bool grown = false;   // false: no whole replica of spares was ready
+  // The returned mesh holds admitted spares. False: no whole replica of
+  // spares was ready (the same mesh), or an admitted rank died while the
+  // groups were made (shrunk_after: the mesh is that Shrink's).
+  bool grown = false;
   std::vector<int> admitted;          // global ranks admitted, sorted
   std::vector<int64_t> new_replicas;  // their coordinates along the
                                       // replica dim of the new mesh
@@ -468,9 +472,10 @@ class DeviceMesh {
   // global rank it will hold, typically a dead rank's, restarted; its world
   // size the job's) and blocks until a DeviceMesh::Grow admits it, then
   // returns the grown mesh, as every member's Grow does. Waiting disturbs
-  // nothing: it writes only spare keys ("devmesh/epoch/<e>/spare/<i>", a
-  // spare lease "devmesh/spare/lease/<rank>" renewed every lease period),
-  // starts no failure watch and makes no group; it follows the job from
+  // nothing: it writes only spare keys (its registration
+  // "devmesh/epoch/<e>/spare/<i>", and its answer to each Grow's call, the
+  // proof that it is alive: GrowOptions::lease), starts no failure watch
+  // and makes no group; it follows the job from
   // epoch to epoch (registering again after each Shrink or Grow that does
   // not admit it). A process that was a rank removed with its replica may
   // call it with its runtime; a rank found dead and fenced may not. A spare
@@ -498,9 +503,10 @@ class DeviceMesh {
   // up to options.target_replicas. Every live member calls it, between
   // steps, with the same dim and options; in one agreement under the job's
   // store (keys "devmesh/epoch/<e>/grow/<n>/") every member, and every
-  // admitted spare, reads one decision: the spares whose lease advanced are
-  // ordered by global rank and taken by whole replicas (partial replicas and
-  // those over the target keep waiting). Grown, the new root mesh (epoch
+  // admitted spare, reads one decision: the spares that answered the call
+  // are ordered by global rank and taken by whole replicas (partial
+  // replicas and those over the target keep waiting). Grown, the new root
+  // mesh (epoch
   // e + 1):
   //   - keeps every member's coordinate; replica j >= the old replica count
   //     is the (j - old count)-th block of admitted ranks, in row-major
@@ -514,10 +520,13 @@ class DeviceMesh {
   //     fencing rules as Shrink's).
   // With no whole replica of spares ready (or the target reached) nothing
   // changes: every member gets this mesh back (report.grown false, the
-  // same epoch) and may call Grow again later. An admitted rank that dies
-  // while the groups are made is found by the new epoch's verdict: Grow then
-  // Shrinks the new mesh along `replica_dim` (report.shrunk_after) and
-  // returns that mesh or its error. The old mesh's groups refuse every call
+  // same epoch) and may call Grow again later. Once the groups are made,
+  // every member passes a barrier on each of them, so a rank (admitted or
+  // not) that dies while they are made is found by the new epoch's verdict
+  // on every member: Grow then Shrinks the new mesh along `replica_dim` on
+  // all of them (report.grown false, report.shrunk_after) and returns that
+  // mesh or its error; an admitted spare removed by it waits again. Go on
+  // with the mesh returned, grown or not. The old mesh's groups refuse every call
   // once grown; do not Abort the old mesh.
   // Errors (the same on every member where marked *):
   //   FailedPrecondition  not a root mesh; a detached runtime or no failure

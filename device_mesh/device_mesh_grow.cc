@@ -107,6 +107,11 @@ absl::StatusOr<std::string> AgreeOnGrowth(
     return GrowKey(epoch, attempt, absl::StrCat("arrive/", r));
   };
   const std::string decision_key = GrowKey(epoch, attempt, "decision");
+  // The call to the spares (they answer "ready/<rank>"), then the arrival.
+  if (absl::Status s = store.Set(GrowKey(epoch, attempt, "open"), "1");
+      !s.ok()) {
+    return StoreError(s);
+  }
   if (absl::Status s = store.Set(arrive_key(me), payload); !s.ok()) {
     return StoreError(s);
   }
@@ -298,23 +303,25 @@ absl::StatusOr<GrowResult> DeviceMesh::Grow(MeshDim replica_dim,
         spares.push_back(r);
       }
     }
-    // Ready: its spare lease advanced within `lease`.
+    // Ready: it answered this Grow's call (the "open" key every member set
+    // on arrival) within `lease`; a live spare answers within a store round
+    // trip, so only a dead one costs the whole window.
     std::vector<int> ready;
     if (!spares.empty() && target > replicas) {
-      auto read = [&]() -> absl::StatusOr<std::vector<int64_t>> {
-        std::vector<int64_t> v;
-        for (int r : spares) {
-          auto x = store.Add(device_mesh_internal::SpareLeaseKey(r), 0);
-          if (!x.ok()) return StoreError(x.status());
-          v.push_back(*x);
-        }
-        return v;
-      };
-      DEVMESH_ASSIGN_OR_RETURN(auto before, read());
-      absl::SleepFor(lease);
-      DEVMESH_ASSIGN_OR_RETURN(auto after, read());
+      std::vector<std::string> answers;
+      for (int r : spares) {
+        answers.push_back(GrowKey(e, attempt, absl::StrCat("ready/", r)));
+      }
+      absl::Status all = store.Wait(answers, lease);
+      if (!all.ok() && !absl::IsDeadlineExceeded(all)) return StoreError(all);
       for (size_t i = 0; i < spares.size(); ++i) {
-        if (after[i] != before[i]) ready.push_back(spares[i]);
+        bool here = all.ok();
+        if (!here) {
+          auto c = store.Check({answers[i]});
+          if (!c.ok()) return StoreError(c.status());
+          here = *c;
+        }
+        if (here) ready.push_back(spares[i]);
       }
     }
     const int64_t k = std::min<int64_t>(
@@ -483,34 +490,50 @@ absl::StatusOr<GrowResult> DeviceMesh::FinishGrow(
     root->group_locals.emplace(new_key, LocalFields(go));
     report.kept.push_back(Describe(name, line_ranks));
   }
+  // A death while the new groups are made or checked (an admitted rank, or
+  // a member): the new epoch's verdict; the new mesh is shrunk along the
+  // grown dim, here, on every member.
+  auto release_old = [&]() {
+    // The old groups not carried over (every one of their members leaves
+    // them too: they refuse since the epoch moved on).
+    for (const auto& [key, g] : groups) {
+      if (!kept_keys.count(key)) (void)g->Abort();
+    }
+  };
+  auto shrink_after = [&](const absl::Status& error)
+      -> absl::StatusOr<GrowResult> {
+    absl::Status why = absl::UnavailableError(error.message());
+    if (const int gone = ProcessGoneRank(error); gone >= 0) {
+      why = WithProcessGone(why, gone);
+    }
+    (void)watch->Explain(why, members);
+    if (watch->verdict().empty()) return error;
+    release_old();
+    auto shrunk = next.Shrink(d.replica_dim);
+    if (!shrunk.ok()) return shrunk.status();
+    report.grown = false;
+    report.shrunk_after = shrunk->report.ToString();
+    report.epoch = shrunk->report.epoch;
+    report.rebuild = absl::Now() - agreed;
+    return GrowResult{shrunk->mesh, std::move(report)};
+  };
   // The others made anew, in dim order on every member (each creation waits
   // for its own members only, and every member goes in the same order).
   for (int dim : rebuild) {
     auto g = next.GetGroup(dim);
-    if (!g.ok()) {
-      // An admitted rank (or a member) died while the groups were made:
-      // the new epoch's verdict; shrink the new mesh along the grown dim.
-      absl::Status why = absl::UnavailableError(g.status().message());
-      if (const int gone = ProcessGoneRank(g.status()); gone >= 0) {
-        why = WithProcessGone(why, gone);
-      }
-      (void)watch->Explain(why, members);
-      if (watch->verdict().empty()) return g.status();
-      auto shrunk = next.Shrink(d.replica_dim);
-      if (!shrunk.ok()) return shrunk.status();
-      report.shrunk_after = shrunk->report.ToString();
-      report.epoch = shrunk->report.epoch;
-      report.rebuild = absl::Now() - agreed;
-      return GrowResult{shrunk->mesh, std::move(report)};
-    }
+    if (!g.ok()) return shrink_after(g.status());
     report.rebuilt.push_back(
         Describe(next.dim_group_names()[dim], (*g)->global_ranks()));
   }
-  // The old groups not carried over are released (every one of their
-  // members leaves them too: they refuse since the epoch moved on).
-  for (const auto& [key, g] : groups) {
-    if (!kept_keys.count(key)) (void)g->Abort();
+  // Then a barrier on each group, in dim order, so that a death that one
+  // member found while making its groups reaches every member here (its
+  // groups are told of the verdict and fail), not at its next step.
+  for (int dim = 0; dim < next.ndim(); ++dim) {
+    auto g = next.GetGroup(dim);
+    absl::Status s = g.ok() ? (*g)->Barrier() : g.status();
+    if (!s.ok()) return shrink_after(s);
   }
+  release_old();
   report.rebuild = absl::Now() - agreed;
   return GrowResult{std::move(next), std::move(report)};
 }
@@ -546,6 +569,8 @@ absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
   if (!position.ok()) return StoreError(position.status());
   device_mesh_internal::JobPosition at = *position;
   int64_t registered = -1;
+  // The Grow whose call this spare answered last.
+  device_mesh_internal::JobPosition answered{-1, -1};
   for (;;) {
     if (registered != at.epoch) {
       if (absl::Status s =
@@ -555,10 +580,6 @@ absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
       }
       registered = at.epoch;
     }
-    if (auto s = store->Add(device_mesh_internal::SpareLeaseKey(me), 1);
-        !s.ok()) {
-      return StoreError(s.status());
-    }
     const absl::Duration wait = std::min(period, deadline - absl::Now());
     if (wait <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -566,7 +587,26 @@ absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
           " as a spare of the job (now at epoch ", at.epoch,
           ") and no Grow admitted it"));
     }
-    auto text = store->Get(GrowKey(at.epoch, at.attempt, "decision"), wait);
+    if (answered != at) {
+      // Parked on the next Grow's call; answered at once.
+      auto open = store->Get(GrowKey(at.epoch, at.attempt, "open"), wait);
+      if (open.ok()) {
+        if (absl::Status s = store->Set(
+                GrowKey(at.epoch, at.attempt, absl::StrCat("ready/", me)), "1");
+            !s.ok()) {
+          return StoreError(s);
+        }
+        answered = at;
+        continue;
+      }
+      if (!absl::IsDeadlineExceeded(open.status())) {
+        return StoreError(open.status());
+      }
+    }
+    auto text = answered == at
+                    ? store->Get(GrowKey(at.epoch, at.attempt, "decision"), wait)
+                    : absl::StatusOr<std::string>(
+                          absl::DeadlineExceededError("not called yet"));
     if (text.ok()) {
       if (!absl::StartsWith(*text, "grown;")) {
         ++at.attempt;  // no one admitted: the epoch stays

@@ -51,9 +51,6 @@ bool ConsumeSized(absl::string_view* text, std::string* value) {
 
 }  // namespace
 
-std::string SpareLeaseKey(int rank) {
-  return absl::StrCat("devmesh/spare/lease/", rank);
-}
 std::string SpareCountKey(int64_t epoch) {
   return FailureWatch::EpochKey(epoch, "spares");
 }

@@ -4,12 +4,13 @@
 // DeviceMesh::Grow and DeviceMesh::JoinAsSpare in device_mesh.h).
 //
 // Keys (every process derives the same):
-//   devmesh/spare/lease/<r>             spare r's lease: a counter the spare
-//                                       adds 1 to every lease period while
-//                                       it waits (not the job lease of rank
-//                                       r, which only a member renews)
 //   devmesh/epoch/<e>/spares            spares registered in epoch e (Add)
 //   devmesh/epoch/<e>/spare/<i>         the global rank of the i-th
+//   devmesh/epoch/<e>/grow/<n>/open     the n-th Grow of epoch e was called
+//                                       (set by every member on arrival);
+//                                       spares park on it and answer
+//   devmesh/epoch/<e>/grow/<n>/ready/<r>  spare r's answer: alive and
+//                                       waiting
 //   devmesh/epoch/<e>/grow/<n>/arrive/<r>  member r's ask in the n-th Grow
 //                                       of epoch e (its dim and target,
 //                                       then its groups' states)
@@ -47,7 +48,6 @@
 namespace devmesh {
 namespace device_mesh_internal {
 
-std::string SpareLeaseKey(int rank);
 std::string SpareCountKey(int64_t epoch);
 std::string SpareSlotKey(int64_t epoch, int64_t slot);
 std::string GrowKey(int64_t epoch, int64_t attempt, absl::string_view what);
@@ -75,6 +75,10 @@ absl::StatusOr<GrowDecision> DecodeGrowDecision(absl::string_view text);
 struct JobPosition {
   int64_t epoch = 0;
   int64_t attempt = 0;
+  bool operator==(const JobPosition& o) const {
+    return epoch == o.epoch && attempt == o.attempt;
+  }
+  bool operator!=(const JobPosition& o) const { return !(*this == o); }
 };
 absl::StatusOr<JobPosition> FindJobPosition(Store& store);
 

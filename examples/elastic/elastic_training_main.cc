@@ -178,8 +178,10 @@ int HealMember(devmesh::DeviceMesh mesh,
                    grown.status().ToString().c_str());
       return 1;
     }
+    // Grown, or the same mesh, or (an admitted rank died in the Grow) the
+    // mesh it shrank to: go on with it.
+    mesh = grown->mesh;
     if (grown->report.grown) {
-      mesh = grown->mesh;
       if (absl::Status b = BroadcastHealState(mesh, s); !b.ok()) {
         std::fprintf(stderr, "rank %d: %s\n", me, b.ToString().c_str());
         return 1;

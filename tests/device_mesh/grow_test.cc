@@ -18,6 +18,13 @@
 //                         first Grow admits no one (rank 2 alone is half a
 //                         replica: it waits); rank 0 restarts rank 3 again
 //                         and a later Grow admits both
+//   spare_dies_in_grow    as heal_kill_replica, but the restarted rank 3
+//                         SIGKILLs itself in the Grow, as it publishes its
+//                         first new group's address: every member's Grow
+//                         shrinks the new mesh again (report.shrunk_after,
+//                         epoch 3, (2, 2)), the restarted rank 2 waits
+//                         again, rank 0 restarts rank 3 once more and a
+//                         later Grow admits both (epoch 4)
 //   fenced_refused        rank 2 is SIGSTOPped for 4 s (> the 2 s silence),
 //                         found dead and fenced; continued, its
 //                         JoinAsSpare is refused (FailedPrecondition with
@@ -67,6 +74,7 @@
 #include "device_mesh/state_broadcast.h"
 #include "examples/elastic/elastic_training.h"
 #include "gtest/gtest.h"
+#include "store/forwarding_store.h"
 #include "store/tcp_store_client.h"
 #include "tests/device_mesh/mesh_checks.h"
 
@@ -92,7 +100,27 @@ constexpr int64_t kFaultStep = 4;
 constexpr int64_t kGrowStep = 6;
 constexpr int64_t kPad = 1 << 12;
 
-enum class Scenario { kKillReplica, kRemovedStays, kSpareDies, kFenced };
+enum class Scenario {
+  kKillReplica,
+  kRemovedStays,
+  kSpareDies,
+  kSpareDiesInGrow,
+  kFenced
+};
+
+// The store of a spare that SIGKILLs itself at its first publish of a
+// group key (Gloo's MultiSet), once admitted.
+class DieAtGroupPublishStore : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  absl::Status MultiSet(absl::Span<const std::string> k,
+                        absl::Span<const std::string> v) override {
+    if (!k.empty() && absl::StartsWith(k[0], "devmesh/group/")) {
+      raise(SIGKILL);
+    }
+    return base()->MultiSet(k, v);
+  }
+};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -182,15 +210,18 @@ absl::Status FinishAndCheck(const DeviceMesh& mesh, const State& s,
 
 // ---- The spare process -------------------------------------------------------
 
-// GROW_TEST_SPARE="<rank>,<port>,<die>": rank `rank` of the job whose store
-// listens on 127.0.0.1:<port>; die=1: SIGKILL itself once two spares
-// registered in epoch 1.
+// GROW_TEST_SPARE="<rank>,<port>,<die>,<epoch>": rank `rank` of the job
+// whose store listens on 127.0.0.1:<port>; die=1: SIGKILL itself once two
+// spares registered in epoch 1; die=2: SIGKILL itself at its first group
+// publish once admitted; else it expects to be admitted into `epoch`.
 int SpareMain(const std::string& spec) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   std::vector<std::string> f = absl::StrSplit(spec, ',');
   int me = 0, port = 0, die = 0;
-  if (f.size() != 3 || !absl::SimpleAtoi(f[0], &me) ||
-      !absl::SimpleAtoi(f[1], &port) || !absl::SimpleAtoi(f[2], &die)) {
+  int64_t want_epoch = 0;
+  if (f.size() != 4 || !absl::SimpleAtoi(f[0], &me) ||
+      !absl::SimpleAtoi(f[1], &port) || !absl::SimpleAtoi(f[2], &die) ||
+      !absl::SimpleAtoi(f[3], &want_epoch)) {
     std::fprintf(stderr, "[spare] bad GROW_TEST_SPARE '%s'\n", spec.c_str());
     return 2;
   }
@@ -200,6 +231,7 @@ int SpareMain(const std::string& spec) {
     o.connect_timeout = absl::Seconds(10);
     ASSIGN_OR_RETURN(client, TcpStoreClient::Connect(o));
     std::shared_ptr<Store> store(std::move(client));
+    if (die == 2) store = std::make_shared<DieAtGroupPublishStore>(store);
     ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(store, me, kRanks, me));
     if (die == 1) {
       std::thread([runtime] {
@@ -217,7 +249,7 @@ int SpareMain(const std::string& spec) {
     spare.timeout = absl::Seconds(60);
     ASSIGN_OR_RETURN(joined, DeviceMesh::JoinAsSpare(runtime, spare));
     RETURN_IF_ERROR(Expect(
-        joined.report.grown && joined.report.epoch == 2 &&
+        joined.report.grown && joined.report.epoch == want_epoch &&
             joined.report.admitted == std::vector<int>{2, 3} &&
             joined.report.new_replicas == std::vector<int64_t>{2} &&
             joined.report.kept.empty() &&
@@ -238,13 +270,13 @@ int SpareMain(const std::string& spec) {
   return 0;
 }
 
-pid_t SpawnSpare(int rank, int port, bool die) {
+pid_t SpawnSpare(int rank, int port, int die, int64_t want_epoch) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (!absl::StartsWith(*e, "GROW_TEST_SPARE=")) env.push_back(*e);
   }
-  env.push_back(absl::StrCat("GROW_TEST_SPARE=", rank, ",", port, ",",
-                             die ? 1 : 0));
+  env.push_back(absl::StrCat("GROW_TEST_SPARE=", rank, ",", port, ",", die,
+                             ",", want_epoch));
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -285,9 +317,11 @@ absl::Status Rank(Bootstrap& b, Scenario sc, const std::string& dir,
                                         Options()));
   WriteFile(absl::StrCat(dir, "/pid_", me), absl::StrCat(getpid()));
   std::vector<int> victims = {2};
-  if (sc == Scenario::kKillReplica || sc == Scenario::kSpareDies) {
+  if (sc == Scenario::kKillReplica || sc == Scenario::kSpareDies ||
+      sc == Scenario::kSpareDiesInGrow) {
     victims = {2, 3};
   }
+  const int64_t want_epoch = sc == Scenario::kSpareDiesInGrow ? 4 : 2;
   auto hook = [&](Point p, int64_t step, int64_t epoch) {
     if (epoch != 0 || step != kFaultStep || me != 2 ||
         p != Point::kBeforeShardAllReduce) {
@@ -377,7 +411,11 @@ absl::Status Rank(Bootstrap& b, Scenario sc, const std::string& dir,
   if (me == 0) {
     // The launcher's part: restart the dead ranks as spares.
     for (int v : victims) {
-      const pid_t pid = SpawnSpare(v, port, sc == Scenario::kSpareDies && v == 3);
+      const int die = v != 3                              ? 0
+                      : sc == Scenario::kSpareDies        ? 1
+                      : sc == Scenario::kSpareDiesInGrow ? 2
+                                                          : 0;
+      const pid_t pid = SpawnSpare(v, port, die, want_epoch);
       RETURN_IF_ERROR(Expect(pid > 0, "posix_spawn failed"));
       spares.push_back(pid);
     }
@@ -395,6 +433,12 @@ absl::Status Rank(Bootstrap& b, Scenario sc, const std::string& dir,
       RETURN_IF_ERROR(Expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
                              "the dying spare did not die by SIGKILL"));
     }
+    // Every member calls the Grow only now (a barrier over both dims), so
+    // that the dead spare cannot answer its call.
+    for (const char* dim : {"dp", "tp"}) {
+      ASSIGN_OR_RETURN(group, current.GetGroup(dim));
+      RETURN_IF_ERROR(group->Barrier());
+    }
     ASSIGN_OR_RETURN(unchanged, current.Grow("dp", grow));
     RETURN_IF_ERROR(Expect(
         !unchanged.report.grown && unchanged.report.epoch == 1 &&
@@ -403,18 +447,43 @@ absl::Status Rank(Bootstrap& b, Scenario sc, const std::string& dir,
         absl::StrCat("rank ", me, ": first Grow: ",
                      unchanged.report.ToString())));
     if (me == 0) {
-      const pid_t pid = SpawnSpare(3, port, false);
+      const pid_t pid = SpawnSpare(3, port, 0, want_epoch);
       RETURN_IF_ERROR(Expect(pid > 0, "posix_spawn failed"));
       spares.push_back(pid);
     }
   }
+  bool shrunk_in_grow = false;
   // Grow between steps until the spares are admitted.
   absl::Time grow_called;
   for (;;) {
     grow_called = absl::Now();
     ASSIGN_OR_RETURN(grown, current.Grow("dp", grow));
+    current = grown.mesh;
+    if (!grown.report.shrunk_after.empty()) {
+      // The admitted rank 3 died in the Grow: shrunk again, on every member.
+      RETURN_IF_ERROR(Expect(
+          sc == Scenario::kSpareDiesInGrow && !shrunk_in_grow &&
+              !grown.report.grown && grown.report.epoch == 3 &&
+              grown.report.admitted == std::vector<int>{2, 3} &&
+              current.epoch() == 3 &&
+              current.layout().RankTable() ==
+                  std::vector<int64_t>{0, 1, 4, 5},
+          absl::StrCat("rank ", me, ": ", grown.report.ToString())));
+      shrunk_in_grow = true;
+      if (me == 0) {
+        int status = 0;
+        waitpid(spares[1], &status, 0);
+        spares.erase(spares.begin() + 1);
+        RETURN_IF_ERROR(Expect(
+            WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+            "the spare that dies in the Grow did not die by SIGKILL"));
+        const pid_t pid = SpawnSpare(3, port, 0, want_epoch);
+        RETURN_IF_ERROR(Expect(pid > 0, "posix_spawn failed"));
+        spares.push_back(pid);
+      }
+      continue;
+    }
     if (grown.report.grown) {
-      current = grown.mesh;
       const int tp_peer = me % 2 == 0 ? me + 1 : me - 1;
       const std::vector<int> pair = {std::min(me, tp_peer),
                                      std::max(me, tp_peer)};
@@ -423,12 +492,13 @@ absl::Status Rank(Bootstrap& b, Scenario sc, const std::string& dir,
       const std::string rebuilt =
           me % 2 == 0 ? "dp [0, 4, 2]" : "dp [1, 5, 3]";
       RETURN_IF_ERROR(Expect(
-          grown.report.epoch == 2 &&
+          grown.report.epoch == want_epoch &&
+              (sc != Scenario::kSpareDiesInGrow || shrunk_in_grow) &&
               grown.report.admitted == std::vector<int>{2, 3} &&
               grown.report.new_replicas == std::vector<int64_t>{2} &&
               grown.report.kept == std::vector<std::string>{kept} &&
               grown.report.rebuilt == std::vector<std::string>{rebuilt} &&
-              current.epoch() == 2 && current.ToString() ==
+              current.epoch() == want_epoch && current.ToString() ==
                                           "DeviceMesh(dp=3, tp=2, 'cpu')",
           absl::StrCat("rank ", me, ": ", grown.report.ToString())));
       break;
@@ -494,7 +564,8 @@ void RunScenario(const char* name, Scenario sc) {
       const bool victim =
           o.rank == 2 ||
           (o.rank == 3 && (sc == Scenario::kKillReplica ||
-                           sc == Scenario::kSpareDies));
+                           sc == Scenario::kSpareDies ||
+                           sc == Scenario::kSpareDiesInGrow));
       const bool killed = victim && sc != Scenario::kFenced;
       if (killed) {
         EXPECT_FALSE(o.reported) << name << " run " << run << ": rank "
@@ -587,6 +658,7 @@ TEST(Grow, control_and_disagreement) {
 TEST(Grow, heal_kill_replica) { RunScenario("heal_kill_replica", Scenario::kKillReplica); }
 TEST(Grow, heal_removed_stays) { RunScenario("heal_removed_stays", Scenario::kRemovedStays); }
 TEST(Grow, spare_dies_before_grow) { RunScenario("spare_dies_before_grow", Scenario::kSpareDies); }
+TEST(Grow, spare_dies_in_grow) { RunScenario("spare_dies_in_grow", Scenario::kSpareDiesInGrow); }
 TEST(Grow, fenced_refused) { RunScenario("fenced_refused", Scenario::kFenced); }
 
 }  // namespace
