@@ -26,6 +26,14 @@
 //                        and continued: it must be fenced (FailedPrecondition
 //                        from every call), the others go on without it
 //   stop_short           rank 2 is SIGSTOPped for 0.4 s: no shrink at all
+//   kill_in_shrink_at_Nms  rank 2 dies, then rank 4 SIGKILLs itself N ms
+//                        after it entered Shrink, N = 0..20 in 1 ms steps:
+//                        the second death lands in the agreement, the
+//                        rebuild's store exchange, a connect, or just after
+//                        the Shrink (a second recovery); with a group timeout
+//                        past the run's limit, every survivor's wait must end
+//                        on the verdict and the next round agree (survivors
+//                        end at epoch 1 or 2, after 1 or 2 recoveries)
 //   kill_while_computing rank 2 dies while rank 0 computes for 40 s (twice
 //                        the Shrink timeout): rank 0 must hear of the death
 //                        while computing (DeviceMesh::OnFailure), stop and
@@ -145,6 +153,11 @@ struct Scenario {
   // computing (DeviceMesh::OnFailure) lets it join the others' Shrink.
   int computer = -1;
   absl::Duration compute;
+  // This rank SIGKILLs itself `timed_after` after it entered its first
+  // Shrink (kill_in_shrink_at_*); the survivors may then end at epoch 1 or 2
+  // after 1 or 2 recoveries (the death fell in the Shrink or after it).
+  int timed_victim = -1;
+  absl::Duration timed_after;
 };
 
 std::vector<Scenario> Scenarios() {
@@ -188,6 +201,14 @@ std::vector<Scenario> Scenarios() {
                2};
     k.computer = 0;
     k.compute = absl::Seconds(40);
+    s.push_back(k);
+  }
+  for (int ms = 0; ms <= 20; ++ms) {
+    Scenario k{absl::StrCat("kill_in_shrink_at_", ms, "ms"),
+               Fault::kKillBetweenSteps, {2}, -1, {}, {2, 4}, {3, 5}, {}, 1};
+    k.timed_victim = 4;
+    k.timed_after = absl::Milliseconds(ms);
+    k.epoch = -1;  // 1 or 2
     s.push_back(k);
   }
   s.push_back({"control", Fault::kNone, {}, -1, {}, {}, {}, {}, 3});
@@ -309,7 +330,8 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
   options.all.backend = absl::GetFlag(FLAGS_backend);
   // A hang shows as a failure; kill_in_rebuild's is past the run's limit, so
   // that only the watch's verdict can end its peers' wait.
-  options.all.timeout = absl::Seconds(sc.rebuild_victim >= 0 ? 120 : 30);
+  options.all.timeout = absl::Seconds(
+      sc.rebuild_victim >= 0 || sc.timed_victim >= 0 ? 120 : 30);
   ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {3, 2}, {"dp", "tp"},
                                         options));
   TrainOptions train;
@@ -333,6 +355,12 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
       raise(SIGKILL);
     }
     if (p == Point::kShrinkStart && me == sc.rebuild_victim) armed->store(true);
+    if (p == Point::kShrinkStart && me == sc.timed_victim) {
+      std::thread([after = sc.timed_after] {
+        absl::SleepFor(after);
+        raise(SIGKILL);
+      }).detach();
+    }
     if (!victim || step != kFaultStep) return;
     switch (sc.fault) {
       case Fault::kKillBetweenSteps:
@@ -478,8 +506,10 @@ absl::Status Body(Bootstrap& b, const Scenario& sc, const std::string& dir) {
       absl::StrCat("rank ", me, " params [", absl::StrJoin(result.params, ","),
                    "], a fresh run gives [", absl::StrJoin(want, ","), "]")));
   const int64_t expected_recoveries = sc.dead.empty() ? 0 : 1;
+  const int64_t recoveries = static_cast<int64_t>(result.recoveries.size());
   RETURN_IF_ERROR(Expect(
-      static_cast<int64_t>(result.recoveries.size()) == expected_recoveries,
+      recoveries == expected_recoveries ||
+          (sc.timed_victim >= 0 && recoveries == 2),
       absl::StrCat("rank ", me, ": ", result.recoveries.size(),
                    " recoveries, want ", expected_recoveries,
                    [&] {
@@ -598,7 +628,8 @@ TEST_P(ShrinkTest, SurvivorsGoOnWithTheRightState) {
       const bool killed =
           (Has(sc.victims, o.rank) && sc.fault != Fault::kStop &&
            sc.fault != Fault::kNone) ||
-          o.rank == sc.second_victim || o.rank == sc.rebuild_victim;
+          o.rank == sc.second_victim || o.rank == sc.rebuild_victim ||
+          o.rank == sc.timed_victim;
       if (killed) {
         if (o.reported) fail(absl::StrCat("rank ", o.rank, " was not killed"));
         continue;
@@ -626,7 +657,9 @@ TEST_P(ShrinkTest, SurvivorsGoOnWithTheRightState) {
     int64_t max_agree = 0, max_rebuild = 0;
     for (auto& [rank, fields] : f) {
       if (Has(sc.removed, rank) || Has(sc.fenced, rank)) continue;
-      if (Int(fields, "epoch") != (sc.dead.empty() ? 0 : sc.epoch)) {
+      const int64_t epoch = Int(fields, "epoch");
+      if (sc.epoch < 0 ? epoch != 1 && epoch != 2
+                       : epoch != (sc.dead.empty() ? 0 : sc.epoch)) {
         fail(absl::StrCat("rank ", rank, " ends at epoch ",
                           Int(fields, "epoch")));
       }
