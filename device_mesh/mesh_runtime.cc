@@ -271,12 +271,19 @@ std::function<absl::Status()> MeshRuntime::CreationCancel() {
 std::shared_ptr<Store> MeshRuntime::CreationStore() {
   std::shared_ptr<FailureWatch> w = watch();
   if (w == nullptr) return store_;
-  // Waits cut into slices of max(2 s, 2 periods): a death is known only
-  // after the silence (2 s and up) anyway, and a c10d store's cancelled
-  // wait costs a few requests (CANCEL_WAIT, CHECKs).
-  auto cancellable = std::make_shared<CancellableStore>(
-      store_->base(), std::max(absl::Seconds(2), 2 * w->period()),
-      CreationCancel());
+  // Waits are cut into slices, the verdict asked between them. At the
+  // job's start (epoch 0), slices of max(2 s, 2 periods): a death is known
+  // only after the silence (2 s and up) anyway, a c10d store's cancelled
+  // wait costs a few requests (CANCEL_WAIT, CHECKs), and every rank of a
+  // large job makes groups at once. In a later epoch (the rebuild of a
+  // Shrink or a Grow, few groups) slices of one period, at least 100 ms: a
+  // wait for a member that died ends within a period of the verdict, not up
+  // to a whole slice after it (two silences in all).
+  const absl::Duration slice =
+      w->epoch() == 0 ? std::max(absl::Seconds(2), 2 * w->period())
+                      : std::max(absl::Milliseconds(100), w->period());
+  auto cancellable =
+      std::make_shared<CancellableStore>(store_->base(), slice, CreationCancel());
   // Counted once per call in the runtime's counters, however many slices.
   return std::make_shared<CountingStore>(std::move(cancellable), store_);
 }

@@ -190,7 +190,8 @@ class MeshRuntime {
   void SkipMeshAgreementForTesting() { agrees_.store(false); }
   // The store a communicator or an agreement is made over: the runtime's,
   // with its waits ended by the failure watch's verdict or fence
-  // (CancellableStore, in slices of max(2 s, 2 lease periods)) and counted
+  // (CancellableStore, in slices of max(2 s, 2 lease periods) in epoch 0,
+  // of one lease period, at least 100 ms, in later epochs) and counted
   // once per call in the runtime's counters; the runtime's store itself
   // without a watch (starts the watch, as watch() does). Not on a detached
   // runtime (null store).
