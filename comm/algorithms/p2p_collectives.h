@@ -112,7 +112,7 @@ class Workspace {
 inline constexpr size_t kP2pSmallAllReduceBytes = 64 * 1024;
 // The ring all-reduce's pieces: a block travels in messages of at most this
 // many bytes (whole elements).
-inline constexpr size_t kP2pPipelineChunkBytes = 64 * 1024;
+inline constexpr size_t kP2pPipelineChunkBytes = 256 * 1024;
 
 // The collectives of comm/communicator.h with its arguments (counts in
 // elements; AllGather, ReduceScatter and AllToAll: per block).

@@ -378,11 +378,11 @@ TEST_P(P2pCollectivesTest, AllReduceIdenticalBitsOnEveryRank) {
 // The pipelined ring at the edges of its pieces: pieces of one element, of
 // a few elements (a byte count that is not a multiple of the element's
 // size), blocks one element shorter or longer than a multiple of the piece,
-// blocks that differ by one element; every dtype and op, in place and out
-// of place.
+// blocks that differ by one element; every dtype, sum and max (the ring
+// moves the same pieces for every op), in place and out of place.
 TEST_P(P2pCollectivesTest, RingAllReducePieceEdges) {
   const int n = N();
-  for (size_t chunk_bytes : {size_t{1}, size_t{12}, size_t{17}}) {
+  for (size_t chunk_bytes : {size_t{1}, size_t{17}}) {
     for (DataType dtype : kAllDataTypes) {
       const size_t piece =
           std::max<size_t>(1, chunk_bytes / DataTypeSize(dtype));
@@ -392,7 +392,7 @@ TEST_P(P2pCollectivesTest, RingAllReducePieceEdges) {
         counts.push_back(per_block * n);
         counts.push_back(per_block * n + n - 1);
       }
-      for (ReduceOp op : kAllReduceOps) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
         for (size_t count : counts) {
           const std::vector<double> expected = Reduced(op, dtype, n, count);
           for (bool in_place : {false, true}) {
