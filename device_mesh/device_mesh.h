@@ -210,7 +210,7 @@ struct GrowReport {
   absl::Duration agree;    // the call to the decision
   absl::Duration rebuild;  // the decision to every group of the new mesh
   // "epoch 2: admitted [2, 3] as replicas [2]; waiting []; kept tp [0, 1];
-  // rebuilt dp [0, 4, 2]; agree 510ms, rebuild 30ms", or "epoch 1:
+  // rebuilt dp [0, 4, 2]; agree 4ms, rebuild 30ms", or "epoch 1:
   // unchanged (no whole replica of spares ready); waiting [2]".
   std::string ToString() const;
 };
@@ -526,8 +526,8 @@ class DeviceMesh {
   // on every member: Grow then Shrinks the new mesh along `replica_dim` on
   // all of them (report.grown false, report.shrunk_after) and returns that
   // mesh or its error; an admitted spare removed by it waits again. Go on
-  // with the mesh returned, grown or not. The old mesh's groups refuse every call
-  // once grown; do not Abort the old mesh.
+  // with the mesh returned, grown or not. The old mesh's groups refuse
+  // every call once grown; do not Abort the old mesh.
   // Errors (the same on every member where marked *):
   //   FailedPrecondition  not a root mesh; a detached runtime or no failure
   //                       watch; this rank is fenced; a mesh of an older
