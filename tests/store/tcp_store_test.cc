@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -320,7 +321,24 @@ TEST(TcpStoreSlowServerTest, LaterConnectionsWaitForASlowHandshake) {
   });
   const bool runs = (*watcher)->Wait({"getter_runs"}, absl::Seconds(20)).ok();
   absl::SleepFor(absl::Milliseconds(200));  // into its Get
-  const bool stopped = runs && kill(server, SIGSTOP) == 0;
+  // kill() returns before the stop takes effect: wait until the kernel
+  // shows the server stopped, or a loaded machine lets it answer the Set
+  // below first.
+  const bool stopped = runs && kill(server, SIGSTOP) == 0 && [&] {
+    const absl::Time end = absl::Now() + absl::Seconds(5);
+    while (absl::Now() < end) {
+      std::ifstream in(absl::StrCat("/proc/", server, "/stat"));
+      std::string line;
+      std::getline(in, line);
+      const size_t paren = line.rfind(')');
+      if (paren != std::string::npos && paren + 2 < line.size() &&
+          line[paren + 2] == 'T') {
+        return true;
+      }
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    return false;
+  }();
   std::thread resume([&] {
     absl::SleepFor(absl::Seconds(1));
     kill(server, SIGCONT);
