@@ -17,19 +17,23 @@
 //                             its receives before its sends, and UCX 1.13's
 //                             rendezvous over TCP is slower from 32 KiB
 //                             (docs/ucx_transport.md)
-// Not set by devmesh, and worth setting for large messages over TCP:
-// UCX_TCP_TX_SEG_SIZE=256K UCX_TCP_RX_SEG_SIZE=256K (UCX's segments are
-// 8 KiB; figures in docs/ucx_transport.md). Given
-// through ucp_config_modify they work but make UCX 1.13 warn "invalid
-// configurations" in every process (its connection managers do not know
-// them), so devmesh leaves them to the environment.
+//   UCX_TCP_TX_SEG_SIZE=256K  UCX's TCP segments (its own default: 8 KiB);
+//   UCX_TCP_RX_SEG_SIZE=256K  large messages move in fewer, larger reads
+//                             and writes (docs/ucx_transport.md)
+// The two segment sizes are set in the process's environment (setenv, only
+// where unset) when the worker is made, before UCX reads it: given through
+// ucp_config_modify they work but make UCX 1.13 warn "invalid
+// configurations" in every process. So processes started after the first
+// "ucx" group inherit them.
 // On a cluster with RDMA set UCX_TLS (for example UCX_TLS=all) and
 // UCX_RNDV_THRESH (for example auto) to UCX's own choice.
 //
 // Errors (Process):
 //   Unavailable  UCX could not make its context or worker (UCX's words)
 //
-// Thread-safety: every member function may be called from any thread.
+// Thread-safety: every member function may be called from any thread. The
+// first Process() call writes the environment (setenv, above): a thread
+// reading it at that moment (getenv) races with it, as with any setenv.
 #ifndef DEVMESH_COMM_UCX_UCX_WORKER_H_
 #define DEVMESH_COMM_UCX_UCX_WORKER_H_
 
