@@ -58,7 +58,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 #include "store/barrier.h"
 #include "store/c10d_store_client.h"
 #include "bootstrap/launcher.h"

@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "comm/work.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace comm_internal {

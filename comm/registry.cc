@@ -14,7 +14,7 @@
 #include "comm/ucx/ucx_communicator.h"
 #include "config/settings.h"
 #include "status/status_macros.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 extern char** environ;
 

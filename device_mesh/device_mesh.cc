@@ -13,7 +13,7 @@
 #include "device_mesh/mesh_serialization.h"
 #include "device_mesh/root_state.h"
 #include "status/status_macros.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 

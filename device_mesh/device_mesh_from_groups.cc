@@ -6,7 +6,7 @@
 #include "device_mesh/groups_mesh.h"
 #include "device_mesh/root_state.h"
 #include "status/status_macros.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 

@@ -23,7 +23,7 @@
 #include "device_mesh/root_state.h"
 #include "device_mesh/spare_registry.h"
 #include "status/status_macros.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 

@@ -24,7 +24,7 @@
 #include "device_mesh/guarded_communicator.h"
 #include "device_mesh/root_state.h"
 #include "status/status_macros.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 

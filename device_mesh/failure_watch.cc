@@ -23,7 +23,7 @@
 #include "comm/communicator.h"
 #include "device_mesh/epoch_agreement.h"
 #include "status/status_macros.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace {

@@ -55,7 +55,7 @@
 #include "comm/shrinkable_communicator.h"
 #include "comm/work.h"
 #include "device_mesh/failure_watch.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 

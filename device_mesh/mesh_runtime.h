@@ -54,7 +54,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 #include "store/store.h"
 #include "comm/communicator.h"
 #include "device_mesh/counting_store.h"

@@ -24,7 +24,7 @@
 #include "comm/communicator.h"
 #include "device_mesh/group_options.h"
 #include "mesh/mesh_layout.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace device_mesh_internal {

@@ -63,7 +63,7 @@
 #include <string>
 #include <vector>
 
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 #include "store/c10d_wire_format.h"
 #include "store/socket.h"
 #include "store/store.h"

@@ -8,7 +8,7 @@
 // Thread-safety: every method may be called from any number of threads; a
 // waiting Get/Wait/MultiGet does not block other callers.
 //
-// The mutex is store/annotated_mutex.h's (std::mutex, which TSan sees, with
+// The mutex is sync/annotated_mutex.h's (std::mutex, which TSan sees, with
 // the attributes clang's -Wthread-safety checks; docs/thread_safety.md).
 #ifndef DEVMESH_STORE_MEMORY_STORE_H_
 #define DEVMESH_STORE_MEMORY_STORE_H_
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 #include "store/kv_table.h"
 #include "store/store.h"
 #include "absl/base/thread_annotations.h"

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 #include "store/socket.h"
 #include "store/store.h"
 #include "store/wire_format.h"

@@ -53,7 +53,7 @@
 #include "comm/gloo/gloo_loop_waker.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/unbound_buffer.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace gloo_internal {

@@ -66,7 +66,7 @@
 #include "comm/options.h"
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 #include "store/store.h"
 
 namespace devmesh {

@@ -20,7 +20,7 @@
 #include "comm/gloo/gloo_status.h"
 #include "gloo/transport/tcp/device.h"
 #include "status/status_macros.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 #include "store/socket.h"
 
 namespace devmesh {

@@ -27,7 +27,7 @@
 #include "gloo/transport/pair.h"
 #include "gloo/transport/tcp/address.h"
 #include "status/status_macros.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace gloo_internal {

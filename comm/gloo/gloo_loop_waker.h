@@ -50,7 +50,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "gloo/transport/device.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace gloo_internal {

@@ -27,7 +27,7 @@
 #include "comm/options.h"
 #include "comm/shrinkable_communicator.h"
 #include "comm/work.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 // What the NCCL this is compiled against can do, from nccl.h's
 // NCCL_VERSION_CODE (the bounds PyTorch's NCCLUtils.hpp uses):

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace shm_internal {

@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/options.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 #include "store/store.h"
 
 namespace devmesh {
@@ -78,7 +78,7 @@ class ShmLinks {
   CommOptions options_;
   std::shared_ptr<std::atomic<bool>> aborted_;
   // Not absl::Mutex: Debian's Abseil is not built for TSan
-  // (store/annotated_mutex.h).
+  // (sync/annotated_mutex.h).
   mutable sync_internal::Mutex mu_;
   std::map<int, absl::StatusOr<std::unique_ptr<Communicator>>> links_
       ABSL_GUARDED_BY(mu_);

@@ -18,7 +18,7 @@
 #include "comm/ucx/ucx_group.h"
 #include "comm/ucx/ucx_worker.h"
 #include "status/status_macros.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace {

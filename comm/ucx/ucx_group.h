@@ -79,7 +79,7 @@
 #include "comm/algorithms/p2p_collectives.h"
 #include "comm/communicator.h"
 #include "comm/ucx/ucx_worker.h"
-#include "store/annotated_mutex.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace ucx_internal {

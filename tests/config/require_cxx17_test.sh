@@ -1,6 +1,6 @@
 #!/bin/bash
 # Compiles devmesh's headers (the files given as arguments: every header of
-# //mesh, //store, //comm, //bootstrap and //device_mesh, and //status's) with
+# //mesh, //store, //sync, //comm, //bootstrap and //device_mesh, and //status's) with
 # the system C++ compiler (Abseil, Gloo and libuv from /usr/include):
 # - under C++11 (Bazel's default -std=c++0x) and C++14, a file that includes
 #   any one header must fail with exactly two error lines,

@@ -1,11 +1,10 @@
-// devmesh/store/annotated_mutex.h
+// devmesh/sync/annotated_mutex.h
 // -----------------------------------------------------------------------------
 // Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with
 // the capability attributes of absl/base/thread_annotations.h, so that
 // clang's -Wthread-safety checks the members marked ABSL_GUARDED_BY them
 // (libstdc++'s std::mutex carries no attributes; docs/thread_safety.md).
-// Internal to devmesh (//store:annotated_mutex_internal); in //store because
-// the store is the ground every other package with threads stands on.
+// Internal to devmesh (//sync:annotated_mutex).
 //
 // Why not absl::Mutex: Debian's Abseil is a prebuilt library without TSan
 // instrumentation, so TSan sees none of absl::Mutex's happens-before edges
@@ -17,8 +16,8 @@
 // a wait may wake spuriously, so callers wait in a loop on their condition.
 //
 // Thread-safety: as the std types they wrap.
-#ifndef DEVMESH_STORE_ANNOTATED_MUTEX_H_
-#define DEVMESH_STORE_ANNOTATED_MUTEX_H_
+#ifndef DEVMESH_SYNC_ANNOTATED_MUTEX_H_
+#define DEVMESH_SYNC_ANNOTATED_MUTEX_H_
 
 // First, before any other include: a build without C++17 stops here with
 // one line naming the fix.
@@ -120,4 +119,4 @@ class CondVar {
 }  // namespace sync_internal
 }  // namespace devmesh
 
-#endif  // DEVMESH_STORE_ANNOTATED_MUTEX_H_
+#endif  // DEVMESH_SYNC_ANNOTATED_MUTEX_H_
