@@ -27,138 +27,26 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/store/etcd_testing.h"
 
 namespace devmesh {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kEtcd[] = "/usr/bin/etcd";
+// One member of tests/store/etcd_testing.h's cluster.
+using EtcdProcess = ::devmesh::testing::EtcdCluster;
 
-// A port nothing listens on right now (the test is exclusive, so nothing
-// else takes it before etcd binds it).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+int FreePort() { return ::devmesh::testing::FreeLoopbackPort(); }
 
-// One etcd member, started by Start and stopped (SIGTERM, then SIGKILL after
-// 5 s; always reaped) with its data dir removed by the destructor.
-class EtcdProcess {
- public:
-  ~EtcdProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      const absl::Time deadline = absl::Now() + absl::Seconds(5);
-      int status = 0;
-      while (waitpid(pid_, &status, WNOHANG) == 0) {
-        if (absl::Now() > deadline) {
-          kill(pid_, SIGKILL);
-          waitpid(pid_, &status, 0);
-          break;
-        }
-        absl::SleepFor(absl::Milliseconds(20));
-      }
-    }
-    if (!dir_.empty()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
-    }
-  }
-
-  // Starts etcd and waits (up to 15 s) until it answers.
-  absl::Status Start() {
-    if (access(kEtcd, X_OK) != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          kEtcd, " is missing: install etcd-server (tools/install.sh)"));
-    }
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    std::string templ =
-        absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/etcdXXXXXX");
-    if (mkdtemp(templ.data()) == nullptr) {
-      return absl::InternalError("mkdtemp failed");
-    }
-    dir_ = templ;
-    client_port_ = FreePort();
-    const int peer_port = FreePort();
-    if (client_port_ == 0 || peer_port == 0 || client_port_ == peer_port) {
-      return absl::InternalError("no free ports");
-    }
-    const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
-    const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port);
-    std::vector<std::string> args = {
-        kEtcd,
-        "--name=test",
-        absl::StrCat("--data-dir=", dir_, "/data"),
-        absl::StrCat("--listen-client-urls=", client),
-        absl::StrCat("--advertise-client-urls=", client),
-        absl::StrCat("--listen-peer-urls=", peer),
-        absl::StrCat("--initial-advertise-peer-urls=", peer),
-        absl::StrCat("--initial-cluster=test=", peer),
-    };
-    const std::string log = absl::StrCat(dir_, "/etcd.log");
-    pid_ = fork();
-    if (pid_ < 0) return absl::InternalError("fork failed");
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
-      FILE* out = std::freopen(log.c_str(), "w", stdout);
-      if (out != nullptr) dup2(fileno(stdout), 2);
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(kEtcd, argv.data());
-      _exit(127);
-    }
-    const absl::Time deadline = absl::Now() + absl::Seconds(15);
-    absl::Status last;
-    while (absl::Now() < deadline) {
-      EtcdStoreOptions options;
-      options.endpoints = {endpoint()};
-      options.key_prefix = "/probe/";
-      options.connect_timeout = absl::Seconds(1);
-      options.default_timeout = absl::Seconds(2);
-      absl::StatusOr<std::unique_ptr<EtcdStore>> store =
-          EtcdStore::Connect(options);
-      if (store.ok()) return absl::OkStatus();
-      last = store.status();
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = 0;
-        return absl::InternalError(
-            absl::StrCat("etcd exited at start; see ", log));
-      }
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    return absl::DeadlineExceededError(
-        absl::StrCat("etcd did not answer within 15 s: ", last.ToString()));
-  }
-
-  std::string endpoint() const {
-    return absl::StrCat("127.0.0.1:", client_port_);
-  }
-
- private:
-  std::string dir_;
-  int client_port_ = 0;
-  pid_t pid_ = 0;
-};
+// The first (only) member's "127.0.0.1:port".
+std::string Endpoint(const EtcdProcess& etcd) { return etcd.endpoints()[0]; }
 
 class EtcdStoreTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     etcd_ = new EtcdProcess();
-    *start_ = etcd_->Start();
+    *start_ = etcd_->Start(1);
   }
   static void TearDownTestSuite() {
     delete etcd_;
@@ -181,7 +69,7 @@ class EtcdStoreTest : public ::testing::Test {
 
   static absl::StatusOr<std::unique_ptr<EtcdStore>> Open(
       const std::string& prefix,
-      std::vector<std::string> endpoints = {etcd_->endpoint()}) {
+      std::vector<std::string> endpoints = {Endpoint(*etcd_)}) {
     EtcdStoreOptions options;
     options.endpoints = std::move(endpoints);
     options.key_prefix = prefix;
@@ -409,7 +297,7 @@ TEST_F(EtcdStoreTest, ConnectChecksOptions) {
   EXPECT_TRUE(absl::IsInvalidArgument(Open("/p/", {"h:70000"}).status()));
   EXPECT_TRUE(
       absl::IsInvalidArgument(Open("/p/", {"https://h:2379"}).status()));
-  EXPECT_TRUE(Open("/p/", {"http://" + etcd_->endpoint() + "/"}).ok());
+  EXPECT_TRUE(Open("/p/", {"http://" + Endpoint(*etcd_) + "/"}).ok());
 }
 
 TEST_F(EtcdStoreTest, ConnectToDeadPortIsUnavailableNamingIt) {
@@ -422,7 +310,7 @@ TEST_F(EtcdStoreTest, ConnectToDeadPortIsUnavailableNamingIt) {
 TEST_F(EtcdStoreTest, FailsOverFromDeadEndpoint) {
   const std::string dead = absl::StrCat("127.0.0.1:", FreePort());
   absl::StatusOr<std::unique_ptr<EtcdStore>> store =
-      Open(Prefix(), {dead, etcd_->endpoint()});
+      Open(Prefix(), {dead, Endpoint(*etcd_)});
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->Set("f", "over").ok());
   EXPECT_EQ(*(*store)->Get("f"), "over");
@@ -433,9 +321,9 @@ TEST_F(EtcdStoreTest, FailsOverFromDeadEndpoint) {
 
 TEST_F(EtcdStoreTest, WaitingGetEndsWhenEtcdStops) {
   auto own = std::make_unique<EtcdProcess>();
-  ASSERT_TRUE(own->Start().ok());
+  ASSERT_TRUE(own->Start(1).ok());
   absl::StatusOr<std::unique_ptr<EtcdStore>> store =
-      Open(Prefix(), {own->endpoint()});
+      Open(Prefix(), {Endpoint(*own)});
   ASSERT_TRUE(store.ok()) << store.status();
   std::thread stopper([&] {
     absl::SleepFor(absl::Milliseconds(300));
