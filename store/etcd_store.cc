@@ -363,21 +363,66 @@ absl::StatusOr<std::string> EtcdStore::CompareSet(absl::string_view key,
                                                   absl::string_view expected,
                                                   absl::string_view desired) {
   if (key.empty()) return EmptyKey();
-  std::string result;
-  DEVMESH_RETURN_IF_ERROR(Update(
-      absl::StrCat(options_.key_prefix, key),
-      [&](const Entry& entry) -> absl::StatusOr<std::optional<std::string>> {
-        // c10d's rule: set when missing and `expected` is empty, or when the
-        // key holds `expected` (even ""); else report without writing.
-        if (entry.found ? entry.value == expected : expected.empty()) {
-          result = std::string(desired);
-          return std::optional<std::string>(result);
-        }
-        result = entry.found ? entry.value : std::string(expected);
-        return std::optional<std::string>();
-      },
-      /*idempotent=*/true));
-  return result;
+  const std::string prefixed = absl::StrCat(options_.key_prefix, key);
+  const std::string key64 = B64(prefixed);
+  const absl::Time deadline = RoundTripDeadline();
+  // c10d's rule: set when missing and `expected` is empty, or when the key
+  // holds `expected` (even ""); else report without writing. One txn: its
+  // compare is evaluated when etcd applies it, in the order of the Raft log,
+  // so the first txn to apply wins whichever member each was sent to.
+  bool missing_expected = expected.empty();  // compare "version == 0"
+  for (;;) {
+    Json compare = {{"key", key64}, {"result", "EQUAL"}};
+    if (missing_expected) {
+      compare["target"] = "VERSION";
+      compare["version"] = "0";
+    } else {
+      compare["target"] = "VALUE";
+      compare["value"] = B64(expected);
+    }
+    const Json txn = {{"compare", Json::array({compare})},
+                      {"success", Json::array({PutOp(prefixed, desired)})},
+                      {"failure", Json::array({RangeOp(prefixed, false)})}};
+    absl::StatusOr<Json> sent =
+        http_->Post("/v3/kv/txn", txn, deadline, Retry::kIfNotSent);
+    if (!sent.ok()) {
+      if (!absl::IsUnavailable(sent.status())) return sent.status();
+      // Applied or not (the member died or lost its leader after the txn was
+      // sent; it may even apply later): the same txn is sent again. Had the
+      // first applied, the second fails its compare and reads the value that
+      // won, this call's own; had it not, whichever applies first decides.
+      // (Sound while nothing sets the key back to `expected` in between; a
+      // decision key, set once from missing, never is.)
+      if (absl::Now() >= deadline) return sent.status();
+      absl::SleepFor(absl::Milliseconds(20));
+      continue;
+    }
+    const Json& reply = *sent;
+    if (Bool(reply, "succeeded")) return std::string(desired);
+    const Json& responses = Field(reply, "responses");
+    if (!responses.is_array() || responses.size() != 1) {
+      return absl::InternalError("etcd answered a failed txn without a range");
+    }
+    DEVMESH_ASSIGN_OR_RETURN(Kv kv,
+                             FirstKv(Field(responses[0], "response_range")));
+    if (!kv.found) {
+      if (!expected.empty()) return std::string(expected);
+      missing_expected = true;  // deleted since: compare "version == 0"
+      if (absl::Now() >= deadline) break;
+      continue;
+    }
+    if (missing_expected && kv.value.empty()) {
+      // Present and "": c10d sets it too. Compare the value next time.
+      missing_expected = false;
+      if (absl::Now() >= deadline) break;
+      continue;
+    }
+    return std::move(kv.value);
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "CompareSet on store key '", absl::CHexEscape(key),
+      "': other writers kept changing it for ",
+      absl::FormatDuration(options_.default_timeout)));
 }
 
 absl::Status EtcdStore::Wait(absl::Span<const std::string> keys,

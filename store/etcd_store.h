@@ -14,8 +14,10 @@
 //
 // Each operation in etcd's terms: Set is a put; Get a range and, while the
 // key is missing, a watch from the range's revision until a put of it; Add
-// and CompareSet a range then a txn conditional on the key's mod_revision
-// (version 0 when missing), retried when another writer came first; Check,
+// a range then a txn conditional on the key's mod_revision (version 0 when
+// missing), retried when another writer came first; CompareSet one txn
+// (compare the value with `expected`, or version 0 when `expected` is "";
+// put; else read the key), linearizable whatever member answers; Check,
 // MultiGet and MultiSet one txn per 128 keys (etcd's default --max-txn-ops);
 // DeleteKey a deleterange; NumKeys a count-only range over the prefix.
 // Waiting calls watch, never poll; a watch is opened anew (after a read) every
@@ -24,13 +26,17 @@
 //
 // Endpoints: a call goes to the endpoint that answered last; one that cannot
 // be reached, or does not answer within options.attempt_timeout, is skipped
-// for the next, round after round until the call's deadline. A conditional
-// txn (Add, CompareSet) whose member failed after it was sent is sent again
-// only when a read from any member shows the key unchanged (the txn compares
-// the revision it read, so it cannot apply after another write) and the
-// update is idempotent: a CompareSet, an Add of 0. Otherwise (an Add of
-// another delta, which could add twice) the call is Unavailable, saying it
-// may or may not have been applied.
+// for the next, round after round until the call's deadline. A CompareSet
+// whose txn may or may not have been applied (its member failed after it was
+// sent) sends the same txn again: if the first applied, the second fails its
+// compare and returns the value that won (the caller's own), so the answer
+// is the one CompareSet semantics give; this holds while nothing sets the
+// key back to `expected` between the two. An Add's txn whose member failed
+// after it was sent is sent again only when a read from any member shows the
+// key unchanged (the txn compares the revision it read, so it cannot apply
+// after another write) and the delta is 0; otherwise (another delta could
+// add twice) the Add is Unavailable, saying it may or may not have been
+// applied.
 //
 // Timeouts: Get/Wait/MultiGet wait at most their `timeout`; every round trip
 // is bounded by options.default_timeout, and each connection attempt by
@@ -41,8 +47,8 @@
 //                     (--max-request-bytes, 1.5 MiB by default), named
 //   Unavailable       no endpoint answered by the deadline (names each one
 //                     and curl's error; a cluster without a leader is named
-//                     as having lost quorum); an Add or CompareSet whose
-//                     txn may or may not have been applied (see Endpoints)
+//                     as having lost quorum); an Add whose txn may or may
+//                     not have been applied (see Endpoints)
 //   DeadlineExceeded  a waiting call's timeout (names the first missing key),
 //                     or a round trip past default_timeout
 // NumKeys counts the keys under key_prefix: the store's whole key space.
@@ -122,6 +128,34 @@ class EtcdStore : public Store {
   // HTTP requests this store has sent to etcd (every attempt on every
   // endpoint; a watch counts one): a Store call costs one or more.
   int64_t requests() const;
+
+  // ---- Leases (etcd's), for liveness (device_mesh/rank_liveness.h) -------
+  // A lease lives for its TTL unless kept alive; when it expires (etcd's
+  // leader's clock) or is revoked, etcd deletes every key attached to it.
+  // Defined in etcd_lease.cc. Errors, besides Unavailable and
+  // DeadlineExceeded as for every call: those stated per method.
+  struct Lease {
+    int64_t id = 0;
+    absl::Duration ttl;  // as granted: whole seconds, at least etcd's minimum
+  };
+  // Grants a lease of `ttl` rounded up to whole seconds (etcd raises it to
+  // its minimum, 2 s with default settings). InvalidArgument for ttl <= 0.
+  absl::StatusOr<Lease> GrantLease(absl::Duration ttl);
+  // Renews lease `id` for its TTL. NotFound when it has expired or was
+  // revoked (its keys are gone).
+  absl::Status KeepAlive(int64_t id);
+  // Ends lease `id` now, deleting its keys; OK when it was gone already.
+  absl::Status RevokeLease(int64_t id);
+  // Set(key, value), with the key attached to lease `id`. NotFound when the
+  // lease has expired.
+  absl::Status SetWithLease(absl::string_view key, absl::string_view value,
+                            int64_t id);
+  // Waits up to `timeout` until `key`'s presence is other than `present`
+  // (deleted, when `present`; set, when not), by a read and then a watch
+  // from the read's revision, and returns its presence then: `present`
+  // when the timeout passed first (not an error).
+  absl::StatusOr<bool> AwaitPresence(absl::string_view key, bool present,
+                                     absl::Duration timeout);
 
  private:
   // A key as etcd holds it: found or not, its value and mod_revision.
