@@ -619,6 +619,23 @@ void FailureWatch::Fence(const std::string& why) { state_->FenceWith(why); }
 
 bool FailureWatch::ProcessGoneHere(int rank) { return state_->Gone(rank); }
 
+bool FailureWatch::JudgeGoneMembers(const std::vector<int>& members) {
+  if (!verdict().empty()) return true;
+  int64_t at_epoch;
+  {
+    sync_internal::MutexLock lock(&state_->mu);
+    at_epoch = state_->epoch;
+  }
+  for (int peer : members) {
+    if (peer == state_->rank || !state_->Gone(peer) || state_->Left(peer)) {
+      continue;
+    }
+    (void)state_->Publish(at_epoch, peer, state_->GoneText(peer));
+    break;
+  }
+  return !verdict().empty();
+}
+
 int64_t FailureWatch::epoch() const {
   sync_internal::MutexLock lock(&state_->mu);
   return state_->epoch;

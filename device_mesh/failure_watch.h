@@ -56,8 +56,9 @@
 // be found ("devmesh/job/proc/<rank>": boot id, PID namespace, PID, start
 // time). A rank whose process runs on the same kernel and PID namespace
 // and is gone (no /proc entry, a zombie, or another process under its PID)
-// is dead at once when a call failed on it (Explain) or it did not come to
-// Shrink (epoch_agreement.h): the kernel's word, not a peer's; across hosts
+// is dead at once when a call failed on it (Explain), it did not come to
+// Shrink (epoch_agreement.h) or a rebuild's store wait is for it
+// (JudgeGoneMembers): the kernel's word, not a peer's; across hosts
 // (or namespaces) only the lease decides. The successor check uses it only
 // after the silence (a process that exits at the end of its job is gone
 // too, and only an error says that a peer needed it): to spare a process
@@ -240,6 +241,18 @@ class FailureWatch {
   // and is gone (no such process, a zombie, or another process under its
   // PID). False when it is alive, stopped, elsewhere or unknown.
   bool ProcessGoneHere(int rank);
+
+  // For a wait on `members` (global ranks) that has run a while, such as a
+  // rebuild's store wait for their keys: the first member other than this
+  // rank whose process this kernel shows gone (ProcessGoneHere) and that
+  // has no "left" mark is published dead at once (the kernel's word, with
+  // the wait as the evidence that it was needed; CompareSet keeps a verdict
+  // already there). Returns true when the current epoch has a verdict after
+  // the call (this one or another), false otherwise (every member alive,
+  // elsewhere or unknown, or the store did not answer). Costs one store
+  // read per member the first time (its process identity), then /proc
+  // reads, plus one read of a gone member's "left" mark and the publish.
+  bool JudgeGoneMembers(const std::vector<int>& members);
 
   int64_t epoch() const;
   std::vector<int> members() const;

@@ -250,14 +250,29 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
   return Guard(std::move(group));
 }
 
-std::function<absl::Status()> MeshRuntime::CreationCancel() {
+std::function<absl::Status()> MeshRuntime::CreationCancel(
+    std::vector<int> members) {
   std::shared_ptr<FailureWatch> w = watch();
   if (w == nullptr) return nullptr;
-  return [weak = std::weak_ptr<FailureWatch>(w)]() -> absl::Status {
+  // In a rebuild (a later epoch), the members' processes on this host are
+  // looked at, at most every 100 ms: one that is gone is judged dead at
+  // once instead of after its lease's silence.
+  if (w->epoch() == 0) members.clear();
+  auto last_judged = std::make_shared<std::atomic<int64_t>>(0);
+  return [weak = std::weak_ptr<FailureWatch>(w), members = std::move(members),
+          last_judged]() -> absl::Status {
     std::shared_ptr<FailureWatch> watch = weak.lock();
     if (watch == nullptr) return absl::OkStatus();
     if (std::string fenced = watch->fenced(); !fenced.empty()) {
       return WithFenced(absl::FailedPreconditionError(fenced), watch->rank());
+    }
+    if (!members.empty() && watch->verdict().empty()) {
+      const int64_t now = absl::ToUnixMillis(absl::Now());
+      int64_t last = last_judged->load();
+      if (now - last >= 100 &&
+          last_judged->compare_exchange_strong(last, now)) {
+        (void)watch->JudgeGoneMembers(members);
+      }
     }
     const std::string verdict = watch->verdict();
     if (verdict.empty()) return absl::OkStatus();
@@ -268,7 +283,7 @@ std::function<absl::Status()> MeshRuntime::CreationCancel() {
   };
 }
 
-std::shared_ptr<Store> MeshRuntime::CreationStore() {
+std::shared_ptr<Store> MeshRuntime::CreationStore(std::vector<int> members) {
   std::shared_ptr<FailureWatch> w = watch();
   if (w == nullptr) return store_;
   // Waits are cut into slices, the verdict asked between them. At the
@@ -283,7 +298,8 @@ std::shared_ptr<Store> MeshRuntime::CreationStore() {
       w->epoch() == 0 ? std::max(absl::Seconds(2), 2 * w->period())
                       : std::max(absl::Milliseconds(100), w->period());
   auto cancellable =
-      std::make_shared<CancellableStore>(store_->base(), slice, CreationCancel());
+      std::make_shared<CancellableStore>(store_->base(), slice,
+                                         CreationCancel(std::move(members)));
   // Counted once per call in the runtime's counters, however many slices.
   return std::make_shared<CountingStore>(std::move(cancellable), store_);
 }
@@ -324,7 +340,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
       auto options, OptionsFor(backend, timeout, nccl.value_or(NcclOptions())));
   options.global_ranks = members;
   options.label = std::string(label);
-  std::shared_ptr<Store> base = CreationStore();
+  options.creation_cancel = CreationCancel(members);
+  std::shared_ptr<Store> base = CreationStore(members);
   auto ns = std::make_shared<PrefixStore>(std::move(base),
                                           absl::StrCat(name, "/", n));
   groups_made_.fetch_add(1);

@@ -194,8 +194,9 @@ class MeshRuntime {
   // of one lease period, at least 100 ms, in later epochs) and counted
   // once per call in the runtime's counters; the runtime's store itself
   // without a watch (starts the watch, as watch() does). Not on a detached
-  // runtime (null store).
-  std::shared_ptr<Store> CreationStore();
+  // runtime (null store). `members` (global ranks; may be empty): the
+  // ranks the waits are for, judged as CreationCancel says.
+  std::shared_ptr<Store> CreationStore(std::vector<int> members = {});
   // Calls made on the store through this runtime so far (each one round trip
   // on a TCP store), and the payload bytes they moved (CountingStore).
   int64_t store_round_trips() const {
@@ -299,8 +300,14 @@ class MeshRuntime {
   // The check that ends a creation's waits: FailedPrecondition with the
   // fence once this rank is fenced, Unavailable "stopped waiting: this
   // job's epoch has a verdict: ..." once the failure watch has a verdict,
-  // OK otherwise; empty without a watch. It holds the watch weakly.
-  std::function<absl::Status()> CreationCancel();
+  // OK otherwise; empty without a watch. It holds the watch weakly. In an
+  // epoch after the first (a Shrink's or a Grow's rebuild), at most every
+  // 100 ms it also asks the watch to judge `members` (JudgeGoneMembers): a
+  // member whose process on this host is gone is dead at once, so a wait
+  // for it ends within about a slice of the death rather than after its
+  // lease's silence. Thread-safe, as the check may be asked from any
+  // thread.
+  std::function<absl::Status()> CreationCancel(std::vector<int> members = {});
   // The named group of Group (members checked).
   absl::StatusOr<std::shared_ptr<Communicator>> NamedGroup(
       absl::string_view backend, absl::string_view identity,
