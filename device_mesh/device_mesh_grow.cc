@@ -145,6 +145,16 @@ absl::StatusOr<std::string> AgreeOnGrowth(
       auto all_here = unseen.empty() ? absl::StatusOr<bool>(true)
                                      : store.Check(unseen);
       if (!all_here.ok()) return StoreError(all_here.status());
+      if (!*all_here) {
+        // A member that has not arrived and whose process this kernel shows
+        // gone is dead now (its verdict published), not after its lease's
+        // silence: the next round reads it.
+        std::vector<int> late;
+        for (int r : members) {
+          if (!arrived.count(r)) late.push_back(r);
+        }
+        if (watch.JudgeGoneMembers(late)) continue;
+      }
       if (*all_here) {
         std::vector<std::string> keys;
         for (int r : members) keys.push_back(arrive_key(r));
@@ -425,6 +435,20 @@ absl::StatusOr<GrowResult> DeviceMesh::FinishGrow(
   }
   std::shared_ptr<FailureWatch> watch = runtime->started_watch();
   if (watch != nullptr) {
+    if (old == nullptr) {
+      // A spare whose watch runs (a removed rank that stayed): that watch
+      // may still be at an epoch whose members include ranks admitted now,
+      // under new processes. Step it through epoch e with the members that
+      // stay first, so that AdvanceEpoch forgets what it knew of the
+      // admitted ranks' processes (their predecessors', gone).
+      std::vector<int> staying;
+      for (int r : members) {
+        if (!std::binary_search(d.admitted.begin(), d.admitted.end(), r)) {
+          staying.push_back(r);
+        }
+      }
+      watch->AdvanceEpoch(e, staying);
+    }
     watch->AdvanceEpoch(e + 1, members);
   } else {
     watch = runtime->WatchFrom(e + 1, members);
@@ -563,6 +587,17 @@ absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
         me);
   }
   std::shared_ptr<Store> store = runtime->base_store();
+  if (runtime->started_watch() == nullptr) {
+    // A new process under a rank that ran before (killed, restarted): its
+    // predecessor's identity (FailureWatch::ProcKey) names a process that
+    // is gone. A member that admits this one and reads it before this
+    // process's watch publishes its own (FinishGrow, after the decision)
+    // would declare it dead at once; without it the member judges this
+    // rank by its lease until then.
+    if (auto s = store->DeleteKey(FailureWatch::ProcKey(me)); !s.ok()) {
+      return StoreError(s.status());
+    }
+  }
   const absl::Time deadline = absl::Now() + options.timeout;
   const absl::Duration period = runtime->LeasePeriod();
   auto position = device_mesh_internal::FindJobPosition(*store);
