@@ -622,12 +622,19 @@ bool FailureWatch::ProcessGoneHere(int rank) { return state_->Gone(rank); }
 bool FailureWatch::JudgeGoneMembers(const std::vector<int>& members) {
   if (!verdict().empty()) return true;
   int64_t at_epoch;
+  std::vector<int> epoch_members;
   {
     sync_internal::MutexLock lock(&state_->mu);
     at_epoch = state_->epoch;
+    epoch_members = state_->members;
   }
   for (int peer : members) {
-    if (peer == state_->rank || !state_->Gone(peer) || state_->Left(peer)) {
+    // Only the epoch's members: a rank a Grow is admitting may be a new
+    // process whose predecessor's identity is still known here.
+    if (peer == state_->rank ||
+        !std::binary_search(epoch_members.begin(), epoch_members.end(),
+                            peer) ||
+        !state_->Gone(peer) || state_->Left(peer)) {
       continue;
     }
     (void)state_->Publish(at_epoch, peer, state_->GoneText(peer));

@@ -244,7 +244,9 @@ class FailureWatch {
 
   // For a wait on `members` (global ranks) that has run a while, such as a
   // rebuild's store wait for their keys: the first member other than this
-  // rank whose process this kernel shows gone (ProcessGoneHere) and that
+  // rank, among the current epoch's members (a rank that a Grow admits is
+  // judged once the epoch includes it, when its new process's identity is
+  // read), whose process this kernel shows gone (ProcessGoneHere) and that
   // has no "left" mark is published dead at once (the kernel's word, with
   // the wait as the evidence that it was needed; CompareSet keeps a verdict
   // already there). Returns true when the current epoch has a verdict after
