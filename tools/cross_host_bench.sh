@@ -105,7 +105,9 @@ step() {
 echo "cross_host_bench: building //bench:allreduce_2d (-c opt)" >&2
 timeout -k 10 1200 bazel build -c opt //bench:allreduce_2d >"$WORK/build.log" 2>&1 ||
   { tail -n 20 "$WORK/build.log" >&2; exit 1; }
-mkdir -p "$WORK/bin" && cp bazel-bin/bench/allreduce_2d "$WORK/bin/" || exit 1
+# bazel-out/k8-opt, not bazel-bin: bazel-bin follows the checkout's last
+# build's configuration (an asan or tsan build by someone else meanwhile).
+mkdir -p "$WORK/bin" && cp bazel-out/k8-opt/bin/bench/allreduce_2d "$WORK/bin/" || exit 1
 HOSTS_UP=1
 lc_hosts_up || { echo "cross_host_bench.sh: the namespace hosts did not come up" >&2; exit 1; }
 H1="$(lc_host_addr 1)"
