@@ -1,23 +1,40 @@
 #!/usr/bin/env bash
 # tools/recovery_bench.sh: how long a (dp=3, tp=2) CPU job over 6 local ranks
-# takes to go on after one rank is SIGKILLed at step 10 (kill to the first
-# training step completed after it, on every rank that trains on), three
-# ways, paired trial by trial in one run:
+# takes to go on after one rank is SIGKILLed at step 10, and to heal back to
+# 3 replicas, several ways, trial by trial in one run:
 #   shrink    devmesh: the survivors call DeviceMesh::Shrink and go on with 2
 #             replicas (//examples/elastic:elastic_training_main under
-#             //bootstrap:launch --host_store --keep_going);
+#             //bootstrap:launch --host_store --keep_going); kill to the first
+#             step after it, on every rank that trains on;
 #   relaunch  devmesh without Shrink: the launcher stops every rank, and the
 #             same job is launched again at once, resuming from each rank's
-#             checkpoint file (written after every step);
+#             checkpoint file (written after every step); kill to the first
+#             step of the relaunched job;
 #   torchrun  PyTorch's DeviceMesh (init_device_mesh, Gloo) under
 #             torchrun --standalone --max-restarts=1: the agent stops the
 #             workers and restarts all of them, which resume from their
-#             checkpoint files (tools/recovery_bench/torch_elastic.py; needs
-#             the torch venv, tools/install_torch.sh; skipped without it).
-# Prints each trial and a table: p50, p95, max per way, and shrink's ratio to
-# each baseline (ratio of medians, with a 95% bootstrap interval). Every
-# launch is bounded by `timeout`; checkpoints live in a temporary directory
-# removed at exit.
+#             checkpoint files (tools/recovery_bench/torch_elastic.py); kill
+#             to the first step after the restart (a full-size step);
+#   heal      devmesh's heal (//tools/recovery_bench:heal_main, the elastic
+#             example's heal path, under launch --spare_restarts=1): Shrink
+#             to 2 replicas, the dead rank restarted as a spare and the
+#             removed one staying as one, Grow along dp before each step,
+#             BroadcastState of the parameters and the step; from the later
+#             spare ready (calling JoinAsSpare) to the last of the 6 ranks'
+#             first step on the grown mesh; heal_kill: from the kill instead;
+#   torchft   torchft 0.2.0's own heal (tools/recovery_bench/torchft_heal.py:
+#             its Lighthouse and Managers, 3 replica groups x 2 ranks on Gloo,
+#             the killed group restarted whole, its state fetched from a
+#             peer over torchft's HTTP checkpoint transport); from the
+#             restarted group ready (Managers constructed) to the last of the
+#             6 ranks' first committed step with 3 replicas; torchft_kill:
+#             from the kill instead.
+# torchrun and torchft need the torch venv (tools/install_torch.sh); without
+# it they are skipped with a line saying so. Prints each trial and a table:
+# p50, p95, max per way, and ratios of medians (a 95% bootstrap interval):
+# shrink to relaunch and torchrun, heal to torchft, heal_kill to torchrun and
+# torchft_kill. Every launch is bounded by `timeout`; temporary files live
+# in a directory removed at exit; nothing is left running.
 #
 #   tools/recovery_bench.sh [--trials=10]
 set -uo pipefail
@@ -31,10 +48,19 @@ for arg in "$@"; do
 done
 VENV="${DEVMESH_TORCH_VENV:-/opt/devmesh/torch-venv}"
 bazel build -c opt //examples/elastic:elastic_training_main //bootstrap:launch \
-  >/dev/null 2>&1 || { echo "recovery_bench: build failed" >&2; exit 1; }
+  //tools/recovery_bench:heal_main >/dev/null 2>&1 || { echo "recovery_bench: build failed" >&2; exit 1; }
 OUT="$(bazel info -c opt bazel-bin 2>/dev/null)"
 BIN="$OUT/examples/elastic/elastic_training_main"
 LAUNCH="$OUT/bootstrap/launch"
+HEAL="$OUT/tools/recovery_bench/heal_main"
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torchft' 2>/dev/null; then
+  TORCHFT="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torchft"))')"
+  echo "torchft $TORCHFT, torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') from $VENV"
+else
+  TORCHFT=""
+  echo "torchft column skipped: no torchft in $VENV (run tools/install_torch.sh)"
+fi
+[ -x "$VENV/bin/torchrun" ] || echo "torchrun column skipped: no $VENV/bin/torchrun (run tools/install_torch.sh)"
 WORK="$(mktemp -d /tmp/recovery_bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 RESULTS="$WORK/results.txt"
@@ -85,7 +111,45 @@ for t in $(seq 1 "$TRIALS"); do
     ms3="$(elapsed "$WORK/torch.out" "$WORK/torch.out")"
     echo "torchrun $ms3" >>"$RESULTS"
   fi
-  echo "trial $t: shrink $ms ms, relaunch $ms2 ms, torchrun $ms3 ms"
+
+  # heal (devmesh)
+  timeout 120 "$LAUNCH" --nproc=6 --host_store --keep_going --spare_restarts=1 \
+    -- "$HEAL" --kill_rank=2 >"$WORK/heal.out" 2>&1
+  read -r ms4 ms5 < <(python3 - "$WORK/heal.out" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+kill = [int(x) for x in re.findall(r"kill_ns=(\d+)", t)]
+ready = [int(x) for x in re.findall(r"spare_ready_ns=(\d+)", t)]
+full = [int(x) for x in re.findall(r"full_step_ns=(\d+)", t)]
+good = t.count("equal a fresh run's")
+if len(kill) != 1 or len(ready) != 2 or len(full) != 6 or good != 6:
+    print("fail fail")
+else:
+    print("%.1f %.1f" % ((max(full) - max(ready)) / 1e6,
+                         (max(full) - kill[0]) / 1e6))
+PY
+)
+  echo "heal $ms4" >>"$RESULTS"
+  echo "heal_kill $ms5" >>"$RESULTS"
+
+  # torchft
+  ms6=skipped
+  ms7=skipped
+  if [ -n "$TORCHFT" ]; then
+    line="$(WORK_DIR="$WORK" TRIAL_LIMIT_S=150 timeout 180 "$VENV/bin/python" \
+      tools/recovery_bench/torchft_heal.py 2>"$WORK/torchft.err" | tail -1)"
+    ms6="$(sed -n 's/^heal_ms=\([0-9.]*\) .*/\1/p' <<<"$line")"
+    ms7="$(sed -n 's/.*kill_to_full_ms=\([0-9.]*\).*/\1/p' <<<"$line")"
+    if [ -z "$ms6" ] || [ -z "$ms7" ]; then
+      echo "torchft trial $t failed: ${line:-no output} (stderr: $(tail -c 300 "$WORK/torchft.err"))"
+      ms6=fail
+      ms7=fail
+    fi
+    echo "torchft $ms6" >>"$RESULTS"
+    echo "torchft_kill $ms7" >>"$RESULTS"
+  fi
+  echo "trial $t: shrink $ms ms, relaunch $ms2 ms, torchrun $ms3 ms," \
+    "heal $ms4 ms (from the kill $ms5), torchft $ms6 ms (from the kill $ms7)"
 done
 
 python3 - "$RESULTS" <<'PY'
@@ -100,21 +164,24 @@ def pct(v, q):
 def med(v):
     return pct(v, 0.5)
 failed = 0
-print("%-9s %6s %8s %8s %8s" % ("way", "trials", "p50 ms", "p95 ms", "max ms"))
+print("%-12s %6s %8s %8s %8s" % ("way", "trials", "p50 ms", "p95 ms", "max ms"))
 good = {}
-for way in ("shrink", "relaunch", "torchrun"):
+for way in ("shrink", "relaunch", "torchrun", "heal", "heal_kill", "torchft",
+            "torchft_kill"):
     if way not in rows:
         continue
     ok = [float(x) for x in rows[way] if x != "fail"]
     failed += len(rows[way]) - len(ok)
     good[way] = ok
     if ok:
-        print("%-9s %6d %8.0f %8.0f %8.0f" % (way, len(rows[way]), med(ok), pct(ok, 0.95), max(ok)))
+        print("%-12s %6d %8.1f %8.1f %8.1f" % (way, len(rows[way]), med(ok), pct(ok, 0.95), max(ok)))
     else:
-        print("%-9s %6d   all failed" % (way, len(rows[way])))
+        print("%-12s %6d   all failed" % (way, len(rows[way])))
 random.seed(1)
-for base in ("relaunch", "torchrun"):
-    a, b = good.get("shrink"), good.get(base)
+for way, base in (("shrink", "relaunch"), ("shrink", "torchrun"),
+                  ("heal", "torchft"), ("heal_kill", "torchrun"),
+                  ("heal_kill", "torchft_kill")):
+    a, b = good.get(way), good.get(base)
     if not a or not b:
         continue
     boots = []
@@ -123,8 +190,8 @@ for base in ("relaunch", "torchrun"):
         rb = [random.choice(b) for _ in b]
         boots.append(med(ra) / med(rb))
     boots.sort()
-    print("shrink / %-8s p50 ratio %.3f (95%% interval %.3f-%.3f)" % (
-        base, med(a) / med(b), boots[int(0.025 * len(boots))],
+    print("%-9s / %-12s p50 ratio %.3f (95%% interval %.3f-%.3f)" % (
+        way, base, med(a) / med(b), boots[int(0.025 * len(boots))],
         boots[int(0.975 * len(boots)) - 1]))
 print("failed trials: %d" % failed)
 sys.exit(1 if failed else 0)
