@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"  // SimpleAtoi
 #include "absl/strings/str_cat.h"
@@ -34,6 +36,10 @@ constexpr size_t kMaxTxnOps = 128;
 // The longest one watch lasts before a waiting call reads again (see
 // WatchForPut).
 constexpr absl::Duration kWatchSlice = absl::Seconds(5);
+
+// The bound of the random wait after a read-modify-write lost to another
+// writer (Update).
+constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 
 std::string B64(absl::string_view bytes) { return absl::Base64Escape(bytes); }
 
@@ -270,6 +276,7 @@ absl::Status EtcdStore::Update(
   DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read({key}, false));
   Entry entry = std::move(snapshot.entries[0]);
   const absl::Time deadline = RoundTripDeadline();
+  int losses = 0;  // txns that lost to another writer, in a row
   for (;;) {
     DEVMESH_ASSIGN_OR_RETURN(std::optional<std::string> value, next(entry));
     if (!value.has_value()) return absl::OkStatus();
@@ -329,6 +336,21 @@ absl::Status EtcdStore::Update(
           "store key '", UserKey(key), "': other writers kept changing it for ",
           absl::FormatDuration(options_.default_timeout)));
     }
+    // Another writer came first. Sent again at once, the txn would race the
+    // same crowd (N ranks adding to one counter together cost N^2 / 2 txns,
+    // each a Raft write): wait a random time below a bound that doubles with
+    // each loss (1 ms, 2 ms, ... 1 s), then read the key afresh (a read is
+    // not a Raft write) and try again.
+    const absl::Duration bound = std::min(
+        kMaxBackoff, absl::Milliseconds(1) * (int64_t{1} << std::min(losses, 10)));
+    ++losses;
+    thread_local absl::InsecureBitGen bitgen;  // seeded once per thread
+    absl::SleepFor(std::min(
+        deadline - absl::Now(),
+        absl::Microseconds(absl::Uniform<int64_t>(
+            bitgen, 0, absl::ToInt64Microseconds(bound) + 1))));
+    DEVMESH_ASSIGN_OR_RETURN(Snapshot fresh, Read({key}, false));
+    entry = std::move(fresh.entries[0]);
   }
 }
 
@@ -347,6 +369,10 @@ absl::StatusOr<int64_t> EtcdStore::Add(absl::string_view key, int64_t delta) {
               "Add on key '", absl::CHexEscape(key), "': its value '",
               absl::CHexEscape(entry.value.substr(0, 64)),
               "' is not a decimal int64"));
+        }
+        if (delta == 0 && entry.found) {
+          sum = current;  // a linearizable read is the answer: no write
+          return std::optional<std::string>();
         }
         if (__builtin_add_overflow(current, delta, &sum)) {
           return absl::InvalidArgumentError(

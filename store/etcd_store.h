@@ -15,7 +15,9 @@
 // Each operation in etcd's terms: Set is a put; Get a range and, while the
 // key is missing, a watch from the range's revision until a put of it; Add
 // a range then a txn conditional on the key's mod_revision (version 0 when
-// missing), retried when another writer came first; CompareSet one txn
+// missing), retried when another writer came first after a random wait
+// below a bound that doubles with each loss (1 ms to 1 s), and a fresh
+// range; Add(key, 0) of a key that exists only the range; CompareSet one txn
 // (compare the value with `expected`, or version 0 when `expected` is "";
 // put; else read the key), linearizable whatever member answers; Check,
 // MultiGet and MultiSet one txn per 128 keys (etcd's default --max-txn-ops);
