@@ -22,6 +22,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/communicator.h"
 #include "device_mesh/epoch_agreement.h"
+#include "device_mesh/rank_liveness.h"
 #include "status/status_macros.h"
 #include "sync/annotated_mutex.h"
 
@@ -138,7 +139,7 @@ Verdict DecodeVerdict(absl::string_view stored) {
 }
 
 std::string FailureWatch::LeaseKey(int rank) {
-  return absl::StrCat("devmesh/job/lease/", rank);
+  return device_mesh_internal::LeaseKeyOf(rank);
 }
 
 std::string FailureWatch::LeftKey(int rank) {
@@ -146,7 +147,7 @@ std::string FailureWatch::LeftKey(int rank) {
 }
 
 std::string FailureWatch::ProcKey(int rank) {
-  return absl::StrCat("devmesh/job/proc/", rank);
+  return device_mesh_internal::ProcKeyOf(rank);
 }
 
 std::string FailureWatch::EpochKey(int64_t epoch, absl::string_view what) {
@@ -158,6 +159,9 @@ struct FailureWatch::State {
   int rank = 0;
   absl::Duration period;
   absl::Duration silence;
+  // This rank's lease and its judge of others' (counter or etcd lease), set
+  // at Start before the thread.
+  std::unique_ptr<device_mesh_internal::RankLiveness> liveness;
   std::atomic<bool> stop{false};
   mutable sync_internal::Mutex mu;
   int world_size = 0;  // the job's, set at Start before the thread
@@ -214,6 +218,7 @@ struct FailureWatch::State {
     return absl::StrCat("global rank ", peer,
                         " died (its lease was not renewed for ",
                         absl::FormatDuration(silent), what,
+                        liveness->lapse_note(),
                         "; first reported by global rank ", rank, ")");
   }
 
@@ -326,8 +331,10 @@ struct FailureWatch::State {
     Loop();
     // A rank that ends its runtime left; it did not die (Explain reads
     // this). Here, on the detached thread, so that a store that is gone
-    // never holds up the process's exit.
+    // never holds up the process's exit. Then its lease ends (etcd:
+    // revoked), after the mark, so that no watcher takes it for a death.
     (void)store->Set(LeftKey(rank), "1");
+    liveness->End();
   }
 
   // The successor of this rank among `m` (sorted), -1 when alone.
@@ -338,14 +345,6 @@ struct FailureWatch::State {
   }
 
   void Loop() {
-    int watched = -1;   // the successor whose lease is followed
-    int64_t seen = -1;  // its lease value when last changed
-    // When that value was first read (the silence's wall time), when the
-    // lease was last read, and the silence counted so far: each read adds
-    // the time since the one before, at most 2 periods (the rules are in
-    // failure_watch.h).
-    absl::Time seen_at, read_at;
-    absl::Duration counted;
     // A lease silent this long (wall time) is a death even for a successor
     // whose process this kernel shows running.
     const absl::Duration hard_limit =
@@ -361,33 +360,21 @@ struct FailureWatch::State {
         successor = Successor(members);
         has_verdict = !verdict.empty();
       }
-      absl::Status renewed = store->Add(LeaseKey(rank), 1).status();
-      if (successor != watched) {
-        watched = successor;
-        seen = -1;
-      }
-      if (watched >= 0 && !has_verdict && renewed.ok()) {
-        auto lease = store->Add(LeaseKey(watched), 0);
-        const absl::Time now = absl::Now();
-        if (lease.ok() && *lease != seen) {
-          seen = *lease;
-          seen_at = read_at = now;
-          counted = absl::ZeroDuration();
-        } else if (lease.ok() && seen > 0) {
-          counted += std::min(now - read_at, 2 * period);
-          read_at = now;
-          const absl::Duration wall = now - seen_at;
-          if (counted >= silence) {
-            // A lease that started and then stopped: dead, unless it left,
-            // or this kernel shows its process running (slow, not dead)
-            // before the hard limit. Acted on only once it is in the store
-            // (Publish), so no rank acts on a verdict the others cannot see.
-            const Liveness live = Live(watched);
-            if ((live != Liveness::kRunning || wall >= hard_limit) &&
-                !Left(watched)) {
-              (void)Publish(at_epoch, watched,
-                            SilenceText(watched, live, wall));
-            }
+      absl::Status renewed = liveness->Renew();
+      if (successor >= 0 && !has_verdict && renewed.ok()) {
+        // The successor's lease, as the liveness judges it (counter: not
+        // advanced for the silence; etcd: its lease expired).
+        if (const std::optional<absl::Duration> wall =
+                liveness->Lapsed(successor)) {
+          // A lease that started and then stopped: dead, unless it left,
+          // or this kernel shows its process running (slow, not dead)
+          // before the hard limit. Acted on only once it is in the store
+          // (Publish), so no rank acts on a verdict the others cannot see.
+          const Liveness live = Live(successor);
+          if ((live != Liveness::kRunning || *wall >= hard_limit) &&
+              !Left(successor)) {
+            (void)Publish(at_epoch, successor,
+                          SilenceText(successor, live, *wall));
           }
         }
       }
@@ -434,11 +421,15 @@ std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
       for (int r = 0; r < world_size; ++r) state->members.push_back(r);
     }
   }
+  state->liveness = device_mesh_internal::MakeRankLiveness(
+      state->store, rank, period, state->silence);
   // Before the thread: a rank that dies right after this returns has a
   // lease that started (a watcher judges only started leases) and a process
-  // its watcher can look up, whenever the thread would first have run.
+  // its watcher can look up, whenever the thread would first have run. The
+  // lease first: a published process means a started lease (the etcd
+  // liveness relies on it).
+  (void)state->liveness->Renew();
   (void)state->store->Set(ProcKey(rank), state->self_proc);
-  (void)state->store->Add(LeaseKey(rank), 1);
   std::thread([state] { state->Run(); }).detach();
   return std::shared_ptr<FailureWatch>(new FailureWatch(state));
 }
@@ -451,13 +442,16 @@ FailureWatch::~FailureWatch() {
   state_->verdict_cv.SignalAll();
   // Leave now: the thread would mark it only after its parked Get, and a
   // process that exits at once would never be marked, so its watcher would
-  // call it dead. Bounded: a store that does not answer delays this by at
-  // most 500 ms (the Set then finishes, or not, on its own thread).
+  // call it dead. Then the lease ends (etcd: revoked, its key deleted at
+  // once), after the mark. Bounded: a store that does not answer delays this
+  // by at most 500 ms (the calls then finish, or not, on their own thread;
+  // an unrevoked etcd lease expires by itself, the mark already set).
   auto state = state_;
   auto left = std::make_shared<std::promise<void>>();
   std::future<void> done = left->get_future();
   std::thread([state, left] {
     (void)state->store->Set(LeftKey(state->rank), "1");
+    state->liveness->End();
     left->set_value();
   }).detach();
   done.wait_for(std::chrono::milliseconds(500));
@@ -657,6 +651,9 @@ int FailureWatch::rank() const { return state_->rank; }
 absl::Duration FailureWatch::period() const { return state_->period; }
 absl::Duration FailureWatch::silence() const { return state_->silence; }
 Store& FailureWatch::store() const { return *state_->store; }
+device_mesh_internal::RankLiveness& FailureWatch::liveness() const {
+  return *state_->liveness;
+}
 
 void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
   std::vector<std::shared_ptr<WatchedGroup>> old;
@@ -803,7 +800,8 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   // kernel's word, not a peer's; looked at every 10 ms while the leases
   // run, as the socket can close a moment before the kernel marks the
   // process); another rank may publish the verdict first.
-  std::vector<absl::StatusOr<int64_t>> before;
+  device_mesh_internal::RankLiveness& liveness = *state_->liveness;
+  std::vector<absl::StatusOr<device_mesh_internal::LeaseReading>> before;
   absl::Time lease_end;
   for (int poll = 0;; ++poll) {
     // (At poll 0 a lone suspect was looked at just above.)
@@ -817,8 +815,15 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
       }
     }
     if (poll == 0) {
-      for (int r : suspects) before.push_back(store.Add(LeaseKey(r), 0));
-      lease_end = absl::Now() + state_->period * kLeaseMisses;
+      // Two readings of each suspect's lease, confirm_wait() apart (none
+      // needed when every lease is known expired already: etcd's word).
+      bool all_expired = true;
+      for (int r : suspects) {
+        before.push_back(liveness.Read(r));
+        all_expired = all_expired && before.back().ok() && before.back()->expired;
+      }
+      lease_end = absl::Now() + (all_expired ? absl::ZeroDuration()
+                                             : liveness.confirm_wait());
     }
     if (poll % 5 == 4) {
       if (auto v = store.GetIfSet(death_key); v.ok() && v->has_value()) {
@@ -832,17 +837,17 @@ absl::Status FailureWatch::Explain(const absl::Status& error,
   }
   for (size_t i = 0; i < suspects.size(); ++i) {
     const int peer = suspects[i];
-    auto after = store.Add(LeaseKey(peer), 0);
-    if (!before[i].ok() || !after.ok() || *before[i] != *after ||
+    auto after = liveness.Read(peer);
+    if (!before[i].ok() || !after.ok() ||
+        !(after->expired || liveness.LapsedBetween(*before[i], *after)) ||
         state_->Left(peer)) {
       continue;
     }
     // A lease that did not move for a process this kernel shows running is a
     // slow rank (an overloaded machine), not a dead one: the error stands.
     if (state_->Live(peer) == Liveness::kRunning) continue;
-    if (!state_->Publish(
-            at_epoch, peer,
-            state_->LeaseText(peer, state_->period * kLeaseMisses))) {
+    if (!state_->Publish(at_epoch, peer,
+                         state_->LeaseText(peer, liveness.confirm_wait()))) {
       return error;
     }
     return explained();

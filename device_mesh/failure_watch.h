@@ -11,21 +11,27 @@
 // "devmesh/epoch/<e>/", so no key of an old epoch is ever read as a new
 // one's.
 //
+// Leases (rank_liveness.h picks by the store; the lease is job-wide, across
+// epochs): over most stores the counter "devmesh/job/lease/<rank>", which
+// the rank adds 1 to every period; over an EtcdStore an etcd lease of TTL
+// `silence` with that key attached, kept alive every period and revoked at a
+// clean exit, so that a lease's end is etcd's verdict, on etcd's clock.
+//
 // Per runtime, one thread (started with the runtime's first group):
-//   - renews this rank's lease: Add("devmesh/job/lease/<rank>", 1) every
-//     `period` (the lease counter advancing is the rank being alive; the
-//     lease is job-wide, across epochs);
+//   - renews this rank's lease every `period`;
 //   - watches the lease of its successor among the epoch's members (the
 //     next member in rank order, cyclic): a lease that has started and then
-//     does not advance for `silence` (and no "left" mark) is a death, with
-//     no error needed as evidence, so a rank that is SIGSTOPped longer than
-//     `silence` is declared dead even while its peers wait on it quietly.
-//     The silence is counted from the watcher's first read of the stale
-//     value, one read per period, each read adding the time since the one
-//     before but never more than 2 periods: with the watcher on schedule, a
-//     stop is found silence to silence + 2 periods after it began; a round
-//     that ran late (this process got no CPU, or the store was slow) does
-//     not count its lateness against the successor. A successor whose
+//     lapses (and no "left" mark) is a death, with no error needed as
+//     evidence, so a rank that is SIGSTOPped longer than `silence` is
+//     declared dead even while its peers wait on it quietly. A counter
+//     lapses when it has not advanced for `silence`, counted from the
+//     watcher's first read of the stale value, one read per period, each
+//     read adding the time since the one before but never more than 2
+//     periods: with the watcher on schedule, a stop is found silence to
+//     silence + 2 periods after it began; a round that ran late (this
+//     process got no CPU, or the store was slow) does not count its lateness
+//     against the successor. An etcd lease lapses when etcd deletes its key
+//     at expiry, which a watch on that key sees (no polling). A successor whose
 //     process this kernel shows alive and not stopped (running, runnable or
 //     waiting) is slow, not dead, until a hard limit of max(30 s, 4 x
 //     silence) of wall time (a process stuck in the kernel, frozen by its
@@ -75,9 +81,10 @@
 // verdict already there); else, the verdict read and none found, a suspect
 // (that peer; every other member when the error names none) whose process
 // is gone on this host is dead now; else
-// the suspects' leases are read twice, `kLeaseMisses` periods apart:
-// unchanged, without a "left" mark, means dead (the error is the evidence,
-// the lease decides), and the verdict is published with CompareSet, so the
+// the suspects' leases are read twice, `kLeaseMisses` periods apart (an
+// etcd lease: its TTL and a second apart, or none when expired already):
+// unchanged (expired), without a "left" mark, means dead (the error is the
+// evidence, the lease decides), and the verdict is published with CompareSet, so the
 // first publisher's text is everyone's; else the verdict key is waited for a
 // few periods (a rank woken by the abort names a live peer). The returned
 // status is Unavailable "global rank X died (its lease was not renewed for
@@ -120,6 +127,9 @@
 #include "store/store.h"
 
 namespace devmesh {
+namespace device_mesh_internal {
+class RankLiveness;  // rank_liveness.h
+}  // namespace device_mesh_internal
 
 // What a verdict is told to (GuardedCommunicator).
 // A job's verdict on a death: the rank it names (-1 for none) and its text
@@ -272,6 +282,9 @@ class FailureWatch {
   absl::Duration period() const;
   absl::Duration silence() const;
   Store& store() const;
+  // This rank's lease and the judge of other ranks' (rank_liveness.h: a
+  // counter in the store, or etcd leases over an EtcdStore).
+  device_mesh_internal::RankLiveness& liveness() const;
 
  private:
   struct State;

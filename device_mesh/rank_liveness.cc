@@ -1,0 +1,102 @@
+// The counter liveness (rank_liveness.h) and MakeRankLiveness's choice.
+#include "device_mesh/rank_liveness.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "store/etcd_store.h"
+
+namespace devmesh {
+namespace device_mesh_internal {
+namespace {
+
+// Leases as store counters: Renew adds 1; a follower reads the value.
+class CounterLiveness final : public RankLiveness {
+ public:
+  CounterLiveness(std::shared_ptr<Store> store, int rank,
+                  absl::Duration period, absl::Duration silence)
+      : store_(std::move(store)),
+        rank_(rank),
+        period_(period),
+        silence_(silence) {}
+
+  absl::Status Renew() override {
+    return store_->Add(LeaseKeyOf(rank_), 1).status();
+  }
+  void End() override {}
+
+  std::optional<absl::Duration> Lapsed(int peer) override {
+    if (peer != followed_) {
+      followed_ = peer;
+      seen_ = -1;
+    }
+    auto lease = store_->Add(LeaseKeyOf(peer), 0);
+    if (!lease.ok()) return std::nullopt;
+    const absl::Time now = absl::Now();
+    if (*lease != seen_) {
+      seen_ = *lease;
+      seen_at_ = read_at_ = now;
+      counted_ = absl::ZeroDuration();
+      return std::nullopt;
+    }
+    if (seen_ <= 0) return std::nullopt;  // never started: not judged here
+    counted_ += std::min(now - read_at_, 2 * period_);
+    read_at_ = now;
+    if (counted_ < silence_) return std::nullopt;
+    return now - seen_at_;
+  }
+
+  absl::StatusOr<LeaseReading> Read(int peer) override {
+    auto count = store_->Add(LeaseKeyOf(peer), 0);
+    if (!count.ok()) return count.status();
+    LeaseReading reading;
+    reading.count = *count;
+    return reading;
+  }
+  bool LapsedBetween(const LeaseReading& before,
+                     const LeaseReading& after) const override {
+    return before.count == after.count;
+  }
+  absl::Duration confirm_wait() const override { return 3 * period_; }
+  std::string lapse_note() const override { return ""; }
+
+ private:
+  const std::shared_ptr<Store> store_;
+  const int rank_;
+  const absl::Duration period_;
+  const absl::Duration silence_;
+  // The follower's state; Lapsed is called from one thread (the watch's).
+  int followed_ = -1;
+  int64_t seen_ = -1;  // the followed counter's value when last changed
+  // When that value was first read, when it was last read, and the silence
+  // counted since (each read adds the time since the one before, at most 2
+  // periods).
+  absl::Time seen_at_, read_at_;
+  absl::Duration counted_;
+};
+
+}  // namespace
+
+std::string LeaseKeyOf(int rank) {
+  return absl::StrCat("devmesh/job/lease/", rank);
+}
+
+std::string ProcKeyOf(int rank) {
+  return absl::StrCat("devmesh/job/proc/", rank);
+}
+
+std::unique_ptr<RankLiveness> MakeRankLiveness(std::shared_ptr<Store> store,
+                                               int rank, absl::Duration period,
+                                               absl::Duration silence) {
+  if (auto* etcd = dynamic_cast<EtcdStore*>(store.get())) {
+    return MakeEtcdLiveness(std::shared_ptr<EtcdStore>(store, etcd), rank,
+                            period, silence);
+  }
+  return std::make_unique<CounterLiveness>(std::move(store), rank, period,
+                                           silence);
+}
+
+}  // namespace device_mesh_internal
+}  // namespace devmesh

@@ -1,0 +1,112 @@
+// devmesh/device_mesh/rank_liveness.h
+// -----------------------------------------------------------------------------
+// RankLiveness (internal to //device_mesh): how the failure watch
+// (failure_watch.h) keeps this rank's lease and judges another rank's. It is
+// the one place that knows the kind of store; MakeRankLiveness picks:
+//
+//   counter (any Store: devmesh's TCP store, c10d's, a memory store): the
+//     lease is the counter "devmesh/job/lease/<rank>", which Renew adds 1 to.
+//     A followed peer's lease has lapsed when its counter has not advanced
+//     for `silence`, counted from the follower's reads: one per Lapsed call
+//     (the watch makes one a period), each adding the time since the one
+//     before, never more than 2 periods, so a late round does not count its
+//     lateness against the peer. Read is the counter's value.
+//   etcd (an EtcdStore, store/etcd_store.h): the lease is an etcd lease of
+//     TTL `silence` (whole seconds, at least etcd's minimum, 2 s by
+//     default), granted by the first Renew with "devmesh/job/lease/<rank>"
+//     attached, kept alive by every later Renew, revoked by End. A lease
+//     that expired (the rank was silent past its TTL and is back) is granted
+//     anew, its key put again. A followed peer's lease has lapsed when etcd
+//     deleted its key at the lease's expiry (etcd's clock, the leader's),
+//     seen by a watch on that key on a thread of the follower's own: no
+//     polling of the store. Read is whether the key is gone.
+//
+// Either way the caller's rules stay the same: a "left" mark
+// (FailureWatch::LeftKey) is set before End, so a revoked lease is never a
+// death; a lapse is only a death when the watch finds no "left" mark.
+//
+// Thread-safety: every method may be called from any thread. End waits for
+// a Renew in progress, and no Renew after End renews anything. An etcd
+// follower's thread ends within 5 s (a watch slice) of the object's end.
+#ifndef DEVMESH_DEVICE_MESH_RANK_LIVENESS_H_
+#define DEVMESH_DEVICE_MESH_RANK_LIVENESS_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "store/store.h"
+
+namespace devmesh {
+class EtcdStore;
+namespace device_mesh_internal {
+
+// One reading of a rank's lease (RankLiveness::Read).
+struct LeaseReading {
+  bool expired = false;  // etcd: the lease's key is gone (never, counter)
+  int64_t count = 0;     // counter: its value (0, etcd)
+};
+
+class RankLiveness {
+ public:
+  virtual ~RankLiveness() = default;
+
+  // Starts this rank's lease (the first call) or renews it. Errors: the
+  // store's (Unavailable, DeadlineExceeded).
+  virtual absl::Status Renew() = 0;
+  // Ends this rank's lease at a clean exit, after its "left" mark is set
+  // (etcd: revokes it, deleting its key; counter: nothing). Errors are
+  // ignored: an unrevoked lease expires by itself.
+  virtual void End() = 0;
+
+  // Follows `peer`'s lease (following another peer than last call starts
+  // over) and returns, once it has lapsed, for how long (wall time) the peer
+  // has not renewed it; nullopt while it holds, or before the follower has
+  // seen it started. Meant to be called once a period.
+  virtual std::optional<absl::Duration> Lapsed(int peer) = 0;
+
+  // A reading of `peer`'s lease now. Errors: the store's.
+  virtual absl::StatusOr<LeaseReading> Read(int peer) = 0;
+  // Whether `after` shows no sign of life since `before` (both of one
+  // peer, `before` first): counter, the same count; etcd, `after` expired.
+  virtual bool LapsedBetween(const LeaseReading& before,
+                             const LeaseReading& after) const = 0;
+  // How long apart two readings must be for LapsedBetween to judge a death
+  // (failure_watch.h's Explain): counter, 3 periods; etcd, the TTL and one
+  // second (etcd's leader looks for expired leases twice a second).
+  virtual absl::Duration confirm_wait() const = 0;
+  // Said in a verdict on a lapsed lease: "" (counter), "; its etcd lease
+  // expired" (etcd).
+  virtual std::string lapse_note() const = 0;
+};
+
+// The liveness for `store` (an EtcdStore: etcd leases; any other: the
+// counter) of rank `rank`, renewed every `period`, silent for `silence`
+// before a lapse (> 0 both).
+std::unique_ptr<RankLiveness> MakeRankLiveness(std::shared_ptr<Store> store,
+                                               int rank, absl::Duration period,
+                                               absl::Duration silence);
+
+// The etcd kind itself (MakeRankLiveness's choice for an EtcdStore).
+std::unique_ptr<RankLiveness> MakeEtcdLiveness(std::shared_ptr<EtcdStore> store,
+                                               int rank, absl::Duration period,
+                                               absl::Duration silence);
+
+// The key of `rank`'s lease (counter or etcd): "devmesh/job/lease/<rank>".
+std::string LeaseKeyOf(int rank);
+// The key every rank's watch publishes its process under (after its lease
+// started): "devmesh/job/proc/<rank>".
+std::string ProcKeyOf(int rank);
+
+}  // namespace device_mesh_internal
+}  // namespace devmesh
+
+#endif  // DEVMESH_DEVICE_MESH_RANK_LIVENESS_H_

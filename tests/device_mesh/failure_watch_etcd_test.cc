@@ -1,0 +1,201 @@
+// devmesh/tests/device_mesh/failure_watch_etcd_test.cc
+// The failure watch (device_mesh/failure_watch.h) over an etcd store: each
+// rank's lease is an etcd lease (device_mesh/rank_liveness.h). Rank 1 is a
+// child process with a watch of its own over a real etcd member
+// (tests/store/etcd_testing.h), whose process key is rewritten to look like
+// another host's (so only the lease judges it); rank 0 is this process.
+//   - rank 1 SIGKILLed: etcd deletes its lease key at the lease's expiry,
+//     rank 0's watch sees it and publishes the verdict naming rank 1 (its
+//     payload too, through Explain);
+//   - rank 1 SIGSTOPped for 1 s, a third of its 3 s TTL: no verdict;
+//   - rank 1 ends its watch and exits: its lease is revoked at once, it is
+//     marked left, and no verdict follows.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "comm/error_info.h"
+#include "device_mesh/failure_watch.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "store/etcd_store.h"
+#include "tests/store/etcd_testing.h"
+
+namespace devmesh {
+namespace {
+
+using ::devmesh::testing::EtcdCluster;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kPeriod = absl::Milliseconds(250);
+constexpr absl::Duration kSilence = absl::Seconds(3);  // the etcd TTL
+
+std::shared_ptr<Store> Connect(const EtcdCluster& etcd,
+                               const std::string& prefix) {
+  EtcdStoreOptions options;
+  options.endpoints = etcd.endpoints();
+  options.key_prefix = prefix;
+  options.default_timeout = absl::Seconds(20);
+  auto store = EtcdStore::Connect(options);
+  if (!store.ok()) return nullptr;
+  return std::shared_ptr<Store>(std::move(*store));
+}
+
+// Rank 1 in a child process: its watch started (lease granted, process key
+// rewritten as another host's), then 'r' on `ready`; then, when `go` is
+// given, a byte on it ends the watch and the process (exit 0); else it
+// waits to be killed.
+struct Rank1 {
+  pid_t pid = -1;
+  int go = -1;  // write end; -1 when the child waits to be killed
+};
+
+Rank1 StartRank1(const EtcdCluster& etcd, const std::string& prefix,
+                 bool clean_exit) {
+  int ready[2], go[2];
+  if (pipe(ready) != 0 || pipe(go) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    close(go[1]);
+    std::shared_ptr<Store> store = Connect(etcd, prefix);
+    if (store == nullptr) _exit(3);
+    auto watch = FailureWatch::Start(store, /*rank=*/1, /*world_size=*/2,
+                                     kPeriod, kSilence);
+    // Another host's process: this kernel cannot vouch for it either way.
+    if (!store->Set(FailureWatch::ProcKey(1), "another-boot|1|1|1").ok()) {
+      _exit(4);
+    }
+    char c = 'r';
+    if (write(ready[1], &c, 1) != 1) _exit(5);
+    if (!clean_exit) {
+      for (;;) pause();
+    }
+    if (read(go[0], &c, 1) != 1) _exit(6);
+    watch.reset();  // a clean exit: left, then the lease revoked
+    _exit(0);
+  }
+  close(ready[1]);
+  close(go[0]);
+  char c = 0;
+  const bool up = read(ready[0], &c, 1) == 1 && c == 'r';
+  close(ready[0]);
+  Rank1 child;
+  child.pid = pid;
+  if (clean_exit) {
+    child.go = go[1];
+  } else {
+    close(go[1]);
+  }
+  if (!up) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    child.pid = -1;
+  }
+  return child;
+}
+
+int Reap(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST(FailureWatchEtcdTest, KilledRankIsDeadByLeaseExpiry) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(1).ok());
+  const std::string prefix = "/fw-etcd-kill/";
+  Rank1 rank1 = StartRank1(etcd, prefix, /*clean_exit=*/false);
+  ASSERT_GT(rank1.pid, 0);
+  std::shared_ptr<Store> store = Connect(etcd, prefix);
+  ASSERT_NE(store, nullptr);
+  auto watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/2,
+                                   kPeriod, kSilence);
+  // Rank 1's lease key is there, attached to its lease.
+  auto there = store->Check({FailureWatch::LeaseKey(1)});
+  ASSERT_TRUE(there.ok());
+  EXPECT_TRUE(*there);
+  kill(rank1.pid, SIGKILL);
+  Reap(rank1.pid);
+  auto verdict = watch->WaitForVerdict(0, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(verdict.ok()) << verdict.status();
+  EXPECT_EQ(verdict->rank, 1);
+  EXPECT_THAT(verdict->text, HasSubstr("global rank 1 died"));
+  EXPECT_THAT(verdict->text, HasSubstr("its etcd lease expired"));
+  EXPECT_THAT(verdict->text, HasSubstr("first reported by global rank 0"));
+  there = store->Check({FailureWatch::LeaseKey(1)});
+  ASSERT_TRUE(there.ok());
+  EXPECT_FALSE(*there);  // deleted by etcd with the lease
+  // A collective's error on rank 0 now names rank 1 in its payload.
+  const absl::Status explained = watch->Explain(
+      absl::UnavailableError("recv from global rank 1 failed"), {0, 1});
+  EXPECT_EQ(explained.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(PeerRank(explained), 1);
+  EXPECT_THAT(explained.message(), HasSubstr("its etcd lease expired"));
+}
+
+TEST(FailureWatchEtcdTest, RankStoppedForLessThanItsTtlIsNotDead) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(1).ok());
+  const std::string prefix = "/fw-etcd-stop/";
+  Rank1 rank1 = StartRank1(etcd, prefix, /*clean_exit=*/false);
+  ASSERT_GT(rank1.pid, 0);
+  std::shared_ptr<Store> store = Connect(etcd, prefix);
+  ASSERT_NE(store, nullptr);
+  auto watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/2,
+                                   kPeriod, kSilence);
+  absl::SleepFor(2 * kPeriod);  // rank 0 follows rank 1's key
+  kill(rank1.pid, SIGSTOP);
+  absl::SleepFor(absl::Seconds(1));
+  kill(rank1.pid, SIGCONT);
+  // Past a whole TTL after the stop: rank 1 renewed in time.
+  auto verdict =
+      watch->WaitForVerdict(0, absl::Now() + kSilence + absl::Seconds(2));
+  EXPECT_EQ(verdict.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << (verdict.ok() ? verdict->text : verdict.status().ToString());
+  auto there = store->Check({FailureWatch::LeaseKey(1)});
+  ASSERT_TRUE(there.ok());
+  EXPECT_TRUE(*there);
+  kill(rank1.pid, SIGKILL);
+  Reap(rank1.pid);
+}
+
+TEST(FailureWatchEtcdTest, CleanExitRevokesTheLeaseAndIsNoDeath) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(1).ok());
+  const std::string prefix = "/fw-etcd-exit/";
+  Rank1 rank1 = StartRank1(etcd, prefix, /*clean_exit=*/true);
+  ASSERT_GT(rank1.pid, 0);
+  std::shared_ptr<Store> store = Connect(etcd, prefix);
+  ASSERT_NE(store, nullptr);
+  auto watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/2,
+                                   kPeriod, kSilence);
+  absl::SleepFor(2 * kPeriod);  // rank 0 follows rank 1's key
+  char c = 'g';
+  ASSERT_EQ(write(rank1.go, &c, 1), 1);
+  close(rank1.go);
+  const int status = Reap(rank1.pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // Revoked before the process ended (not left to expire), after its mark.
+  auto there = store->Check({FailureWatch::LeaseKey(1)});
+  ASSERT_TRUE(there.ok());
+  EXPECT_FALSE(*there);
+  auto left = store->Check({FailureWatch::LeftKey(1)});
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(*left);
+  auto verdict =
+      watch->WaitForVerdict(0, absl::Now() + kSilence + absl::Seconds(2));
+  EXPECT_EQ(verdict.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << (verdict.ok() ? verdict->text : verdict.status().ToString());
+}
+
+}  // namespace
+}  // namespace devmesh
