@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/error_info.h"
+#include "device_mesh/rank_liveness.h"
 #include "status/status_macros.h"
 
 namespace devmesh {
@@ -155,7 +156,7 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
   if (const int r = verdict->rank; r >= 0 && r != me) dead.insert(r);
   std::set<int> arrived = {me};
   struct Lease {
-    int64_t value = -1;
+    device_mesh_internal::LeaseReading reading;  // when last alive
     absl::Time since;
   };
   std::map<int, Lease> leases;
@@ -207,12 +208,19 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
         dead.insert(r);
         continue;
       }
-      auto value = store.Add(FailureWatch::LeaseKey(r), 0);
-      if (!value.ok()) return store_error(value.status());
+      // Its lease (rank_liveness.h): expired (etcd's word) is dead now;
+      // no sign of life for `lease` (a counter that did not advance) too.
+      auto reading = watch.liveness().Read(r);
+      if (!reading.ok()) return store_error(reading.status());
       const absl::Time now = absl::Now();
-      Lease& l = leases[r];
-      if (*value != l.value) {
-        l.value = *value;
+      auto [it, first] = leases.try_emplace(r);
+      Lease& l = it->second;
+      if (reading->expired) {
+        dead.insert(r);
+        continue;
+      }
+      if (first || !watch.liveness().LapsedBetween(l.reading, *reading)) {
+        l.reading = *reading;
         l.since = now;
       } else if (now - l.since >= lease) {
         dead.insert(r);
