@@ -14,7 +14,8 @@
 //                       "mesh_ns":..,
 //                       "communicators":C,"store_round_trips":S,
 //                       "init_round_trips":I,"store_bytes":B,"sockets":K,
-//                       "maxrss_kb":M}
+//                       "maxrss_kb":M,"etcd_requests_init":EI,
+//                       "etcd_requests":E}
 // with wall-clock (CLOCK_REALTIME) nanoseconds: t0_ns is the launch time the
 // spawner put in PEER_BENCH_T0_NS (this process's main() entry when unset),
 // main_ns the entry of main(), init_ns the return of InitDeviceMesh (the
@@ -39,7 +40,11 @@
 // pairs a Gloo group left for first use (comm/gloo/gloo_communicator.h):
 // mesh_ns is its end (-1 without the hold); then it all-reduces once more
 // on every dim (every rank past its Barriers), and only then prints its line
-// and tears down. With no launcher variables it starts --nproc ranks itself with
+// and tears down. With an etcd store (DEVMESH_STORE_ADDR=etcd://...),
+// "etcd_requests_init" and "etcd_requests" are the HTTP requests this rank's
+// EtcdStore sent up to init_ns (the bootstrap's join and InitDeviceMesh)
+// and up to ready_ns (everything: the failure watch's too); -1 otherwise.
+// With no launcher variables it starts --nproc ranks itself with
 // //bootstrap's launcher (as group_creation does).
 //
 // Exit codes: 0 success, 1 a runtime error (printed), 2 bad flags.
@@ -65,6 +70,8 @@
 #include "bootstrap/rendezvous.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
+#include "device_mesh/mesh_runtime.h"
+#include "store/etcd_store.h"
 
 ABSL_FLAG(std::string, mesh_shape, "4x2", "mesh shape: 8, 4x2, 2x4, 2x2x2");
 ABSL_FLAG(std::string, backend, "auto",
@@ -127,6 +134,14 @@ absl::Status AllReduceEveryDim(DeviceMesh& mesh) {
   return absl::OkStatus();
 }
 
+// The HTTP requests the mesh's etcd store has sent so far; -1 when the
+// store is not an EtcdStore.
+int64_t EtcdRequests(const DeviceMesh& mesh) {
+  const auto* etcd =
+      dynamic_cast<const EtcdStore*>(mesh.runtime()->base_store().get());
+  return etcd != nullptr ? etcd->requests() : -1;
+}
+
 int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   int64_t t0_ns = main_ns;
   if (const char* t0 = std::getenv("PEER_BENCH_T0_NS");
@@ -146,6 +161,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   // device_mesh/mesh_agreement.h), apart from the groups'.
   const int64_t init_trips = mesh->runtime()->store_round_trips();
   const int64_t init_bytes = mesh->runtime()->store_bytes();
+  const int64_t etcd_init = EtcdRequests(*mesh);
   std::vector<int64_t> group_ns;      // per dim: GetGroup's return
   std::vector<int64_t> allreduce_ns;  // per dim: its all-reduce's return
   for (int d = 0; d < mesh->ndim(); ++d) {
@@ -167,6 +183,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
     }
   }
   const int64_t ready_ns = WallNs();
+  const int64_t etcd_ready = EtcdRequests(*mesh);
   const auto& runtime = mesh->runtime();
   // Measured when ready, before the steps below connect anything more.
   const int64_t sockets = OpenSockets();
@@ -200,7 +217,8 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
       "\"init_ns\":%lld,\"group_ns\":[%s],\"allreduce_ns\":[%s],"
       "\"ready_ns\":%lld,\"mesh_ns\":%lld,\"communicators\":%lld,"
       "\"store_round_trips\":%lld,\"init_round_trips\":%lld,"
-      "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld}\n",
+      "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld,"
+      "\"etcd_requests_init\":%lld,\"etcd_requests\":%lld}\n",
       mesh->GetRank(), static_cast<long long>(t0_ns),
       static_cast<long long>(main_ns), static_cast<long long>(init_ns),
       absl::StrJoin(group_ns, ",").c_str(),
@@ -212,7 +230,8 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
       static_cast<long long>(init_trips),
       static_cast<long long>(runtime->store_bytes() - init_bytes),
       static_cast<long long>(sockets),
-      static_cast<long long>(usage.ru_maxrss));
+      static_cast<long long>(usage.ru_maxrss),
+      static_cast<long long>(etcd_init), static_cast<long long>(etcd_ready));
   std::fflush(stdout);
   return 0;
 }
