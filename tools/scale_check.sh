@@ -20,6 +20,21 @@
 #       N/H ranks stays inside a host; the store is //store:server on host 1
 #       (DEVMESH_STORE_ADDR: no rank hosts it). Namespaces, bridge and every
 #       process are removed by a trap, also on failure or interrupt.
+#   sudo tools/scale_check.sh --hosts=8 --mesh=32x32 --store=both [--runs=1]
+#       the same, with each run made twice, the TCP store's round then the
+#       etcd store's ("run R tcp", "run R etcd", side by side): the etcd
+#       round's store is an etcd cluster of --etcd_members=1|3 members, each
+#       on a namespace host of its own after the ranks' (dmsc-h<H+1>...),
+#       started once for the invocation (a fresh data dir under /tmp), each
+#       round's job under a key prefix of its own
+#       (DEVMESH_STORE_ADDR=etcd://<members>/scale-<run>/). --store=etcd
+#       runs only the etcd rounds. The "store:" line under each row counts
+#       the requests the store served in that round (//store:server's own
+#       count; etcd's grpc_server_started_total over its members, from
+#       /metrics: every gateway request and watch) and per rank; an etcd
+#       row's "http/rank" is the most HTTP requests one rank's EtcdStore
+#       sent up to ready (bench:startup's etcd_requests: the bootstrap's
+#       join, InitDeviceMesh, the groups and the failure watch).
 #
 # Flags: --backend=auto|gloo|shm every dim's backend (default auto, what
 # InitDeviceMesh("cpu") gives: shared memory inside a host, 3 store round
@@ -41,6 +56,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MESH=16x16 HOSTS=1 RUNS=3 TIMEOUT_S=300 EXPECT_TRIPS="" MAX_SOCKETS="" MODE=opt KEEP_LOGS="" BACKEND=auto
+STORE=tcp ETCD_MEMBERS=1
 for arg in "$@"; do
   case "$arg" in
     --mesh=*) MESH="${arg#*=}" ;;
@@ -51,6 +67,8 @@ for arg in "$@"; do
     --backend=*) BACKEND="${arg#*=}" ;;
     --max_sockets=*) MAX_SOCKETS="${arg#*=}" ;;
     --keep_logs=*) KEEP_LOGS="${arg#*=}" ;;
+    --store=*) STORE="${arg#*=}" ;;
+    --etcd_members=*) ETCD_MEMBERS="${arg#*=}" ;;
     -c=*|--compilation_mode=*) MODE="${arg#*=}" ;;
     *) echo "scale_check: unknown flag $arg" >&2; exit 2 ;;
   esac
@@ -66,6 +84,20 @@ done
 if [ $((NPROC % HOSTS)) -ne 0 ] || [ "$HOSTS" -gt 200 ]; then
   echo "scale_check: $NPROC ranks do not split over $HOSTS hosts (at most 200)" >&2; exit 2
 fi
+case "$STORE" in
+  tcp) STORES=(tcp) ;;
+  etcd) STORES=(etcd) ;;
+  both) STORES=(tcp etcd) ;;
+  *) echo "scale_check: --store must be tcp, etcd or both" >&2; exit 2 ;;
+esac
+[[ "$ETCD_MEMBERS" == 1 || "$ETCD_MEMBERS" == 3 ]] ||
+  { echo "scale_check: --etcd_members must be 1 or 3" >&2; exit 2; }
+if [ "$STORE" != tcp ] && [ "$HOSTS" -lt 2 ]; then
+  echo "scale_check: --store=$STORE needs --hosts >= 2 (etcd runs on namespace hosts)" >&2; exit 2
+fi
+# Namespace hosts: the ranks' (1..HOSTS), then etcd's members' when used.
+ALL_HOSTS=$HOSTS
+[ "$STORE" != tcp ] && ALL_HOSTS=$((HOSTS + ETCD_MEMBERS))
 PER_HOST=$((NPROC / HOSTS))
 CHECKS=(--expect_ranks "$NPROC")
 [ -n "$EXPECT_TRIPS" ] && CHECKS+=(--expect_round_trips "$EXPECT_TRIPS")
@@ -75,7 +107,7 @@ WORK="$(mktemp -d /tmp/scale_check.XXXXXX)"
 NS_PREFIX="dmsc-h" SWITCH_NS="dmsc-sw" NET="10.231.9" BRIDGE="dmscbr0"
 hosts_down() {
   local n ns pids
-  for n in $(seq "$HOSTS") sw; do
+  for n in $(seq "$ALL_HOSTS") sw; do
     ns="$NS_PREFIX$n"; [ "$n" = sw ] && ns="$SWITCH_NS"
     pids=$(ip netns pids "$ns" 2>/dev/null) || continue
     [ -n "$pids" ] && kill -9 $pids 2>/dev/null
@@ -98,11 +130,11 @@ hosts_up() {
   hosts_down
   local n ns hosts_file="$WORK/hosts"
   printf '127.0.0.1 localhost\n' > "$hosts_file"
-  for n in $(seq "$HOSTS"); do printf '%s.%d dmsc%d\n' "$NET" "$n" "$n" >> "$hosts_file"; done
+  for n in $(seq "$ALL_HOSTS"); do printf '%s.%d dmsc%d\n' "$NET" "$n" "$n" >> "$hosts_file"; done
   ip netns add "$SWITCH_NS" || return 1
   ip -n "$SWITCH_NS" link add "$BRIDGE" type bridge || return 1
   ip -n "$SWITCH_NS" link set "$BRIDGE" up
-  for n in $(seq "$HOSTS"); do
+  for n in $(seq "$ALL_HOSTS"); do
     ns="$NS_PREFIX$n"
     ip netns add "$ns" || return 1
     mkdir -p "/etc/netns/$ns" && cp "$hosts_file" "/etc/netns/$ns/hosts"
@@ -119,6 +151,46 @@ on_host() {
   ip netns exec "$NS_PREFIX$n" unshare --uts sh -c 'hostname "$0" && exec "$@"' "dmsc$n" "$@"
 }
 
+# etcd: members on hosts HOSTS+1.., started once; ETCD_ENDPOINTS "a:2379,...".
+ETCD_PIDS=() ETCD_ENDPOINTS=""
+etcd_up() {
+  local m n cluster="" i
+  for m in $(seq "$ETCD_MEMBERS"); do
+    n=$((HOSTS + m))
+    cluster+="${cluster:+,}m$m=http://$NET.$n:2380"
+    ETCD_ENDPOINTS+="${ETCD_ENDPOINTS:+,}$NET.$n:2379"
+  done
+  for m in $(seq "$ETCD_MEMBERS"); do
+    n=$((HOSTS + m))
+    on_host "$n" etcd --name "m$m" --data-dir "$WORK/etcd$m" \
+      --listen-client-urls "http://$NET.$n:2379" \
+      --advertise-client-urls "http://$NET.$n:2379" \
+      --listen-peer-urls "http://$NET.$n:2380" \
+      --initial-advertise-peer-urls "http://$NET.$n:2380" \
+      --initial-cluster "$cluster" --initial-cluster-state new \
+      >"$WORK/etcd$m.log" 2>&1 &
+    ETCD_PIDS+=($!)
+  done
+  for i in $(seq 100); do
+    on_host $((HOSTS + 1)) timeout 2 etcdctl --endpoints="$ETCD_ENDPOINTS" \
+      endpoint health >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
+}
+# etcd_served: the RPCs etcd's members have started so far (gateway
+# requests and watches: grpc_server_started_total, summed over members).
+etcd_served() {
+  local m n total=0 v
+  for m in $(seq "$ETCD_MEMBERS"); do
+    n=$((HOSTS + m))
+    v=$(on_host "$n" timeout 5 curl -s "http://$NET.$n:2379/metrics" |
+        awk '/^grpc_server_started_total/ {s += $NF} END {printf "%d", s}')
+    total=$((total + ${v:-0}))
+  done
+  echo "$total"
+}
+
 echo "scale_check: building //bench:startup //store:server (-c $MODE)"
 timeout 1200 bazel build -c "$MODE" //bench:startup //store:server >"$WORK/build.log" 2>&1 ||
   { tail -20 "$WORK/build.log" >&2; echo "scale_check: build failed" >&2; exit 1; }
@@ -128,12 +200,18 @@ if [ "$HOSTS" -gt 1 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "scale_check: --hosts > 1 needs root (network namespaces)" >&2; exit 2; }
   hosts_up || { echo "scale_check: could not make the namespace hosts" >&2; exit 1; }
 fi
-echo "scale_check: mesh $MESH, $NPROC ranks over $HOSTS host(s), $RUNS run(s)"
-printf '%-14s %6s %5s %10s %10s %10s %10s %8s %12s %12s %8s %8s %9s\n' run ranks \
+if [ "$STORE" != tcp ]; then
+  command -v etcd >/dev/null || { echo "scale_check: no etcd (bash tools/install.sh installs it)" >&2; exit 1; }
+  etcd_up || { tail -5 "$WORK"/etcd*.log >&2; echo "scale_check: etcd did not start within 20 s" >&2; exit 1; }
+  echo "scale_check: etcd, $ETCD_MEMBERS member(s) at $ETCD_ENDPOINTS"
+fi
+echo "scale_check: mesh $MESH, $NPROC ranks over $HOSTS host(s), $RUNS run(s), store ${STORES[*]}"
+printf '%-14s %6s %5s %10s %10s %10s %10s %8s %12s %12s %8s %8s %9s %9s\n' run ranks \
   hosts "started s" "joined s" "groups s" "usable s" "+mesh s" trips/rank \
-  bytes/rank comms sockets "rss MiB"
+  bytes/rank comms sockets "rss MiB" "http/rank"
 FAILED=0
 for run in $(seq "$RUNS"); do
+ for store in "${STORES[@]}"; do
   LOGS=()
   served=""
   if [ "$HOSTS" -eq 1 ]; then
@@ -143,13 +221,21 @@ for run in $(seq "$RUNS"); do
     STORE_RANK=0
   else
     port=$((29600 + run))
-    on_host 1 "$WORK/bin/server" --port="$port" --bind="$NET.1" >"$WORK/server$run.log" 2>&1 &
-    server_pid=$!
-    for i in $(seq 50); do grep -q listening "$WORK/server$run.log" 2>/dev/null && break; sleep 0.1; done
+    if [ "$store" = tcp ]; then
+      on_host 1 "$WORK/bin/server" --port="$port" --bind="$NET.1" >"$WORK/server$run.log" 2>&1 &
+      server_pid=$!
+      for i in $(seq 50); do grep -q listening "$WORK/server$run.log" 2>/dev/null && break; sleep 0.1; done
+      addr="$NET.1:$port"
+    else
+      etcd_before=$(etcd_served)
+      addr="etcd://$ETCD_ENDPOINTS/scale-$run-$$/"
+    fi
     t0=$(date +%s%N)
+    # MASTER_ADDR/PORT: the rendezvous variables a launcher sets; the store
+    # is DEVMESH_STORE_ADDR's.
     export WORLD_SIZE="$NPROC" LOCAL_WORLD_SIZE="$PER_HOST" \
       MASTER_ADDR="$NET.1" MASTER_PORT="$port" \
-      DEVMESH_STORE_ADDR="$NET.1:$port" PEER_BENCH_T0_NS="$t0"
+      DEVMESH_STORE_ADDR="$addr" PEER_BENCH_T0_NS="$t0"
     pids=()
     for n in $(seq "$HOSTS"); do
       # One shell per host starts its ranks (not one namespace entry each).
@@ -158,9 +244,9 @@ for run in $(seq "$RUNS"); do
           RANK=$(($2 * $3 + i)) LOCAL_RANK=$i "$1" --mesh_shape="$4" --backend="$5" &
         done
         wait' startup "$WORK/bin/startup" "$((n - 1))" "$PER_HOST" "$MESH" "$BACKEND" \
-        >"$WORK/run$run.h$n.log" 2>&1 &
+        >"$WORK/run$run.$store.h$n.log" 2>&1 &
       pids+=($!)
-      LOGS+=("$WORK/run$run.h$n.log")
+      LOGS+=("$WORK/run$run.$store.h$n.log")
     done
     rc=0
     deadline=$(( $(date +%s) + TIMEOUT_S ))
@@ -170,20 +256,35 @@ for run in $(seq "$RUNS"); do
       wait "$p" 2>/dev/null || { r=$?; [ "$rc" -eq 0 ] && rc=$r; }
     done
     [ "$rc" -eq 124 ] && pkill -9 -f "$WORK/bin/startup" 2>/dev/null
-    # $! is the shell of on_host (a function); the server is its child.
-    pkill -TERM -f "$WORK/bin/server" 2>/dev/null; wait "$server_pid" 2>/dev/null
-    served=$(grep -o "after serving .*" "$WORK/server$run.log" | head -1)
-    [ -z "$served" ] && served="(no count: $(tail -2 "$WORK/server$run.log" | tr "\n" " "))"
+    if [ "$store" = tcp ]; then
+      # $! is the shell of on_host (a function); the server is its child.
+      pkill -TERM -f "$WORK/bin/server" 2>/dev/null; wait "$server_pid" 2>/dev/null
+      served=$(grep -o "after serving [0-9]* requests" "$WORK/server$run.log" | head -1)
+      n_served=$(echo "$served" | grep -o "[0-9][0-9]*")
+      [ -z "$served" ] && served="(no count: $(tail -2 "$WORK/server$run.log" | tr "\n" " "))"
+    else
+      n_served=$(( $(etcd_served) - etcd_before ))
+      # Per gRPC method (cumulative since etcd started), kept with the logs.
+      for m in $(seq "$ETCD_MEMBERS"); do
+        on_host $((HOSTS + m)) timeout 5 curl -s "http://$NET.$((HOSTS + m)):2379/metrics" |
+          grep '^grpc_server_started_total' >"$WORK/etcd$m.run$run.methods.log"
+      done
+      served="etcd started $n_served RPCs (grpc_server_started_total)"
+    fi
+    [ -n "$n_served" ] && served+=", $((n_served / NPROC)) per rank"
     STORE_RANK=-1
   fi
-  python3 tools/scale_check/summarize.py --label "run $run" --hosts "$HOSTS" \
+  label="run $run"
+  [ "$HOSTS" -gt 1 ] && label="run $run $store"
+  python3 tools/scale_check/summarize.py --label "$label" --hosts "$HOSTS" \
     --store_rank "$STORE_RANK" "${CHECKS[@]}" "${LOGS[@]}"
   src=$?
   [ -n "$served" ] && echo "               store: $served"
   if [ "$rc" -ne 0 ] || [ "$src" -ne 0 ]; then
-    echo "scale_check: run $run failed (launch exit $rc); last lines:" >&2
+    echo "scale_check: run $run ($store) failed (launch exit $rc); last lines:" >&2
     cat "${LOGS[@]}" | grep -v PEER_BENCH_STARTUP | tail -5 >&2
     FAILED=1
   fi
+ done
 done
 exit "$FAILED"

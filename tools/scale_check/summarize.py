@@ -16,7 +16,8 @@ use; -1 when the ranks did not time it), and the maximum over
 ranks of the store round trips, store payload bytes and communicators of
 group creation, of the sockets a rank holds when ready (the rank that hosts
 the store, --store_rank, is left out: its store clients are not its groups'),
-and of peak RSS (MiB). Exit status 1, with the reason on stderr, when a
+of peak RSS (MiB), and of the HTTP requests a rank's etcd store sent up to
+ready ("http/rank": the etcd_requests field; "-" over another store). Exit status 1, with the reason on stderr, when a
 check given by --expect_ranks / --expect_round_trips / --max_sockets fails
 (every rank reported; every rank's round trips equal T; no rank above S
 sockets); 0 otherwise.
@@ -69,16 +70,18 @@ def main():
     groups = [r for k, r in rows.items() if k != a.store_rank]
     sockets = max(r["sockets"] for r in groups) if groups else 0
     if a.header:
-        print("%-14s %6s %5s %10s %10s %10s %10s %8s %12s %12s %8s %8s %9s" % (
+        print("%-14s %6s %5s %10s %10s %10s %10s %8s %12s %12s %8s %8s %9s %9s" % (
             "run", "ranks", "hosts", "started s", "joined s", "groups s",
             "usable s", "+mesh s", "trips/rank",
-            "bytes/rank", "comms", "sockets", "rss MiB"))
-    print("%-14s %6d %5d %10.2f %10.2f %10.2f %10.2f %8.2f %12d %12d %8d %8d %9.1f" % (
+            "bytes/rank", "comms", "sockets", "rss MiB", "http/rank"))
+    http = max(r.get("etcd_requests", -1) for r in rows.values())
+    print("%-14s %6d %5d %10.2f %10.2f %10.2f %10.2f %8.2f %12d %12d %8d %8d %9.1f %9s" % (
         a.label, len(rows), a.hosts, started, joined, groups_s, usable,
         mesh_s, max(trips),
         max(r["store_bytes"] for r in rows.values()),
         max(r["communicators"] for r in rows.values()), sockets,
-        max(r["maxrss_kb"] for r in rows.values()) / 1024.0))
+        max(r["maxrss_kb"] for r in rows.values()) / 1024.0,
+        str(http) if http >= 0 else "-"))
     if a.expect_ranks is not None and len(rows) != a.expect_ranks:
         missing = sorted(set(range(a.expect_ranks)) - set(rows))[:20]
         errors.append("%d of %d ranks reported; missing e.g. %s" % (
