@@ -1,5 +1,6 @@
 #include "device_mesh/device_mesh.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/error_info.h"
+#include "device_mesh/mesh_agreement.h"
 #include "device_mesh/mesh_serialization.h"
 #include "device_mesh/root_state.h"
 #include "status/status_macros.h"
@@ -90,13 +92,67 @@ absl::StatusOr<DeviceMesh> DeviceMesh::Create(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
     const RankTable& mesh, std::vector<std::string> names,
     MeshOptions options) {
-  DEVMESH_ASSIGN_OR_RETURN(auto layout,
-                           MeshLayout::FromRankTable(mesh, std::move(names)));
-  return FromLayout(std::move(runtime), device_type, std::move(layout),
-                    std::move(options));
+  return AgreedRoot(std::move(runtime), device_type,
+                    MeshLayout::FromRankTable(mesh, std::move(names)),
+                    std::move(options), /*check_options=*/true,
+                    "DeviceMesh::Create");
 }
 
 absl::StatusOr<DeviceMesh> DeviceMesh::FromLayout(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    MeshLayout layout, MeshOptions options) {
+  return AgreedRoot(std::move(runtime), device_type, std::move(layout),
+                    std::move(options), /*check_options=*/true,
+                    "DeviceMesh::FromLayout");
+}
+
+namespace device_mesh_internal {
+absl::StatusOr<DeviceMesh> FromLayoutForInit(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    MeshLayout layout, MeshOptions options) {
+  return DeviceMesh::CheckedRoot(std::move(runtime), device_type,
+                                 std::move(layout), std::move(options));
+}
+}  // namespace device_mesh_internal
+
+absl::StatusOr<DeviceMesh> DeviceMesh::AgreedRoot(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    absl::StatusOr<MeshLayout> layout, MeshOptions options,
+    bool check_options, absl::string_view what) {
+  absl::StatusOr<DeviceMesh> mesh =
+      !layout.ok() ? absl::StatusOr<DeviceMesh>(layout.status())
+      : check_options
+          ? CheckedRoot(runtime, device_type, *layout, std::move(options))
+          : MakeRoot(runtime, device_type, *layout, std::move(options));
+  if (runtime == nullptr || runtime->detached()) return mesh;
+  if (!mesh.ok()) {
+    // The others took a root index for this root: take one too, so that
+    // later roots keep the same indices (and group names) on every rank,
+    // and tell them.
+    const int64_t index = runtime->NextRootIndex();
+    bool leader = false;
+    if (layout.ok()) {
+      const std::vector<int64_t> ranks = layout->RootLayout().RankTable();
+      leader = !ranks.empty() &&
+               *std::min_element(ranks.begin(), ranks.end()) == runtime->rank();
+    }
+    return device_mesh_internal::AbandonRoot(*runtime, index, leader, what,
+                                             mesh.status());
+  }
+  const std::vector<int64_t> ranks = mesh->layout().RootLayout().RankTable();
+  // Root ranks are below the world size (MakeRoot), so they fit an int.
+  std::vector<int> members(ranks.begin(), ranks.end());
+  DEVMESH_RETURN_IF_ERROR(device_mesh_internal::AgreeOnRoot(
+      *runtime, mesh->root_->root_index, std::move(members),
+      device_mesh_internal::RootMeshSpec(device_type, mesh->layout(),
+                                         mesh->options()),
+      what,
+      mesh->options().all.timeout.value_or(
+          device_mesh_internal::kDefaultGroupTimeout)));
+  return mesh;
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::CheckedRoot(
     std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
     MeshLayout layout, MeshOptions options) {
   std::vector<std::string> group_names;
@@ -599,9 +655,14 @@ std::string DeviceMesh::Serialize() const {
 
 absl::StatusOr<DeviceMesh> DeviceMesh::Deserialize(
     absl::string_view bytes, std::shared_ptr<MeshRuntime> runtime) {
-  DEVMESH_ASSIGN_OR_RETURN(auto parts, DeserializeMesh(bytes));
-  return MakeRoot(std::move(runtime), parts.device_type,
-                  std::move(parts.layout), std::move(parts.options));
+  auto parts = DeserializeMesh(bytes);
+  if (!parts.ok()) {
+    return AgreedRoot(std::move(runtime), "", parts.status(), MeshOptions(),
+                      /*check_options=*/false, "DeviceMesh::Deserialize");
+  }
+  return AgreedRoot(std::move(runtime), parts->device_type,
+                    std::move(parts->layout), std::move(parts->options),
+                    /*check_options=*/false, "DeviceMesh::Deserialize");
 }
 
 }  // namespace devmesh

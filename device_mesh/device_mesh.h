@@ -24,11 +24,15 @@
 // both belong to in opposite orders (PyTorch's new_group, by contrast, is
 // collective over the world in one order). Every rank makes its root meshes
 // (InitDeviceMesh, Create, FromLayout, FromGroups, Deserialize) in the same
-// order, as it would make process groups; a rank that makes an extra root
-// sees the groups of its later roots time out, never pair with another
-// root's. A rank of the root outside the mesh (a non-member of a slice)
-// gets its own line's group, as a Split would give it; a rank outside the
-// root gets FailedPrecondition with no communication. A group is cached on
+// order, as it would make process groups; each root is agreed by its ranks
+// when it is made (InitDeviceMesh by the world, the others by the root's
+// ranks), so a rank that makes an extra root or another one in its place
+// fails with the root's other ranks at once (InvalidArgument, "the ranks
+// disagree on the mesh"), or its later roots' groups time out; a root's
+// groups never pair with another root's. A rank of the root outside the
+// mesh (a non-member of a slice) gets its own line's group, as a Split
+// would give it; a rank outside the root gets FailedPrecondition with no
+// communication. A group is cached on
 // the root mesh under the dim's modes, backend, timeout and NCCL config, so
 // every slice, flatten, unflatten, transpose or concatenation whose dim has
 // the same ranks in the same order reuses it (R11). A custom rank table
@@ -118,8 +122,16 @@ class MeshDim {
   bool by_name_ = false;
 };
 
+class DeviceMesh;
+
 namespace device_mesh_internal {
 struct RootState;
+// InitDeviceMesh's own mesh (init_device_mesh.cc), made as FromLayout
+// makes it but without the root agreement: InitDeviceMesh agrees on its own
+// (mesh_agreement.h).
+absl::StatusOr<DeviceMesh> FromLayoutForInit(
+    std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+    MeshLayout layout, MeshOptions options);
 }  // namespace device_mesh_internal
 
 // ---- Elastic recovery (DeviceMesh::Shrink; devmesh's own) -------------------
@@ -234,7 +246,26 @@ class DeviceMesh {
   // and on everything derived from it. `options` is checked here, not later
   // (devmesh's own). A "dim_<i>" key of a named mesh is kept under the
   // dim's name (options().per_dim).
+  // Collective over the mesh's ranks (the root's, for FromLayout and
+  // Deserialize): they agree, in O(1) store round trips each, on the rank
+  // table, shape, names, device type, options, the settings that must
+  // agree and devmesh's version (device_mesh/mesh_agreement.h's
+  // AgreeOnRoot); ranks outside the mesh take no part and never wait. A
+  // runtime of one rank, a detached one, or one whose runtime skips mesh
+  // agreements, does not communicate.
   // Errors:
+  //   InvalidArgument  a member asked for another mesh: every member gets
+  //                    "DeviceMesh::Create: the ranks disagree on the mesh:
+  //                    global rank R asked for <field> <value>, global rank
+  //                    L for <value>; ..." (kDisagreementPayload: R), or
+  //                    "DeviceMesh::Create: global rank R could not make its
+  //                    mesh: <its error>" (kPeerPayload: R) when R's own
+  //                    checks below failed
+  //   DeadlineExceeded a member did not call Create within the mesh's
+  //                    timeout (options.all.timeout, default 300 s): "N of
+  //                    M ranks of the mesh reached the mesh agreement ..."
+  //   others           the store's; Unavailable when the failure watch has
+  //                    a verdict while waiting
   //   InvalidArgument  each violation of the rules on `mesh` and `names`
   //                    above, naming the value; a device type with an index
   //                    ("cuda:0") or empty (R18); a null runtime; a rank >=
@@ -249,8 +280,11 @@ class DeviceMesh {
       MeshOptions options = {});
 
   // A mesh of an existing layout (its root becomes this mesh's root).
+  // Collective over the root's ranks, as Create (the spec holds the root's
+  // ranks too when `layout` is not its root).
   // Errors:
-  //   InvalidArgument  as Create, options checked against the layout's dims
+  //   as Create ("DeviceMesh::FromLayout: ..."), options checked against
+  //   the layout's dims
   static absl::StatusOr<DeviceMesh> FromLayout(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       MeshLayout layout, MeshOptions options = {});
@@ -695,9 +729,15 @@ class DeviceMesh {
   // options, but no groups.
   std::string Serialize() const;
   // Rebuilds a mesh from Serialize()'s bytes over `runtime`; its groups are
-  // made again lazily, under a fresh root.
+  // made again lazily, under a fresh root. Collective over the root's ranks,
+  // as Create: every rank of the root deserializes, in the same order as
+  // its other roots.
   // Errors:
-  //   InvalidArgument  corrupt or truncated bytes
+  //   InvalidArgument  corrupt or truncated bytes; members whose bytes
+  //                    differ ("DeviceMesh::Deserialize: the ranks
+  //                    disagree ..."), or a member's bytes were corrupt
+  //                    ("... could not make its mesh")
+  //   DeadlineExceeded, others  as Create
   static absl::StatusOr<DeviceMesh> Deserialize(
       absl::string_view bytes, std::shared_ptr<MeshRuntime> runtime);
 
@@ -731,6 +771,21 @@ class DeviceMesh {
       std::shared_ptr<MeshRuntime> runtime, absl::string_view decision,
       int64_t epoch, const DeviceMesh* old, absl::Duration agree);
   static absl::StatusOr<DeviceMesh> MakeRoot(
+      std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+      MeshLayout layout, MeshOptions options);
+  // Create's, FromLayout's and Deserialize's root: `layout` (an error: this
+  // rank's own check failed), `options` checked when `check_options`, then
+  // the root agreement among the root's ranks (mesh_agreement.h's
+  // AgreeOnRoot, `what` naming the call in errors); a rank whose own checks
+  // failed abandons the agreement so that the others fail at once too.
+  static absl::StatusOr<DeviceMesh> AgreedRoot(
+      std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+      absl::StatusOr<MeshLayout> layout, MeshOptions options,
+      bool check_options, absl::string_view what);
+  static absl::StatusOr<DeviceMesh> CheckedRoot(
+      std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
+      MeshLayout layout, MeshOptions options);
+  friend absl::StatusOr<DeviceMesh> device_mesh_internal::FromLayoutForInit(
       std::shared_ptr<MeshRuntime> runtime, absl::string_view device_type,
       MeshLayout layout, MeshOptions options);
   // A mesh of `layout` sharing this mesh's runtime, root and options.

@@ -116,8 +116,8 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
     DEVMESH_RETURN_IF_ERROR(CheckDimsInsideHost(layout, runtime->hostnames(),
                                                 options.require_inside_host));
   }
-  return DeviceMesh::FromLayout(std::move(runtime), device_type,
-                                std::move(layout), std::move(options));
+  return device_mesh_internal::FromLayoutForInit(
+      std::move(runtime), device_type, std::move(layout), std::move(options));
 }
 
 }  // namespace

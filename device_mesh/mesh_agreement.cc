@@ -55,7 +55,7 @@ absl::Status FromVerdict(absl::string_view verdict) {
       !absl::SimpleAtoi(parts[2], &code) || code <= 0 ||
       code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
     return absl::InternalError(absl::StrCat(
-        "InitDeviceMesh: the mesh agreement's verdict is malformed: \"",
+        "the mesh agreement's verdict is malformed: \"",
         verdict, "\""));
   }
   absl::Status error(static_cast<absl::StatusCode>(code), parts[3]);
@@ -72,6 +72,18 @@ absl::Status FromVerdict(absl::string_view verdict) {
 std::string Key(int64_t index, absl::string_view name) {
   return absl::StrCat("mesh_agreement/", index, "/", name);
 }
+
+// One agreement: where its keys are, who takes part (sorted global ranks;
+// the first one publishes its spec), what the errors call the operation.
+struct Round {
+  std::string prefix;
+  std::vector<int> members;
+  std::string what;
+  bool whole_world = true;  // "every rank" (else "every rank of the mesh")
+};
+
+absl::Status Agree(MeshRuntime& runtime, const Round& round,
+                   const MeshSpec& spec, absl::Duration timeout);
 
 }  // namespace
 
@@ -96,6 +108,44 @@ MeshSpec InitDeviceMeshSpec(absl::string_view device_type,
                     Parenthesized(options.require_inside_host));
   for (const auto& [name, value] : AgreedSettingsText(ProcessSettings())) {
     spec.emplace_back(absl::StrCat("setting ", name), value);
+  }
+  return spec;
+}
+
+MeshSpec RootMeshSpec(absl::string_view device_type, const MeshLayout& layout,
+                      const MeshOptions& options) {
+  std::vector<std::string> names = layout.dim_names();
+  MeshSpec spec =
+      InitDeviceMeshSpec(device_type, layout.shape(), names, options);
+  // The ranks in row-major order after the shape: a table of the same shape
+  // with other partners sums with the wrong ones.
+  auto table = [](const std::vector<int64_t>& ranks) {
+    if (ranks.size() <= 64) {
+      std::vector<std::string> items;
+      for (int64_t r : ranks) items.push_back(absl::StrCat(r));
+      return Parenthesized(items);
+    }
+    uint64_t h = 14695981039346656037ull;  // FNV-1a, the same on every rank
+    for (int64_t r : ranks) {
+      for (int b = 0; b < 8; ++b) {
+        h ^= static_cast<uint64_t>(r >> (8 * b)) & 0xff;
+        h *= 1099511628211ull;
+      }
+    }
+    return absl::StrCat(ranks.size(), " ranks, FNV-1a ", absl::Hex(h));
+  };
+  auto at = std::find_if(spec.begin(), spec.end(), [](const auto& field) {
+    return field.first == "mesh shape";
+  });
+  if (at != spec.end()) ++at;
+  at = spec.insert(at, {"mesh ranks (row-major)", table(layout.RankTable())});
+  if (!layout.IsRoot()) {
+    // A slice, flatten, ... of a root: the root too.
+    const MeshLayout root = layout.RootLayout();
+    std::vector<std::string> sizes;
+    for (int64_t n : root.shape()) sizes.push_back(absl::StrCat(n));
+    spec.insert(at + 1, {"root mesh", absl::StrCat(Parenthesized(sizes), " ",
+                                                   table(root.RankTable()))});
   }
   return spec;
 }
@@ -126,7 +176,7 @@ absl::StatusOr<MeshSpec> DecodeMeshSpec(absl::string_view text) {
     std::string field, value;
     if (!next(&field) || !next(&value)) {
       return absl::InvalidArgumentError(
-          "InitDeviceMesh: rank 0's mesh spec is malformed");
+          "the mesh spec read from the store is malformed");
     }
     spec.emplace_back(std::move(field), std::move(value));
   }
@@ -135,13 +185,20 @@ absl::StatusOr<MeshSpec> DecodeMeshSpec(absl::string_view text) {
 
 absl::Status CompareMeshSpecs(int me, const MeshSpec& mine, int them,
                               const MeshSpec& theirs) {
+  return CompareMeshSpecs(me, mine, them, theirs, "InitDeviceMesh",
+                          "every rank");
+}
+
+absl::Status CompareMeshSpecs(int me, const MeshSpec& mine, int them,
+                              const MeshSpec& theirs, absl::string_view what,
+                              absl::string_view who) {
   auto differ = [&](const std::string& field, const std::string& a,
                     const std::string& b) {
     return WithDisagreement(
         absl::InvalidArgumentError(absl::StrCat(
-            "InitDeviceMesh: the ranks disagree on the mesh: global rank ", me,
+            what, ": the ranks disagree on the mesh: global rank ", me,
             " asked for ", field, " ", a, ", global rank ", them, " for ", b,
-            "; every rank fails with this error")),
+            "; ", who, " fails with this error")),
         me);
   };
   const size_t n = std::min(mine.size(), theirs.size());
@@ -162,13 +219,49 @@ absl::Status CompareMeshSpecs(int me, const MeshSpec& mine, int them,
 
 absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
                          const MeshSpec& spec, absl::Duration timeout) {
-  const int me = runtime.rank();
   const int world = runtime.world_size();
   if (world <= 1 || runtime.detached() || !runtime.agrees_on_meshes()) {
     return absl::OkStatus();
   }
+  Round round;
+  round.prefix = Key(index, "");
+  round.members.resize(world);
+  for (int r = 0; r < world; ++r) round.members[r] = r;
+  round.what = "InitDeviceMesh";
+  return Agree(runtime, round, spec, timeout);
+}
+
+absl::Status AgreeOnRoot(MeshRuntime& runtime, int64_t root_index,
+                         std::vector<int> members, const MeshSpec& spec,
+                         absl::string_view what, absl::Duration timeout) {
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
+  if (members.size() <= 1 || runtime.detached() ||
+      !runtime.agrees_on_meshes() ||
+      !std::binary_search(members.begin(), members.end(), runtime.rank())) {
+    return absl::OkStatus();
+  }
+  Round round;
+  round.prefix = absl::StrCat("root_agreement/", root_index, "/");
+  round.members = std::move(members);
+  round.what = std::string(what);
+  round.whole_world = false;
+  return Agree(runtime, round, spec, timeout);
+}
+
+namespace {
+
+absl::Status Agree(MeshRuntime& runtime, const Round& round,
+                   const MeshSpec& spec, absl::Duration timeout) {
+  const int me = runtime.rank();
+  const int world = static_cast<int>(round.members.size());
+  const int leader = round.members.front();
+  const bool whole_world = round.whole_world;
+  auto key = [&](absl::string_view name) {
+    return absl::StrCat(round.prefix, name);
+  };
   std::shared_ptr<Store> store = runtime.CreationStore();
-  const std::string verdict_key = Key(index, "verdict");
+  const std::string verdict_key = key("verdict");
   const absl::Time deadline = absl::Now() + timeout;
   auto remaining = [&] {
     return std::max(absl::ZeroDuration(), deadline - absl::Now());
@@ -185,33 +278,36 @@ absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
   // included (one that came after would otherwise agree alone).
   auto timed_out = [&](const absl::Status& s) -> absl::Status {
     if (!absl::IsDeadlineExceeded(s)) return s;
-    auto agreed = store->Add(Key(index, "agreed"), 0);
-    auto has_spec = store->Check({Key(index, "spec")});
+    auto agreed = store->Add(key("agreed"), 0);
+    auto has_spec = store->Check({key("spec")});
     const bool spec = has_spec.ok() && *has_spec;
     const int64_t reached = (agreed.ok() ? *agreed : 0) + (spec ? 1 : 0);
-    return conclude(Failure::kOther,
-                    absl::DeadlineExceededError(absl::StrCat(
-                        "InitDeviceMesh: ", reached, " of ", world,
-                        " ranks reached the mesh agreement within ",
-                        absl::FormatDuration(timeout), " (global rank 0 ",
-                        spec ? "had" : "had not",
-                        "); the others did not call InitDeviceMesh")));
+    return conclude(
+        Failure::kOther,
+        absl::DeadlineExceededError(absl::StrCat(
+            round.what, ": ", reached, " of ", world,
+            whole_world ? " ranks" : " ranks of the mesh",
+            " reached the mesh agreement within ",
+            absl::FormatDuration(timeout), " (global rank ", leader, " ",
+            spec ? "had" : "had not", "); the others did not call ",
+            round.what)));
   };
-  if (me == 0) {
-    DEVMESH_RETURN_IF_ERROR(
-        store->Set(Key(index, "spec"), EncodeMeshSpec(spec)));
+  if (me == leader) {
+    DEVMESH_RETURN_IF_ERROR(store->Set(key("spec"), EncodeMeshSpec(spec)));
   } else {
-    auto theirs = store->Get(Key(index, "spec"), remaining());
+    auto theirs = store->Get(key("spec"), remaining());
     if (!theirs.ok()) return timed_out(theirs.status());
     if (*theirs != kAbandonedSpec) {
       auto decoded = DecodeMeshSpec(*theirs);
       if (!decoded.ok()) return conclude(Failure::kOther, decoded.status());
-      if (absl::Status differ = CompareMeshSpecs(me, spec, 0, *decoded);
+      if (absl::Status differ =
+              CompareMeshSpecs(me, spec, leader, *decoded, round.what,
+                               whole_world ? "every rank"
+                                           : "every rank of the mesh");
           !differ.ok()) {
         return conclude(Failure::kDisagreed, differ);
       }
-      DEVMESH_ASSIGN_OR_RETURN(auto agreed,
-                               store->Add(Key(index, "agreed"), 1));
+      DEVMESH_ASSIGN_OR_RETURN(auto agreed, store->Add(key("agreed"), 1));
       if (agreed == world - 1) {
         DEVMESH_ASSIGN_OR_RETURN(
             auto first, store->CompareSet(verdict_key, "", std::string(kOk)));
@@ -222,6 +318,30 @@ absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
   auto verdict = store->Get(verdict_key, remaining());
   if (!verdict.ok()) return timed_out(verdict.status());
   return FromVerdict(*verdict);
+}
+
+}  // namespace
+
+absl::Status AbandonRoot(MeshRuntime& runtime, int64_t root_index,
+                         bool leader, absl::string_view what,
+                         absl::Status error) {
+  if (runtime.world_size() <= 1 || runtime.detached() ||
+      !runtime.agrees_on_meshes()) {
+    return error;
+  }
+  const absl::Status told(
+      error.code(),
+      absl::StrCat(what, ": global rank ", runtime.rank(),
+                   " could not make its mesh: ", error.message()));
+  std::shared_ptr<Store> store = runtime.CreationStore();
+  const std::string prefix = absl::StrCat("root_agreement/", root_index, "/");
+  (void)store->CompareSet(
+      absl::StrCat(prefix, "verdict"), "",
+      FailureVerdict(Failure::kAbandoned, runtime.rank(), told));
+  if (leader) {
+    (void)store->Set(absl::StrCat(prefix, "spec"), std::string(kAbandonedSpec));
+  }
+  return error;
 }
 
 absl::Status AbandonMesh(MeshRuntime& runtime, int64_t index,

@@ -22,6 +22,10 @@
 // agree (its own checks) writes its error as the verdict (AbandonMesh), so
 // the others fail at once with it too.
 //
+// The roots made by DeviceMesh::Create, FromLayout and Deserialize agree
+// the same way among the root's ranks only (AgreeOnRoot), under
+// "root_agreement/<root index>/", the lowest member in rank 0's part.
+//
 // Thread-safety: each function is a collective step of one InitDeviceMesh
 // call; distinct calls use distinct indices.
 #ifndef DEVMESH_DEVICE_MESH_MESH_AGREEMENT_H_
@@ -42,6 +46,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "device_mesh/group_options.h"
+#include "mesh/mesh_layout.h"
 #include "device_mesh/mesh_runtime.h"
 
 namespace devmesh {
@@ -61,6 +66,13 @@ MeshSpec InitDeviceMeshSpec(absl::string_view device_type,
                             const std::vector<std::string>& names,
                             const MeshOptions& options);
 
+// The spec of a root mesh made by DeviceMesh::Create, FromLayout or
+// Deserialize: InitDeviceMeshSpec's fields for `layout`'s shape and names,
+// with the root's ranks in row-major order after the shape (listed up to 64
+// ranks, a 64-bit FNV-1a of them beyond, so its size stays bounded).
+MeshSpec RootMeshSpec(absl::string_view device_type, const MeshLayout& layout,
+                      const MeshOptions& options);
+
 // Length-prefixed text of `spec`, and back. DecodeMeshSpec: InvalidArgument
 // for text that EncodeMeshSpec did not make.
 std::string EncodeMeshSpec(const MeshSpec& spec);
@@ -75,6 +87,11 @@ absl::StatusOr<MeshSpec> DecodeMeshSpec(absl::string_view text);
 // OK when they are equal.
 absl::Status CompareMeshSpecs(int me, const MeshSpec& mine, int them,
                               const MeshSpec& theirs);
+// The same, with the operation's name (`what`: "DeviceMesh::Create") and who
+// fails (`who`: "every rank of the mesh") in the text.
+absl::Status CompareMeshSpecs(int me, const MeshSpec& mine, int them,
+                              const MeshSpec& theirs, absl::string_view what,
+                              absl::string_view who);
 
 // The agreement of `spec` over every rank of `runtime`'s world (see the top
 // of this file). OK on every rank, or the same error on every rank:
@@ -89,6 +106,29 @@ absl::Status CompareMeshSpecs(int me, const MeshSpec& mine, int them,
 //                     waits: Unavailable)
 absl::Status AgreeOnMesh(MeshRuntime& runtime, int64_t index,
                          const MeshSpec& spec, absl::Duration timeout);
+
+// The agreement of a root mesh made by DeviceMesh::Create, FromLayout or
+// Deserialize (`what` names it in errors), among the root's `members`
+// (global ranks, any order) only, under "root_agreement/<root_index>/":
+// the same protocol with the lowest member in rank 0's part. Ranks outside
+// the root, a root of one rank, a detached runtime or one that skips mesh
+// agreements: OK with no communication. Every member gets OK or the same
+// error, as AgreeOnMesh's, with `what` for "InitDeviceMesh" and "every rank
+// of the mesh" as who fails. Costs O(1) round trips per member and the
+// spec's bytes (RootMeshSpec: bounded).
+absl::Status AgreeOnRoot(MeshRuntime& runtime, int64_t root_index,
+                         std::vector<int> members, const MeshSpec& spec,
+                         absl::string_view what, absl::Duration timeout);
+
+// This rank could not make the root mesh `root_index` (its own checks
+// failed): writes `error`, prefixed "<what>: global rank R could not make
+// its mesh: ", as the root agreement's verdict (unless one is there), and,
+// when this rank is the root's lowest member (`leader`), the marker that
+// sends the others to it; returns `error` unchanged. Nothing is written on
+// a runtime that skips mesh agreements.
+absl::Status AbandonRoot(MeshRuntime& runtime, int64_t root_index,
+                         bool leader, absl::string_view what,
+                         absl::Status error);
 
 // This rank could not make the mesh of agreement `index`: writes `error` as
 // the verdict (unless one is there already), so that the others' AgreeOnMesh

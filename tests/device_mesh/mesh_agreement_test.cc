@@ -313,5 +313,116 @@ TEST(MeshAgreement, AMissingRankIsCountedAtTheTimeout) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// ---- Root meshes: DeviceMesh::Create, FromLayout, Deserialize ---------------
+
+// Every member of a Create'd root whose rank 3 lists the ranks in another
+// order fails at once with the same InvalidArgument naming rank 3 and the
+// table: same shape, other partners, never summed with.
+TEST(RootAgreement, ACreateWithAnotherRankTableFailsEveryMemberAtOnce) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    const RankTable table = b.rank() == 3 ? RankTable{{0, 2}, {1, 3}}
+                                          : RankTable{{0, 1}, {2, 3}};
+    const absl::Time start = absl::Now();
+    auto mesh = DeviceMesh::Create(runtime, "cpu", table, {"dp", "tp"});
+    const absl::Duration took = absl::Now() - start;
+    RETURN_IF_ERROR(Expect(!mesh.ok(), "the mesh was made"));
+    const std::string want =
+        "DeviceMesh::Create: the ranks disagree on the mesh: global rank 3 "
+        "asked for mesh ranks (row-major) (0, 2, 1, 3), global rank 0 for "
+        "(0, 1, 2, 3); every rank of the mesh fails with this error";
+    RETURN_IF_ERROR(Expect(mesh.status().code() ==
+                                   absl::StatusCode::kInvalidArgument &&
+                               mesh.status().message() == want,
+                           mesh.status().ToString()));
+    RETURN_IF_ERROR(Expect(GetErrorInfo(mesh.status()).disagreeing == 3,
+                           "disagreement payload"));
+    return Expect(took < absl::Seconds(10),
+                  absl::StrCat("took ", absl::FormatDuration(took)));
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// FromLayout of the same shape with the dim names in another order.
+TEST(RootAgreement, AFromLayoutWithOtherNamesFailsEveryMember) {
+  absl::Status s = RunRanks(2, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    std::vector<std::string> names = {"dp", "tp"};
+    if (b.rank() == 1) std::swap(names[0], names[1]);
+    ASSIGN_OR_RETURN(layout, MeshLayout::FromShape({1, 2}, names));
+    auto mesh = DeviceMesh::FromLayout(runtime, "cpu", layout);
+    const std::string want =
+        "DeviceMesh::FromLayout: the ranks disagree on the mesh: global rank "
+        "1 asked for mesh dim names (tp, dp), global rank 0 for (dp, tp); "
+        "every rank of the mesh fails with this error";
+    return Expect(absl::IsInvalidArgument(mesh.status()) &&
+                      mesh.status().message() == want,
+                  mesh.status().ToString());
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// A member whose own check fails (an option for a dim the mesh lacks) tells
+// the others, who fail at once with its error and its rank as the peer.
+TEST(RootAgreement, AMemberWhoseOwnCheckFailsTellsTheOthers) {
+  absl::Status s = RunRanks(3, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    MeshOptions options;
+    if (b.rank() == 1) options.per_dim["pp"].timeout = absl::Seconds(5);
+    const absl::Time start = absl::Now();
+    auto mesh = DeviceMesh::Create(runtime, "cpu", {0, 1, 2}, {"w"}, options);
+    const absl::Duration took = absl::Now() - start;
+    RETURN_IF_ERROR(Expect(absl::IsInvalidArgument(mesh.status()),
+                           mesh.status().ToString()));
+    if (b.rank() != 1) {
+      RETURN_IF_ERROR(Expect(
+          absl::StartsWith(mesh.status().message(),
+                           "DeviceMesh::Create: global rank 1 could not make "
+                           "its mesh: ") &&
+              GetErrorInfo(mesh.status()).peer == 1,
+          mesh.status().ToString()));
+    }
+    return Expect(took < absl::Seconds(10),
+                  absl::StrCat("took ", absl::FormatDuration(took)));
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Agreeing members get their meshes at O(1) round trips each; ranks outside
+// a root take no part (ranks 2 and 3 never call Create for the pair {0, 1});
+// a Deserialize'd root agrees like a Create'd one.
+TEST(RootAgreement, AgreeingMembersGetTheirMeshesAndOthersTakeNoPart) {
+  absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    int64_t trips = runtime->store_round_trips();
+    ASSIGN_OR_RETURN(mesh, DeviceMesh::Create(runtime, "cpu", {{3, 1}, {0, 2}},
+                                              {"a", "b"}));
+    // The lowest member (0): Set, Get; the others: Get, Add (and Get, or the
+    // last's CompareSet).
+    const int64_t spent = runtime->store_round_trips() - trips;
+    RETURN_IF_ERROR(Expect(spent == (b.rank() == 0 ? 2 : 3),
+                           absl::StrCat("agreement round trips ", spent)));
+    ASSIGN_OR_RETURN(g, mesh.GetGroup("b"));
+    int32_t x = b.rank();
+    RETURN_IF_ERROR(g->AllReduce(&x, &x, 1, DataType::kInt32, ReduceOp::kSum));
+    RETURN_IF_ERROR(
+        Expect(x == ((b.rank() == 3 || b.rank() == 1) ? 4 : 2),
+               absl::StrCat("b sum ", x)));
+    ASSIGN_OR_RETURN(copy, DeviceMesh::Deserialize(mesh.Serialize(), runtime));
+    RETURN_IF_ERROR(Expect(copy.layout() == mesh.layout(), "deserialized"));
+    if (b.rank() < 2) {
+      trips = runtime->store_round_trips();
+      ASSIGN_OR_RETURN(pair, DeviceMesh::Create(runtime, "cpu", {0, 1}, {"p"}));
+      ASSIGN_OR_RETURN(p, pair.GetGroup("p"));
+      int32_t y = 1;
+      RETURN_IF_ERROR(
+          p->AllReduce(&y, &y, 1, DataType::kInt32, ReduceOp::kSum));
+      RETURN_IF_ERROR(Expect(y == 2, absl::StrCat("pair sum ", y)));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 }  // namespace
 }  // namespace devmesh
