@@ -71,6 +71,12 @@
 // tools/gpu_check.sh runs what one GPU can (a world of one cannot shrink:
 // NCCL refuses to exclude the caller and a one-rank group has no one else).
 //
+// Grow (GrowNcclCommunicator below): ncclCommGrow on NCCL >= 2.29
+// (NcclGrowBuiltIn), a fresh ncclCommInitRankConfig over the grown group
+// otherwise; checked here without a GPU against NCCL 2.28.9 (the re-create
+// path) and, compile only, against the documented 2.29 declarations
+// (tests/comm/nccl_grow).
+//
 // Thread-safety: as Communicator (one collective at a time per communicator;
 // Abort and Revoke from any thread).
 #ifndef DEVMESH_COMM_NCCL_NCCL_COMMUNICATOR_H_
@@ -95,6 +101,9 @@ bool NcclBuiltIn();
 // resp. ncclCommRevoke (>= 2.28.7). False without NCCL.
 bool NcclShrinkBuiltIn();
 bool NcclRevokeBuiltIn();
+// True when it was compiled against an NCCL with ncclCommGrow (>= 2.29).
+// False without NCCL.
+bool NcclGrowBuiltIn();
 
 // Number of visible CUDA devices. Errors: Unavailable when built without
 // NCCL, or when the CUDA runtime reports no device or no driver (the message
@@ -115,6 +124,53 @@ absl::Status UseLocalCudaDevice(int local_rank);
 absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     std::shared_ptr<Store> store, int rank, int size,
     const CommOptions& options);
+
+// What GrowNcclCommunicator made.
+struct NcclGrowResult {
+  std::unique_ptr<Communicator> comm;  // the grown group, new_size ranks
+  // True: made by ncclCommGrow from the parent; false: created anew.
+  bool grown_from_parent = false;
+};
+
+// Grows an NCCL group of `old_size` ranks to `new_size`: the parent's
+// members keep their ranks, the new ranks are old_size .. new_size - 1.
+// Called once by every member of the parent, with `parent` (its NCCL
+// communicator, or a ForwardingCommunicator over one; no call in flight on
+// it) and new_rank = -1, and once by every new rank, with parent = nullptr
+// and its rank in the grown group. `store`: a namespace of the job's store
+// fresh for this grow and shared by all of them (a PrefixStore per grow).
+// `options` as CreateNcclCommunicator's; options.global_ranks, when set,
+// lists the grown group's global ranks (new_size of them).
+//   NCCL >= 2.29 (NcclGrowBuiltIn): ncclCommGrow. The parent's rank 0 makes
+//     the single-use grow id (ncclCommGetUniqueId), Sets it under the key
+//     "nccl/grow_id" and passes it; the other members pass none; the new
+//     ranks Get it (within options.timeout) and pass it with their rank.
+//     The new communicator takes `options` (its config, stream).
+//   Otherwise: every caller creates the grown group anew, as
+//     CreateNcclCommunicator(store, rank, new_size, options) with rank the
+//     member's parent rank or the new rank's.
+// Either way the parent is left as it was, usable; once every caller
+// succeeded its owner releases it (NCCL's recipe destroys the parent after
+// a grow). Non-blocking, bounded by options.timeout and
+// options.creation_cancel as creation is; on a failure the new
+// communicator is aborted, and with ncclCommGrow the parent too when its
+// own wait ran out or was cancelled (it is then in the failed grow).
+// Errors:
+//   InvalidArgument     null store; old_size < 1 or new_size <= old_size;
+//                       a member whose parent is not an NCCL communicator,
+//                       whose size is not old_size, or with new_rank other
+//                       than -1; a new rank outside [old_size, new_size);
+//                       ResolveGroupRanks' (timeout, global_ranks' length)
+//   FailedPrecondition  with ncclCommGrow: the parent was aborted or
+//                       revoked
+//   Unavailable         built without NCCL; no CUDA device; NCCL's system
+//                       or remote errors (NcclStatus)
+//   DeadlineExceeded    the grow id, or the grow, not done in time
+//   others              the store's; creation_cancel's, with its code
+// Thread-safety: one call per parent; not concurrent with calls on it.
+absl::StatusOr<NcclGrowResult> GrowNcclCommunicator(
+    Communicator* parent, std::shared_ptr<Store> store, int old_size,
+    int new_size, int new_rank, const CommOptions& options);
 
 }  // namespace devmesh
 

@@ -27,6 +27,7 @@
 #include "comm/options.h"
 #include "comm/shrinkable_communicator.h"
 #include "comm/work.h"
+#include "store/store.h"
 #include "sync/annotated_mutex.h"
 
 // What the NCCL this is compiled against can do, from nccl.h's
@@ -44,6 +45,17 @@
 #else
 #define DEVMESH_NCCL_HAS_REVOKE 0
 #endif
+// ncclCommGrow and ncclCommGetUniqueId from 2.29.0 (NCCL's nccl.h.in:
+// "Grow communicator by adding new ranks"). Defined already only by
+// tests/comm/nccl_grow's compile check, which compiles nccl_grow.cc's 2.29
+// branch against the documented declarations.
+#ifndef DEVMESH_NCCL_HAS_GROW
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
+#define DEVMESH_NCCL_HAS_GROW 1
+#else
+#define DEVMESH_NCCL_HAS_GROW 0
+#endif
+#endif
 
 namespace devmesh {
 namespace nccl_internal {
@@ -58,6 +70,12 @@ absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
                          absl::string_view what,
                          const std::function<absl::Status()>& cancel = nullptr,
                          const std::function<void()>& abort = nullptr);
+
+// Makes the device for a new communicator of `options` the calling thread's
+// (options.nccl.cuda_device, else LOCAL_RANK modulo the visible devices,
+// else the current one) and returns it. Errors: CudaDeviceCount's;
+// InvalidArgument for a device out of range; cudaSetDevice's.
+absl::StatusOr<int> SetDeviceFor(const CommOptions& options);
 
 // An ncclConfig_t from the options; non-blocking (the blocking option is
 // honoured for calls after init by polling to completion ourselves).
@@ -139,6 +157,12 @@ class NcclCommunicator final : public Communicator,
   absl::Status Revoke() override;
   absl::StatusOr<std::unique_ptr<Communicator>> Shrink(
       absl::Span<const int> exclude_ranks, bool abort_in_flight) override;
+  // GrowNcclCommunicator (nccl_communicator.h) on a member: ncclCommGrow
+  // from this communicator (nccl_grow.cc). `global_ranks`: the grown
+  // group's, already checked.
+  absl::StatusOr<std::unique_ptr<Communicator>> GrowAsMember(
+      Store& store, int new_size, std::vector<int> global_ranks,
+      const CommOptions& options);
 
  private:
   NcclCommunicator() = default;

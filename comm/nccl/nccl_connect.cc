@@ -117,22 +117,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
   if (store == nullptr) return absl::InvalidArgumentError("nccl: store is null");
   DEVMESH_ASSIGN_OR_RETURN(std::vector<int> global_ranks,
                            ResolveGroupRanks("nccl", rank, size, options));
-  DEVMESH_ASSIGN_OR_RETURN(const int count, CudaDeviceCount());
-  int device = options.nccl.cuda_device;
-  if (device < 0) {
-    const char* local = std::getenv("LOCAL_RANK");
-    int local_rank = 0;
-    if (local != nullptr && absl::SimpleAtoi(local, &local_rank)) {
-      device = local_rank % count;
-    } else
-      DEVMESH_RETURN_IF_ERROR(
-          CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
-  }
-  if (device >= count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: cuda_device ", device, " but only ", count, " visible"));
-  }
-  DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
+  DEVMESH_ASSIGN_OR_RETURN(const int device,
+                           nccl_internal::SetDeviceFor(options));
   const absl::Time deadline = absl::Now() + options.timeout;
   ncclUniqueId id;
   const std::string key = "nccl/unique_id";
@@ -168,6 +154,26 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
 }
 
 namespace nccl_internal {
+
+absl::StatusOr<int> SetDeviceFor(const CommOptions& options) {
+  DEVMESH_ASSIGN_OR_RETURN(const int count, CudaDeviceCount());
+  int device = options.nccl.cuda_device;
+  if (device < 0) {
+    const char* local = std::getenv("LOCAL_RANK");
+    int local_rank = 0;
+    if (local != nullptr && absl::SimpleAtoi(local, &local_rank)) {
+      device = local_rank % count;
+    } else
+      DEVMESH_RETURN_IF_ERROR(
+          CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
+  }
+  if (device >= count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl: cuda_device ", device, " but only ", count, " visible"));
+  }
+  DEVMESH_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
+  return device;
+}
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Wrap(
     ncclComm_t comm, int device, std::vector<int> global_ranks,

@@ -8,6 +8,7 @@ namespace devmesh {
 bool NcclBuiltIn() { return false; }
 bool NcclShrinkBuiltIn() { return false; }
 bool NcclRevokeBuiltIn() { return false; }
+bool NcclGrowBuiltIn() { return false; }
 
 absl::StatusOr<int> CudaDeviceCount() {
   return absl::UnavailableError(
@@ -21,6 +22,11 @@ absl::Status UseLocalCudaDevice(int) {
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     std::shared_ptr<Store>, int, int, const CommOptions&) {
+  return absl::UnavailableError("devmesh was built without NCCL");
+}
+
+absl::StatusOr<NcclGrowResult> GrowNcclCommunicator(
+    Communicator*, std::shared_ptr<Store>, int, int, int, const CommOptions&) {
   return absl::UnavailableError("devmesh was built without NCCL");
 }
 
