@@ -163,14 +163,19 @@ def driver():
         with open(outs[key]) as f:
             return f.read()
 
-    result = "heal_ms=fail timed out"
+    def tails(keys):
+        return "; ".join("%s: %s" % (k, text(k)[-300:].replace("\n", " | "))
+                         for k in keys)
+
+    stage = "starting the 6 ranks"
     try:
         for g in range(GROUPS):
             start(g, 0)
         keys = ["ready/%d/%d" % (g, r) for g in range(GROUPS)
                 for r in range(GROUP_SIZE)]
-        ctl.wait(keys, timedelta(seconds=TRIAL_LIMIT_S))
+        ctl.wait(keys, timedelta(seconds=max(1, deadline - time.monotonic())))
         ctl.set("go", "1")
+        stage = "training to the kill"
         victim = procs[(1, 0, 0)]
         while victim.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -178,13 +183,16 @@ def driver():
             procs[(1, 1, 0)].kill()
             procs[(1, 1, 0)].wait()
             start(1, 1)
+        stage = "the restarted group healing and every rank finishing"
         live = [k for k in procs if not (k[0] == 1 and k[2] == 0)]
         while time.monotonic() < deadline:
             if all(procs[k].poll() is not None for k in live):
                 break
             time.sleep(0.05)
         else:
-            return result
+            return "heal_ms=fail timed out after %.0f s in %s: %s" % (
+                TRIAL_LIMIT_S, stage,
+                tails([k for k in live if procs[k].poll() is None]))
         bad = [k for k in live if procs[k].returncode != 0]
         if bad:
             return "heal_ms=fail ranks %s exited %s: %s" % (
@@ -209,6 +217,9 @@ def driver():
             return "heal_ms=fail replicas disagree at the end: %s" % finals
         return "heal_ms=%.1f kill_to_full_ms=%.1f" % (
             (max(full) - max(ready)) / 1e6, (max(full) - int(kill[0])) / 1e6)
+    except Exception as e:  # a store wait past the deadline, a spawn error
+        return "heal_ms=fail in %s: %s: %s; %s" % (
+            stage, type(e).__name__, e, tails(list(procs)))
     finally:
         for p in procs.values():
             if p.poll() is None:
