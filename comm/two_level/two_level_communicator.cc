@@ -1,0 +1,379 @@
+// devmesh/comm/two_level/two_level_communicator.cc
+#include "comm/two_level/two_level_communicator.h"
+
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "comm/group_args.h"
+#include "comm/reduce_functions.h"
+#include "comm/registry.h"
+#include "comm/shm/shm_communicator.h"
+#include "comm/two_level/two_level_plan.h"
+#include "status/status_macros.h"
+#include "store/prefix_store.h"
+#include "sync/annotated_mutex.h"
+
+namespace devmesh {
+namespace {
+
+class TwoLevelCommunicator final : public Communicator {
+ public:
+  TwoLevelCommunicator(TwoLevelPlan plan, std::vector<int> global_ranks,
+                       int rank, std::shared_ptr<Communicator> intra,
+                       std::shared_ptr<Communicator> inter,
+                       std::shared_ptr<Communicator> flat)
+      : plan_(std::move(plan)),
+        global_ranks_(std::move(global_ranks)),
+        rank_(rank),
+        intra_(std::move(intra)),
+        inter_(std::move(inter)),
+        flat_(std::move(flat)) {}
+  ~TwoLevelCommunicator() override { StopAsync(); }
+
+  absl::string_view backend() const override { return "two_level"; }
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(global_ranks_.size()); }
+  const std::vector<int>& global_ranks() const override {
+    return global_ranks_;
+  }
+
+ protected:
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count,
+                           DataType dtype, ReduceOp op) override;
+  absl::Status DoAllGather(const void* send, void* recv, size_t count,
+                           DataType dtype) override {
+    return Flat(CallKind::kAllGather, [&](Communicator& flat) {
+      return flat.AllGather(send, recv, count, dtype);
+    });
+  }
+  absl::Status DoReduceScatter(const void* send, void* recv, size_t count,
+                               DataType dtype, ReduceOp op) override {
+    return Flat(CallKind::kReduceScatter, [&](Communicator& flat) {
+      return flat.ReduceScatter(send, recv, count, dtype, op);
+    });
+  }
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count,
+                           DataType dtype, int root) override {
+    return Flat(CallKind::kBroadcast, [&](Communicator& flat) {
+      return flat.Broadcast(send, recv, count, dtype, root);
+    });
+  }
+  absl::Status DoAllToAll(const void* send, void* recv, size_t count,
+                          DataType dtype) override {
+    return Flat(CallKind::kAllToAll, [&](Communicator& flat) {
+      return flat.AllToAll(send, recv, count, dtype);
+    });
+  }
+  absl::Status DoGather(const void* send, void* recv, size_t count,
+                        DataType dtype, int root) override {
+    return Flat(CallKind::kGather, [&](Communicator& flat) {
+      return flat.Gather(send, recv, count, dtype, root);
+    });
+  }
+  absl::Status DoScatter(const void* send, void* recv, size_t count,
+                         DataType dtype, int root) override {
+    return Flat(CallKind::kScatter, [&](Communicator& flat) {
+      return flat.Scatter(send, recv, count, dtype, root);
+    });
+  }
+  absl::Status DoAllToAllV(const void* send,
+                           absl::Span<const size_t> send_counts,
+                           absl::Span<const size_t> send_offsets, void* recv,
+                           absl::Span<const size_t> recv_counts,
+                           absl::Span<const size_t> recv_offsets,
+                           DataType dtype) override {
+    return Flat(CallKind::kAllToAllV, [&](Communicator& flat) {
+      return flat.AllToAllV(send, send_counts, send_offsets, recv,
+                            recv_counts, recv_offsets, dtype);
+    });
+  }
+  absl::Status DoSend(const void* buf, size_t count, DataType dtype,
+                      int peer) override {
+    return Flat(CallKind::kSend, [&](Communicator& flat) {
+      return flat.Send(buf, count, dtype, peer);
+    });
+  }
+  absl::Status DoRecv(void* buf, size_t count, DataType dtype,
+                      int peer) override {
+    return Flat(CallKind::kRecv, [&](Communicator& flat) {
+      return flat.Recv(buf, count, dtype, peer);
+    });
+  }
+  absl::Status DoBatchSendRecv(absl::Span<const P2POp> ops) override {
+    return Flat(CallKind::kBatchSendRecv,
+                [&](Communicator& flat) { return flat.BatchSendRecv(ops); });
+  }
+  absl::Status DoBarrier() override {
+    return Flat(CallKind::kBarrier,
+                [&](Communicator& flat) { return flat.Barrier(); });
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
+      int color, int key, const SplitOptions& options) override {
+    DEVMESH_RETURN_IF_ERROR(CheckUsable("split"));
+    std::shared_ptr<Communicator> flat = Level(Which::kFlat);
+    if (flat == nullptr) return CheckUsable("split");
+    return flat->Split(color, key, options);
+  }
+  absl::Status DoAbort() override {
+    aborted_.store(true);
+    for (Which w : {Which::kIntra, Which::kInter, Which::kFlat}) {
+      if (std::shared_ptr<Communicator> c = Level(w)) (void)c->Abort();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  enum class Which { kIntra, kInter, kFlat };
+
+  std::shared_ptr<Communicator> Level(Which which) const {
+    sync_internal::MutexLock lock(&mu_);
+    switch (which) {
+      case Which::kIntra:
+        return intra_;
+      case Which::kInter:
+        return inter_;
+      case Which::kFlat:
+        return flat_;
+    }
+    return nullptr;
+  }
+
+  // The group's standing error: the first failure, else FailedPrecondition
+  // after Abort.
+  absl::Status CheckUsable(absl::string_view what) const {
+    {
+      sync_internal::MutexLock lock(&mu_);
+      if (!broken_.ok()) return broken_;
+    }
+    if (aborted_.load()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("two_level ", what, ": the communicator was aborted"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Records `error` (of `step`, the level's words kept) as the group's and
+  // tears the levels down, so that the members waiting for this one in any
+  // of them fail at once (shm: its peers see it leave; ucx: its goodbye
+  // notices). Returns the recorded error.
+  absl::Status Fail(absl::string_view what, absl::string_view step,
+                    const absl::Status& error) {
+    absl::Status recorded =
+        aborted_.load() && error.code() == absl::StatusCode::kFailedPrecondition
+            ? error
+            : Reworded(error, absl::StrCat("two_level ", what, " (", step,
+                                           "): ", error.message()));
+    std::shared_ptr<Communicator> intra, inter, flat;
+    {
+      sync_internal::MutexLock lock(&mu_);
+      if (broken_.ok()) broken_ = recorded;
+      intra = std::move(intra_);
+      inter = std::move(inter_);
+      flat = std::move(flat_);
+    }
+    if (intra != nullptr) (void)intra->Abort();
+    // Destroyed here (unless Abort holds a share for a moment): the ucx
+    // groups send their goodbyes.
+    return recorded;
+  }
+
+  template <typename F>
+  absl::Status Flat(CallKind kind, F&& call) {
+    const absl::string_view what = CallKindName(kind);
+    DEVMESH_RETURN_IF_ERROR(CheckUsable(what));
+    std::shared_ptr<Communicator> flat = Level(Which::kFlat);
+    if (flat == nullptr) return CheckUsable(what);
+    absl::Status s = call(*flat);
+    if (s.ok() || s.code() == absl::StatusCode::kInvalidArgument) return s;
+    return Fail(what, "flat", s);
+  }
+
+  absl::Status ShardAllReduce(Communicator& intra, Communicator& inter,
+                              const void* send, void* recv, size_t count,
+                              DataType dtype, ReduceOp op);
+  absl::Status LeaderAllReduce(Communicator& intra, Communicator& inter,
+                               const void* send, void* recv, size_t count,
+                               DataType dtype, ReduceOp op);
+
+  const TwoLevelPlan plan_;
+  const std::vector<int> global_ranks_;
+  const int rank_;
+  mutable sync_internal::Mutex mu_;
+  std::shared_ptr<Communicator> intra_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Communicator> inter_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Communicator> flat_ ABSL_GUARDED_BY(mu_);
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> aborted_{false};
+};
+
+// A step's status, with the step's name for Fail.
+#define DEVMESH_TWO_LEVEL_STEP(step_name, expr) \
+  do {                                          \
+    step = step_name;                           \
+    absl::Status step_status = (expr);          \
+    if (!step_status.ok()) return step_status;  \
+  } while (0)
+
+absl::Status TwoLevelCommunicator::DoAllReduce(const void* send, void* recv,
+                                               size_t count, DataType dtype,
+                                               ReduceOp op) {
+  DEVMESH_RETURN_IF_ERROR(CheckUsable("allreduce"));
+  if (count == 0) return absl::OkStatus();
+  std::shared_ptr<Communicator> intra = Level(Which::kIntra);
+  std::shared_ptr<Communicator> inter = Level(Which::kInter);
+  if (intra == nullptr || inter == nullptr) return CheckUsable("allreduce");
+  const ReduceOp step_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  const size_t local = static_cast<size_t>(plan_.local_size);
+  // Buffers that overlap without being one: moved, then reduced in place
+  // (the steps read send after they wrote parts of recv).
+  const size_t bytes = count * DataTypeSize(dtype);
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  if (in != out && in < out + bytes && out < in + bytes) {
+    std::memmove(out, in, bytes);
+    send = recv;
+  }
+  absl::Status s =
+      count >= local && count * DataTypeSize(dtype) >= kTwoLevelShardMinBytes
+          ? ShardAllReduce(*intra, *inter, send, recv, count, dtype, step_op)
+          : LeaderAllReduce(*intra, *inter, send, recv, count, dtype,
+                            step_op);
+  if (!s.ok()) return s;
+  if (op == ReduceOp::kAvg) {
+    reduce_internal::DivideInPlace(recv, count, dtype, size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TwoLevelCommunicator::ShardAllReduce(
+    Communicator& intra, Communicator& inter, const void* send, void* recv,
+    size_t count, DataType dtype, ReduceOp op) {
+  const size_t width = DataTypeSize(dtype);
+  const size_t local = static_cast<size_t>(plan_.local_size);
+  const size_t me = static_cast<size_t>(plan_.local_index);
+  const size_t block = count / local;
+  const size_t tail = count - block * local;
+  const int last = plan_.local_size - 1;
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  char* mine = out + me * block * width;
+  const size_t shard = block + (static_cast<int>(me) == last ? tail : 0);
+  absl::string_view step;
+  absl::Status s = [&]() -> absl::Status {
+    DEVMESH_TWO_LEVEL_STEP("intra-host reduce_scatter",
+                           intra.ReduceScatter(send, mine, block, dtype, op));
+    if (tail > 0) {
+      DEVMESH_TWO_LEVEL_STEP(
+          "intra-host reduce of the tail",
+          intra.Reduce(in + local * block * width, out + local * block * width,
+                       tail, dtype, op, last));
+    }
+    DEVMESH_TWO_LEVEL_STEP("inter-host allreduce of the shard",
+                           inter.AllReduce(mine, mine, shard, dtype, op));
+    DEVMESH_TWO_LEVEL_STEP("intra-host allgather",
+                           intra.AllGather(mine, out, block, dtype));
+    if (tail > 0) {
+      DEVMESH_TWO_LEVEL_STEP(
+          "intra-host broadcast of the tail",
+          intra.Broadcast(out + local * block * width,
+                          out + local * block * width, tail, dtype, last));
+    }
+    return absl::OkStatus();
+  }();
+  if (s.ok()) return s;
+  return Fail("allreduce", step, s);
+}
+
+absl::Status TwoLevelCommunicator::LeaderAllReduce(
+    Communicator& intra, Communicator& inter, const void* send, void* recv,
+    size_t count, DataType dtype, ReduceOp op) {
+  absl::string_view step;
+  absl::Status s = [&]() -> absl::Status {
+    DEVMESH_TWO_LEVEL_STEP("intra-host reduce",
+                           intra.Reduce(send, recv, count, dtype, op, 0));
+    if (plan_.local_index == 0) {
+      DEVMESH_TWO_LEVEL_STEP("inter-host allreduce of the host leaders",
+                             inter.AllReduce(recv, recv, count, dtype, op));
+    }
+    DEVMESH_TWO_LEVEL_STEP("intra-host broadcast",
+                           intra.Broadcast(recv, recv, count, dtype, 0));
+    return absl::OkStatus();
+  }();
+  if (s.ok()) return s;
+  return Fail("allreduce", step, s);
+}
+
+#undef DEVMESH_TWO_LEVEL_STEP
+
+absl::Status Prefixed(absl::string_view level, const absl::Status& error) {
+  return Reworded(error, absl::StrCat("two_level creation (", level,
+                                      "): ", error.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateTwoLevelCommunicator(
+    std::shared_ptr<Store> store, int rank, int size,
+    const CommOptions& options, absl::Span<const std::string> host_keys,
+    absl::string_view cross_backend) {
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<int> globals,
+                           ResolveGroupRanks("two_level", rank, size, options));
+  if (store == nullptr) {
+    return absl::InvalidArgumentError("two_level: the store is null");
+  }
+  if (static_cast<int>(host_keys.size()) != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("two_level: ", host_keys.size(),
+                     " host keys for a group of ", size));
+  }
+  std::optional<TwoLevelPlan> plan = PlanTwoLevel(host_keys, rank);
+  if (!plan.has_value()) {
+    return absl::InvalidArgumentError(
+        "two_level: the members are not on >= 2 hosts with the same number "
+        "(>= 2) of them on each");
+  }
+  auto sub_options = [&](const std::vector<int>& members,
+                         absl::string_view level) {
+    CommOptions o = options;
+    o.global_ranks.clear();
+    for (int r : members) o.global_ranks.push_back(globals[r]);
+    if (!o.label.empty()) o.label = absl::StrCat(o.label, " (", level, ")");
+    return o;
+  };
+  ShmOptions shm;
+  shm.require = true;
+  auto intra_made = CreateShmGroup(
+      std::make_shared<PrefixStore>(store,
+                                    absl::StrCat("intra/", plan->host, "/")),
+      plan->local_index, plan->local_size,
+      sub_options(plan->intra_members, "intra-host"), shm);
+  if (!intra_made.ok()) return Prefixed("intra-host", intra_made.status());
+  std::shared_ptr<Communicator> intra = *std::move(intra_made);
+  auto inter_made = CreateCommunicator(
+      cross_backend,
+      std::make_shared<PrefixStore>(
+          store, absl::StrCat("inter/", plan->local_index, "/")),
+      plan->host, plan->hosts, sub_options(plan->inter_members, "inter-host"));
+  if (!inter_made.ok()) return Prefixed("inter-host", inter_made.status());
+  std::shared_ptr<Communicator> inter = *std::move(inter_made);
+  std::vector<int> all(size);
+  for (int r = 0; r < size; ++r) all[r] = r;
+  auto flat_made = CreateCommunicator(
+      cross_backend, std::make_shared<PrefixStore>(store, "flat/"), rank, size,
+      sub_options(all, "flat"));
+  if (!flat_made.ok()) return Prefixed("flat", flat_made.status());
+  std::shared_ptr<Communicator> flat = *std::move(flat_made);
+  if (absl::Status s = inter->Barrier(); !s.ok()) {
+    return Prefixed("inter-host barrier", s);
+  }
+  std::vector<int> all_globals = globals;
+  return std::unique_ptr<Communicator>(new TwoLevelCommunicator(
+      *std::move(plan), std::move(all_globals), rank, std::move(intra),
+      std::move(inter), std::move(flat)));
+}
+
+}  // namespace devmesh

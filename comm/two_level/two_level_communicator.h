@@ -1,0 +1,90 @@
+// devmesh/comm/two_level/two_level_communicator.h
+// -----------------------------------------------------------------------------
+// A CPU group that crosses hosts with several members on each host, made of
+// three groups of its members (two_level_plan.h):
+//   - intra: this host's members, shared memory ("shm", required);
+//   - inter: the members with this member's local index, one per host, on
+//     the cross-host backend ("ucx" or "gloo");
+//   - flat: every member, on the cross-host backend.
+//
+// AllReduce (and Reduce, which the front composes from it) runs on the two
+// levels:
+//   - from kTwoLevelShardMinBytes and count >= L: intra reduce-scatter,
+//     an all-reduce of each member's shard with its inter group (the L inter
+//     groups at once, so every member carries cross-host traffic), intra
+//     all-gather. A count not divisible by L leaves a tail of count % L
+//     elements that the last local index carries with its shard (an intra
+//     reduce to it before, an intra broadcast from it after);
+//   - below: intra reduce to local index 0, all-reduce of the host leaders
+//     (the inter group of local index 0), intra broadcast.
+// avg runs as sum and divides once at the end; every member gets the same
+// bits. Every other collective, Send, Recv and Split go to the flat group
+// (a Split's children are flat groups of the cross-host backend).
+//
+// Creation, every member: the intra group under "<store>intra/<host>/", the
+// inter group under "inter/<local index>/", the flat group under "flat/",
+// in that order; then one barrier on the inter group (so that its
+// endpoints exist before the first call, and a member that gives up later
+// is seen by its inter peers at once).
+//
+// Errors: the levels' (comm/shm/shm_communicator.h,
+// comm/ucx/ucx_communicator.h), their codes and payloads kept, the message
+// prefixed "two_level <op> (<level> <step>): ". A member that died is named
+// (global rank, kProcessGonePayload or kPeerPayload) by the members that
+// share a level with it; a member whose call failed tears its levels down,
+// so its other peers fail at once naming it (Unavailable with kPeerPayload
+// or kPeerLeftPayload). The per-call check is each level's: members whose
+// all-reduces differ in count, dtype or op get InvalidArgument with
+// kDisagreementPayload; an all-reduce on some members and another kind on
+// others waits in different groups and ends at the deadline (each step is
+// bounded by the timeout; device_mesh's verify_calls adds the full check).
+// After any error the group refuses every later call with it; after Abort,
+// FailedPrecondition.
+//
+// Shrink: not offered (not a ShrinkableCommunicator); DeviceMesh::Shrink
+// makes the group anew, two-level again when the survivors' layout allows.
+//
+// Thread-safety: one call at a time; Abort from any thread.
+#ifndef DEVMESH_COMM_TWO_LEVEL_TWO_LEVEL_COMMUNICATOR_H_
+#define DEVMESH_COMM_TWO_LEVEL_TWO_LEVEL_COMMUNICATOR_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "comm/options.h"
+#include "store/store.h"
+
+namespace devmesh {
+
+// All-reduces of at least this many bytes (and at least L elements) take
+// the reduce-scatter path; smaller ones go through the host leaders.
+inline constexpr size_t kTwoLevelShardMinBytes = 64 * 1024;
+
+// Makes rank `rank` of a `size`-member two-level group over `store`;
+// `host_keys` holds one host key per group rank (two_level_plan.h) and must
+// be two-level; `cross_backend` names the inter and flat groups' backend
+// ("ucx" or "gloo"). Every member calls it with the same host_keys and
+// cross_backend.
+// Errors:
+//   InvalidArgument  the checks of comm/group_args.h; host_keys of another
+//                    length than size, or a layout that is not two-level
+//   others           a level's creation error, prefixed "two_level
+//                    creation (<level>): "
+absl::StatusOr<std::unique_ptr<Communicator>> CreateTwoLevelCommunicator(
+    std::shared_ptr<Store> store, int rank, int size,
+    const CommOptions& options, absl::Span<const std::string> host_keys,
+    absl::string_view cross_backend);
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_TWO_LEVEL_TWO_LEVEL_COMMUNICATOR_H_

@@ -1,0 +1,323 @@
+// devmesh/tests/comm/two_level_test.cc
+// The two-level group (comm/two_level/two_level_communicator.h) in real
+// processes on one machine, the hosts given as keys (2 hosts x 2 members in
+// both orders, 2 x 3, and Gloo between the hosts):
+// - all-reduce of every dtype and op, in and out of place, at counts on
+//   both paths (the host leaders' and the reduce-scatter one) and not
+//   divisible by the members per host, against exact values; overlapping
+//   buffers; the collectives that go to the flat group;
+// - a SIGKILLed member: every survivor fails (Unavailable) within 5 s, and
+//   the members that share a level with it name it (its global rank);
+// - Abort from another thread ends a blocked all-reduce
+//   (FailedPrecondition), and later calls too;
+// - a member whose count differs: InvalidArgument with
+//   kDisagreementPayload on the members of its host.
+// And PlanTwoLevel on layouts that are and are not two-level.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "comm/dtype.h"
+#include "comm/two_level/two_level_communicator.h"
+#include "comm/two_level/two_level_plan.h"
+#include "gtest/gtest.h"
+#include "status/status_macros.h"
+#include "tests/comm/fork_ranks.h"
+#include "tests/comm/typed_values.h"
+
+namespace devmesh {
+namespace {
+
+using testing::CheckEqual;
+using testing::Decode;
+using testing::Encode;
+using testing::ForkRanks;
+using testing::InputValue;
+using testing::ReduceValues;
+
+// 1 and 13: the leaders' path; 70001 (odd, not a multiple of 2 or 3, at
+// least 64 KiB in every dtype): the reduce-scatter path with a tail.
+constexpr size_t kCounts[] = {1, 13, 70001};
+
+std::vector<std::string> Keys(const std::string& layout) {
+  std::vector<std::string> keys;
+  for (char c : layout) keys.emplace_back(1, c);
+  return keys;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Make(
+    const std::string& layout, const std::string& backend, int rank,
+    std::shared_ptr<Store> store, absl::Duration timeout = absl::Seconds(60)) {
+  CommOptions options;
+  options.timeout = timeout;
+  options.label = "mesh dim 'dp'";
+  std::vector<std::string> keys = Keys(layout);
+  return CreateTwoLevelCommunicator(std::move(store), rank,
+                                    static_cast<int>(keys.size()), options,
+                                    keys, backend);
+}
+
+absl::Status Check(bool ok, const std::string& what) {
+  return ok ? absl::OkStatus() : absl::InternalError(what);
+}
+
+TEST(TwoLevelPlanTest, Layouts) {
+  auto plan = PlanTwoLevel(Keys("abab"), 3);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->hosts, 2);
+  EXPECT_EQ(plan->local_size, 2);
+  EXPECT_EQ(plan->host, 1);
+  EXPECT_EQ(plan->local_index, 1);
+  EXPECT_EQ(plan->intra_members, (std::vector<int>{1, 3}));
+  EXPECT_EQ(plan->inter_members, (std::vector<int>{2, 3}));
+  plan = PlanTwoLevel(Keys("aaabbbccc"), 4);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->intra_members, (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(plan->inter_members, (std::vector<int>{1, 4, 7}));
+  EXPECT_FALSE(PlanTwoLevel(Keys("aaaa"), 0).has_value());  // one host
+  EXPECT_FALSE(PlanTwoLevel(Keys("ab"), 0).has_value());    // one per host
+  EXPECT_FALSE(PlanTwoLevel(Keys("aab"), 0).has_value());   // uneven
+  EXPECT_FALSE(PlanTwoLevel(Keys("aabbb"), 0).has_value());
+  EXPECT_FALSE(PlanTwoLevel(Keys("aabb"), 4).has_value());  // no such rank
+}
+
+// (host layout, cross-host backend).
+class TwoLevelTest
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  static std::string Layout() { return std::get<0>(GetParam()); }
+  static std::string Backend() { return std::get<1>(GetParam()); }
+};
+
+TEST_P(TwoLevelTest, AllReduceEveryDtypeAndOp) {
+  const std::string layout = Layout(), backend = Backend();
+  absl::Status status = ForkRanks(
+      static_cast<int>(layout.size()),
+      [&](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+        DEVMESH_ASSIGN_OR_RETURN(auto comm, Make(layout, backend, rank, store));
+        DEVMESH_RETURN_IF_ERROR(
+            Check(comm->backend() == "two_level" && comm->rank() == rank &&
+                      comm->size() == size,
+                  "identity"));
+        for (DataType dtype : kAllDataTypes) {
+          for (ReduceOp op : kAllReduceOps) {
+            // A float average over a size that is not a power of two is
+            // not exact (typed_values.h).
+            if (op == ReduceOp::kAvg && (size & (size - 1)) != 0 &&
+                (dtype == DataType::kFloat32 || dtype == DataType::kFloat64 ||
+                 dtype == DataType::kFloat16 || dtype == DataType::kBFloat16)) {
+              continue;
+            }
+            for (size_t count : kCounts) {
+              for (bool in_place : {false, true}) {
+                std::vector<double> in(count), expected(count);
+                std::vector<double> all(size);
+                for (size_t i = 0; i < count; ++i) {
+                  in[i] = InputValue(op, dtype, rank, i);
+                  for (int r = 0; r < size; ++r) {
+                    all[r] = InputValue(op, dtype, r, i);
+                  }
+                  expected[i] = ReduceValues(op, dtype, all);
+                }
+                std::vector<char> send = Encode(dtype, in);
+                std::vector<char> recv(send.size(), 0);
+                char* out = in_place ? send.data() : recv.data();
+                const std::string what = absl::StrCat(
+                    "allreduce ", DataTypeName(dtype), " ", ReduceOpName(op),
+                    " count ", count, in_place ? " in place" : "");
+                DEVMESH_RETURN_IF_ERROR(
+                    comm->AllReduce(send.data(), out, count, dtype, op));
+                DEVMESH_RETURN_IF_ERROR(
+                    CheckEqual(what, expected, Decode(dtype, out, count)));
+                if (!in_place && send != Encode(dtype, in)) {
+                  return absl::InternalError(what + ": send changed");
+                }
+              }
+            }
+          }
+        }
+        return absl::OkStatus();
+      },
+      absl::Seconds(300));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST_P(TwoLevelTest, OverlappingBuffersAndFlatCollectives) {
+  const std::string layout = Layout(), backend = Backend();
+  absl::Status status = ForkRanks(
+      static_cast<int>(layout.size()),
+      [&](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+        DEVMESH_ASSIGN_OR_RETURN(auto comm, Make(layout, backend, rank, store));
+        const int32_t ranks_sum = size * (size + 1) / 2;
+        // send = buf[0, n), recv = buf[2, n + 2), on both paths.
+        for (size_t n : {size_t{6}, size_t{40001}}) {
+          std::vector<int32_t> buf(n + 2, -7);
+          for (size_t i = 0; i < n; ++i) {
+            buf[i] = (rank + 1) * static_cast<int32_t>(i % 100 + 1);
+          }
+          DEVMESH_RETURN_IF_ERROR(comm->AllReduce(
+              buf.data(), buf.data() + 2, n, DataType::kInt32, ReduceOp::kSum));
+          for (size_t i = 0; i < n; ++i) {
+            const int32_t want = ranks_sum * static_cast<int32_t>(i % 100 + 1);
+            DEVMESH_RETURN_IF_ERROR(Check(
+                buf[2 + i] == want,
+                absl::StrCat("overlap n=", n, ": [", i, "] = ", buf[2 + i])));
+          }
+        }
+        // The flat group's collectives.
+        std::vector<int32_t> mine(3, rank), gathered(3 * size, -1);
+        DEVMESH_RETURN_IF_ERROR(
+            comm->AllGather(absl::MakeConstSpan(mine), absl::MakeSpan(gathered)));
+        for (int i = 0; i < 3 * size; ++i) {
+          DEVMESH_RETURN_IF_ERROR(
+              Check(gathered[i] == i / 3, absl::StrCat("allgather [", i, "]")));
+        }
+        std::vector<int32_t> b(5, rank == 1 ? 42 : 0);
+        DEVMESH_RETURN_IF_ERROR(comm->Broadcast(absl::MakeSpan(b), 1));
+        DEVMESH_RETURN_IF_ERROR(Check(b[4] == 42, "broadcast"));
+        DEVMESH_RETURN_IF_ERROR(comm->Barrier());
+        std::vector<int32_t> r(2, rank + 1);
+        DEVMESH_RETURN_IF_ERROR(comm->Reduce(absl::MakeSpan(r).subspan(0, 2),
+                                             absl::MakeSpan(r), ReduceOp::kMax,
+                                             0));
+        if (rank == 0) {
+          DEVMESH_RETURN_IF_ERROR(Check(r[1] == size, "reduce"));
+        }
+        return absl::OkStatus();
+      },
+      absl::Seconds(120));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, TwoLevelTest,
+    ::testing::Values(std::make_tuple("aabb", "ucx"),
+                      std::make_tuple("abab", "ucx"),
+                      std::make_tuple("aaabbb", "ucx"),
+                      std::make_tuple("aabb", "gloo")),
+    [](const auto& info) {
+      return absl::StrCat(std::get<0>(info.param), "_",
+                          std::get<1>(info.param));
+    });
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// Rank 3 (host b, local index 1) is killed once every rank finished a
+// first all-reduce; the others' next all-reduce (the reduce-scatter path)
+// fails. Ranks 1 (its inter-host peer) and 2 (its host's other member)
+// name global rank 3; rank 0 names a member (the one that gave up).
+TEST(TwoLevelFailureTest, SigkilledMemberIsNamed) {
+  absl::Status status = ForkRanks(
+      4, [&](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+        DEVMESH_ASSIGN_OR_RETURN(
+            auto comm, Make("aabb", "ucx", rank, store, absl::Seconds(30)));
+        std::vector<float> x(1 << 16, 1.0f);
+        DEVMESH_RETURN_IF_ERROR(comm->AllReduce(absl::MakeSpan(x),
+                                                ReduceOp::kSum));
+        DEVMESH_RETURN_IF_ERROR(store->Set(absl::StrCat("warm/", rank), "1"));
+        if (rank == 3) {
+          DEVMESH_RETURN_IF_ERROR(
+              store->Wait(std::vector<std::string>{"warm/0", "warm/1", "warm/2"},
+                          absl::Seconds(30)));
+          DEVMESH_RETURN_IF_ERROR(store->Set("killed", "1"));
+          kill(getpid(), SIGKILL);
+          return absl::InternalError("still alive after SIGKILL");
+        }
+        DEVMESH_RETURN_IF_ERROR(store->Wait(std::vector<std::string>{"killed"},
+                                                  absl::Seconds(30)));
+        const int64_t start = NowMs();
+        const absl::Status got =
+            comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+        const int64_t took = NowMs() - start;
+        DEVMESH_RETURN_IF_ERROR(Check(
+            absl::IsUnavailable(got) && took < 5000,
+            absl::StrCat("took ", took, " ms: ", got.ToString())));
+        const int named = PeerRank(got);
+        if (rank == 0) {
+          DEVMESH_RETURN_IF_ERROR(
+              Check(named >= 1 && named <= 3, got.ToString()));
+        } else {
+          DEVMESH_RETURN_IF_ERROR(Check(named == 3, got.ToString()));
+        }
+        // Sticky.
+        const absl::Status again =
+            comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+        return Check(again.code() == got.code(), again.ToString());
+      },
+      absl::Seconds(90));
+  // ForkRanks counts the killed child as a failure; the survivors' bodies
+  // checked their own results.
+  EXPECT_EQ(status, absl::InternalError(
+                        "rank 3: INTERNAL: killed by signal 9 (Killed)"));
+}
+
+// Rank 0 calls an all-reduce its peers never join; another thread aborts
+// it after 300 ms.
+TEST(TwoLevelFailureTest, AbortFromAnotherThread) {
+  absl::Status status = ForkRanks(
+      4, [&](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+        DEVMESH_ASSIGN_OR_RETURN(
+            auto comm, Make("aabb", "ucx", rank, store, absl::Seconds(30)));
+        if (rank != 0) {
+          DEVMESH_RETURN_IF_ERROR(store->Wait(std::vector<std::string>{"done"},
+                                                  absl::Seconds(60)));
+          return absl::OkStatus();
+        }
+        for (size_t n : {size_t{16}, size_t{1} << 16}) {
+          std::vector<float> x(n, 1.0f);
+          std::thread aborter([&] {
+            absl::SleepFor(absl::Milliseconds(300));
+            (void)comm->Abort();
+          });
+          const int64_t start = NowMs();
+          const absl::Status got =
+              comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+          const int64_t took = NowMs() - start;
+          aborter.join();
+          DEVMESH_RETURN_IF_ERROR(Check(
+              absl::IsFailedPrecondition(got) && took < 3000,
+              absl::StrCat("n=", n, " took ", took, " ms: ", got.ToString())));
+          const absl::Status again = comm->Barrier();
+          DEVMESH_RETURN_IF_ERROR(
+              Check(absl::IsFailedPrecondition(again), again.ToString()));
+        }
+        return store->Set("done", "1");
+      },
+      absl::Seconds(90));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Rank 3 passes one element more: the members of its host (ranks 2 and 3)
+// fail with InvalidArgument and kDisagreementPayload; every member fails.
+TEST(TwoLevelFailureTest, CountThatDiffersIsFound) {
+  absl::Status status = ForkRanks(
+      4, [&](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+        DEVMESH_ASSIGN_OR_RETURN(
+            auto comm, Make("aabb", "ucx", rank, store, absl::Seconds(10)));
+        const size_t n = (1 << 16) + (rank == 3 ? 1 : 0);
+        std::vector<float> x(n, 1.0f);
+        const absl::Status got =
+            comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+        DEVMESH_RETURN_IF_ERROR(Check(!got.ok(), "a mismatch went through"));
+        if (rank >= 2) {
+          DEVMESH_RETURN_IF_ERROR(
+              Check(absl::IsInvalidArgument(got) && DisagreeingRank(got) >= 0,
+                    got.ToString()));
+        }
+        return absl::OkStatus();
+      },
+      absl::Seconds(60));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+}  // namespace
+}  // namespace devmesh
