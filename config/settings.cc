@@ -130,6 +130,7 @@ const std::vector<Known>& Table() {
             &Settings::gloo_sync_route),
       Entry("DEVMESH_CROSS_HOST_BACKEND", Form::kCrossHost, true,
             &Settings::cross_host_backend),
+      Entry("DEVMESH_TWO_LEVEL", Form::kSwitch, true, &Settings::two_level),
       Entry("DEVMESH_FAILURE_WATCH", Form::kSwitch, true,
             &Settings::failure_watch),
       Entry("DEVMESH_LEASE_PERIOD_MS", Form::kPositiveCount, true,

@@ -25,6 +25,7 @@
 //   DEVMESH_GLOO_SYNC_MAX_BYTES    gloo_sync_max_bytes       bytes    yes
 //   DEVMESH_GLOO_SYNC_ROUTE        gloo_sync_route           0|1|auto yes
 //   DEVMESH_CROSS_HOST_BACKEND     cross_host_backend        gloo|ucx yes
+//   DEVMESH_TWO_LEVEL              two_level                 0|1      yes
 //   DEVMESH_FAILURE_WATCH          failure_watch             0|1      yes
 //   DEVMESH_LEASE_PERIOD_MS        lease_period_ms           count>0  yes
 //   DEVMESH_LEASE_SILENCE_MS       lease_silence_ms          count>0  yes
@@ -35,7 +36,10 @@
 // gloo_sync_route: 0 never, 1 every power-of-two Gloo group, auto groups that
 // cross hosts (comm/gloo/gloo_sync_allreduce.h). cross_host_backend: the
 // backend of a "cpu" group (backend "auto", device_mesh/mesh_runtime.h)
-// whose members are not all on one host name or cannot share memory. "agree": the value must be the
+// whose members are not all on one host name or cannot share memory. two_level:
+// whether such a group whose hosts each hold the same number (> 1) of its
+// members is two-level (comm/two_level/two_level_communicator.h;
+// device_mesh/mesh_runtime.h says the default). "agree": the value must be the
 // same on every rank of a mesh (the algorithms' steps misalign otherwise);
 // InitDeviceMesh compares the parsed values (AgreedSettingsText), so "1K" on
 // one rank and "1024" on another agree.
@@ -91,6 +95,9 @@ struct Settings {
   std::optional<GlooSyncRoute> gloo_sync_route;
   // The backend of "auto" CPU groups across hosts (device_mesh).
   std::optional<CrossHostBackend> cross_host_backend;
+  // Two-level "cpu" groups across hosts (shm inside, the cross-host backend
+  // between the hosts; device_mesh).
+  std::optional<bool> two_level;
   // The failure watch (device_mesh/failure_watch.h).
   std::optional<bool> failure_watch;
   std::optional<int64_t> lease_period_ms;

@@ -11,6 +11,8 @@
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
 #include "comm/shm/shm_communicator.h"
+#include "comm/two_level/two_level_communicator.h"
+#include "comm/two_level/two_level_plan.h"
 #include "comm/verified_communicator.h"
 #include "config/settings.h"
 #include "device_mesh/group_tag.h"
@@ -101,11 +103,31 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::CreateOn(
     auto made = CreateShmGroup(store, index, size, options, shm);
     if (!made.ok() || *made != nullptr) return shared(std::move(made));
   }
-  // Across hosts: DEVMESH_CROSS_HOST_BACKEND (an agreed setting).
-  const bool ucx = ProcessSettings().cross_host_backend.value_or(
+  // Across hosts: DEVMESH_CROSS_HOST_BACKEND and DEVMESH_TWO_LEVEL (agreed
+  // settings).
+  const Settings& settings = ProcessSettings();
+  const bool ucx = settings.cross_host_backend.value_or(
                        CrossHostBackend::kGloo) == CrossHostBackend::kUcx;
-  return shared(CreateCommunicator(ucx ? "ucx" : "gloo", std::move(store),
-                                   index, size, options));
+  const char* cross = ucx ? "ucx" : "gloo";
+  if (backend == "auto" && settings.two_level.value_or(kTwoLevelByDefault)) {
+    if (std::vector<std::string> keys = HostKeys(members);
+        !keys.empty() && PlanTwoLevel(keys, index).has_value()) {
+      return shared(CreateTwoLevelCommunicator(std::move(store), index, size,
+                                               options, keys, cross));
+    }
+  }
+  return shared(
+      CreateCommunicator(cross, std::move(store), index, size, options));
+}
+
+std::vector<std::string> MeshRuntime::HostKeys(
+    const std::vector<int>& members) const {
+  std::vector<std::string> keys;
+  for (int r : members) {
+    if (r < 0 || static_cast<size_t>(r) >= hostnames_.size()) return {};
+    keys.push_back(hostnames_[r]);
+  }
+  return keys;
 }
 
 absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(

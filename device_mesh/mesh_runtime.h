@@ -62,6 +62,10 @@
 
 namespace devmesh {
 
+// Whether a "cpu" group that crosses hosts with the same number (> 1) of
+// its members on each is two-level when DEVMESH_TWO_LEVEL is unset.
+inline constexpr bool kTwoLevelByDefault = false;
+
 class MeshRuntime {
  public:
   // A runtime over `store` for world rank `rank` of `world_size`.
@@ -316,6 +320,9 @@ class MeshRuntime {
   // Whether every rank of `members` has the same host name in the host
   // table (true without one).
   bool OnOneHostName(const std::vector<int>& members) const;
+  // The host names of `members` (world ranks) from the host table; empty
+  // without one.
+  std::vector<std::string> HostKeys(const std::vector<int>& members) const;
   // The one place a group's transport is chosen (collective over the
   // members; keys under `store`): CreateCommunicator(backend) for a backend
   // that is its own transport; for "shm", CreateShmGroup with require
@@ -324,7 +331,12 @@ class MeshRuntime {
   // host name, and a group of the cross-host backend (Gloo, or UCX with
   // DEVMESH_CROSS_HOST_BACKEND=ucx; config/settings.h) of the same members
   // under the same store when they are not on one host name or cannot share
-  // memory (every member decides alike). That fallback gets the group's whole timeout
+  // memory (every member decides alike); with DEVMESH_TWO_LEVEL (default:
+  // kTwoLevelByDefault), a cross-host group whose hosts (by name) each hold
+  // the same number (> 1) of its members is two-level instead
+  // (comm/two_level/two_level_communicator.h: shm inside each host, the
+  // cross-host backend between them; its three groups are made one after
+  // the other, each bounded by the timeout). That fallback gets the group's whole timeout
   // after the shared-memory set-up, so the creation of such a group is
   // bounded by twice its timeout (the set-up ends early unless a member is
   // missing, and a missing member ends it with DeadlineExceeded, not a

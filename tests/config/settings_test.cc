@@ -40,6 +40,7 @@ TEST(SettingsTest, EveryVariableParsesIntoItsField) {
       {"DEVMESH_GLOO_SYNC_MAX_BYTES", "2G"},
       {"DEVMESH_GLOO_SYNC_ROUTE", "1"},
       {"DEVMESH_CROSS_HOST_BACKEND", "ucx"},
+      {"DEVMESH_TWO_LEVEL", "0"},
       {"DEVMESH_FAILURE_WATCH", "0"},
       {"DEVMESH_LEASE_PERIOD_MS", "100"},
       {"DEVMESH_LEASE_SILENCE_MS", "900"},
@@ -60,6 +61,7 @@ TEST(SettingsTest, EveryVariableParsesIntoItsField) {
   EXPECT_EQ(s->gloo_sync_max_bytes, size_t{2} << 30);
   EXPECT_EQ(s->gloo_sync_route, GlooSyncRoute::kEveryGroup);
   EXPECT_EQ(s->cross_host_backend, CrossHostBackend::kUcx);
+  EXPECT_EQ(s->two_level, false);
   EXPECT_EQ(s->failure_watch, false);
   EXPECT_EQ(s->lease_period_ms, 100);
   EXPECT_EQ(s->lease_silence_ms, 900);
@@ -73,6 +75,7 @@ TEST(SettingsTest, EveryVariableParsesIntoItsField) {
                  {"DEVMESH_GLOO_SYNC_MAX_BYTES", "2147483648"},
                  {"DEVMESH_GLOO_SYNC_ROUTE", "1"},
                  {"DEVMESH_CROSS_HOST_BACKEND", "ucx"},
+                 {"DEVMESH_TWO_LEVEL", "0"},
                  {"DEVMESH_FAILURE_WATCH", "0"},
                  {"DEVMESH_LEASE_PERIOD_MS", "100"},
                  {"DEVMESH_LEASE_SILENCE_MS", "900"}}));
