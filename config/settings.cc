@@ -148,7 +148,7 @@ constexpr const char* kReadElsewhere[] = {
     "DEVMESH_STORE_ADDR",     "DEVMESH_STORE_TOKEN", "DEVMESH_STORE_LISTEN_FD",
     "DEVMESH_TORCH_VENV",     "DEVMESH_TORCH_SPEC",  "DEVMESH_REQUIRE_TORCH",
     "DEVMESH_TEST_HAS_NCCL",  "DEVMESH_WORLD_SIZES", "DEVMESH_WITH_CUDA",
-    "DEVMESH_NOCOMPILE_CASE",
+    "DEVMESH_NOCOMPILE_CASE", "DEVMESH_SPARE",
 };
 
 bool Parse(Form form, absl::string_view text, uint64_t* out) {

@@ -46,7 +46,8 @@
 //
 // Also known, and not parsed here (their readers check them): the
 // rendezvous's DEVMESH_STORE_ADDR, DEVMESH_STORE_TOKEN and
-// DEVMESH_STORE_LISTEN_FD (bootstrap/rendezvous.h), and the variables that
+// DEVMESH_STORE_LISTEN_FD (bootstrap/rendezvous.h), DEVMESH_SPARE (a rank
+// restarted as a spare, device_mesh/spare_runtime.h), and the variables that
 // devmesh's own scripts and tests read (DEVMESH_TORCH_VENV,
 // DEVMESH_TORCH_SPEC, DEVMESH_REQUIRE_TORCH, DEVMESH_TEST_HAS_NCCL,
 // DEVMESH_WORLD_SIZES, DEVMESH_WITH_CUDA, DEVMESH_NOCOMPILE_CASE).

@@ -48,6 +48,7 @@ TEST(SettingsTest, EveryVariableParsesIntoItsField) {
       // Known, read elsewhere.
       {"DEVMESH_STORE_ADDR", "h:1"},
       {"DEVMESH_REQUIRE_TORCH", "1"},
+      {"DEVMESH_SPARE", "1"},  // a restarted rank (device_mesh/spare_runtime.h)
   });
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->shm_spin, 64);
