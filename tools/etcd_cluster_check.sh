@@ -77,8 +77,11 @@ kill_host() {
   kill -9 $pids 2>/dev/null || true
 }
 
+# One run at a time on the dmec-* namespaces (tools/ns_lock.sh).
+source tools/ns_lock.sh
 hosts_down() {
   local n pid
+  ns_lock_held || return 0
   for n in $HOSTS; do kill_host "$n"; done
   for n in $HOSTS; do
     pid=$(holder_pid "$n")
@@ -316,6 +319,7 @@ main() {
   fi
   mkdir -p "$BIN"
   cp bazel-out/k8-opt/bin/examples/elastic/elastic_training_main "$BIN/"
+  ns_lock /run/devmesh-etcd-cluster-check.lock "${ETCD_CHECK_LOCK_WAIT_S:-3600}" || exit 1
   hosts_down
   hosts_up || exit 1
   local run name

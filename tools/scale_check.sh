@@ -105,8 +105,11 @@ CHECKS=(--expect_ranks "$NPROC")
 
 WORK="$(mktemp -d /tmp/scale_check.XXXXXX)"
 NS_PREFIX="dmsc-h" SWITCH_NS="dmsc-sw" NET="10.231.9" BRIDGE="dmscbr0"
+# One run at a time on the dmsc-* namespaces (tools/ns_lock.sh).
+source tools/ns_lock.sh
 hosts_down() {
   local n ns pids
+  ns_lock_held || return 0
   for n in $(seq "$ALL_HOSTS") sw; do
     ns="$NS_PREFIX$n"; [ "$n" = sw ] && ns="$SWITCH_NS"
     pids=$(ip netns pids "$ns" 2>/dev/null) || continue
@@ -127,6 +130,7 @@ trap 'exit 130' INT TERM
 
 # The hosts: namespace N has eth0 = $NET.N on the bridge of $SWITCH_NS.
 hosts_up() {
+  ns_lock /run/devmesh-scale-check.lock "${SCALE_CHECK_LOCK_WAIT_S:-3600}" || return 1
   hosts_down
   local n ns hosts_file="$WORK/hosts"
   printf '127.0.0.1 localhost\n' > "$hosts_file"

@@ -21,8 +21,7 @@
 # them) before it deletes the network namespaces.
 #
 # One user at a time: lc_hosts_up takes an exclusive lock on $LC_LOCK
-# (flock, held by an fd this shell keeps until it exits, up to
-# $LC_LOCK_WAIT_S seconds' wait), so that tools/launcher_check.sh and
+# (tools/ns_lock.sh, waiting up to $LC_LOCK_WAIT_S s), so that tools/launcher_check.sh and
 # tools/cross_host_bench.sh run one after the other, never in the same
 # namespaces at once (a second run's ranks would join the first's store).
 # lc_hosts_down does nothing in a shell that does not hold the lock, so a
@@ -31,6 +30,7 @@
 # Needs: root, ip (iproute2), unshare and nsenter (util-linux), flock.
 
 LC_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$LC_DIR/../ns_lock.sh"
 LC_NET_PREFIX="10.231.7"     # host N gets ${LC_NET_PREFIX}.N
 LC_NS_PREFIX="dmlc-h"        # network namespaces dmlc-h1, dmlc-h2
 LC_HOST_PREFIX="dmh"         # host names dmh1, dmh2
@@ -40,7 +40,6 @@ LC_IFACE="dmlc0"             # ... then renamed dmlc0 on both hosts (so one
 LC_SHM_DIR="/run/devmesh-launcher-check"  # holders' pid files (<view>.pid)
 LC_LOCK="${LC_LOCK:-/run/devmesh-launcher-check.lock}"
 LC_LOCK_WAIT_S="${LC_LOCK_WAIT_S:-3600}"
-LC_LOCK_FD=""                # set while this shell holds $LC_LOCK
 LC_VIEWS="1 2 1b"            # mount namespaces: host 1, host 2, host 1 again
 
 lc_host_name() { echo "${LC_HOST_PREFIX}$1"; }
@@ -125,25 +124,9 @@ lc_host_kill_all() {
   kill -9 $pids 2>/dev/null || true
 }
 
-# Takes $LC_LOCK (see above); 1 when another run held it past the wait.
-lc_hosts_lock() {
-  [ -n "$LC_LOCK_FD" ] && return 0
-  local fd
-  exec {fd}>>"$LC_LOCK"
-  if ! flock -n "$fd"; then
-    echo "hosts.sh: another run holds the namespace hosts ($LC_LOCK); waiting up to ${LC_LOCK_WAIT_S} s" >&2
-    if ! flock -w "$LC_LOCK_WAIT_S" "$fd"; then
-      echo "hosts.sh: the namespace hosts are still in use after ${LC_LOCK_WAIT_S} s ($LC_LOCK; its holders: fuser -v $LC_LOCK)" >&2
-      exec {fd}>&-
-      return 1
-    fi
-  fi
-  LC_LOCK_FD="$fd"
-}
-
 lc_hosts_down() {
   local n
-  [ -n "$LC_LOCK_FD" ] || return 0
+  ns_lock_held || return 0
   for n in 1 2; do
     lc_host_kill_all "$n"
   done
@@ -158,7 +141,7 @@ lc_hosts_down() {
 }
 
 lc_hosts_up() {
-  lc_hosts_lock || return 1
+  ns_lock "$LC_LOCK" "$LC_LOCK_WAIT_S" || return 1
   lc_hosts_down
   local n other ns
   for n in 1 2; do
