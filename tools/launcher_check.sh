@@ -7,7 +7,11 @@
 # //tools/launcher_check:mesh_check (a 2 x 2 mesh, rank ids all-reduced along
 # each dim, exact sums checked) or //bench:allreduce_2d in a short mode, and
 # reads back what every rank printed, each dim's backend included ("shm"
-# inside a host, "gloo" across, "ucx" across in the UCX rows). Prints one
+# inside a host, "gloo" across, "ucx" across in the UCX rows). Under mpirun
+# and srun it also runs //examples/elastic:elastic_training_main over a
+# //store:server with rank 2 SIGKILLed: the survivors Shrink, and, in the
+# heal rows, the dead rank is started again as a spare beside the job
+# (tools/launcher_check/heal_with_spare.sh) and grown back in. Prints one
 # table and exits non-zero when any check fails. Namespaces (network, and
 # mount with each host's /dev/shm tmpfs), daemons and processes it started
 # are removed by a trap, also when a step fails or the script is
@@ -165,10 +169,14 @@ check_killed() {
 # start_store / stop_store: that server on host 1, a fresh one per job (its
 # keys are not namespaced); its address in STORE_ADDR.
 start_store() {
+  # The last server's log goes first: its "listening on" line would be read
+  # before the new server's redirection truncates the file (seen: a job sent
+  # to the stopped server's port, every rank "Connection refused").
+  rm -f "$WORK/store.log"
   "$ON_HOST" 1 "$WORK/bin/server" --port=0 > "$WORK/store.log" 2>&1 &
   STORE_PID=$!
   local i
-  for i in $(seq 100); do grep -q "listening on" "$WORK/store.log" && break; sleep 0.1; done
+  for i in $(seq 100); do grep -qs "listening on" "$WORK/store.log" && break; sleep 0.1; done
   STORE_ADDR="$H1:$(grep -o 'listening on .*' "$WORK/store.log" | grep -o '[0-9]*$')"
 }
 stop_store() {
@@ -188,6 +196,36 @@ check_elastic() {
   add_row "$launcher, rank 2 killed, Shrink" "$hosts" "3x2 dp,tp" "-" "-" \
     "$good survivors equal a fresh run, $removed removed; exit $RC" "$SECS" "$result"
   [ "$result" = pass ] || show_log "$log"
+}
+
+# Heal (issue 38): the same job with --heal; the live rank of the lost
+# replica stays as a spare, and the dead rank is started again as a spare
+# beside the job by tools/launcher_check/heal_with_spare.sh (the job's store
+# address, the dead rank's variables, DEVMESH_SPARE=1), since neither
+# launcher restarts a failed rank itself. check_heal LAUNCHER HOSTS PREFIX
+# (PREFIX_job.log, PREFIX_spare.log): the four members must grow back to 3
+# replicas, both spares be admitted, and all six end with a fresh run's
+# parameters (3, 2, then 3 replicas).
+check_heal() {
+  local launcher="$1" hosts="$2" job="$3_job.log" spare="$3_spare.log"
+  local result=pass grew admitted good
+  grew=$(grep -c "grew at step" "$job")
+  admitted=$(cat "$job" "$spare" | grep -c "admitted as a spare")
+  good=$(cat "$job" "$spare" | grep -c "equal a fresh run's")
+  if [ "$grew" -ne 4 ] || [ "$admitted" -ne 2 ] || [ "$good" -ne 6 ]; then
+    result="FAIL ($grew/4 members grew, $admitted/2 spares admitted, $good/6 equal a fresh run)"
+  fi
+  add_row "$launcher" "$hosts" "3x2 dp,tp" "-" "-" \
+    "$grew members grew, $admitted spares admitted, $good equal a fresh run; $(grep -m1 '^heal_with_spare:' "$3.log")" \
+    "$SECS" "$result"
+  [ "$result" = pass ] || { show_log "$3.log"; show_log "$job"; show_log "$spare"; }
+}
+# SPARE_ENV RANK LOCAL_RANK LOCAL_WORLD: the variables of the dead rank
+# started again by hand as a spare of the 6-rank job (torchrun's family,
+# which takes precedence over the launcher's own variables).
+spare_env() {
+  echo env RANK="$1" WORLD_SIZE=6 LOCAL_RANK="$2" LOCAL_WORLD_SIZE="$3" \
+    DEVMESH_STORE_ADDR="$STORE_ADDR" DEVMESH_SPARE=1
 }
 
 # slurm_agrees LOG: every rank's reading of Slurm's variables against Slurm's
@@ -301,6 +339,16 @@ run "$WORK/mpi_elastic.log" "$ON_HOST" 1 mpirun -np 6 --oversubscribe \
   --enable-recovery -x DEVMESH_STORE_ADDR="$STORE_ADDR" "$ELASTIC" --kill_rank=2
 stop_store
 check_elastic "mpirun -np 6 --enable-recovery" 1 "$WORK/mpi_elastic.log"
+# Heal: Open MPI 4.1's mpirun accepts --enable-recovery --max-restarts 1 but
+# starts no failed process again (checked with 4.1.4: a SIGKILLed rank stays
+# dead), so the spare is started beside the job, by hand.
+start_store
+run "$WORK/mpi_heal.log" "$HERE/heal_with_spare.sh" "$WORK/mpi_heal_job.log" \
+  "$WORK/mpi_heal_spare.log" -- "$ON_HOST" 1 mpirun -np 6 --oversubscribe \
+  --enable-recovery -x DEVMESH_STORE_ADDR="$STORE_ADDR" "$ELASTIC" --kill_rank=2 \
+  --heal -- "$ON_HOST" 1 $(spare_env 2 2 6) "$ELASTIC" --kill_rank=2 --heal
+stop_store
+check_heal "mpirun -np 6 --enable-recovery, rank 2 killed, spare by hand, Grow" 1 "$WORK/mpi_heal"
 
 # Slurm: the cluster of both hosts; one node, then both.
 if lc_slurm_up "$WORK/slurm"; then
@@ -317,6 +365,23 @@ if lc_slurm_up "$WORK/slurm"; then
     srun -N2 --ntasks-per-node=3 --time=2 --kill-on-bad-exit=0 "$ELASTIC" --kill_rank=2
   stop_store
   check_elastic "srun -N2 --ntasks-per-node=3 --kill-on-bad-exit=0" 2 "$WORK/srun_elastic.log"
+  # Heal: srun never starts a failed task again; in one allocation the job
+  # is one step and the spare a second step on host 1 (where rank 2 ran),
+  # sharing its CPUs (--overlap). --backend=gloo: a spare's runtime has no
+  # host table (spare_runtime.h), so under "auto" it tries shared memory for
+  # every group while the members, who know the hosts, go straight to Gloo
+  # for the groups that cross them (dp [0, 4, 2] and tp [2, 3] here); both
+  # sides wait until the group timeout (seen: every rank DeadlineExceeded
+  # after 60 s). On one host (the mpirun row) "auto" is right for both.
+  start_store
+  run "$WORK/srun_heal.log" "$ON_HOST" 1 env DEVMESH_STORE_ADDR="$STORE_ADDR" \
+    salloc -N2 --ntasks-per-node=3 --time=3 "$HERE/heal_with_spare.sh" \
+    "$WORK/srun_heal_job.log" "$WORK/srun_heal_spare.log" -- \
+    srun --kill-on-bad-exit=0 "$ELASTIC" --kill_rank=2 --heal --backend=gloo -- \
+    srun -N1 -n1 -w "$(lc_host_name 1)" --overlap $(spare_env 2 2 3) "$ELASTIC" \
+    --kill_rank=2 --heal --backend=gloo
+  stop_store
+  check_heal "salloc -N2 --ntasks-per-node=3: srun step, rank 2 killed, spare step, Grow (--backend=gloo)" 2 "$WORK/srun_heal"
 else
   add_row "srun (cluster start)" 2 - - - - - "FAIL (Slurm did not start)"
 fi
