@@ -188,7 +188,7 @@ class TwoLevelCommunicator final : public Communicator {
     std::shared_ptr<Communicator> flat = Level(Which::kFlat);
     if (flat == nullptr) return CheckUsable(what);
     absl::Status s = call(*flat);
-    if (s.ok() || s.code() == absl::StatusCode::kInvalidArgument) return s;
+    if (s.ok()) return s;
     return Fail(what, "flat", s);
   }
 
