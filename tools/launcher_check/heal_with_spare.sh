@@ -31,7 +31,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 if ! grep -q "SIGKILL at step" "$job_log"; then
-  echo "heal_with_spare: no rank of the job was killed within 60 s" >&2
+  echo "heal_with_spare: the job printed no \"SIGKILL at step\" (it ended first, or 60 s passed)" >&2
   wait "$job_pid"
   job_rc=$?
   job_pid=""
