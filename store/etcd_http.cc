@@ -84,6 +84,30 @@ absl::Status EtcdError(const nlohmann::json& reply, long http,
       absl::StrCat("etcd at ", endpoint, " (", path, "): ", message));
 }
 
+// Whether an error reply says the member's own server is going away rather
+// than answering the request: the gateway (etcd's HTTP front, a gRPC client
+// of its own member) gives gRPC's CANCELLED when its connection to the
+// member closes under it, as when the member is shutting down ("grpc: the
+// client connection is closing"; HTTP 499, or 408 from older gateways).
+// Another member may serve the request; whether this one applied it is
+// unknown. (UNAVAILABLE comes as HTTP 503, handled apart.)
+bool MemberGoing(long http, const std::string& body) {
+  if (http == 200) return false;
+  const nlohmann::json reply = nlohmann::json::parse(body, nullptr, false);
+  if (!reply.is_object()) return false;
+  const nlohmann::json* error = &reply;
+  if (reply.contains("error") && reply["error"].is_object()) {
+    error = &reply["error"];
+  }
+  for (const char* field : {"code", "grpc_code"}) {
+    if (error->contains(field) && (*error)[field].is_number_integer()) {
+      return (*error)[field].get<int>() ==
+             static_cast<int>(absl::StatusCode::kCancelled);
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 // A curl easy handle; cleaned up with it.
@@ -318,15 +342,23 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
       result = std::move(a);
       break;
     }
-    if (a.code == CURLE_OK || a.code == CURLE_WRITE_ERROR) {
+    const bool answered = a.code == CURLE_OK || a.code == CURLE_WRITE_ERROR;
+    const bool going =
+        answered && stream == nullptr && MemberGoing(a.http, a.body);
+    if (answered) {
       // etcd answered (an error reply is a fine answer, except Unavailable
-      // from a member that cannot serve: a read goes elsewhere then).
-      const bool unavailable = a.http == 503 && retry == Retry::kIdempotent;
+      // from a member that cannot serve: a read goes elsewhere then; and a
+      // member going away, MemberGoing: a read goes elsewhere, a write
+      // fails below as one that may or may not have been applied).
+      const bool unavailable =
+          going || (a.http == 503 && retry == Retry::kIdempotent);
       if (!unavailable) {
         preferred_.store(index);
         result = std::move(a);
         break;
       }
+      // The next call starts at the next member, not at this one again.
+      if (going) preferred_.store((index + 1) % endpoints_.size());
     }
     const bool timed_out = a.code == CURLE_OPERATION_TIMEDOUT ||
                            a.code == CURLE_ABORTED_BY_CALLBACK;
@@ -341,7 +373,9 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
       why = absl::StrCat("no answer within ",
                          absl::FormatDuration(attempt_timeout_));
     }
-    if (a.http == 503) why = absl::StrCat("HTTP 503: ", a.body.substr(0, 200));
+    if (a.http == 503 || going) {
+      why = absl::StrCat("HTTP ", a.http, ": ", a.body.substr(0, 200));
+    }
     failures.push_back(absl::StrCat(a.endpoint, " (", why, ")"));
     if (a.code != CURLE_COULDNT_CONNECT &&
         a.code != CURLE_COULDNT_RESOLVE_HOST) {

@@ -1,12 +1,20 @@
 // EtcdStore (store/etcd_store.h) against a real 3-member etcd cluster on
 // 127.0.0.1 (tests/store/etcd_testing.h), one cluster per test: a member
 // killed, a member stopped, quorum lost.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -147,6 +155,145 @@ TEST(EtcdClusterTest, LostQuorumIsUnavailableByTheDeadline) {
       (*store)->Get("never-set", absl::Seconds(2));
   EXPECT_FALSE(missing.ok());
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << missing.status();
+}
+
+// A member going away, as etcd's gateway answers while its own member shuts
+// down: every request gets HTTP 499 with gRPC's CANCELLED ("grpc: the client
+// connection is closing"), and nothing is applied; but the status probe of
+// EtcdStore::Connect is answered (the member was up when the client came),
+// so each new client tries this member first. Listens on 127.0.0.1.
+class GoingMember {
+ public:
+  GoingMember() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        listen(fd_, 16) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~GoingMember() {
+    stop_ = true;
+    shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+  std::string endpoint() const { return absl::StrCat("127.0.0.1:", port_); }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      // Reads the head, then Content-Length bytes of body.
+      std::string in;
+      char buf[4096];
+      size_t need = std::string::npos;
+      while (need == std::string::npos || in.size() < need) {
+        const ssize_t n = read(c, buf, sizeof(buf));
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+        const size_t head = in.find("\r\n\r\n");
+        if (need == std::string::npos && head != std::string::npos) {
+          size_t body = 0;
+          const size_t at = in.find("Content-Length: ");
+          if (at != std::string::npos && at < head) {
+            const size_t end = in.find("\r\n", at);
+            (void)absl::SimpleAtoi(in.substr(at + 16, end - at - 16), &body);
+          }
+          need = head + 4 + body;
+        }
+      }
+      if (absl::StartsWith(in, "POST /v3/maintenance/status ")) {
+        const std::string status = R"({"version":"3.4.23"})";
+        const std::string out = absl::StrCat(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            "Content-Length: ",
+            status.size(), "\r\nConnection: close\r\n\r\n", status);
+        (void)!write(c, out.data(), out.size());
+        close(c);
+        continue;
+      }
+      ++requests_;
+      const std::string reply =
+          R"({"error":"grpc: the client connection is closing","code":1,)"
+          R"("message":"grpc: the client connection is closing"})";
+      const std::string out = absl::StrCat(
+          "HTTP/1.1 499 Client Closed Request\r\n"
+          "Content-Type: application/json\r\nContent-Length: ",
+          reply.size(), "\r\nConnection: close\r\n\r\n", reply);
+      (void)!write(c, out.data(), out.size());
+      close(c);
+    }
+  }
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+// The first endpoint is a member going away (GoingMember), the second a
+// live one. A Set and a Get go on to the live member; a CompareSet's txn,
+// refused by the going member, is Unavailable to it (applied or not, as far
+// as the client knows), sent again to the live member, and decides; an Add
+// applies once. None returns the gateway's CANCELLED, and each call meets
+// the going member once, later calls starting at the live member.
+TEST(EtcdClusterTest, MemberGoingAwayIsLeftForTheNext) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(1).ok());
+  GoingMember going;
+  EtcdStoreOptions options;
+  options.endpoints = {going.endpoint(), etcd.endpoints()[0]};
+  options.key_prefix = "/devmesh-going-test/";
+  options.default_timeout = absl::Seconds(10);
+  options.connect_timeout = absl::Seconds(1);
+  options.attempt_timeout = absl::Seconds(1);
+  auto open = [&] { return EtcdStore::Connect(options); };
+
+  auto setter = open();
+  ASSERT_TRUE(setter.ok()) << setter.status();
+  ASSERT_TRUE((*setter)->Set("k", "v").ok());
+  EXPECT_EQ(going.requests(), 1);
+
+  auto reader = open();
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<std::string> v = (*reader)->Get("k", absl::Seconds(5));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, "v");
+  EXPECT_EQ(going.requests(), 2);
+
+  for (int i = 0; i < 2; ++i) {
+    auto decider = open();
+    ASSERT_TRUE(decider.ok()) << decider.status();
+    const int before = going.requests();
+    absl::StatusOr<std::string> won =
+        (*decider)->CompareSet("decision", "", i == 0 ? "x" : "y");
+    ASSERT_TRUE(won.ok()) << won.status();
+    EXPECT_EQ(*won, "x");
+    EXPECT_EQ(going.requests(), before + 1);
+  }
+
+  auto adder = open();
+  ASSERT_TRUE(adder.ok()) << adder.status();
+  const int before = going.requests();
+  // Its read meets the going member and moves on to the live one, where
+  // the txn goes too: applied once.
+  absl::StatusOr<int64_t> first = (*adder)->Add("n", 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, 1);
+  EXPECT_EQ(going.requests(), before + 1);
+  absl::StatusOr<int64_t> second = (*adder)->Add("n", 1);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, 2);
+  EXPECT_EQ(going.requests(), before + 1);
 }
 
 }  // namespace
