@@ -361,4 +361,17 @@ void WaitForVerdictReaders(Store& store, absl::Duration timeout) {
   }
 }
 
+absl::StatusOr<std::optional<std::vector<PeerInfo>>> ReadPeerTable(
+    Store& store) {
+  DEVMESH_ASSIGN_OR_RETURN(std::optional<std::string> verdict,
+                           store.GetIfSet(kVerdictKey));
+  if (!verdict.has_value() || !absl::StartsWith(*verdict, kOk)) {
+    return std::optional<std::vector<PeerInfo>>();
+  }
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::vector<PeerInfo> peers,
+      DecodePeerTable(absl::string_view(*verdict).substr(sizeof(kOk) - 1)));
+  return std::optional<std::vector<PeerInfo>>(std::move(peers));
+}
+
 }  // namespace devmesh

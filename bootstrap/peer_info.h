@@ -32,6 +32,7 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,15 @@ absl::StatusOr<std::string> LocalAddressToward(absl::string_view host,
 absl::StatusOr<std::vector<PeerInfo>> ExchangePeerInfo(Store& store,
                                                        const PeerInfo& self,
                                                        absl::Duration timeout);
+
+// The table of a rendezvous that completed in `store` (every rank's
+// PeerInfo, indexed by rank), for a process that joins the running job
+// without taking part in the exchange (a spare, device_mesh/spare_runtime.h);
+// std::nullopt when no rendezvous completed there (no verdict yet, or one
+// that failed). One round trip; does not wait.
+// Errors: InvalidArgument for a verdict that does not decode; the store's.
+absl::StatusOr<std::optional<std::vector<PeerInfo>>> ReadPeerTable(
+    Store& store);
 
 // For whoever hosts the store and sees a rank's process end (the launcher,
 // bootstrap/launcher.h): unless the rendezvous in `store` has a verdict

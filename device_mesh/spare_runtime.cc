@@ -2,11 +2,15 @@
 #include "device_mesh/spare_runtime.h"
 
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/peer_info.h"
+#include "device_mesh/peer_address.h"
 #include "status/status_macros.h"
 #include "store/tcp_store_client.h"
 
@@ -45,8 +49,32 @@ absl::StatusOr<std::shared_ptr<MeshRuntime>> SpareRuntimeFromEnv(
         "--host_store, //store:server with DEVMESH_STORE_ADDR, or torchrun's "
         "agent store)"));
   }
-  return MeshRuntime::Create(std::move(store), info.rank, info.world_size,
-                             info.local_rank);
+  // The job's host table, as its rendezvous agreed it: every member chooses
+  // a group's transport from it (MeshRuntime::CreateOn), so the spare must
+  // hold the same one, its own rank's entry included (its predecessor's
+  // host: where the spare runs elsewhere, the shared-memory set-up's own
+  // check finds that, alike on every member).
+  DEVMESH_ASSIGN_OR_RETURN(std::optional<std::vector<PeerInfo>> peers,
+                           ReadPeerTable(*store));
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::shared_ptr<MeshRuntime> runtime,
+      MeshRuntime::Create(std::move(store), info.rank, info.world_size,
+                          info.local_rank));
+  if (peers.has_value() &&
+      static_cast<int>(peers->size()) == info.world_size) {
+    std::vector<std::string> hosts;
+    for (const PeerInfo& peer : *peers) hosts.push_back(peer.hostname);
+    // This process's own route toward the store, as the rendezvous finds
+    // it for a rank, for the address its Gloo devices advertise.
+    PeerInfo self = (*peers)[info.rank];
+    self.hostname = LocalHostName();
+    absl::StatusOr<std::string> route =
+        LocalAddressToward(info.store_host, info.store_port);
+    self.address = route.ok() ? *route : std::string();
+    std::string address = PeerFacingAddress(self, *peers);
+    runtime->SetHostInfo(std::move(hosts), std::move(address));
+  }
+  return runtime;
 }
 
 }  // namespace devmesh

@@ -41,12 +41,19 @@ bool StartedAsSpare();
 // store, read as Bootstrap::FromEnv reads them: bootstrap/rendezvous.h) over
 // a client of the job's store: an external devmesh store (DEVMESH_STORE_ADDR
 // "host:port", token DEVMESH_STORE_TOKEN) or torchrun's agent store. No
-// start barrier, no host table (hostnames() is empty). `connect_timeout`
-// bounds the connection's retries.
+// start barrier. Its host table (hostnames()) is the one the job's
+// rendezvous agreed (ReadPeerTable), this rank's entry included, since every
+// member chooses a group's transport from its table and all must choose
+// alike (a spare on another host than its predecessor's is found by the
+// shared-memory set-up's own check); its Gloo devices advertise this
+// process's own route toward the store (peer_address.h). Empty when the
+// store holds no completed rendezvous. `connect_timeout` bounds the
+// connection's retries.
 // Errors:
 //   FailedPrecondition  the job's store is hosted by rank 0 or is an etcd
 //                       cluster (a spare needs a devmesh or agent store that
 //                       no rank hosts)
+//   InvalidArgument     the store's rendezvous table does not decode
 //   others              RendezvousInfoFromEnv's (InvalidArgument for a
 //                       missing or bad variable); the store client's
 //                       (Unavailable when the store does not answer,

@@ -4,6 +4,7 @@
 // store address, a missing rank), then with real processes and a real
 // Bootstrap: a rank whose WORLD_SIZE is off by one fails every rank with
 // InvalidArgument, long before the bootstrap timeout.
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,6 +94,50 @@ TEST(PeerInfoTest, TableStoresEachStringOnceAndRoundTrips) {
             absl::StatusCode::kInvalidArgument);
   // A string index past the strings.
   EXPECT_EQ(DecodePeerTable("1:11:12:h01:01:11:01:11:11:01:01:9").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// ReadPeerTable (a spare's view of the job): nothing before a rendezvous
+// completed, the agreed table after, nothing after a failed one.
+TEST(PeerInfoTest, ReadPeerTableIsTheAgreedTableOrNothing) {
+  InMemoryStore store;
+  absl::StatusOr<std::optional<std::vector<PeerInfo>>> before =
+      ReadPeerTable(store);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_FALSE(before->has_value());
+  const std::vector<PeerInfo> infos = {Info(0, 3), Info(1, 3),
+                                       Info(2, 3, "h1")};
+  std::vector<std::thread> threads;
+  for (const PeerInfo& info : infos) {
+    threads.emplace_back([&store, info] {
+      EXPECT_TRUE(ExchangePeerInfo(store, info, absl::Seconds(30)).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  absl::StatusOr<std::optional<std::vector<PeerInfo>>> after =
+      ReadPeerTable(store);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_TRUE(after->has_value());
+  EXPECT_EQ(**after, infos);
+
+  InMemoryStore failed;
+  std::vector<PeerInfo> two_zeros = {Info(0, 2), Info(0, 2)};
+  two_zeros[1].pid = 4711;
+  threads.clear();
+  for (const PeerInfo& info : two_zeros) {
+    threads.emplace_back([&failed, info] {
+      EXPECT_FALSE(ExchangePeerInfo(failed, info, absl::Seconds(5)).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  absl::StatusOr<std::optional<std::vector<PeerInfo>>> after_failure =
+      ReadPeerTable(failed);
+  ASSERT_TRUE(after_failure.ok()) << after_failure.status();
+  EXPECT_FALSE(after_failure->has_value());
+
+  InMemoryStore garbled;
+  ASSERT_TRUE(garbled.Set("devmesh/peers/verdict", "ok:1:x").ok());
+  EXPECT_EQ(ReadPeerTable(garbled).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
