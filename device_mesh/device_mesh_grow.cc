@@ -559,6 +559,12 @@ absl::StatusOr<GrowResult> DeviceMesh::FinishGrow(
   }
   release_old();
   report.rebuild = absl::Now() - agreed;
+  if (members.front() == me) {
+    // Every member of epoch e arrived in its agreement: the keys of epoch
+    // e - 1 and before are no one's now (spare_registry.h).
+    device_mesh_internal::RetireEpochs(runtime->base_store(), e + 1,
+                                       runtime->world_size());
+  }
   return GrowResult{std::move(next), std::move(report)};
 }
 
@@ -673,6 +679,16 @@ absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
     if (shrink->has_value() &&
         device_mesh_internal::IsShrinkSuccess(**shrink)) {
       at = device_mesh_internal::JobPosition{at.epoch + 1, 0};
+      continue;
+    }
+    // The job moved on past this epoch by a Grow whose keys are deleted
+    // already (RetireEpochs): find it again.
+    auto job_epoch = device_mesh_internal::ReadJobEpoch(*store);
+    if (!job_epoch.ok()) return StoreError(job_epoch.status());
+    if (*job_epoch > at.epoch) {
+      position = device_mesh_internal::FindJobPosition(*store);
+      if (!position.ok()) return StoreError(position.status());
+      at = *position;
     }
   }
 }

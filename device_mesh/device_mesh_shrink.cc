@@ -23,6 +23,7 @@
 #include "device_mesh/group_tag.h"
 #include "device_mesh/guarded_communicator.h"
 #include "device_mesh/root_state.h"
+#include "device_mesh/spare_registry.h"
 #include "status/status_macros.h"
 #include "sync/annotated_mutex.h"
 
@@ -194,6 +195,13 @@ absl::StatusOr<ShrinkResult> DeviceMesh::Shrink(
     if (!current.layout().ContainsRank(r) && !dead.count(static_cast<int>(r))) {
       total.removed_live.push_back(static_cast<int>(r));
     }
+  }
+  if (const std::vector<int64_t> ranks = current.layout().RankTable();
+      *std::min_element(ranks.begin(), ranks.end()) == runtime_->rank()) {
+    // Every member of the epoch before arrived in its agreement: the keys
+    // of the ones before that are no one's now (spare_registry.h).
+    device_mesh_internal::RetireEpochs(runtime_->base_store(), current.epoch(),
+                                       runtime_->world_size());
   }
   return ShrinkResult{std::move(current), std::move(total)};
 }

@@ -2,7 +2,10 @@
 #include "device_mesh/spare_registry.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -142,11 +145,126 @@ bool IsShrinkSuccess(absl::string_view text) {
   return absl::StartsWith(text, "survivors=");
 }
 
+std::string JobEpochKey() { return "devmesh/job/epoch"; }
+
+absl::StatusOr<int64_t> ReadJobEpoch(Store& store) {
+  DEVMESH_ASSIGN_OR_RETURN(auto v, store.GetIfSet(JobEpochKey()));
+  int64_t epoch = 0;
+  if (!v.has_value() || !absl::SimpleAtoi(*v, &epoch) || epoch < 0) return 0;
+  return epoch;
+}
+
+absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size) {
+  auto del = [&](const std::string& key) -> absl::Status {
+    return store.DeleteKey(key).status();
+  };
+  for (int r = 0; r < world_size; ++r) {
+    DEVMESH_RETURN_IF_ERROR(
+        del(FailureWatch::EpochKey(epoch, absl::StrCat("arrive/", r))));
+  }
+  // Only a registered spare answers a Grow's call (JoinAsSpare registers in
+  // an epoch before it answers there): the registry names every "ready/<r>".
+  DEVMESH_ASSIGN_OR_RETURN(std::vector<int> spares,
+                           RegisteredSpares(store, epoch));
+  for (int64_t n = 0;; ++n) {
+    DEVMESH_ASSIGN_OR_RETURN(bool opened,
+                             store.DeleteKey(GrowKey(epoch, n, "open")));
+    DEVMESH_ASSIGN_OR_RETURN(bool decided,
+                             store.DeleteKey(GrowKey(epoch, n, "decision")));
+    if (!opened && !decided) break;
+    for (int r = 0; r < world_size; ++r) {
+      DEVMESH_RETURN_IF_ERROR(
+          del(GrowKey(epoch, n, absl::StrCat("arrive/", r))));
+    }
+    for (int r : spares) {
+      DEVMESH_RETURN_IF_ERROR(del(GrowKey(epoch, n, absl::StrCat("ready/", r))));
+    }
+  }
+  // The registry last: it names the "ready" keys above.
+  DEVMESH_ASSIGN_OR_RETURN(int64_t slots, store.Add(SpareCountKey(epoch), 0));
+  for (int64_t i = 0; i < slots; ++i) {
+    DEVMESH_RETURN_IF_ERROR(del(SpareSlotKey(epoch, i)));
+  }
+  return del(SpareCountKey(epoch));
+}
+
+absl::StatusOr<EpochRange> RaiseJobEpoch(Store& store, int64_t epoch) {
+  for (;;) {
+    DEVMESH_ASSIGN_OR_RETURN(auto v, store.GetIfSet(JobEpochKey()));
+    int64_t at = 0;
+    if (v.has_value() && (!absl::SimpleAtoi(*v, &at) || at < 0)) {
+      return absl::InternalError(absl::StrCat(
+          "the store's ", JobEpochKey(), " holds '", v->substr(0, 40),
+          "', not an epoch"));
+    }
+    if (v.has_value() && at >= epoch) return EpochRange{};  // raised past
+    const std::string desired = absl::StrCat(epoch);
+    DEVMESH_ASSIGN_OR_RETURN(
+        std::string now,
+        store.CompareSet(JobEpochKey(), v.value_or(""), desired));
+    // Lost to another raiser: read again (the pointer only rises, so this
+    // ends once it is at or past `epoch`).
+    if (now != desired) continue;
+    // The one who raised it to `at` deleted up to at - 2.
+    return EpochRange{v.has_value() ? at - 1 : 0, epoch - 2};
+  }
+}
+
+void RetireEpochs(std::shared_ptr<Store> store, int64_t epoch,
+                  int world_size) {
+  if (store == nullptr) return;
+  absl::StatusOr<EpochRange> range = RaiseJobEpoch(*store, epoch);
+  if (!range.ok() || range->first > range->last) return;
+  auto retire = [store, range = *range, world_size] {
+    for (int64_t x = range.first; x <= range.last; ++x) {
+      if (!DeleteEpochKeys(*store, x, world_size).ok()) return;
+    }
+  };
+  try {
+    std::thread(retire).detach();
+  } catch (const std::system_error&) {
+    retire();  // no thread to be had: here, then
+  }
+}
+
+namespace {
+
+// The value of `key` when it is set, nullopt when it is not. A key deleted
+// between GetIfSet's Check and its Get (RetireEpochs, under a reader that
+// fell two epochs behind) would be waited for up to the store's default
+// timeout: read as `*deleted` after 2 s instead.
+absl::StatusOr<std::optional<std::string>> ReadDecision(Store& store,
+                                                        const std::string& key,
+                                                        bool* deleted) {
+  DEVMESH_ASSIGN_OR_RETURN(bool set, store.Check({key}));
+  if (!set) return std::optional<std::string>();
+  auto v = store.Get(key, absl::Seconds(2));
+  if (absl::IsDeadlineExceeded(v.status())) {
+    *deleted = true;
+    return std::optional<std::string>();
+  }
+  DEVMESH_RETURN_IF_ERROR(v.status());
+  return std::optional<std::string>(*std::move(v));
+}
+
+}  // namespace
+
 absl::StatusOr<JobPosition> FindJobPosition(Store& store) {
   JobPosition at;
+  bool stale = false;
+  auto read = [&](const std::string& key) {
+    return ReadDecision(store, key, &stale);
+  };
+  DEVMESH_ASSIGN_OR_RETURN(at.epoch, ReadJobEpoch(store));
   for (;;) {
+    if (stale) {
+      // The job moved at least two epochs on while this scan read, and
+      // epochs it was reading were retired: start again from the pointer.
+      stale = false;
+      DEVMESH_ASSIGN_OR_RETURN(at.epoch, ReadJobEpoch(store));
+    }
     DEVMESH_ASSIGN_OR_RETURN(
-        auto shrink, store.GetIfSet(FailureWatch::EpochKey(at.epoch, "decision")));
+        auto shrink, read(FailureWatch::EpochKey(at.epoch, "decision")));
     if (shrink.has_value() && IsShrinkSuccess(*shrink)) {
       at = JobPosition{at.epoch + 1, 0};
       continue;
@@ -154,15 +272,24 @@ absl::StatusOr<JobPosition> FindJobPosition(Store& store) {
     bool moved = false;
     for (at.attempt = 0;; ++at.attempt) {
       DEVMESH_ASSIGN_OR_RETURN(
-          auto grow, store.GetIfSet(GrowKey(at.epoch, at.attempt, "decision")));
-      if (!grow.has_value()) break;
+          auto grow, read(GrowKey(at.epoch, at.attempt, "decision")));
+      if (stale || !grow.has_value()) break;
       if (absl::StartsWith(*grow, "grown;")) {
         moved = true;
         break;
       }
     }
-    if (!moved) return at;
-    at = JobPosition{at.epoch + 1, 0};
+    if (stale) continue;
+    if (moved) {
+      at = JobPosition{at.epoch + 1, 0};
+      continue;
+    }
+    // A decision found missing may have been deleted (its epoch retired
+    // after this scan passed the pointer): the job is then at or past the
+    // pointer, which retirement raised first.
+    DEVMESH_ASSIGN_OR_RETURN(const int64_t pointer, ReadJobEpoch(store));
+    if (pointer <= at.epoch) return at;
+    stale = true;
   }
 }
 

@@ -27,6 +27,21 @@
 // successful decision ("devmesh/epoch/<e>/decision", epoch_agreement.h)
 // moves it to e + 1 too.
 //
+// Old epochs (RetireEpochs). devmesh/job/epoch holds the highest epoch a
+// member finished moving into (only raised, CompareSet): where
+// FindJobPosition starts. Once the lowest rank of the mesh of epoch x
+// finished moving into it, every member of epoch x - 1 had arrived in x - 1's
+// agreement (a Shrink's decision needs each member's arrival or its death, a
+// Grow that admits every member's arrival), so no member needs the keys of
+// epoch x - 2 or earlier: that rank raises devmesh/job/epoch to x, then
+// deletes those epochs' keys but two: "death" (the verdict) and "decision"
+// (the Shrink's). Those stay for the life of the store: a rank fenced or
+// removed there that wakes late reads them (its watch, its Shrink, Explain)
+// and gets its FailedPrecondition, not a wait for keys that will never come.
+// A spare parked on a retired epoch finds the job again from the pointer.
+// What a rank that slept through two epochs writes there afterwards (its
+// arrival, a spare's registration) is not deleted; no one reads it.
+//
 // Thread-safety: free functions over a thread-safe Store.
 #ifndef DEVMESH_DEVICE_MESH_SPARE_REGISTRY_H_
 #define DEVMESH_DEVICE_MESH_SPARE_REGISTRY_H_
@@ -37,6 +52,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,10 +84,13 @@ std::string EncodeGrowDecision(const GrowDecision& decision);
 // Internal on text that is not a decision.
 absl::StatusOr<GrowDecision> DecodeGrowDecision(absl::string_view text);
 
-// Where the job stands, read from the decisions in the store: its epoch
-// (the first with neither a successful Shrink decision nor a Grow that
-// admitted) and the number of that epoch's Grow decisions so far.
-// Cost: one GetIfSet per past decision. Errors: the store's.
+// Where the job stands, read from the decisions in the store from
+// devmesh/job/epoch on: its epoch (the first with neither a successful
+// Shrink decision nor a Grow that admitted) and the number of that epoch's
+// Grow decisions so far. Starts again from the pointer when the epochs it
+// read were retired meanwhile (the pointer passed the epoch it found).
+// Cost: one GetIfSet per decision since the pointer, and 2 reads of the
+// pointer. Errors: the store's.
 struct JobPosition {
   int64_t epoch = 0;
   int64_t attempt = 0;
@@ -84,6 +103,43 @@ absl::StatusOr<JobPosition> FindJobPosition(Store& store);
 
 // Whether `text` (a "devmesh/epoch/<e>/decision") is a successful Shrink's.
 bool IsShrinkSuccess(absl::string_view text);
+
+// "devmesh/job/epoch" (see above).
+std::string JobEpochKey();
+// Its value, 0 when unset. Errors: the store's.
+absl::StatusOr<int64_t> ReadJobEpoch(Store& store);
+
+// Deletes `epoch`'s keys but "death" and "decision": the Shrink
+// agreement's arrivals (arrive/<r>, r < world_size), every Grow attempt's
+// keys (attempts up to the first with neither "open" nor "decision"; the
+// "ready" keys of the registered spares) and the spares' registry.
+// Cost: one request per key, about world_size + (2 + world_size + spares)
+// per Grow attempt + the registry's 2 + 2 * spares. Errors: the store's
+// (keys after the first failure are left).
+absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size);
+
+// Epochs first..last (none when first > last).
+struct EpochRange {
+  int64_t first = 0;
+  int64_t last = -1;
+};
+
+// Raises devmesh/job/epoch to `epoch` (CompareSet; a pointer at or past it
+// is left). Returns the epochs this raise retires: from the one after those
+// the previous raise retired (pointer - 1, or 0 when unset) to epoch - 2;
+// none when the pointer was at or past `epoch` already. Raises race
+// safely: the ranges of the raises that win are disjoint and together
+// cover 0..pointer - 2. Errors: the store's; Internal when the pointer
+// holds no epoch.
+absl::StatusOr<EpochRange> RaiseJobEpoch(Store& store, int64_t epoch);
+
+// Called by the lowest rank of the mesh of `epoch` once it finished moving
+// into it (Shrink, Grow): RaiseJobEpoch now (2 to 4 round trips), then
+// DeleteEpochKeys on each epoch it retires, on a detached thread that holds
+// `store`, so that the caller's Shrink or Grow does not wait for
+// O(world_size) deletes. Best effort: the job goes on whatever the store
+// answers; keys left by a failure (or a process that exits first) stay.
+void RetireEpochs(std::shared_ptr<Store> store, int64_t epoch, int world_size);
 
 // Adds `rank` to `epoch`'s spares (2 round trips). Errors: the store's.
 absl::Status RegisterSpare(Store& store, int64_t epoch, int rank);

@@ -2,13 +2,19 @@
 // The store protocol of spares and Grow (device_mesh/spare_registry.h) over
 // an in-memory store: decisions round-trip exactly, text that is not a
 // decision is an Internal error (never a crash), the job's position follows
-// Shrink and Grow decisions, and registered spares are read once each.
+// Shrink and Grow decisions from the job's epoch pointer, registered spares
+// are read once each, and retiring old epochs deletes each one's keys but
+// "death" and "decision", each epoch once, the pointer only rising.
 #include "device_mesh/spare_registry.h"
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "comm/error_info.h"
 #include "device_mesh/failure_watch.h"
 #include "gtest/gtest.h"
@@ -124,6 +130,163 @@ TEST(RegisteredSpares, EachRankOnceSortedSkippingBadSlots) {
   auto none = RegisteredSpares(store, 2);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+// Every key of `epoch` that DeleteEpochKeys deletes, for a job of 4 ranks
+// with spares 2 and 3 registered and 2 Grow attempts.
+std::vector<std::string> EpochKeys(int64_t epoch) {
+  std::vector<std::string> keys = {SpareCountKey(epoch), SpareSlotKey(epoch, 0),
+                                   SpareSlotKey(epoch, 1)};
+  for (int r = 0; r < 4; ++r) {
+    keys.push_back(FailureWatch::EpochKey(epoch, absl::StrCat("arrive/", r)));
+  }
+  for (int n = 0; n < 2; ++n) {
+    keys.push_back(GrowKey(epoch, n, "open"));
+    keys.push_back(GrowKey(epoch, n, "decision"));
+    for (int r : {0, 1}) keys.push_back(GrowKey(epoch, n, absl::StrCat("arrive/", r)));
+    for (int r : {2, 3}) keys.push_back(GrowKey(epoch, n, absl::StrCat("ready/", r)));
+  }
+  return keys;
+}
+
+// Writes EpochKeys(epoch) and the two kept keys, as a job would.
+void WriteEpoch(Store& store, int64_t epoch) {
+  ASSERT_TRUE(RegisterSpare(store, epoch, 2).ok());
+  ASSERT_TRUE(RegisterSpare(store, epoch, 3).ok());
+  for (const std::string& k : EpochKeys(epoch)) {
+    if (k == SpareCountKey(epoch) || k == SpareSlotKey(epoch, 0) ||
+        k == SpareSlotKey(epoch, 1)) {
+      continue;
+    }
+    ASSERT_TRUE(store.Set(k, "x").ok());
+  }
+  ASSERT_TRUE(store.Set(FailureWatch::EpochKey(epoch, "death"), "v").ok());
+  ASSERT_TRUE(store.Set(FailureWatch::EpochKey(epoch, "decision"), "d").ok());
+}
+
+TEST(DeleteEpochKeys, DeletesAllButDeathAndDecision) {
+  InMemoryStore store;
+  WriteEpoch(store, 3);
+  WriteEpoch(store, 4);
+  ASSERT_TRUE(store.NumKeys().ok());
+  EXPECT_EQ(*store.NumKeys(), 2 * (EpochKeys(3).size() + 2));
+  ASSERT_TRUE(DeleteEpochKeys(store, 3, 4).ok());
+  for (const std::string& k : EpochKeys(3)) {
+    EXPECT_FALSE(*store.Check({k})) << k;
+  }
+  EXPECT_TRUE(*store.Check({FailureWatch::EpochKey(3, "death")}));
+  EXPECT_TRUE(*store.Check({FailureWatch::EpochKey(3, "decision")}));
+  // Epoch 4 untouched.
+  EXPECT_EQ(*store.NumKeys(), 2 + EpochKeys(4).size() + 2);
+  // Again: nothing left to delete, no error.
+  EXPECT_TRUE(DeleteEpochKeys(store, 3, 4).ok());
+}
+
+TEST(RaiseJobEpoch, RetiresEachEpochOnceAndOnlyRises) {
+  InMemoryStore store;
+  auto range = [&](int64_t epoch) {
+    auto r = RaiseJobEpoch(store, epoch);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? std::make_pair(r->first, r->last)
+                  : std::make_pair(int64_t{-9}, int64_t{-9});
+  };
+  using P = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(range(1), (P{0, -1}));  // nothing to retire yet
+  EXPECT_EQ(*ReadJobEpoch(store), 1);
+  EXPECT_EQ(range(2), (P{0, 0}));
+  EXPECT_EQ(range(2), (P{0, -1}));  // raised already: none
+  EXPECT_EQ(range(5), (P{1, 3}));   // a Shrink of 3 rounds: 1..3 at once
+  EXPECT_EQ(range(4), (P{0, -1}));  // late: never lowers it
+  EXPECT_EQ(*ReadJobEpoch(store), 5);
+  EXPECT_EQ(range(6), (P{4, 4}));
+  ASSERT_TRUE(store.Set(JobEpochKey(), "garbage").ok());
+  EXPECT_TRUE(absl::IsInternal(RaiseJobEpoch(store, 7).status()));
+}
+
+TEST(RetireEpochs, DeletesTheRetiredEpochsOnItsThread) {
+  auto store = std::make_shared<InMemoryStore>();
+  for (int64_t x = 0; x < 5; ++x) WriteEpoch(*store, x);
+  RetireEpochs(store, 4, 4);  // retires 0, 1, 2
+  EXPECT_EQ(*ReadJobEpoch(*store), 4);
+  auto left = [&](int64_t x) {
+    int n = 0;
+    for (const std::string& k : EpochKeys(x)) n += *store->Check({k}) ? 1 : 0;
+    return n;
+  };
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (left(2) > 0 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  for (int64_t x = 0; x < 5; ++x) {
+    EXPECT_EQ(left(x), x <= 2 ? 0 : static_cast<int>(EpochKeys(x).size()))
+        << "epoch " << x;
+    EXPECT_TRUE(*store->Check({FailureWatch::EpochKey(x, "death")}));
+    EXPECT_TRUE(*store->Check({FailureWatch::EpochKey(x, "decision")}));
+  }
+}
+
+TEST(JobPosition, StartsAtThePointer) {
+  InMemoryStore store;
+  // Epochs 0..2 retired (their Grow decisions gone), the job at 4: a
+  // Shrink in 3 (kept), a Grow in 4 that admitted no one.
+  ASSERT_TRUE(store.Set(FailureWatch::EpochKey(3, "decision"),
+                        "survivors=0,1;dead=2")
+                  .ok());
+  ASSERT_TRUE(store.Set(GrowKey(4, 0, "decision"), "unchanged;waiting=").ok());
+  ASSERT_TRUE(RaiseJobEpoch(store, 3).ok());
+  auto at = FindJobPosition(store);
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(*at, (JobPosition{4, 1}));
+  // The pointer past every decision written: the job is where it says.
+  ASSERT_TRUE(RaiseJobEpoch(store, 7).ok());
+  at = FindJobPosition(store);
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(*at, (JobPosition{7, 0}));
+}
+
+// An in-memory store on which the job moves on to epoch 7 (pointer raised,
+// epoch 4's Grow decisions deleted) at the scan's first look at `key`:
+// after the look when `after_look`, else just before it.
+class JobMovesOn : public InMemoryStore {
+ public:
+  JobMovesOn(std::string key, bool after_look)
+      : key_(std::move(key)), after_look_(after_look) {}
+  absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override {
+    if (moved_ || keys.size() != 1 || keys[0] != key_) {
+      return InMemoryStore::Check(keys);
+    }
+    moved_ = true;
+    if (!after_look_) MoveOn();
+    auto there = InMemoryStore::Check(keys);
+    if (after_look_) MoveOn();
+    return there;
+  }
+
+ private:
+  void MoveOn() {
+    ASSERT_TRUE(RaiseJobEpoch(*this, 7).ok());
+    ASSERT_TRUE(DeleteEpochKeys(*this, 4, 4).ok());
+  }
+  const std::string key_;
+  const bool after_look_;
+  bool moved_ = false;
+};
+
+TEST(JobPosition, AScanOfARetiredEpochStartsAgainFromThePointer) {
+  for (bool after_look : {false, true}) {
+    SCOPED_TRACE(after_look ? "deleted between Check and Get"
+                            : "deleted before Check");
+    // The job at (4, 1) when the scan starts; at (7, 0) when it ends.
+    JobMovesOn store(GrowKey(4, 0, "decision"), after_look);
+    ASSERT_TRUE(store.Set(GrowKey(4, 0, "decision"), "unchanged;waiting=").ok());
+    ASSERT_TRUE(RaiseJobEpoch(store, 4).ok());
+    const absl::Time start = absl::Now();
+    auto at = FindJobPosition(store);
+    ASSERT_TRUE(at.ok()) << at.status();
+    EXPECT_EQ(*at, (JobPosition{7, 0}));
+    // A read of a key deleted under it waits 2 s, not the store's timeout.
+    EXPECT_LT(absl::Now() - start, absl::Seconds(after_look ? 10 : 1));
+  }
 }
 
 }  // namespace

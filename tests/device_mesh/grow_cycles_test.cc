@@ -1,0 +1,673 @@
+// devmesh/tests/device_mesh/grow_cycles_test.cc
+// One job through --cycles shrink/grow cycles (20 by default), real
+// processes, and nothing leaked: a (dp=3, tp=2) mesh of 6 processes (dp on
+// Gloo, tp on shm) over the TCP store, or an etcd store (--store=etcd).
+// Cycle c: the process of rank 2 (odd c) or 4 (even c) SIGKILLs itself,
+// once every member counted itself done with the cycle before (a store
+// counter: a death that interrupts a collective fails it); every member's
+// dp then tp all-reduce fails on the verdict; they Shrink to (2, 2); its
+// replica partner (3 or 5), removed alive, stays as a spare with its own
+// runtime (JoinAsSpare); rank 0 starts a new process for the killed rank (a
+// spare); every member calls Grow("dp") until it admits both, (3, 2) again,
+// and the cycle count is broadcast from replica 0 (BroadcastState). After
+// each cycle every member checks a dp and a tp all-reduce exactly.
+// After the last cycle rank 0 asserts, exactly:
+//   - its live children are the spare processes in the mesh, nothing else
+//     (each killed one reaped);
+//   - its open fd count, taken with every group whole, equals its count
+//     after cycle 1, but the store client's pooled connections, which stay
+//     within the pool's bound (they follow the most calls in flight at once);
+//   - /dev/shm holds no devmesh-<pid>-* entry of a process that is gone;
+//   - the store: devmesh/job/epoch is 2 * cycles; of every epoch up to the
+//     last but one (retired: RetireEpochs, spare_registry.h) no key of the
+//     Shrink agreement, the spares' registry or any Grow attempt is left
+//     (waited for up to 10 s: rank 0 deletes them on a thread of its own),
+//     and "death" and "decision" are kept exactly for the epochs with a
+//     death; the last Grow's decision is still there. The store's key count
+//     is printed (the groups' creation keys, devmesh/group/..., grow with
+//     each cycle: not an epoch's, not deleted).
+// A spare is this binary again (posix_spawn of /proc/self/exe by rank 0,
+// no fd of rank 0's but stdio) with GROW_CYCLES_SPARE set: main() runs
+// SpareMain instead of the tests.
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "bootstrap/testing/multiprocess.h"
+#include "comm/error_info.h"
+#include "device_mesh/device_mesh.h"
+#include "device_mesh/init_device_mesh.h"
+#include "device_mesh/mesh_runtime.h"
+#include "device_mesh/state_broadcast.h"
+#include "gtest/gtest.h"
+#include "bootstrap/rendezvous.h"
+#include "store/etcd_store.h"
+#include "store/tcp_store_client.h"
+#include "tests/store/etcd_testing.h"
+#include "tests/device_mesh/mesh_checks.h"
+
+extern char** environ;
+
+ABSL_FLAG(int, cycles, 20, "shrink/grow cycles in the job");
+ABSL_FLAG(std::string, store, "tcp",
+          "the job's store: tcp (a //store server) or etcd (a 1-member etcd "
+          "started by the test)");
+
+namespace devmesh {
+namespace {
+
+using ::devmesh::testing::Expect;
+using ::devmesh::testing::RankOutcome;
+using ::devmesh::testing::RunRanksDetailed;
+using ::devmesh::testing::RunRanksOptions;
+
+constexpr int kRanks = 6;
+
+MeshOptions Options() {
+  MeshOptions options;
+  options.all.backend = "gloo";
+  options.all.timeout = absl::Seconds(120);
+  options.per_dim["tp"].backend = "shm";
+  return options;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The port of the job's store (the TCP store's server, or the etcd
+// member's client port), and whether it is etcd. Set by Rank().
+int store_port = 0;
+bool over_etcd = false;
+
+// This process's open fds: those of its store client, whose pool of
+// connections follows the most calls it had in flight at once (from this
+// process's threads: the caller's, the failure watch's, RetireEpochs'), and
+// all the others. A TcpStoreClient's are TCP connections to store_port; an
+// EtcdStore's curl handles have a socket each (connected to store_port, or
+// not connected any more) and a unix socketpair, up to 8 idle handles.
+struct Fds {
+  int others = 0;
+  int store = 0;
+  std::vector<std::string> listed;  // the others, for a failure's message
+  bool operator==(const Fds& o) const {
+    return others == o.others && store == o.store;
+  }
+};
+
+Fds CountFds() {
+  // Socket inode -> remote port, from this network namespace's TCP tables.
+  std::map<std::string, int> peer_port;
+  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    std::istringstream lines(ReadFile(table));
+    std::string line;
+    std::getline(lines, line);  // the header
+    while (std::getline(lines, line)) {
+      std::vector<std::string> f =
+          absl::StrSplit(line, ' ', absl::SkipWhitespace());
+      if (f.size() < 10) continue;
+      const size_t colon = f[2].rfind(':');
+      int port = 0;
+      if (colon != std::string::npos &&
+          absl::SimpleHexAtoi(f[2].substr(colon + 1), &port)) {
+        peer_port[f[9]] = port;
+      }
+    }
+  }
+  // Unix sockets: an EtcdStore's curl handles wake themselves through a
+  // socketpair each (the TCP store and the mesh's groups hold none).
+  std::set<std::string> unix_sockets;
+  {
+    std::istringstream lines(ReadFile("/proc/self/net/unix"));
+    std::string line;
+    std::getline(lines, line);  // the header
+    while (std::getline(lines, line)) {
+      std::vector<std::string> f =
+          absl::StrSplit(line, ' ', absl::SkipWhitespace());
+      if (f.size() >= 7) unix_sockets.insert(f[6]);
+    }
+  }
+  Fds n;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return Fds{-1, -1};
+  while (dirent* e = readdir(d)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(e->d_name, &fd) || fd == dirfd(d)) continue;
+    char target[128] = {};
+    const ssize_t len = readlink(absl::StrCat("/proc/self/fd/", fd).c_str(),
+                                 target, sizeof(target) - 1);
+    absl::string_view link(target, len > 0 ? len : 0);
+    std::string inode;
+    if (absl::ConsumePrefix(&link, "socket:[") &&
+        absl::ConsumeSuffix(&link, "]")) {
+      inode = std::string(link);
+    }
+    auto it = peer_port.find(inode);
+    const bool to_store = it != peer_port.end() && it->second == store_port;
+    const bool etcd_handle =
+        over_etcd && !inode.empty() &&
+        (it == peer_port.end() || unix_sockets.count(inode) > 0);
+    if (to_store || etcd_handle) {
+      ++n.store;
+    } else {
+      ++n.others;
+      n.listed.push_back(absl::StrCat(
+          fd, "=", std::string(target, len > 0 ? len : 0),
+          it != peer_port.end() ? absl::StrCat("->:", it->second) : ""));
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+// The open fds once they held still for 200 ms (groups of past epochs close
+// their sockets and pidfds on threads of their own), up to 3 s.
+Fds SettledFds() {
+  Fds last = CountFds();
+  int same = 0;
+  for (const absl::Time end = absl::Now() + absl::Seconds(3);
+       same < 10 && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(20));
+    const Fds n = CountFds();
+    same = n == last ? same + 1 : 0;
+    last = n;
+  }
+  return last;
+}
+
+// The pids of this process's children (running or zombies).
+std::set<pid_t> Children() {
+  std::set<pid_t> out;
+  const std::string mine = absl::StrCat(getpid());
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::vector<std::string> f =
+        absl::StrSplit(stat.substr(paren + 2), ' ');
+    if (f.size() > 1 && f[1] == mine) out.insert(pid);
+  }
+  closedir(d);
+  return out;
+}
+
+// /dev/shm entries "devmesh-<pid>-..." whose process is gone.
+std::vector<std::string> StaleShm() {
+  std::vector<std::string> out;
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    absl::string_view name = e->d_name;
+    if (!absl::ConsumePrefix(&name, "devmesh-")) continue;
+    pid_t pid = 0;
+    const size_t dash = name.find('-');
+    if (dash == absl::string_view::npos ||
+        !absl::SimpleAtoi(name.substr(0, dash), &pid)) {
+      continue;
+    }
+    if (kill(pid, 0) != 0 && errno == ESRCH) out.push_back(e->d_name);
+  }
+  closedir(d);
+  return out;
+}
+
+pid_t SpawnSpare(int rank, const std::string& store_address) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, "GROW_CYCLES_SPARE=")) env.push_back(*e);
+  }
+  env.push_back(absl::StrCat("GROW_CYCLES_SPARE=", rank, ";",
+                             absl::GetFlag(FLAGS_cycles), ";", store_address));
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char exe[] = "/proc/self/exe";
+  char* argv[] = {exe, nullptr};
+  // Nothing of rank 0's but stdio: not every fd of its groups is
+  // close-on-exec, and a spare holding one would keep rank 0's connections
+  // (and the test harness's pipe) open after rank 0 closed them.
+  posix_spawn_file_actions_t actions;
+  if (posix_spawn_file_actions_init(&actions) != 0) return -1;
+  pid_t pid = -1;
+  const bool ok =
+      posix_spawn_file_actions_addclosefrom_np(&actions, 3) == 0 &&
+      posix_spawn(&pid, exe, &actions, nullptr, argv, envp.data()) == 0;
+  posix_spawn_file_actions_destroy(&actions);
+  return ok ? pid : -1;
+}
+
+// A dp then a tp all-reduce of (rank + 1), each checked exactly.
+absl::Status CheckSums(const DeviceMesh& mesh, int me) {
+  for (const char* dim : {"dp", "tp"}) {
+    ASSIGN_OR_RETURN(group, mesh.GetGroup(dim));
+    int64_t want = 0;
+    for (int r : group->global_ranks()) want += r + 1;
+    int64_t x = me + 1;
+    RETURN_IF_ERROR(group->AllReduce(&x, &x, 1, DataType::kInt64,
+                                     ReduceOp::kSum));
+    RETURN_IF_ERROR(Expect(x == want, absl::StrCat("rank ", me, ": ", dim,
+                                                   " sum ", x, ", want ",
+                                                   want)));
+  }
+  return absl::OkStatus();
+}
+
+// What rank 0 does besides: the spare processes it started (rank -> pid)
+// and the figures it checks.
+struct Launcher {
+  std::string store_address;  // StoreAddressText's
+  std::map<int, pid_t> spares;
+  std::shared_ptr<Store> store;
+  Fds fds_after_first;
+  Fds fds_end;
+  int64_t keys_after_first = -1;
+  int64_t epoch_after_first = -1;
+  // Epoch -> the Grow calls rank 0 made in it (each one attempt).
+  std::map<int64_t, int64_t> grow_attempts;
+};
+
+// Runs the cycles from `cycle` (the cycles done) on; `mesh` unset for a
+// spare. Returns when kCycles are done.
+absl::Status Cycles(std::shared_ptr<MeshRuntime> runtime,
+                    std::optional<DeviceMesh> mesh, int64_t cycle,
+                    Launcher* launcher) {
+  const int me = runtime->rank();
+  const int64_t cycles = absl::GetFlag(FLAGS_cycles);
+  const absl::Time end = absl::Now() + absl::Seconds(240);
+  // Every member starts with the state broadcast and checked sums.
+  bool fresh = true;
+  for (;;) {
+    RETURN_IF_ERROR(Expect(absl::Now() < end, "the cycles took over 240 s"));
+    if (!mesh.has_value()) {
+      SpareOptions o;
+      o.timeout = end - absl::Now();
+      auto joined = DeviceMesh::JoinAsSpare(runtime, o);
+      if (!joined.ok()) {
+        return absl::InternalError(absl::StrCat(
+            "rank ", me, ": JoinAsSpare: ", joined.status().ToString()));
+      }
+      mesh = joined->mesh;
+      fresh = true;
+    }
+    if (fresh) {
+      // The cycle count from replica 0 (a newcomer's is stale).
+      const std::vector<StateBuffer> state = {
+          StateBuffer::Of(absl::MakeSpan(&cycle, 1))};
+      RETURN_IF_ERROR(BroadcastState(*mesh, "dp", state, 0));
+      RETURN_IF_ERROR(CheckSums(*mesh, me));
+      fresh = false;
+      if (launcher != nullptr && (cycle == 1 || cycle >= cycles)) {
+        // Rank 0's figures with every member's groups whole: the next
+        // victim (whose closed connections would be counted) waits for rank
+        // 0's count below.
+        const Fds fds = SettledFds();
+        if (cycle == 1) {
+          launcher->fds_after_first = fds;
+          ASSIGN_OR_RETURN(keys, launcher->store->NumKeys());
+          launcher->keys_after_first = keys;
+          launcher->epoch_after_first = mesh->epoch();
+        }
+        if (cycle >= cycles) launcher->fds_end = fds;
+      }
+      if (launcher != nullptr && std::getenv("GROW_CYCLES_DEBUG") != nullptr) {
+        auto keys = launcher->store->NumKeys();
+        const Fds fds = SettledFds();
+        std::fprintf(stderr, "cycle %lld: fds %d + %d of the store client, keys %lld, "
+                     "epoch %lld\n", static_cast<long long>(cycle),
+                     fds.others, fds.store,
+                     static_cast<long long>(keys.ok() ? *keys : -1),
+                     static_cast<long long>(mesh->epoch()));
+      }
+      // Done with this cycle's collectives (counted in the store, which no
+      // death disturbs): the next victim waits for every member's count.
+      RETURN_IF_ERROR(runtime->base_store()
+                          ->Add(absl::StrCat("grow_cycles/done/", cycle), 1)
+                          .status());
+    }
+    if (cycle >= cycles) {
+      // No one exits while another is still in a collective (a shm peer
+      // that sees a member's process end in a barrier it has not left
+      // counts it dead): every member counts itself out, then waits for all.
+      Store& store = *runtime->base_store();
+      RETURN_IF_ERROR(store.Add("grow_cycles/out", 1).status());
+      for (const absl::Time until = absl::Now() + absl::Seconds(30);;) {
+        ASSIGN_OR_RETURN(out, store.Add("grow_cycles/out", 0));
+        if (out >= kRanks) break;
+        RETURN_IF_ERROR(Expect(absl::Now() < until, "members never all out"));
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      return absl::OkStatus();
+    }
+    ++cycle;
+    const int victim = cycle % 2 == 1 ? 2 : 4;
+    if (me == victim) {
+      // Not while a member is still in the last cycle's collectives (one
+      // that a peer's death interrupts fails, and rank 0 counts its fds
+      // there): once every member counted itself done.
+      const std::string done = absl::StrCat("grow_cycles/done/", cycle - 1);
+      for (;;) {
+        ASSIGN_OR_RETURN(n, runtime->base_store()->Add(done, 0));
+        if (n >= kRanks) break;
+        RETURN_IF_ERROR(Expect(absl::Now() < end, "members never all done"));
+        absl::SleepFor(absl::Milliseconds(2));
+      }
+      raise(SIGKILL);
+    }
+    absl::Status failed = CheckSums(*mesh, me);
+    RETURN_IF_ERROR(Expect(!failed.ok(), absl::StrCat(
+        "rank ", me, ": the all-reduces of cycle ", cycle, " passed")));
+    ShrinkOptions so;
+    so.timeout = absl::Seconds(20);
+    auto shrunk = mesh->Shrink("dp", so);
+    if (!shrunk.ok()) {
+      const ErrorInfo info = GetErrorInfo(shrunk.status());
+      RETURN_IF_ERROR(Expect(
+          info.removed_in_epoch >= 0 && me == victim + 1,
+          absl::StrCat("rank ", me, ": Shrink of cycle ", cycle, ": ",
+                       shrunk.status().ToString())));
+      mesh.reset();  // removed alive: stays as a spare
+      continue;
+    }
+    mesh = shrunk->mesh;
+    RETURN_IF_ERROR(Expect(mesh->size() == 4,
+                           absl::StrCat("rank ", me, " after the Shrink: ",
+                                        mesh->ToString())));
+    if (launcher != nullptr) {
+      // The killed process: reaped if it was one of ours; a new one.
+      if (auto it = launcher->spares.find(victim);
+          it != launcher->spares.end()) {
+        int status = 0;
+        RETURN_IF_ERROR(Expect(
+            waitpid(it->second, &status, 0) == it->second &&
+                WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+            absl::StrCat("rank ", victim, "'s process ended with status ",
+                         status)));
+      }
+      const pid_t pid = SpawnSpare(victim, launcher->store_address);
+      RETURN_IF_ERROR(Expect(pid > 0, "posix_spawn failed"));
+      launcher->spares[victim] = pid;
+    }
+    for (;;) {
+      RETURN_IF_ERROR(Expect(absl::Now() < end, "the Grows took too long"));
+      GrowOptions g;
+      g.lease = absl::Seconds(1);
+      if (launcher != nullptr) ++launcher->grow_attempts[mesh->epoch()];
+      auto grown = mesh->Grow("dp", g);
+      if (!grown.ok()) {
+        return absl::InternalError(absl::StrCat("rank ", me, ": Grow: ",
+                                                grown.status().ToString()));
+      }
+      mesh = grown->mesh;
+      if (grown->report.grown) break;
+      RETURN_IF_ERROR(Expect(grown->report.shrunk_after.empty(),
+                             grown->report.ToString()));
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    RETURN_IF_ERROR(Expect(mesh->size() == 6,
+                           absl::StrCat("rank ", me, " after the Grow: ",
+                                        mesh->ToString())));
+    fresh = true;
+  }
+}
+
+// The job's store at `address` (StoreAddressText's form), as a new process
+// would join it.
+absl::StatusOr<std::shared_ptr<Store>> JoinStore(const std::string& address) {
+  ASSIGN_OR_RETURN(parsed, ParseStoreAddress("GROW_CYCLES_SPARE", address));
+  if (!parsed.etcd_endpoints.empty()) {
+    EtcdStoreOptions o;
+    o.endpoints = parsed.etcd_endpoints;
+    o.key_prefix = parsed.etcd_prefix;
+    o.connect_timeout = absl::Seconds(10);
+    ASSIGN_OR_RETURN(etcd, EtcdStore::Connect(o));
+    return std::shared_ptr<Store>(std::move(etcd));
+  }
+  TcpStoreClientOptions o;
+  o.host = parsed.host;
+  o.port = parsed.port;
+  o.connect_timeout = absl::Seconds(10);
+  ASSIGN_OR_RETURN(client, TcpStoreClient::Connect(o));
+  return std::shared_ptr<Store>(std::move(client));
+}
+
+int SpareMain(const std::string& spec) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  std::vector<std::string> f = absl::StrSplit(spec, absl::MaxSplits(';', 2));
+  int me = 0, cycles = 0;
+  if (f.size() != 3 || !absl::SimpleAtoi(f[0], &me) ||
+      !absl::SimpleAtoi(f[1], &cycles)) {
+    return 2;
+  }
+  absl::SetFlag(&FLAGS_cycles, cycles);
+  auto run = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(store, JoinStore(f[2]));
+    ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(store, me, kRanks, me));
+    return Cycles(runtime, std::nullopt, 0, nullptr);
+  };
+  absl::Status s = run();
+  if (!s.ok()) {
+    std::fprintf(stderr, "[spare %d] %s\n", me, s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+absl::Status Rank(Bootstrap& b) {
+  const int me = b.rank();
+  ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(b.store(), me, b.world_size(),
+                                                b.local_rank()));
+  ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {3, 2}, {"dp", "tp"},
+                                        Options()));
+  Launcher launcher;
+  launcher.store_address = StoreAddressText(b.info());
+  store_port = b.info().store_port;
+  over_etcd = !b.info().etcd_endpoints.empty();
+  launcher.store = b.store();
+  struct ReapAll {
+    Launcher& l;
+    ~ReapAll() {
+      for (auto& [r, pid] : l.spares) {
+        if (pid <= 0) continue;
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } reap_all{launcher};
+  RETURN_IF_ERROR(Cycles(runtime, mesh, 0, me == 0 ? &launcher : nullptr));
+  if (me != 0) return absl::OkStatus();
+  // The checks after the cycles.
+  std::set<pid_t> want;
+  for (auto& [r, pid] : launcher.spares) want.insert(pid);
+  const std::set<pid_t> children = Children();
+  RETURN_IF_ERROR(Expect(
+      children == want,
+      absl::StrCat("children [", absl::StrJoin(children, ","), "], want the "
+                   "spares in the mesh [", absl::StrJoin(want, ","), "]")));
+  // Exactly as many fds as after cycle 1, but the store client's (rank 0
+  // has one, the bootstrap's), within its pool's bound: over TCP one
+  // connection per thread that calls it at once (the caller, the failure
+  // watch, a RetireEpochs thread or two), over etcd 8 idle curl handles and
+  // 2 in flight (the watch's parked request, its lease's renewal), 3 fds
+  // each.
+  const Fds fds = launcher.fds_end;
+  const Fds first = launcher.fds_after_first;
+  RETURN_IF_ERROR(Expect(
+      fds.others == first.others && fds.store <= (over_etcd ? 30 : 4),
+      absl::StrCat("open fds ", fds.others, " and ", fds.store,
+                   " of the store client; after cycle 1 ", first.others,
+                   " and ", first.store, " (now ",
+                   absl::StrJoin(fds.listed, " "),
+                   "; after cycle 1 ", absl::StrJoin(first.listed, " "),
+                   ")")));
+  const std::vector<std::string> stale = StaleShm();
+  RETURN_IF_ERROR(Expect(stale.empty(),
+                         absl::StrCat("/dev/shm entries of gone processes: ",
+                                      absl::StrJoin(stale, " "))));
+  Store& store = *b.store();
+  // Each cycle moved the job two epochs (Shrink, Grow), and rank 0, the
+  // lowest rank of every mesh, raised the pointer at the end of each.
+  const int64_t last = 2 * absl::GetFlag(FLAGS_cycles);
+  ASSIGN_OR_RETURN(pointer, store.Get("devmesh/job/epoch"));
+  RETURN_IF_ERROR(Expect(pointer == absl::StrCat(last),
+                         absl::StrCat("devmesh/job/epoch is '", pointer,
+                                      "', want ", last)));
+  auto key = [](int64_t x, const std::string& what) {
+    return absl::StrCat("devmesh/epoch/", x, "/", what);
+  };
+  // Epochs up to last - 2 are retired (deleted on a thread of rank 0's
+  // since its last Grow: waited for up to 10 s): of each, every key of the
+  // Shrink agreement, the spares' registry and each Grow attempt (those
+  // rank 0 made, and one more) is gone.
+  auto left_key = [&]() -> absl::StatusOr<std::string> {
+    for (int64_t x = 0; x + 2 <= last; ++x) {
+      std::vector<std::string> gone = {key(x, "spares")};
+      for (int i = 0; i < 8; ++i) gone.push_back(key(x, absl::StrCat("spare/", i)));
+      for (int r = 0; r < kRanks; ++r) {
+        gone.push_back(key(x, absl::StrCat("arrive/", r)));
+      }
+      for (int64_t n = 0; n <= launcher.grow_attempts[x]; ++n) {
+        const std::string grow = absl::StrCat("grow/", n, "/");
+        gone.push_back(key(x, grow + "open"));
+        gone.push_back(key(x, grow + "decision"));
+        for (int r = 0; r < kRanks; ++r) {
+          gone.push_back(key(x, absl::StrCat(grow, "arrive/", r)));
+          gone.push_back(key(x, absl::StrCat(grow, "ready/", r)));
+        }
+      }
+      for (const std::string& k : gone) {
+        ASSIGN_OR_RETURN(there, store.Check({k}));
+        if (there) return k;
+      }
+    }
+    return std::string();
+  };
+  std::string left;
+  for (const absl::Time until = absl::Now() + absl::Seconds(10);;) {
+    ASSIGN_OR_RETURN(l, left_key());
+    left = l;
+    if (left.empty() || absl::Now() >= until) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  RETURN_IF_ERROR(Expect(left.empty(), absl::StrCat(
+      "key ", left, " of a retired epoch is left 10 s after the last Grow")));
+  // Kept for good: "death" and "decision" of each epoch with a death (the
+  // even ones: a rank was killed in each), nothing of the others.
+  int64_t kept = 0;
+  for (int64_t x = 0; x + 2 <= last; ++x) {
+    for (const char* what : {"death", "decision"}) {
+      ASSIGN_OR_RETURN(there, store.Check({key(x, what)}));
+      RETURN_IF_ERROR(Expect(there == (x % 2 == 0),
+                             absl::StrCat("key ", key(x, what), there
+                                          ? " is there" : " is gone")));
+      kept += there ? 1 : 0;
+    }
+  }
+  // Not retired: the last Grow's decision (epoch last - 1).
+  ASSIGN_OR_RETURN(
+      last_grow, store.Check({key(last - 1, absl::StrCat(
+          "grow/", launcher.grow_attempts[last - 1] - 1, "/decision"))}));
+  RETURN_IF_ERROR(Expect(last_grow, absl::StrCat(
+      "the last Grow's decision (epoch ", last - 1, ") is gone")));
+  ASSIGN_OR_RETURN(keys, store.NumKeys());
+  int64_t attempts = 0;
+  for (const auto& [x, n] : launcher.grow_attempts) attempts += n;
+  std::printf("grow_cycles: %lld cycles, epoch %lld, %lld Grow attempts; fds "
+              "%d (after cycle 1: %d), store client fds %d (after cycle "
+              "1: %d); store keys %lld (after cycle 1: %lld, epoch %lld); "
+              "kept death/decision keys of retired epochs %lld; children "
+              "%zu\n",
+              static_cast<long long>(absl::GetFlag(FLAGS_cycles)),
+              static_cast<long long>(last), static_cast<long long>(attempts),
+              fds.others, first.others, fds.store, first.store,
+              static_cast<long long>(keys),
+              static_cast<long long>(launcher.keys_after_first),
+              static_cast<long long>(launcher.epoch_after_first),
+              static_cast<long long>(kept), children.size());
+  std::fflush(stdout);
+  // Every spare in the mesh ends with the job: wait for them (they return
+  // once the last cycle's state is checked).
+  for (auto& [r, pid] : launcher.spares) {
+    int status = 0;
+    const absl::Time end = absl::Now() + absl::Seconds(30);
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      RETURN_IF_ERROR(Expect(absl::Now() < end, "a spare did not end"));
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    pid = 0;
+    RETURN_IF_ERROR(Expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                           absl::StrCat("spare ", r, " ended with status ",
+                                        status)));
+  }
+  return absl::OkStatus();
+}
+
+TEST(GrowCycles, NothingLeaks) {
+  RunRanksOptions options;
+  options.timeout = absl::Seconds(280);
+  std::optional<::devmesh::testing::EtcdCluster> etcd;
+  if (absl::GetFlag(FLAGS_store) == "etcd") {
+    etcd.emplace();
+    ASSERT_TRUE(etcd->Start(1).ok());
+    options.store_address = etcd->Address(
+        absl::StrCat("/devmesh-test/grow_cycles/", getpid(), "/"));
+  } else {
+    ASSERT_EQ(absl::GetFlag(FLAGS_store), "tcp");
+  }
+  std::vector<RankOutcome> out = RunRanksDetailed(kRanks, Rank, options);
+  ASSERT_EQ(out.size(), static_cast<size_t>(kRanks));
+  for (const RankOutcome& o : out) {
+    if (o.rank == 2 || o.rank == 4) {
+      EXPECT_FALSE(o.reported) << "rank " << o.rank << " was not killed";
+      continue;
+    }
+    EXPECT_TRUE(o.reported && o.status.ok())
+        << "rank " << o.rank << ": " << o.status << " (exit " << o.exit_code
+        << ")";
+  }
+  etcd.reset();  // its member process stopped and reaped
+  EXPECT_TRUE(waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD)
+      << "a child process is left after the run";
+}
+
+}  // namespace
+}  // namespace devmesh
+
+int main(int argc, char** argv) {
+  if (const char* spec = std::getenv("GROW_CYCLES_SPARE")) {
+    return devmesh::SpareMain(spec);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  return RUN_ALL_TESTS();
+}
