@@ -17,7 +17,9 @@
 //   - its open fd count, taken with every group whole, equals its count
 //     after cycle 1, but the store client's pooled connections, which stay
 //     within the pool's bound (they follow the most calls in flight at once);
-//   - /dev/shm holds no devmesh-<pid>-* entry of a process that is gone;
+//   - /dev/shm holds no devmesh-<pid>-* entry of a process of the job that
+//     is gone (each of its processes, 6 + one spare per cycle, notes its
+//     pid in the store);
 //   - the store: devmesh/job/epoch is 2 * cycles; of every epoch up to the
 //     last but one (retired: RetireEpochs, spare_registry.h) no key of the
 //     Shrink agreement, the spares' registry or any Grow attempt is left
@@ -222,8 +224,29 @@ std::set<pid_t> Children() {
   return out;
 }
 
-// /dev/shm entries "devmesh-<pid>-..." whose process is gone.
-std::vector<std::string> StaleShm() {
+// Every process of the job (its ranks' and its spares') notes its pid in
+// the store: only their /dev/shm entries are this test's (other tests may
+// run beside it).
+absl::Status NotePid(Store& store) {
+  ASSIGN_OR_RETURN(n, store.Add("grow_cycles/pids", 1));
+  return store.Set(absl::StrCat("grow_cycles/pid/", n - 1),
+                   absl::StrCat(getpid()));
+}
+absl::StatusOr<std::set<pid_t>> JobPids(Store& store) {
+  std::set<pid_t> pids;
+  ASSIGN_OR_RETURN(n, store.Add("grow_cycles/pids", 0));
+  for (int64_t i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(text, store.Get(absl::StrCat("grow_cycles/pid/", i),
+                                     absl::Seconds(10)));
+    pid_t pid = 0;
+    if (absl::SimpleAtoi(text, &pid)) pids.insert(pid);
+  }
+  return pids;
+}
+
+// /dev/shm entries "devmesh-<pid>-..." of the processes `pids` that are
+// gone.
+std::vector<std::string> StaleShm(const std::set<pid_t>& pids) {
   std::vector<std::string> out;
   DIR* d = opendir("/dev/shm");
   if (d == nullptr) return out;
@@ -233,7 +256,7 @@ std::vector<std::string> StaleShm() {
     pid_t pid = 0;
     const size_t dash = name.find('-');
     if (dash == absl::string_view::npos ||
-        !absl::SimpleAtoi(name.substr(0, dash), &pid)) {
+        !absl::SimpleAtoi(name.substr(0, dash), &pid) || !pids.count(pid)) {
       continue;
     }
     if (kill(pid, 0) != 0 && errno == ESRCH) out.push_back(e->d_name);
@@ -472,6 +495,7 @@ int SpareMain(const std::string& spec) {
   absl::SetFlag(&FLAGS_cycles, cycles);
   auto run = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(store, JoinStore(f[2]));
+    RETURN_IF_ERROR(NotePid(*store));
     ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(store, me, kRanks, me));
     return Cycles(runtime, std::nullopt, 0, nullptr);
   };
@@ -485,6 +509,7 @@ int SpareMain(const std::string& spec) {
 
 absl::Status Rank(Bootstrap& b) {
   const int me = b.rank();
+  RETURN_IF_ERROR(NotePid(*b.store()));
   ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(b.store(), me, b.world_size(),
                                                 b.local_rank()));
   ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {3, 2}, {"dp", "tp"},
@@ -530,11 +555,18 @@ absl::Status Rank(Bootstrap& b) {
                    absl::StrJoin(fds.listed, " "),
                    "; after cycle 1 ", absl::StrJoin(first.listed, " "),
                    ")")));
-  const std::vector<std::string> stale = StaleShm();
+  Store& store = *b.store();
+  ASSIGN_OR_RETURN(pids, JobPids(store));
+  // The ranks' and one spare process a cycle (the removed partner stays in
+  // its process).
+  const size_t processes = kRanks + absl::GetFlag(FLAGS_cycles);
+  RETURN_IF_ERROR(Expect(pids.size() == processes,
+                         absl::StrCat(pids.size(), " processes noted their "
+                                      "pid, want ", processes)));
+  const std::vector<std::string> stale = StaleShm(pids);
   RETURN_IF_ERROR(Expect(stale.empty(),
                          absl::StrCat("/dev/shm entries of gone processes: ",
                                       absl::StrJoin(stale, " "))));
-  Store& store = *b.store();
   // Each cycle moved the job two epochs (Shrink, Grow), and rank 0, the
   // lowest rank of every mesh, raised the pointer at the end of each.
   const int64_t last = 2 * absl::GetFlag(FLAGS_cycles);
