@@ -367,21 +367,18 @@ if lc_slurm_up "$WORK/slurm"; then
   check_elastic "srun -N2 --ntasks-per-node=3 --kill-on-bad-exit=0" 2 "$WORK/srun_elastic.log"
   # Heal: srun never starts a failed task again; in one allocation the job
   # is one step and the spare a second step on host 1 (where rank 2 ran),
-  # sharing its CPUs (--overlap). --backend=gloo: a spare's runtime has no
-  # host table (spare_runtime.h), so under "auto" it tries shared memory for
-  # every group while the members, who know the hosts, go straight to Gloo
-  # for the groups that cross them (dp [0, 4, 2] and tp [2, 3] here); both
-  # sides wait until the group timeout (seen: every rank DeadlineExceeded
-  # after 60 s). On one host (the mpirun row) "auto" is right for both.
+  # sharing its CPUs (--overlap). The default backend: the spare holds the
+  # job's host table (spare_runtime.h), so it chooses each group's transport
+  # as the members do (shared memory inside a host, Gloo across).
   start_store
   run "$WORK/srun_heal.log" "$ON_HOST" 1 env DEVMESH_STORE_ADDR="$STORE_ADDR" \
     salloc -N2 --ntasks-per-node=3 --time=3 "$HERE/heal_with_spare.sh" \
     "$WORK/srun_heal_job.log" "$WORK/srun_heal_spare.log" -- \
-    srun --kill-on-bad-exit=0 "$ELASTIC" --kill_rank=2 --heal --backend=gloo -- \
+    srun --kill-on-bad-exit=0 "$ELASTIC" --kill_rank=2 --heal -- \
     srun -N1 -n1 -w "$(lc_host_name 1)" --overlap $(spare_env 2 2 3) "$ELASTIC" \
-    --kill_rank=2 --heal --backend=gloo
+    --kill_rank=2 --heal
   stop_store
-  check_heal "salloc -N2 --ntasks-per-node=3: srun step, rank 2 killed, spare step, Grow (--backend=gloo)" 2 "$WORK/srun_heal"
+  check_heal "salloc -N2 --ntasks-per-node=3: srun step, rank 2 killed, spare step, Grow" 2 "$WORK/srun_heal"
 else
   add_row "srun (cluster start)" 2 - - - - - "FAIL (Slurm did not start)"
 fi
