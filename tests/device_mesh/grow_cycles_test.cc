@@ -16,7 +16,8 @@
 //     (each killed one reaped);
 //   - its open fd count, taken with every group whole, equals its count
 //     after cycle 1, but the store client's pooled connections, which stay
-//     within the pool's bound (they follow the most calls in flight at once);
+//     within the pool's bound (they follow the most calls in flight at once),
+//     and pidfds, each of which watches a live process of the job (rank 1);
 //   - /dev/shm holds no devmesh-<pid>-* entry of a process of the job that
 //     is gone (each of its processes, 6 + one spare per cycle, notes its
 //     pid in the store);
@@ -32,6 +33,7 @@
 // no fd of rank 0's but stdio) with GROW_CYCLES_SPARE set: main() runs
 // SpareMain instead of the tests.
 #include <dirent.h>
+#include <poll.h>
 #include <errno.h>
 #include <signal.h>
 #include <spawn.h>
@@ -58,6 +60,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "bootstrap/testing/multiprocess.h"
 #include "comm/error_info.h"
@@ -118,9 +121,14 @@ bool over_etcd = false;
 struct Fds {
   int others = 0;
   int store = 0;
+  // pidfds (shm groups watch their members' processes by them): the pid
+  // each one watches, and how many name a process that has exited.
+  std::vector<pid_t> watched;
+  int exited = 0;
   std::vector<std::string> listed;  // the others, for a failure's message
   bool operator==(const Fds& o) const {
-    return others == o.others && store == o.store;
+    return others == o.others && store == o.store && watched == o.watched &&
+           exited == o.exited;
   }
 };
 
@@ -176,7 +184,20 @@ Fds CountFds() {
     const bool etcd_handle =
         over_etcd && !inode.empty() &&
         (it == peer_port.end() || unix_sockets.count(inode) > 0);
-    if (to_store || etcd_handle) {
+    if (absl::EndsWith(absl::string_view(target, len > 0 ? len : 0),
+                       "[pidfd]")) {
+      pid_t pid = -1;
+      for (absl::string_view line : absl::StrSplit(
+               ReadFile(absl::StrCat("/proc/self/fdinfo/", fd)), '\n')) {
+        if (absl::ConsumePrefix(&line, "Pid:") &&
+            !absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &pid)) {
+          pid = -1;
+        }
+      }
+      n.watched.push_back(pid);
+      pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, 0) > 0) ++n.exited;  // readable: its process exited
+    } else if (to_store || etcd_handle) {
       ++n.store;
     } else {
       ++n.others;
@@ -186,6 +207,7 @@ Fds CountFds() {
     }
   }
   closedir(d);
+  std::sort(n.watched.begin(), n.watched.end());
   return n;
 }
 
@@ -366,11 +388,16 @@ absl::Status Cycles(std::shared_ptr<MeshRuntime> runtime,
       if (launcher != nullptr && std::getenv("GROW_CYCLES_DEBUG") != nullptr) {
         auto keys = launcher->store->NumKeys();
         const Fds fds = SettledFds();
-        std::fprintf(stderr, "cycle %lld: fds %d + %d of the store client, keys %lld, "
-                     "epoch %lld\n", static_cast<long long>(cycle),
+        std::fprintf(stderr,
+                     "cycle %lld: fds %d + %d of the store client, keys %lld, "
+                     "epoch %lld [%s]\n",
+                     static_cast<long long>(cycle),
                      fds.others, fds.store,
                      static_cast<long long>(keys.ok() ? *keys : -1),
-                     static_cast<long long>(mesh->epoch()));
+                     static_cast<long long>(mesh->epoch()),
+                     absl::StrCat(absl::StrJoin(fds.listed, " "), "; pidfds of ",
+                                  absl::StrJoin(fds.watched, ","))
+                         .c_str());
       }
       // Done with this cycle's collectives (counted in the store, which no
       // death disturbs): the next victim waits for every member's count.
@@ -539,7 +566,8 @@ absl::Status Rank(Bootstrap& b) {
       children == want,
       absl::StrCat("children [", absl::StrJoin(children, ","), "], want the "
                    "spares in the mesh [", absl::StrJoin(want, ","), "]")));
-  // Exactly as many fds as after cycle 1, but the store client's (rank 0
+  // Exactly as many fds as after cycle 1, but pidfds (below) and the store
+  // client's (rank 0
   // has one, the bootstrap's), within its pool's bound: over TCP one
   // connection per thread that calls it at once (the caller, the failure
   // watch, a RetireEpochs thread or two), over etcd 8 idle curl handles and
@@ -563,6 +591,22 @@ absl::Status Rank(Bootstrap& b) {
   RETURN_IF_ERROR(Expect(pids.size() == processes,
                          absl::StrCat(pids.size(), " processes noted their "
                                       "pid, want ", processes)));
+  // pidfds: each watched a live process of the job when counted (none a
+  // killed one's):
+  // rank 1, rank 0's only shm peer, watched by their tp group (made in
+  // epoch 0 and kept since) and, between cycles, often by one more
+  // registration that each epoch replaces (1 or 2 seen after cycle 1).
+  for (pid_t pid : fds.watched) {
+    RETURN_IF_ERROR(Expect(pids.count(pid) > 0,
+                           absl::StrCat("a pidfd watches pid ", pid, ", not "
+                                        "a process of the job")));
+  }
+  RETURN_IF_ERROR(Expect(
+      !fds.watched.empty() && fds.watched.size() <= 2 && fds.exited == 0 &&
+          fds.watched.front() == fds.watched.back(),
+      absl::StrCat("pidfds watch [", absl::StrJoin(fds.watched, ", "), "] (",
+                   fds.exited, " of them exited); after cycle 1 [", absl::StrJoin(first.watched, ", "),
+                   "]")));
   const std::vector<std::string> stale = StaleShm(pids);
   RETURN_IF_ERROR(Expect(stale.empty(),
                          absl::StrCat("/dev/shm entries of gone processes: ",
@@ -635,13 +679,14 @@ absl::Status Rank(Bootstrap& b) {
   int64_t attempts = 0;
   for (const auto& [x, n] : launcher.grow_attempts) attempts += n;
   std::printf("grow_cycles: %lld cycles, epoch %lld, %lld Grow attempts; fds "
-              "%d (after cycle 1: %d), store client fds %d (after cycle "
-              "1: %d); store keys %lld (after cycle 1: %lld, epoch %lld); "
+              "%d (after cycle 1: %d), pidfds %zu (after cycle 1: %zu), store "
+              "client fds %d (after cycle 1: %d); store keys %lld (after cycle 1: %lld, epoch %lld); "
               "kept death/decision keys of retired epochs %lld; children "
               "%zu\n",
               static_cast<long long>(absl::GetFlag(FLAGS_cycles)),
               static_cast<long long>(last), static_cast<long long>(attempts),
-              fds.others, first.others, fds.store, first.store,
+              fds.others, first.others, fds.watched.size(),
+              first.watched.size(), fds.store, first.store,
               static_cast<long long>(keys),
               static_cast<long long>(launcher.keys_after_first),
               static_cast<long long>(launcher.epoch_after_first),
