@@ -177,7 +177,8 @@ absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size) {
           del(GrowKey(epoch, n, absl::StrCat("arrive/", r))));
     }
     for (int r : spares) {
-      DEVMESH_RETURN_IF_ERROR(del(GrowKey(epoch, n, absl::StrCat("ready/", r))));
+      DEVMESH_RETURN_IF_ERROR(
+          del(GrowKey(epoch, n, absl::StrCat("ready/", r))));
     }
   }
   // The registry last: it names the "ready" keys above.

@@ -33,8 +33,8 @@
 // no fd of rank 0's but stdio) with GROW_CYCLES_SPARE set: main() runs
 // SpareMain instead of the tests.
 #include <dirent.h>
-#include <poll.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -62,6 +62,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "bootstrap/rendezvous.h"
 #include "bootstrap/testing/multiprocess.h"
 #include "comm/error_info.h"
 #include "device_mesh/device_mesh.h"
@@ -69,11 +70,10 @@
 #include "device_mesh/mesh_runtime.h"
 #include "device_mesh/state_broadcast.h"
 #include "gtest/gtest.h"
-#include "bootstrap/rendezvous.h"
 #include "store/etcd_store.h"
 #include "store/tcp_store_client.h"
-#include "tests/store/etcd_testing.h"
 #include "tests/device_mesh/mesh_checks.h"
+#include "tests/store/etcd_testing.h"
 
 extern char** environ;
 
@@ -238,8 +238,7 @@ std::set<pid_t> Children() {
     const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
     const size_t paren = stat.rfind(')');
     if (paren == std::string::npos) continue;
-    std::vector<std::string> f =
-        absl::StrSplit(stat.substr(paren + 2), ' ');
+    std::vector<std::string> f = absl::StrSplit(stat.substr(paren + 2), ' ');
     if (f.size() > 1 && f[1] == mine) out.insert(pid);
   }
   closedir(d);
@@ -319,11 +318,11 @@ absl::Status CheckSums(const DeviceMesh& mesh, int me) {
     int64_t want = 0;
     for (int r : group->global_ranks()) want += r + 1;
     int64_t x = me + 1;
-    RETURN_IF_ERROR(group->AllReduce(&x, &x, 1, DataType::kInt64,
-                                     ReduceOp::kSum));
-    RETURN_IF_ERROR(Expect(x == want, absl::StrCat("rank ", me, ": ", dim,
-                                                   " sum ", x, ", want ",
-                                                   want)));
+    RETURN_IF_ERROR(
+        group->AllReduce(&x, &x, 1, DataType::kInt64, ReduceOp::kSum));
+    RETURN_IF_ERROR(Expect(
+        x == want,
+        absl::StrCat("rank ", me, ": ", dim, " sum ", x, ", want ", want)));
   }
   return absl::OkStatus();
 }
@@ -388,16 +387,16 @@ absl::Status Cycles(std::shared_ptr<MeshRuntime> runtime,
       if (launcher != nullptr && std::getenv("GROW_CYCLES_DEBUG") != nullptr) {
         auto keys = launcher->store->NumKeys();
         const Fds fds = SettledFds();
-        std::fprintf(stderr,
-                     "cycle %lld: fds %d + %d of the store client, keys %lld, "
-                     "epoch %lld [%s]\n",
-                     static_cast<long long>(cycle),
-                     fds.others, fds.store,
-                     static_cast<long long>(keys.ok() ? *keys : -1),
-                     static_cast<long long>(mesh->epoch()),
-                     absl::StrCat(absl::StrJoin(fds.listed, " "), "; pidfds of ",
-                                  absl::StrJoin(fds.watched, ","))
-                         .c_str());
+        std::fprintf(
+            stderr,
+            "cycle %lld: fds %d + %d of the store client, keys %lld, "
+            "epoch %lld [%s]\n",
+            static_cast<long long>(cycle), fds.others, fds.store,
+            static_cast<long long>(keys.ok() ? *keys : -1),
+            static_cast<long long>(mesh->epoch()),
+            absl::StrCat(absl::StrJoin(fds.listed, " "), "; pidfds of ",
+                         absl::StrJoin(fds.watched, ","))
+                .c_str());
       }
       // Done with this cycle's collectives (counted in the store, which no
       // death disturbs): the next victim waits for every member's count.
@@ -435,34 +434,35 @@ absl::Status Cycles(std::shared_ptr<MeshRuntime> runtime,
       raise(SIGKILL);
     }
     absl::Status failed = CheckSums(*mesh, me);
-    RETURN_IF_ERROR(Expect(!failed.ok(), absl::StrCat(
-        "rank ", me, ": the all-reduces of cycle ", cycle, " passed")));
+    RETURN_IF_ERROR(Expect(
+        !failed.ok(), absl::StrCat("rank ", me, ": the all-reduces of cycle ",
+                                   cycle, " passed")));
     ShrinkOptions so;
     so.timeout = absl::Seconds(20);
     auto shrunk = mesh->Shrink("dp", so);
     if (!shrunk.ok()) {
       const ErrorInfo info = GetErrorInfo(shrunk.status());
-      RETURN_IF_ERROR(Expect(
-          info.removed_in_epoch >= 0 && me == victim + 1,
-          absl::StrCat("rank ", me, ": Shrink of cycle ", cycle, ": ",
-                       shrunk.status().ToString())));
+      RETURN_IF_ERROR(
+          Expect(info.removed_in_epoch >= 0 && me == victim + 1,
+                 absl::StrCat("rank ", me, ": Shrink of cycle ", cycle, ": ",
+                              shrunk.status().ToString())));
       mesh.reset();  // removed alive: stays as a spare
       continue;
     }
     mesh = shrunk->mesh;
-    RETURN_IF_ERROR(Expect(mesh->size() == 4,
-                           absl::StrCat("rank ", me, " after the Shrink: ",
-                                        mesh->ToString())));
+    RETURN_IF_ERROR(Expect(
+        mesh->size() == 4,
+        absl::StrCat("rank ", me, " after the Shrink: ", mesh->ToString())));
     if (launcher != nullptr) {
       // The killed process: reaped if it was one of ours; a new one.
       if (auto it = launcher->spares.find(victim);
           it != launcher->spares.end()) {
         int status = 0;
-        RETURN_IF_ERROR(Expect(
-            waitpid(it->second, &status, 0) == it->second &&
-                WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-            absl::StrCat("rank ", victim, "'s process ended with status ",
-                         status)));
+        RETURN_IF_ERROR(
+            Expect(waitpid(it->second, &status, 0) == it->second &&
+                       WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                   absl::StrCat("rank ", victim,
+                                "'s process ended with status ", status)));
       }
       const pid_t pid = SpawnSpare(victim, launcher->store_address);
       RETURN_IF_ERROR(Expect(pid > 0, "posix_spawn failed"));
@@ -475,18 +475,18 @@ absl::Status Cycles(std::shared_ptr<MeshRuntime> runtime,
       if (launcher != nullptr) ++launcher->grow_attempts[mesh->epoch()];
       auto grown = mesh->Grow("dp", g);
       if (!grown.ok()) {
-        return absl::InternalError(absl::StrCat("rank ", me, ": Grow: ",
-                                                grown.status().ToString()));
+        return absl::InternalError(
+            absl::StrCat("rank ", me, ": Grow: ", grown.status().ToString()));
       }
       mesh = grown->mesh;
       if (grown->report.grown) break;
-      RETURN_IF_ERROR(Expect(grown->report.shrunk_after.empty(),
-                             grown->report.ToString()));
+      RETURN_IF_ERROR(
+          Expect(grown->report.shrunk_after.empty(), grown->report.ToString()));
       absl::SleepFor(absl::Milliseconds(10));
     }
-    RETURN_IF_ERROR(Expect(mesh->size() == 6,
-                           absl::StrCat("rank ", me, " after the Grow: ",
-                                        mesh->ToString())));
+    RETURN_IF_ERROR(Expect(
+        mesh->size() == 6,
+        absl::StrCat("rank ", me, " after the Grow: ", mesh->ToString())));
     fresh = true;
   }
 }
@@ -539,8 +539,8 @@ absl::Status Rank(Bootstrap& b) {
   RETURN_IF_ERROR(NotePid(*b.store()));
   ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(b.store(), me, b.world_size(),
                                                 b.local_rank()));
-  ASSIGN_OR_RETURN(mesh, InitDeviceMesh(runtime, "cpu", {3, 2}, {"dp", "tp"},
-                                        Options()));
+  ASSIGN_OR_RETURN(
+      mesh, InitDeviceMesh(runtime, "cpu", {3, 2}, {"dp", "tp"}, Options()));
   Launcher launcher;
   launcher.store_address = StoreAddressText(b.info());
   store_port = b.info().store_port;
@@ -563,9 +563,10 @@ absl::Status Rank(Bootstrap& b) {
   for (auto& [r, pid] : launcher.spares) want.insert(pid);
   const std::set<pid_t> children = Children();
   RETURN_IF_ERROR(Expect(
-      children == want,
-      absl::StrCat("children [", absl::StrJoin(children, ","), "], want the "
-                   "spares in the mesh [", absl::StrJoin(want, ","), "]")));
+      children == want, absl::StrCat("children [", absl::StrJoin(children, ","),
+                                     "], want the "
+                                     "spares in the mesh [",
+                                     absl::StrJoin(want, ","), "]")));
   // Exactly as many fds as after cycle 1, but pidfds (below) and the store
   // client's (rank 0
   // has one, the bootstrap's), within its pool's bound: over TCP one
@@ -575,49 +576,51 @@ absl::Status Rank(Bootstrap& b) {
   // each.
   const Fds fds = launcher.fds_end;
   const Fds first = launcher.fds_after_first;
-  RETURN_IF_ERROR(Expect(
-      fds.others == first.others && fds.store <= (over_etcd ? 30 : 4),
-      absl::StrCat("open fds ", fds.others, " and ", fds.store,
-                   " of the store client; after cycle 1 ", first.others,
-                   " and ", first.store, " (now ",
-                   absl::StrJoin(fds.listed, " "),
-                   "; after cycle 1 ", absl::StrJoin(first.listed, " "),
-                   ")")));
+  RETURN_IF_ERROR(
+      Expect(fds.others == first.others && fds.store <= (over_etcd ? 30 : 4),
+             absl::StrCat("open fds ", fds.others, " and ", fds.store,
+                          " of the store client; after cycle 1 ", first.others,
+                          " and ", first.store, " (now ",
+                          absl::StrJoin(fds.listed, " "), "; after cycle 1 ",
+                          absl::StrJoin(first.listed, " "), ")")));
   Store& store = *b.store();
   ASSIGN_OR_RETURN(pids, JobPids(store));
   // The ranks' and one spare process a cycle (the removed partner stays in
   // its process).
   const size_t processes = kRanks + absl::GetFlag(FLAGS_cycles);
-  RETURN_IF_ERROR(Expect(pids.size() == processes,
-                         absl::StrCat(pids.size(), " processes noted their "
-                                      "pid, want ", processes)));
+  RETURN_IF_ERROR(
+      Expect(pids.size() == processes, absl::StrCat(pids.size(),
+                                                    " processes noted their "
+                                                    "pid, want ",
+                                                    processes)));
   // pidfds: each watched a live process of the job when counted (none a
   // killed one's):
   // rank 1, rank 0's only shm peer, watched by their tp group (made in
   // epoch 0 and kept since) and, between cycles, often by one more
   // registration that each epoch replaces (1 or 2 seen after cycle 1).
   for (pid_t pid : fds.watched) {
-    RETURN_IF_ERROR(Expect(pids.count(pid) > 0,
-                           absl::StrCat("a pidfd watches pid ", pid, ", not "
-                                        "a process of the job")));
+    RETURN_IF_ERROR(
+        Expect(pids.count(pid) > 0, absl::StrCat("a pidfd watches pid ", pid,
+                                                 ", not "
+                                                 "a process of the job")));
   }
   RETURN_IF_ERROR(Expect(
       !fds.watched.empty() && fds.watched.size() <= 2 && fds.exited == 0 &&
           fds.watched.front() == fds.watched.back(),
       absl::StrCat("pidfds watch [", absl::StrJoin(fds.watched, ", "), "] (",
-                   fds.exited, " of them exited); after cycle 1 [", absl::StrJoin(first.watched, ", "),
-                   "]")));
+                   fds.exited, " of them exited); after cycle 1 [",
+                   absl::StrJoin(first.watched, ", "), "]")));
   const std::vector<std::string> stale = StaleShm(pids);
-  RETURN_IF_ERROR(Expect(stale.empty(),
-                         absl::StrCat("/dev/shm entries of gone processes: ",
-                                      absl::StrJoin(stale, " "))));
+  RETURN_IF_ERROR(
+      Expect(stale.empty(), absl::StrCat("/dev/shm entries of gone processes: ",
+                                         absl::StrJoin(stale, " "))));
   // Each cycle moved the job two epochs (Shrink, Grow), and rank 0, the
   // lowest rank of every mesh, raised the pointer at the end of each.
   const int64_t last = 2 * absl::GetFlag(FLAGS_cycles);
   ASSIGN_OR_RETURN(pointer, store.Get("devmesh/job/epoch"));
-  RETURN_IF_ERROR(Expect(pointer == absl::StrCat(last),
-                         absl::StrCat("devmesh/job/epoch is '", pointer,
-                                      "', want ", last)));
+  RETURN_IF_ERROR(Expect(
+      pointer == absl::StrCat(last),
+      absl::StrCat("devmesh/job/epoch is '", pointer, "', want ", last)));
   auto key = [](int64_t x, const std::string& what) {
     return absl::StrCat("devmesh/epoch/", x, "/", what);
   };
@@ -628,7 +631,8 @@ absl::Status Rank(Bootstrap& b) {
   auto left_key = [&]() -> absl::StatusOr<std::string> {
     for (int64_t x = 0; x + 2 <= last; ++x) {
       std::vector<std::string> gone = {key(x, "spares")};
-      for (int i = 0; i < 8; ++i) gone.push_back(key(x, absl::StrCat("spare/", i)));
+      for (int i = 0; i < 8; ++i)
+        gone.push_back(key(x, absl::StrCat("spare/", i)));
       for (int r = 0; r < kRanks; ++r) {
         gone.push_back(key(x, absl::StrCat("arrive/", r)));
       }
@@ -655,8 +659,10 @@ absl::Status Rank(Bootstrap& b) {
     if (left.empty() || absl::Now() >= until) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
-  RETURN_IF_ERROR(Expect(left.empty(), absl::StrCat(
-      "key ", left, " of a retired epoch is left 10 s after the last Grow")));
+  RETURN_IF_ERROR(Expect(
+      left.empty(),
+      absl::StrCat("key ", left,
+                   " of a retired epoch is left 10 s after the last Grow")));
   // Kept for good: "death" and "decision" of each epoch with a death (the
   // even ones: a rank was killed in each), nothing of the others.
   int64_t kept = 0;
@@ -664,33 +670,37 @@ absl::Status Rank(Bootstrap& b) {
     for (const char* what : {"death", "decision"}) {
       ASSIGN_OR_RETURN(there, store.Check({key(x, what)}));
       RETURN_IF_ERROR(Expect(there == (x % 2 == 0),
-                             absl::StrCat("key ", key(x, what), there
-                                          ? " is there" : " is gone")));
+                             absl::StrCat("key ", key(x, what),
+                                          there ? " is there" : " is gone")));
       kept += there ? 1 : 0;
     }
   }
   // Not retired: the last Grow's decision (epoch last - 1).
   ASSIGN_OR_RETURN(
-      last_grow, store.Check({key(last - 1, absl::StrCat(
-          "grow/", launcher.grow_attempts[last - 1] - 1, "/decision"))}));
-  RETURN_IF_ERROR(Expect(last_grow, absl::StrCat(
-      "the last Grow's decision (epoch ", last - 1, ") is gone")));
+      last_grow,
+      store.Check({key(
+          last - 1, absl::StrCat("grow/", launcher.grow_attempts[last - 1] - 1,
+                                 "/decision"))}));
+  RETURN_IF_ERROR(Expect(
+      last_grow,
+      absl::StrCat("the last Grow's decision (epoch ", last - 1, ") is gone")));
   ASSIGN_OR_RETURN(keys, store.NumKeys());
   int64_t attempts = 0;
   for (const auto& [x, n] : launcher.grow_attempts) attempts += n;
-  std::printf("grow_cycles: %lld cycles, epoch %lld, %lld Grow attempts; fds "
-              "%d (after cycle 1: %d), pidfds %zu (after cycle 1: %zu), store "
-              "client fds %d (after cycle 1: %d); store keys %lld (after cycle 1: %lld, epoch %lld); "
-              "kept death/decision keys of retired epochs %lld; children "
-              "%zu\n",
-              static_cast<long long>(absl::GetFlag(FLAGS_cycles)),
-              static_cast<long long>(last), static_cast<long long>(attempts),
-              fds.others, first.others, fds.watched.size(),
-              first.watched.size(), fds.store, first.store,
-              static_cast<long long>(keys),
-              static_cast<long long>(launcher.keys_after_first),
-              static_cast<long long>(launcher.epoch_after_first),
-              static_cast<long long>(kept), children.size());
+  std::printf(
+      "grow_cycles: %lld cycles, epoch %lld, %lld Grow attempts; fds "
+      "%d (after cycle 1: %d), pidfds %zu (after cycle 1: %zu), store "
+      "client fds %d (after cycle 1: %d); store keys %lld (after cycle 1: "
+      "%lld, epoch %lld); "
+      "kept death/decision keys of retired epochs %lld; children "
+      "%zu\n",
+      static_cast<long long>(absl::GetFlag(FLAGS_cycles)),
+      static_cast<long long>(last), static_cast<long long>(attempts),
+      fds.others, first.others, fds.watched.size(), first.watched.size(),
+      fds.store, first.store, static_cast<long long>(keys),
+      static_cast<long long>(launcher.keys_after_first),
+      static_cast<long long>(launcher.epoch_after_first),
+      static_cast<long long>(kept), children.size());
   std::fflush(stdout);
   // Every spare in the mesh ends with the job: wait for them (they return
   // once the last cycle's state is checked).
@@ -702,9 +712,9 @@ absl::Status Rank(Bootstrap& b) {
       absl::SleepFor(absl::Milliseconds(10));
     }
     pid = 0;
-    RETURN_IF_ERROR(Expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                           absl::StrCat("spare ", r, " ended with status ",
-                                        status)));
+    RETURN_IF_ERROR(
+        Expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               absl::StrCat("spare ", r, " ended with status ", status)));
   }
   return absl::OkStatus();
 }

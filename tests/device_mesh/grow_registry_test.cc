@@ -143,8 +143,12 @@ std::vector<std::string> EpochKeys(int64_t epoch) {
   for (int n = 0; n < 2; ++n) {
     keys.push_back(GrowKey(epoch, n, "open"));
     keys.push_back(GrowKey(epoch, n, "decision"));
-    for (int r : {0, 1}) keys.push_back(GrowKey(epoch, n, absl::StrCat("arrive/", r)));
-    for (int r : {2, 3}) keys.push_back(GrowKey(epoch, n, absl::StrCat("ready/", r)));
+    for (int r : {0, 1}) {
+      keys.push_back(GrowKey(epoch, n, absl::StrCat("arrive/", r)));
+    }
+    for (int r : {2, 3}) {
+      keys.push_back(GrowKey(epoch, n, absl::StrCat("ready/", r)));
+    }
   }
   return keys;
 }
@@ -278,7 +282,8 @@ TEST(JobPosition, AScanOfARetiredEpochStartsAgainFromThePointer) {
                             : "deleted before Check");
     // The job at (4, 1) when the scan starts; at (7, 0) when it ends.
     JobMovesOn store(GrowKey(4, 0, "decision"), after_look);
-    ASSERT_TRUE(store.Set(GrowKey(4, 0, "decision"), "unchanged;waiting=").ok());
+    ASSERT_TRUE(
+        store.Set(GrowKey(4, 0, "decision"), "unchanged;waiting=").ok());
     ASSERT_TRUE(RaiseJobEpoch(store, 4).ok());
     const absl::Time start = absl::Now();
     auto at = FindJobPosition(store);
