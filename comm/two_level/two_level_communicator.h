@@ -8,7 +8,7 @@
 //   - flat: every member, on the cross-host backend.
 //
 // AllReduce (and Reduce, which the front composes from it) runs on the two
-// levels:
+// levels, in pieces of kTwoLevelPieceBytes:
 //   - from kTwoLevelShardMinBytes and count >= L: intra reduce-scatter,
 //     an all-reduce of each member's shard with its inter group (the L inter
 //     groups at once, so every member carries cross-host traffic), intra
@@ -69,6 +69,15 @@ namespace devmesh {
 // All-reduces of at least this many bytes (and at least L elements) take
 // the reduce-scatter path; smaller ones go through the host leaders.
 inline constexpr size_t kTwoLevelShardMinBytes = 64 * 1024;
+// Larger all-reduces run in pieces of this many bytes (the last one
+// smaller, on the path its size picks), each through its steps in turn.
+inline constexpr size_t kTwoLevelPieceBytes = 4 * 1024 * 1024;
+
+// The all-reduce's bounds (every member passes the same).
+struct TwoLevelOptions {
+  size_t shard_min_bytes = kTwoLevelShardMinBytes;
+  size_t piece_bytes = kTwoLevelPieceBytes;  // > 0
+};
 
 // Makes rank `rank` of a `size`-member two-level group over `store`;
 // `host_keys` holds one host key per group rank (two_level_plan.h) and must
@@ -77,13 +86,15 @@ inline constexpr size_t kTwoLevelShardMinBytes = 64 * 1024;
 // cross_backend.
 // Errors:
 //   InvalidArgument  the checks of comm/group_args.h; host_keys of another
-//                    length than size, or a layout that is not two-level
+//                    length than size, or a layout that is not two-level;
+//                    piece_bytes 0
 //   others           a level's creation error, prefixed "two_level
 //                    creation (<level>): "
 absl::StatusOr<std::unique_ptr<Communicator>> CreateTwoLevelCommunicator(
     std::shared_ptr<Store> store, int rank, int size,
     const CommOptions& options, absl::Span<const std::string> host_keys,
-    absl::string_view cross_backend);
+    absl::string_view cross_backend,
+    const TwoLevelOptions& two_level = TwoLevelOptions());
 
 }  // namespace devmesh
 

@@ -45,8 +45,12 @@ using testing::InputValue;
 using testing::ReduceValues;
 
 // 1 and 13: the leaders' path; 70001 (odd, not a multiple of 2 or 3, at
-// least 64 KiB in every dtype): the reduce-scatter path with a tail.
-constexpr size_t kCounts[] = {1, 13, 70001};
+// least 64 KiB in every dtype): the reduce-scatter path with a tail;
+// 262245, with pieces of 1 MiB (kPieceBytes): float32 one piece and 101
+// elements on the leaders' path, float64 two pieces and a third on the
+// reduce-scatter path, one piece for the others.
+constexpr size_t kCounts[] = {1, 13, 70001, 262245};
+constexpr size_t kPieceBytes = 1 << 20;
 
 std::vector<std::string> Keys(const std::string& layout) {
   std::vector<std::string> keys;
@@ -61,9 +65,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Make(
   options.timeout = timeout;
   options.label = "mesh dim 'dp'";
   std::vector<std::string> keys = Keys(layout);
+  TwoLevelOptions bounds;
+  bounds.piece_bytes = kPieceBytes;
   return CreateTwoLevelCommunicator(std::move(store), rank,
                                     static_cast<int>(keys.size()), options,
-                                    keys, backend);
+                                    keys, backend, bounds);
 }
 
 absl::Status Check(bool ok, const std::string& what) {
