@@ -11,14 +11,21 @@
 //   - rank 1 ends its watch and exits: its lease is revoked at once, it is
 //     marked left, and no verdict follows.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "comm/error_info.h"
@@ -48,10 +55,14 @@ std::shared_ptr<Store> Connect(const EtcdCluster& etcd,
   return std::shared_ptr<Store>(std::move(*store));
 }
 
-// Rank 1 in a child process: its watch started (lease granted, process key
-// rewritten as another host's), then 'r' on `ready`; then, when `go` is
-// given, a byte on it ends the watch and the process (exit 0); else it
-// waits to be killed.
+// Rank 1 in a child process: this test binary started again (fork, then
+// exec at once: the parent has threads) with --gtest_filter=Rank1Child.Run
+// and kRank1Env = "<endpoints>;<prefix>;<clean 0|1>;<ready fd>;<go fd>".
+// Its watch started (lease granted, process key rewritten as another
+// host's), it writes 'r' on `ready`; then, for a clean exit, a byte on `go`
+// ends the watch and the process (exit 0); else it waits to be killed.
+constexpr char kRank1Env[] = "DEVMESH_FW_ETCD_RANK1";
+
 struct Rank1 {
   pid_t pid = -1;
   int go = -1;  // write end; -1 when the child waits to be killed
@@ -61,31 +72,42 @@ Rank1 StartRank1(const EtcdCluster& etcd, const std::string& prefix,
                  bool clean_exit) {
   int ready[2], go[2];
   if (pipe(ready) != 0 || pipe(go) != 0) return {};
+  // Everything the child needs, made before fork (only exec after it).
+  const std::string spec =
+      absl::StrCat(kRank1Env, "=", absl::StrJoin(etcd.endpoints(), ","), ";",
+                   prefix, ";", clean_exit ? 1 : 0, ";", ready[1], ";", go[0]);
+  std::vector<std::string> env_strings = {spec};
+  for (char** e = environ; *e != nullptr; ++e) {
+    // Not the test runner's outputs and shards: the child would claim the
+    // parent's premature-exit file, or be sharded out of its one test.
+    const absl::string_view var = *e;
+    if (absl::StartsWith(var, "GTEST_") ||
+        absl::StartsWith(var, "TEST_PREMATURE_EXIT_FILE=") ||
+        absl::StartsWith(var, "TEST_SHARD_") ||
+        absl::StartsWith(var, "TEST_TOTAL_SHARDS=") ||
+        absl::StartsWith(var, "XML_OUTPUT_FILE=")) {
+      continue;
+    }
+    env_strings.push_back(*e);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string self = "/proc/self/exe";
+  std::string filter = "--gtest_filter=Rank1Child.Run";
+  char* argv[] = {self.data(), filter.data(), nullptr};
   const pid_t pid = fork();
   if (pid == 0) {
     close(ready[0]);
     close(go[1]);
-    std::shared_ptr<Store> store = Connect(etcd, prefix);
-    if (store == nullptr) _exit(3);
-    auto watch = FailureWatch::Start(store, /*rank=*/1, /*world_size=*/2,
-                                     kPeriod, kSilence);
-    // Another host's process: this kernel cannot vouch for it either way.
-    if (!store->Set(FailureWatch::ProcKey(1), "another-boot|1|1|1").ok()) {
-      _exit(4);
-    }
-    char c = 'r';
-    if (write(ready[1], &c, 1) != 1) _exit(5);
-    if (!clean_exit) {
-      for (;;) pause();
-    }
-    if (read(go[0], &c, 1) != 1) _exit(6);
-    watch.reset();  // a clean exit: left, then the lease revoked
-    _exit(0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // kept across execve
+    execve(argv[0], argv, envp.data());
+    _exit(127);
   }
   close(ready[1]);
   close(go[0]);
   char c = 0;
-  const bool up = read(ready[0], &c, 1) == 1 && c == 'r';
+  const bool up = pid > 0 && read(ready[0], &c, 1) == 1 && c == 'r';
   close(ready[0]);
   Rank1 child;
   child.pid = pid;
@@ -94,12 +116,45 @@ Rank1 StartRank1(const EtcdCluster& etcd, const std::string& prefix,
   } else {
     close(go[1]);
   }
-  if (!up) {
+  if (!up && pid > 0) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
     child.pid = -1;
   }
   return child;
+}
+
+// The child's side (skipped when the test binary runs as itself).
+TEST(Rank1Child, Run) {
+  const char* spec = std::getenv(kRank1Env);
+  if (spec == nullptr) GTEST_SKIP() << "run by StartRank1 only";
+  std::vector<std::string> f = absl::StrSplit(spec, ';');
+  int clean = 0, ready = -1, go = -1;
+  if (f.size() != 5 || !absl::SimpleAtoi(f[2], &clean) ||
+      !absl::SimpleAtoi(f[3], &ready) || !absl::SimpleAtoi(f[4], &go)) {
+    _exit(2);
+  }
+  EtcdStoreOptions options;
+  options.endpoints = absl::StrSplit(f[0], ',');
+  options.key_prefix = f[1];
+  options.default_timeout = absl::Seconds(20);
+  auto connected = EtcdStore::Connect(options);
+  if (!connected.ok()) _exit(3);
+  std::shared_ptr<Store> store(std::move(*connected));
+  auto watch = FailureWatch::Start(store, /*rank=*/1, /*world_size=*/2,
+                                   kPeriod, kSilence);
+  // Another host's process: this kernel cannot vouch for it either way.
+  if (!store->Set(FailureWatch::ProcKey(1), "another-boot|1|1|1").ok()) {
+    _exit(4);
+  }
+  char c = 'r';
+  if (write(ready, &c, 1) != 1) _exit(5);
+  if (clean == 0) {
+    for (;;) pause();
+  }
+  if (read(go, &c, 1) != 1) _exit(6);
+  watch.reset();  // a clean exit: left, then the lease revoked
+  _exit(0);
 }
 
 int Reap(pid_t pid) {
