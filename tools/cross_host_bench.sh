@@ -24,6 +24,8 @@
 #   sudo tools/cross_host_bench.sh [--rounds=3] [--sizes=1024,65536,1048576]
 #                                  [--iters=10] [--out=FILE]
 #                                  [--devmesh_env='NAME=VALUE ...']
+#                                  [--devmesh_base_env='NAME=VALUE ...']
+#                                  [--mesh_shape=2x2]
 #
 # --devmesh_env runs devmesh a second time in each round with those
 # variables set (one or more NAME=VALUE separated by spaces; e.g.
@@ -31,7 +33,14 @@
 # 'DEVMESH_CROSS_HOST_BACKEND=ucx UCX_TCP_TX_SEG_SIZE=256K
 # UCX_TCP_RX_SEG_SIZE=256K': UCX across hosts), taking its turn with the
 # other two, and adds its column and its ratio to devmesh's (env/dm, with
-# the per-round range).
+# the per-round range). --devmesh_base_env sets variables for devmesh's main
+# column the same way (both devmesh columns then differ only where the two
+# settings do).
+#
+# --mesh_shape=4x1 makes dp the whole job, 2 members on each host (tp has
+# one member): with 'DEVMESH_CROSS_HOST_BACKEND=ucx DEVMESH_TWO_LEVEL=0' as
+# the base and '... DEVMESH_TWO_LEVEL=1' as the env column, env/dm is the
+# two-level all-reduce's time over the flat UCX group's (docs/two_level.md).
 #
 # Needs root (namespaces), iproute2 and util-linux (tools/install.sh) and the
 # torch venv (tools/install_torch.sh; $DEVMESH_TORCH_VENV, default
@@ -51,6 +60,8 @@ sizes="1024,16384,262144,1048576,4194304,16777216"
 iters=10
 out=""
 devmesh_env=""
+devmesh_base_env=""
+mesh_shape=2x2
 for arg in "$@"; do
   case "$arg" in
     --rounds=*) rounds=${arg#--rounds=} ;;
@@ -58,7 +69,9 @@ for arg in "$@"; do
     --iters=*) iters=${arg#--iters=} ;;
     --out=*) out=${arg#--out=} ;;
     --devmesh_env=*) devmesh_env=${arg#--devmesh_env=} ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    --devmesh_base_env=*) devmesh_base_env=${arg#--devmesh_base_env=} ;;
+    --mesh_shape=2x2|--mesh_shape=4x1) mesh_shape=${arg#--mesh_shape=} ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "cross_host_bench.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -117,13 +130,14 @@ filter="^allreduce_2d/[^/]+/(${sizes//,/|})/"
 
 run_devmesh() {  # LOG
   step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
-    "$WORK/bin/allreduce_2d" --mesh_shape=2x2 --mesh_dim_names=dp,tp \
+    env $devmesh_base_env \
+    "$WORK/bin/allreduce_2d" --mesh_shape="$mesh_shape" --mesh_dim_names=dp,tp \
     --dtype=float32 --min_bytes=1024 --max_bytes="$max" --iters="$iters" \
     --warmup=3 --target_ci=0 --benchmark_filter="$filter"
 }
 run_devmesh_env() {  # LOG
   step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
-    env $devmesh_env "$WORK/bin/allreduce_2d" --mesh_shape=2x2 \
+    env $devmesh_env "$WORK/bin/allreduce_2d" --mesh_shape="$mesh_shape" \
     --mesh_dim_names=dp,tp --dtype=float32 --min_bytes=1024 \
     --max_bytes="$max" --iters="$iters" --warmup=3 --target_ci=0 \
     --benchmark_filter="$filter"
@@ -132,7 +146,7 @@ run_torch() {  # LOG
   step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
     env GLOO_SOCKET_IFNAME="$LC_IFACE" sh -c \
     'exec taskset -c "$LOCAL_RANK" "$0" "$@"' "$venv/bin/python" \
-    "$ROOT/tools/peer_bench/torch_allreduce.py" --shape 2x2 --names dp,tp \
+    "$ROOT/tools/peer_bench/torch_allreduce.py" --shape "$mesh_shape" --names dp,tp \
     --sizes "$sizes" --iters "$iters" --warmup 3
 }
 
@@ -156,10 +170,11 @@ for r in $(seq 1 "$rounds"); do
 done
 [ $failed -eq 0 ] || exit 1
 
-python3 - "$WORK" "$rounds" "$out" "$sizes" "$devmesh_env" <<'EOF'
+python3 - "$WORK" "$rounds" "$out" "$sizes" "$devmesh_env" "$mesh_shape" "$devmesh_base_env" <<'EOF'
 import json, os, re, statistics, sys
 work, rounds, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 env = sys.argv[5]
+shape, base_env = sys.argv[6], sys.argv[7]
 dm_sides = ["devmesh"] + (["devmesh_env"] if env else [])
 want = {(d, int(b)) for d in ("dp", "tp") for b in sys.argv[4].split(",")}
 row = re.compile(r"^\s+(\d+)\s+\d+\s+(dp|tp)\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s+"
@@ -196,11 +211,15 @@ if missing:
     print("cross_host_bench: rows missing (a format change or a failed "
           "launch?): " + "; ".join(missing), file=sys.stderr)
     sys.exit(1)
-lines = ["# 2x2 mesh, dp across two network-namespace hosts, tp inside each; "
-         "float32 sum, %d rounds, us per all-reduce (median over rounds)"
-         % rounds,
+layout = ("2x2 mesh, dp across two network-namespace hosts, tp inside each"
+          if shape == "2x2" else
+          "4x1 mesh, dp the 4 ranks, 2 on each of two network-namespace hosts")
+lines = ["# %s; float32 sum, %d rounds, us per all-reduce (median over rounds)"
+         % (layout, rounds),
          "# devmesh: " + "; ".join(backends) +
          "; PyTorch: Gloo on both dims (GLOO_SOCKET_IFNAME=%s)" % "dmlc0"]
+if base_env:
+    lines.append("# devmesh_us with %s" % base_env)
 if env:
     lines.append("# env_us: devmesh again with %s, in its own turn each round: "
                  "%s" % (env, "; ".join(env_backends)))
