@@ -306,7 +306,9 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
     // A member that does not answer within attempt_timeout_ (stopped, cut
     // off, or without a leader) is left for the next one.
     const absl::Time attempt_end =
-        std::min(deadline, absl::Now() + attempt_timeout_);
+        retry == Retry::kOnce
+            ? deadline
+            : std::min(deadline, absl::Now() + attempt_timeout_);
     if (stream != nullptr) a.answer_by = attempt_end;
     const std::string url = absl::StrCat("http://", a.endpoint, path);
     curl_easy_reset(curl);  // keeps the handle's open connections
@@ -337,6 +339,10 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
     }
     requests_.fetch_add(1, std::memory_order_relaxed);
     a.code = curl_easy_perform(curl);
+    // Read now: QuorumNote below uses the handle, and its reset zeroes the
+    // timings NeverSent reads (a txn that was sent would look unsent and go
+    // again: an Add applied twice).
+    const bool never_sent = NeverSent(curl, a.code);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.http);
     if (a.done) {  // the stream's on_message ended it
       result = std::move(a);
@@ -388,14 +394,14 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
     if (timed_out && !slow_member && !quorum_note.empty()) {
       break;  // the deadline passed on a cluster without a leader: named below
     }
-    if (timed_out && !slow_member && !NeverSent(curl, a.code)) {
+    if (timed_out && !slow_member && !never_sent) {
       result = absl::DeadlineExceededError(
           absl::StrCat("etcd at ", a.endpoint, " did not finish ", path,
                        " before its deadline (", why, ")",
                        quorum_note.empty() ? "" : "; ", quorum_note));
       break;
     }
-    if (retry == Retry::kIfNotSent && !NeverSent(curl, a.code)) {
+    if (retry != Retry::kIdempotent && !never_sent) {
       result = absl::UnavailableError(absl::StrCat(
           "the connection to etcd at ", a.endpoint, " failed during ", path,
           " (", why, "); the request may or may not have been applied",

@@ -13,6 +13,9 @@
 // that may have reached etcd before its connection failed is sent again
 // elsewhere only when it is idempotent (Retry::kIdempotent): a conditional
 // txn (Retry::kIfNotSent) is retried only when it never left this process.
+// A request that must never apply twice (Retry::kOnce) is not given up
+// after attempt_timeout either: its member is waited for until the deadline
+// (a member that is only slow still applies it).
 //
 // Deadlines: every request is bounded by its deadline (curl's total timeout);
 // connecting to one endpoint by min(connect_timeout, what is left). A stream
@@ -62,8 +65,11 @@ namespace devmesh {
 class EtcdHttp {
  public:
   // Whether a request whose connection failed after it was sent may be sent
-  // again to another endpoint.
-  enum class Retry { kIdempotent, kIfNotSent };
+  // again to another endpoint (kIdempotent), or not (kIfNotSent: the caller
+  // gets Unavailable, "may or may not have been applied", after its member
+  // failed or did not answer within attempt_timeout; kOnce: likewise, but
+  // the member is given until the deadline to answer).
+  enum class Retry { kIdempotent, kIfNotSent, kOnce };
 
   // A message of a stream: return true to end the stream (the call returns
   // OK), false for more, or an error to end it with that error.

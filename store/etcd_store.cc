@@ -66,6 +66,11 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
         "EtcdStoreOptions.default_timeout, connect_timeout and "
         "attempt_timeout must be > 0");
   }
+  if (options.add_guesses < 1 || options.add_guesses > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EtcdStoreOptions.add_guesses is ", options.add_guesses,
+                     ": it must be in 1..100"));
+  }
   EtcdStoreOptions checked = options;
   for (std::string& endpoint : checked.endpoints) {
     if (absl::StartsWith(endpoint, "https://")) {
@@ -356,33 +361,142 @@ absl::Status EtcdStore::Update(
 
 absl::StatusOr<int64_t> EtcdStore::Add(absl::string_view key, int64_t delta) {
   if (key.empty()) return EmptyKey();
+  const std::string prefixed = absl::StrCat(options_.key_prefix, key);
   int64_t sum = 0;
-  // Add(key, 0) writes the value it read: idempotent, so it may be sent
-  // again after a failure that left it unknown whether it applied; another
-  // delta may not (it could add twice).
-  DEVMESH_RETURN_IF_ERROR(Update(
-      absl::StrCat(options_.key_prefix, key),
-      [&](const Entry& entry) -> absl::StatusOr<std::optional<std::string>> {
-        int64_t current = 0;
-        if (entry.found && !absl::SimpleAtoi(entry.value, &current)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "Add on key '", absl::CHexEscape(key), "': its value '",
-              absl::CHexEscape(entry.value.substr(0, 64)),
-              "' is not a decimal int64"));
-        }
-        if (delta == 0 && entry.found) {
-          sum = current;  // a linearizable read is the answer: no write
-          return std::optional<std::string>();
-        }
-        if (__builtin_add_overflow(current, delta, &sum)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("Add on key '", absl::CHexEscape(key),
-                           "': ", current, " + ", delta, " overflows int64"));
-        }
-        return std::optional<std::string>(absl::StrCat(sum));
-      },
-      /*idempotent=*/delta == 0));
-  return sum;
+  auto add_to = [&](const Entry& entry,
+                    int64_t* current) -> absl::Status {
+    *current = 0;
+    if (entry.found && !absl::SimpleAtoi(entry.value, current)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Add on key '", absl::CHexEscape(key), "': its value '",
+          absl::CHexEscape(entry.value.substr(0, 64)),
+          "' is not a decimal int64"));
+    }
+    if (__builtin_add_overflow(*current, delta, &sum)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Add on key '", absl::CHexEscape(key), "': ", *current,
+                       " + ", delta, " overflows int64"));
+    }
+    return absl::OkStatus();
+  };
+  // The revision-compared read-modify-write (Update): Add(key, 0) (a read
+  // when the key exists; it writes "0" when it does not, and is idempotent,
+  // so it may be sent again after a failure that left it unknown whether it
+  // applied), and a value that is not in canonical decimal form.
+  auto by_revision = [&]() -> absl::StatusOr<int64_t> {
+    DEVMESH_RETURN_IF_ERROR(Update(
+        prefixed,
+        [&](const Entry& entry) -> absl::StatusOr<std::optional<std::string>> {
+          int64_t current = 0;
+          DEVMESH_RETURN_IF_ERROR(add_to(entry, &current));
+          if (delta == 0 && entry.found) {
+            return std::optional<std::string>();  // a linearizable read
+          }
+          return std::optional<std::string>(absl::StrCat(sum));
+        },
+        /*idempotent=*/delta == 0));
+    return sum;
+  };
+  if (delta == 0) return by_revision();
+  // Many ranks adding to one counter at once (a join count): a txn that
+  // compares one revision loses to every writer before it, so N adders cost
+  // about N^2 / 2 txns, each a Raft write. Instead one txn guesses: "holds
+  // v: put v + delta; else holds v + delta: put v + 2 delta; else ...",
+  // options_.add_guesses deep (nested txns), the innermost else reading the
+  // key. As etcd applies racing txns in log order, each finds the value its
+  // predecessors left among its guesses (when they add the same delta and
+  // are no more than the guesses) and succeeds at once. Comparing the value
+  // is sound for a sum (whatever happened before, holding v means v + delta
+  // is the new sum). Depth costs etcd time (EtcdStoreOptions.add_guesses).
+  DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read({prefixed}, false));
+  Entry entry = std::move(snapshot.entries[0]);
+  const std::string key64 = B64(prefixed);
+  const absl::Time deadline = RoundTripDeadline();
+  for (int losses = 0;; ++losses) {
+    int64_t current = 0;
+    DEVMESH_RETURN_IF_ERROR(add_to(entry, &current));
+    if (entry.found && entry.value != absl::StrCat(current)) {
+      return by_revision();  // "007": the value compare would never match
+    }
+    // Level i: the key holds bases[i] (level 0, when missing: no key).
+    std::vector<int64_t> bases = {current};
+    while (bases.size() < static_cast<size_t>(options_.add_guesses)) {
+      int64_t next = 0, after = 0;
+      if (__builtin_add_overflow(bases.back(), delta, &next) ||
+          __builtin_add_overflow(next, delta, &after)) {
+        break;
+      }
+      bases.push_back(next);
+    }
+    Json txn;
+    Json inner = Json::array({RangeOp(prefixed, false)});
+    for (size_t i = bases.size(); i-- > 0;) {
+      Json compare = {{"key", key64}, {"result", "EQUAL"}};
+      if (i == 0 && !entry.found) {
+        compare["target"] = "VERSION";
+        compare["version"] = "0";
+      } else {
+        compare["target"] = "VALUE";
+        compare["value"] = B64(absl::StrCat(bases[i]));
+      }
+      Json level = {
+          {"compare", Json::array({compare})},
+          {"success",
+           Json::array({PutOp(prefixed, absl::StrCat(bases[i] + delta))})},
+          {"failure", std::move(inner)}};
+      if (i == 0) {
+        txn = std::move(level);
+      } else {
+        inner = Json::array({Json{{"request_txn", std::move(level)}}});
+      }
+    }
+    // Never sent twice: a second copy would apply at its next guess. Nor
+    // given up after attempt_timeout: a member that is only slow (256 ranks
+    // joining on 2 cores took over 1 s) still applies it, and the Add would
+    // fail though its txn succeeded.
+    DEVMESH_ASSIGN_OR_RETURN(
+        Json reply,
+        http_->Post("/v3/kv/txn", txn, RoundTripDeadline(), Retry::kOnce));
+    const Json* level = &reply;
+    for (size_t i = 0;; ++i) {
+      if (Bool(*level, "succeeded")) return bases[i] + delta;
+      const Json& responses = Field(*level, "responses");
+      if (!responses.is_array() || responses.size() != 1) {
+        return absl::InternalError("etcd answered a failed txn without its else");
+      }
+      if (i + 1 == bases.size()) {
+        DEVMESH_ASSIGN_OR_RETURN(
+            Kv kv, FirstKv(Field(responses[0], "response_range")));
+        entry.found = kv.found;
+        entry.value = std::move(kv.value);
+        entry.mod_revision = kv.mod_revision;
+        break;
+      }
+      level = &Field(responses[0], "response_txn");
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "store key '", absl::CHexEscape(key),
+          "': other writers kept changing it for ",
+          absl::FormatDuration(options_.default_timeout)));
+    }
+    // Every guess missed (more adders than guesses, or other deltas): a
+    // random wait below a bound that doubles with each miss (1 ms .. 1 s, as
+    // Update's), so that a crowd thins out rather than resending at once
+    // (256 adders on one host resending within 128 ms kept a member too busy
+    // to answer within attempt_timeout), then a fresh range: the value just
+    // read is stale after the wait, and guesses from it would miss again.
+    thread_local absl::InsecureBitGen bitgen;  // seeded once per thread
+    const absl::Duration bound = std::min(
+        kMaxBackoff,
+        absl::Milliseconds(1) * (int64_t{1} << std::min(losses, 10)));
+    absl::SleepFor(std::min(
+        deadline - absl::Now(),
+        absl::Microseconds(absl::Uniform<int64_t>(
+            bitgen, 0, absl::ToInt64Microseconds(bound) + 1))));
+    DEVMESH_ASSIGN_OR_RETURN(Snapshot fresh, Read({prefixed}, false));
+    entry = std::move(fresh.entries[0]);
+  }
 }
 
 absl::StatusOr<std::string> EtcdStore::CompareSet(absl::string_view key,

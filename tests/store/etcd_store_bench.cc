@@ -1,4 +1,4 @@
-// Set and Get round trips per second, one thread, against a running etcd
+// Set, Get and Add (of one counter) round trips per second, one thread, against a running etcd
 // (EtcdStore) and a running devmesh store (TcpStoreClient, //store:server):
 //
 //   bazel run -c opt //tests/store:etcd_store_bench --
@@ -45,6 +45,8 @@ ABSL_FLAG(int, ops, 2000, "round trips per op");
 ABSL_FLAG(int, value_bytes, 64, "value size");
 ABSL_FLAG(int, rendezvous_ranks, 0, "rank processes per rendezvous (0: none)");
 ABSL_FLAG(int, rendezvous_runs, 5, "rendezvous per store");
+ABSL_FLAG(int, add_guesses, devmesh::EtcdStoreOptions().add_guesses,
+          "EtcdStoreOptions.add_guesses");
 
 namespace devmesh {
 namespace {
@@ -53,12 +55,14 @@ int Run(const char* name, Store& store) {
   const int ops = absl::GetFlag(FLAGS_ops);
   if (ops <= 0) return 0;  // --ops=0: the rendezvous only
   const std::string value(absl::GetFlag(FLAGS_value_bytes), 'v');
-  for (const char* op : {"Set", "Get"}) {
+  for (const char* op : {"Set", "Get", "Add"}) {
     const absl::Time start = absl::Now();
     for (int i = 0; i < ops; ++i) {
       const std::string key = absl::StrCat("bench/", i % 100);
       absl::Status st =
-          op[0] == 'S' ? store.Set(key, value) : store.Get(key).status();
+          op[0] == 'S'   ? store.Set(key, value)
+          : op[0] == 'G' ? store.Get(key).status()
+                         : store.Add("bench/counter", 1).status();
       if (!st.ok()) {
         std::fprintf(stderr, "%s %s: %s\n", name, op, st.ToString().c_str());
         return 1;
@@ -156,6 +160,7 @@ RendezvousTimes Rendezvous(const std::string& address, int ranks) {
         options.endpoints = info.etcd_endpoints;
         options.key_prefix = info.etcd_prefix;
         options.default_timeout = absl::Seconds(60);
+        options.add_guesses = absl::GetFlag(FLAGS_add_guesses);
         auto etcd = EtcdStore::Connect(options);
         if (etcd.ok()) base = std::move(*etcd); else s = etcd.status();
       } else if (s.ok()) {
@@ -282,6 +287,7 @@ int main(int argc, char** argv) {
     devmesh::EtcdStoreOptions options;
     options.endpoints = {etcd};
     options.key_prefix = "/devmesh-bench/";
+    options.add_guesses = absl::GetFlag(FLAGS_add_guesses);
     auto store = devmesh::EtcdStore::Connect(options);
     if (!store.ok()) {
       std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
