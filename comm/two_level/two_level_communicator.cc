@@ -243,7 +243,7 @@ absl::Status TwoLevelCommunicator::DoAllReduce(const void* send, void* recv,
   }
   // Pieces of piece_bytes, each through its steps before the next: the
   // shared-memory steps stay below the sizes where they slow down (a
-  // 2-member shm all-reduce took 0.4 ms at 4 MiB and 11-17 ms at 16 MiB in
+  // 2-member shm all-reduce took 0.4 ms at 4 MiB and 11-22 ms at 16 MiB in
   // docs/two_level.md's runs), while the inter-host ring still pipelines
   // within a piece.
   const size_t width = DataTypeSize(dtype);
