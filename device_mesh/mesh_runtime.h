@@ -63,10 +63,12 @@
 namespace devmesh {
 
 // Whether a "cpu" group that crosses hosts with the same number (> 1) of
-// its members on each is two-level when DEVMESH_TWO_LEVEL is unset: yes,
-// it was faster than the flat group at every size measured, over Gloo and
-// over UCX (docs/two_level.md).
-inline constexpr bool kTwoLevelByDefault = true;
+// its members on each is two-level when DEVMESH_TWO_LEVEL is unset: not
+// yet. Its collectives were faster than the flat group's at every size
+// measured, but its creation makes three groups where the flat one makes
+// one: at 256 ranks on 4 hosts, 14 store round trips and 26 sockets per rank
+// against 7 and 21 (docs/two_level.md).
+inline constexpr bool kTwoLevelByDefault = false;
 
 class MeshRuntime {
  public:
