@@ -40,7 +40,8 @@ NET="10.232.8"          # host N at $NET.N
 NS="dmec-h"             # network namespaces dmec-h1..3
 SW="dmec-sw"            # the bridge's namespace
 HOSTS="1 2 3"
-STEPS=4000              # long enough (about 10 s) to be hit mid-run
+STEPS=16000             # long enough to be hit mid-run: 4000 ended in 5 s in
+                        # an idle CI run (2026-12-05), inside the 5 s fault
 JOB_TIMEOUT=120         # seconds, one job
 STOP_FOR=4              # seconds a member stays stopped (lease silence: 2)
 WORK="$(mktemp -d /tmp/etcd_cluster_check.XXXXXX)"
