@@ -76,7 +76,7 @@
 ABSL_FLAG(std::string, mesh_shape, "4x2", "mesh shape: 8, 4x2, 2x4, 2x2x2");
 ABSL_FLAG(std::string, backend, "auto",
           "every dim's backend: auto (InitDeviceMesh(\"cpu\")'s default: "
-          "shared memory inside a host, Gloo across hosts), gloo, shm");
+          "shared memory inside a host, UCX across hosts), gloo, shm");
 ABSL_FLAG(bool, hold_until_all_ready, true,
           "once ready, all-reduce one float on every dim's group (in dim "
           "order: every rank is ready), then time a Barrier per dim "

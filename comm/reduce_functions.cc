@@ -6,8 +6,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "gloo/types.h"
-
 namespace devmesh {
 namespace reduce_internal {
 namespace {
@@ -157,14 +155,65 @@ uint16_t FloatToBFloat16(float value) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
+// IEEE binary16 (1 sign, 5 exponent bits biased by 15, 10 mantissa bits) to
+// binary32 (8 exponent bits biased by 127, 23 mantissa bits): exact for every
+// value; a subnormal half is normalized; every NaN becomes 0x7FFFFFFF.
 float Float16ToFloat(uint16_t bits) {
-  ::gloo::float16 h;
-  h.x = bits;
-  return ::gloo::cpu_half2float(h);
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1Fu;
+  uint32_t mantissa = static_cast<uint32_t>(bits & 0x3FFu) << 13;
+  uint32_t wide;
+  if (exponent == 0x1F) {
+    wide = mantissa != 0 ? 0x7FFFFFFFu : (sign | 0x7F800000u);
+  } else if (exponent == 0) {
+    if (mantissa == 0) {
+      wide = sign;
+    } else {
+      // 0.m x 2^-14: shift until the leading one is the implicit bit.
+      exponent = 127 - 14;
+      while ((mantissa & 0x800000u) == 0) {
+        mantissa <<= 1;
+        --exponent;
+      }
+      wide = sign | (exponent << 23) | (mantissa & 0x7FFFFFu);
+    }
+  } else {
+    wide = sign | ((exponent + 127 - 15) << 23) | mantissa;
+  }
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
 }
 
+// binary32 to binary16, rounding to nearest with ties to even: magnitudes
+// from 65520 up become infinity, below 2^-25 (half the smallest subnormal,
+// 2^-24) zero with the sign kept; every NaN becomes 0x7FFF.
 uint16_t FloatToFloat16(float value) {
-  return ::gloo::cpu_float2half_rn(value).x;
+  uint32_t wide;
+  std::memcpy(&wide, &value, sizeof(wide));
+  const uint32_t magnitude = wide & 0x7FFFFFFFu;
+  const uint16_t sign = static_cast<uint16_t>((wide >> 16) & 0x8000u);
+  if (magnitude > 0x7F800000u) return 0x7FFF;                // NaN
+  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;       // >= 65520: inf
+  if (magnitude <= 0x33000000u) return sign;                 // <= 2^-25: zero
+  uint32_t exponent = magnitude >> 23;
+  uint32_t mantissa = magnitude & 0x7FFFFFu;
+  uint32_t shift;
+  if (exponent > 127 - 15) {  // a normal half: drop 13 mantissa bits
+    shift = 13;
+    exponent -= 127 - 15;
+  } else {  // a subnormal half: the implicit one joins the mantissa
+    shift = 126 - exponent;
+    exponent = 0;
+    mantissa |= 0x800000u;
+  }
+  const uint32_t dropped = mantissa & ((1u << shift) - 1);
+  const uint32_t half_way = 1u << (shift - 1);
+  mantissa >>= shift;
+  if (dropped > half_way || (dropped == half_way && (mantissa & 1u) != 0)) {
+    ++mantissa;  // may carry into the exponent: still the right encoding
+  }
+  return static_cast<uint16_t>(sign | ((exponent << 10) + mantissa));
 }
 
 ReduceFunc GetReduceFunction(DataType dtype, ReduceOp op) {

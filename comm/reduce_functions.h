@@ -41,7 +41,9 @@ void DivideInPlace(void* data, size_t count, DataType dtype, int divisor);
 // bfloat16 <-> float32 (round to nearest even; NaN stays NaN).
 float BFloat16ToFloat(uint16_t bits);
 uint16_t FloatToBFloat16(float value);
-// float16 <-> float32 (Gloo's conversions).
+// float16 <-> float32: exact widening; narrowing rounds to nearest even,
+// overflows to infinity, keeps the sign of a zero; a NaN becomes the
+// canonical quiet NaN (0x7FFF in float16, 0x7FFFFFFF in float32).
 float Float16ToFloat(uint16_t bits);
 uint16_t FloatToFloat16(float value);
 

@@ -8,10 +8,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "comm/gloo/gloo_communicator.h"
-#include "comm/nccl/nccl_communicator.h"
-#include "comm/shm/shm_communicator.h"
-#include "comm/ucx/ucx_communicator.h"
 #include "config/settings.h"
 #include "status/status_macros.h"
 #include "sync/annotated_mutex.h"
@@ -25,17 +21,35 @@ struct Registry {
       ABSL_GUARDED_BY(mu);
 };
 
+// Made on first use, so that registrations from static initializers (the
+// backends' own targets, comm/builtin_backends.cc) find it whatever the
+// order of initialization.
 Registry& GetRegistry() {
-  static Registry* registry = [] {
-    auto* r = new Registry();
-    sync_internal::MutexLock lock(&r->mu);  // not shared yet: for the analysis
-    r->factories.emplace("gloo", &CreateGlooCommunicator);
-    r->factories.emplace("nccl", &CreateNcclCommunicator);
-    r->factories.emplace("shm", &CreateShmCommunicator);
-    r->factories.emplace("ucx", &CreateUcxCommunicator);
-    return r;
-  }();
+  static Registry* registry = new Registry();
   return *registry;
+}
+
+// devmesh's backends that a program links only when it names their target.
+struct OptInBackend {
+  const char* name;
+  const char* target;
+};
+constexpr OptInBackend kOptInBackends[] = {
+    {"gloo", "@devmesh//comm:gloo"},
+};
+
+// NotFound for a name not registered (CheckBackendLinked's text).
+absl::Status NotLinkedError(absl::string_view backend) {
+  const std::string known = absl::StrJoin(KnownBackends(), ", ");
+  for (const OptInBackend& opt_in : kOptInBackends) {
+    if (backend == opt_in.name) {
+      return absl::NotFoundError(absl::StrCat(
+          "backend \"", backend, "\" is not linked into this program: add \"",
+          opt_in.target, "\" to its deps (linked: ", known, ")"));
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("unknown communicator backend \"",
+                                          backend, "\"; known: ", known));
 }
 
 }  // namespace
@@ -51,11 +65,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
     auto it = registry.factories.find(backend);
     if (it != registry.factories.end()) factory = it->second;
   }
-  if (!factory) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown communicator backend \"", backend,
-                     "\"; known: ", absl::StrJoin(KnownBackends(), ", ")));
-  }
+  if (!factory) return NotLinkedError(backend);
   return factory(std::move(store), rank, size, options);
 }
 
@@ -85,6 +95,15 @@ std::vector<std::string> KnownBackends() {
   for (const auto& entry : registry.factories) names.push_back(entry.first);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+absl::Status CheckBackendLinked(absl::string_view backend) {
+  {
+    Registry& registry = GetRegistry();
+    sync_internal::MutexLock lock(&registry.mu);
+    if (registry.factories.contains(backend)) return absl::OkStatus();
+  }
+  return NotLinkedError(backend);
 }
 
 }  // namespace devmesh

@@ -1,11 +1,13 @@
 // devmesh/comm/registry.h
 // -----------------------------------------------------------------------------
-// Backend registry: creates a Communicator by backend name. "shm", "ucx",
-// "gloo" and "nccl" are always registered (nccl answers Unavailable in a build
-// without a CUDA toolkit); RegisterBackend adds others (tests, plug-ins): a
-// class derived from Communicator that overrides its protected Do*
-// functions and identity accessors (comm/communicator.h), made by the
-// factory. device_mesh uses this for its backend override (R19 in
+// Backend registry: creates a Communicator by backend name. A program that
+// depends on @devmesh//comm has "shm", "ucx" and "nccl" (nccl answers
+// Unavailable in a build without a CUDA toolkit); "gloo" is opt-in: it is
+// registered only in a program that depends on @devmesh//comm:gloo (that
+// target registers it when the program starts). RegisterBackend adds others
+// (tests, plug-ins): a class derived from Communicator that overrides its
+// protected Do* functions and identity accessors (comm/communicator.h), made
+// by the factory. device_mesh uses this for its backend override (R19 in
 // docs/BEHAVIOURS.md).
 //
 // Thread-safety: every function may be called from any thread.
@@ -38,11 +40,10 @@ using CommunicatorFactory =
         std::shared_ptr<Store> store, int rank, int size,
         const CommOptions& options)>;
 
-// Creates a communicator of backend `backend` ("shm", "ucx", "gloo", "nccl",
-// or a registered name).
+// Creates a communicator of backend `backend` ("shm", "ucx", "nccl", "gloo"
+// where linked, or a registered name).
 // Errors:
-//   NotFound     `backend` is not a known name (naming `backend` and listing
-//                the known names)
+//   NotFound     `backend` is not registered (CheckBackendLinked's text)
 //   Unavailable  "nccl" in a build without NCCL ("devmesh was built without
 //                NCCL")
 //   InvalidArgument  a DEVMESH_* variable that devmesh does not know or
@@ -61,8 +62,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
 absl::Status RegisterBackend(absl::string_view name,
                              CommunicatorFactory factory);
 
-// The registered names, sorted.
+// The registered names, sorted: the backends linked into this program.
 std::vector<std::string> KnownBackends();
+
+// OK when `backend` is registered. Errors: NotFound otherwise: for one of
+// devmesh's opt-in backends ("gloo") `backend "gloo" is not linked into this
+// program: add "@devmesh//comm:gloo" to its deps (linked: nccl, shm, ucx)`,
+// for any other name `unknown communicator backend "x"; known: ...`.
+absl::Status CheckBackendLinked(absl::string_view backend);
 
 }  // namespace devmesh
 

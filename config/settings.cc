@@ -306,4 +306,11 @@ std::vector<std::pair<std::string, std::string>> AgreedSettingsText(
   return out;
 }
 
+const char* CrossHostBackendName(const Settings& settings) {
+  return settings.cross_host_backend.value_or(CrossHostBackend::kUcx) ==
+                 CrossHostBackend::kGloo
+             ? "gloo"
+             : "ucx";
+}
+
 }  // namespace devmesh

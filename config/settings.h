@@ -36,7 +36,9 @@
 // gloo_sync_route: 0 never, 1 every power-of-two Gloo group, auto groups that
 // cross hosts (comm/gloo/gloo_sync_allreduce.h). cross_host_backend: the
 // backend of a "cpu" group (backend "auto", device_mesh/mesh_runtime.h)
-// whose members are not all on one host name or cannot share memory. two_level:
+// whose members are not all on one host name or cannot share memory, and of
+// a shared-memory group's point-to-point pairs; ucx when unset; gloo needs
+// @devmesh//comm:gloo linked (CrossHostBackendName). two_level:
 // whether such a group whose hosts each hold the same number (> 1) of its
 // members is two-level (comm/two_level/two_level_communicator.h;
 // device_mesh/mesh_runtime.h says the default). "agree": the value must be the
@@ -141,6 +143,12 @@ absl::StatusOr<Settings> ReloadProcessSettings();
 // for gloo_sync_route's kAcrossHosts).
 std::vector<std::pair<std::string, std::string>> AgreedSettingsText(
     const Settings& settings);
+
+// The registry name of the backend for CPU groups whose members cannot share
+// memory: settings.cross_host_backend's ("gloo" or "ucx"), "ucx" when unset.
+// "gloo" is opt-in: a program has it only when it links @devmesh//comm:gloo
+// (comm/registry.h).
+const char* CrossHostBackendName(const Settings& settings);
 
 }  // namespace devmesh
 

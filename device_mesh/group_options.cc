@@ -153,7 +153,7 @@ absl::Status CheckDeviceTypeHasBackend(
   return absl::InvalidArgumentError(absl::StrCat(
       "device type '", device_type, "' is not one devmesh knows", hint,
       ": the device types are \"cpu\" (backend \"auto\": shared memory "
-      "within a host, else Gloo) and \"cuda\" (backend \"nccl\"); another "
+      "within a host, else UCX) and \"cuda\" (backend \"nccl\"); another "
       "device type needs a backend for every dim (MeshOptions.all.backend, "
       "R19)"));
 }

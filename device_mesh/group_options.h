@@ -31,14 +31,17 @@ struct GroupOptions {
   // The group's transport:
   //  - "auto": shared memory ("shm") for a group whose members all map one
   //    segment (checked when the group is made: comm/shm/shm_communicator.h),
-  //    else Gloo. The CPU default.
+  //    else the cross-host backend (DEVMESH_CROSS_HOST_BACKEND: "ucx" by
+  //    default). The CPU default.
   //  - "shm": shared memory, or FailedPrecondition naming a member that
   //    cannot share it (another host, another /dev/shm or pid namespace).
-  //  - "gloo": Gloo over TCP, always.
+  //  - "ucx": UCX, always.
+  //  - "gloo": Gloo over TCP, always; opt-in: the program must link
+  //    @devmesh//comm:gloo (else InitDeviceMesh is NotFound naming it).
   //  - "nccl": NCCL (the "cuda" default).
   //  - empty: the device type's default ("cpu" -> "auto", "cuda" -> "nccl").
-  // Communicator::backend() of a group says which it got ("shm" or "gloo"
-  // for "auto").
+  // Communicator::backend() of a group says which it got ("shm", "ucx" or
+  // "gloo" for "auto").
   std::string backend;
   // Bound on group creation and on every collective of the group. Unset:
   // the mesh-wide value, else 300 s (PyTorch's default process-group

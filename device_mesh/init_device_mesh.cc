@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/nccl/nccl_communicator.h"
+#include "comm/registry.h"
 #include "config/settings.h"
 #include "device_mesh/host_layout.h"
 #include "device_mesh/mesh_agreement.h"
@@ -27,6 +28,26 @@ absl::Status CheckTimeouts(const MeshOptions& options) {
   for (const auto& [name, g] : options.per_dim) {
     DEVMESH_RETURN_IF_ERROR(CheckGroupTimeout(
         g, absl::StrCat("MeshOptions.per_dim['", name, "']")));
+  }
+  return absl::OkStatus();
+}
+
+// Every backend the mesh's groups may be made with is linked into this
+// program ("auto" and "shm": the cross-host backend too, for groups and
+// pairs that cannot share memory), so that a missing one (an opt-in "gloo"
+// without @devmesh//comm:gloo) fails the mesh on every rank at once, not its
+// first group. NotFound (comm/registry.h's CheckBackendLinked).
+absl::Status CheckBackendsLinked(absl::string_view backend,
+                                 const MeshOptions& options) {
+  std::vector<std::string> names = {std::string(backend)};
+  for (const auto& [dim, g] : options.per_dim) {
+    if (!g.backend.empty()) names.push_back(g.backend);
+  }
+  for (const std::string& name : names) {
+    DEVMESH_RETURN_IF_ERROR(CheckBackendLinked(
+        name == "auto" || name == "shm"
+            ? CrossHostBackendName(ProcessSettings())
+            : name));
   }
   return absl::OkStatus();
 }
@@ -100,6 +121,9 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
   // For NCCL, this rank's GPU is its local rank's (R18's "cuda").
   std::string backend = options.all.backend;
   if (backend.empty()) backend = std::string(DefaultBackendFor(device_type));
+  if (!backend.empty()) {
+    DEVMESH_RETURN_IF_ERROR(CheckBackendsLinked(backend, options));
+  }
   if (backend == "nccl") {
     DEVMESH_RETURN_IF_ERROR(UseLocalCudaDevice(runtime->local_rank()));
   }

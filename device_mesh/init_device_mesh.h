@@ -9,7 +9,7 @@
 //   // Every rank, started by torchrun, Slurm, mpirun or //bootstrap:launch:
 //   auto mesh = devmesh::InitDeviceMesh("cpu", {2, 4}, {"dp", "tp"});
 //
-// "cpu" uses shared memory inside a host and Gloo across hosts, and "cuda"
+// "cpu" uses shared memory inside a host and UCX across hosts, and "cuda"
 // NCCL, unless MeshOptions names a backend; for NCCL each rank's CUDA device
 // is its local rank. Groups are made lazily.
 //
@@ -77,7 +77,12 @@ namespace devmesh {
 //                       (MeshOptions.require_inside_host) but its line 0,2
 //                       crosses hosts 'h0' (rank 0) and 'h1' (rank 2)")
 //   NotFound            with options.require_inside_host, a name that is
-//                       not a dim
+//                       not a dim; a backend the mesh names (a dim's or
+//                       the mesh's, or for "auto"/"shm" the cross-host one,
+//                       DEVMESH_CROSS_HOST_BACKEND) that is not linked into
+//                       this program ("backend \"gloo\" is not linked into
+//                       this program: add \"@devmesh//comm:gloo\" to its
+//                       deps ..."; comm/registry.h)
 //   Unavailable         the backend is NCCL and no CUDA device is visible
 //   the agreement's, on every rank alike (after this rank's own checks):
 //   InvalidArgument     another rank asked for another mesh: "InitDeviceMesh:

@@ -103,12 +103,13 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::CreateOn(
     auto made = CreateShmGroup(store, index, size, options, shm);
     if (!made.ok() || *made != nullptr) return shared(std::move(made));
   }
-  // Across hosts: DEVMESH_CROSS_HOST_BACKEND and DEVMESH_TWO_LEVEL (agreed
-  // settings).
+  // Across hosts: DEVMESH_CROSS_HOST_BACKEND ("ucx" unless it says "gloo")
+  // and DEVMESH_TWO_LEVEL (agreed settings).
   const Settings& settings = ProcessSettings();
-  const bool ucx = settings.cross_host_backend.value_or(
-                       CrossHostBackend::kGloo) == CrossHostBackend::kUcx;
-  const char* cross = ucx ? "ucx" : "gloo";
+  const char* cross = CrossHostBackendName(settings);
+  // Before a two-level group's members wait for a leader that could not
+  // make its cross-host group: every member fails alike, at once.
+  DEVMESH_RETURN_IF_ERROR(CheckBackendLinked(cross));
   if (backend == "auto" && settings.two_level.value_or(kTwoLevelByDefault)) {
     if (std::vector<std::string> keys = HostKeys(members);
         !keys.empty() && PlanTwoLevel(keys, index).has_value()) {

@@ -8,12 +8,13 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "comm/gloo/gloo_communicator.h"
 #include "comm/group_args.h"
 #include "comm/reduce_functions.h"
+#include "comm/registry.h"
 #include "comm/shm/shm_algorithms.h"
 #include "comm/shm/shm_setup.h"
 #include "comm/store_exchange.h"
+#include "config/settings.h"
 #include "status/status_macros.h"
 #include "store/prefix_store.h"
 
@@ -393,9 +394,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> ShmCommunicator::SplitOverStore(
                             split.deadline);
   if (!child.ok() || *child != nullptr) return child;
   // The members share the parent's segment, so they can share one; a child
-  // whose segment could not be made (options_.require false) keeps Gloo.
-  return CreateGlooCommunicator(std::move(child_store), child_rank,
-                                child_size, child_options);
+  // whose segment could not be made (options_.require false) is a group of
+  // the cross-host backend (config/settings.h's CrossHostBackendName).
+  return CreateCommunicator(CrossHostBackendName(ProcessSettings()),
+                            std::move(child_store), child_rank, child_size,
+                            child_options);
 }
 
 absl::Status ShmCommunicator::DoAbort() {

@@ -3,18 +3,19 @@
 // The shared-memory backend of Communicator ("shm"): collectives through one
 // segment that every member of the group maps (shm_segment.h), with futex
 // waits (shm_sync.h) and the algorithms of shm_algorithms.h. For CPU groups
-// whose members share memory; Gloo stays the transport across hosts.
+// whose members share memory; across hosts the cross-host backend ("ucx" by
+// default; config/settings.h's CrossHostBackendName) carries them.
 //
 // Two ways to make one:
 //  - CreateShmGroup (what device_mesh and CreateCommunicator("shm") use):
 //    over the store alone. The set-up exchange goes through store keys under
-//    the group's prefix; Send and Recv connect a two-member Gloo group per
-//    peer on first use (shm_links.h); Split exchanges (color, key) through
-//    the store as the Gloo backend does. A group that only runs collectives
-//    makes no Gloo device, no socket and no event-loop thread.
-//  - ShareMemory: on an existing group of the same members (a Gloo
-//    communicator): the set-up runs over it, and Send, Recv and Split go
-//    through it.
+//    the group's prefix; Send and Recv connect a two-member group of the
+//    cross-host backend per peer on first use (shm_links.h); Split
+//    exchanges (color, key) through the store (comm/store_exchange.h). A
+//    group that only runs collectives makes no pair and no socket.
+//  - ShareMemory: on an existing group of the same members (any
+//    communicator, e.g. a "ucx" one): the set-up runs over it, and Send,
+//    Recv and Split go through it.
 // Set-up, every member:
 //  1. rank 0 creates a segment with a random name and nonce (shm_segment.h);
 //  2. broadcasts name and nonce over the group (or the store);
@@ -52,7 +53,7 @@
 // MultiGet) and about 70 x size bytes per member, keys included (the
 // records travel without their trailing zeros: 24 bytes a report).
 //
-// Semantics: comm/communicator.h, as the Gloo backend (every dtype and op;
+// Semantics: comm/communicator.h, as the other CPU backends (every dtype and op;
 // float16/bfloat16 reduced in float32 and rounded back at each step; integer
 // sum/prod wrap; avg = sum, then divide by size(), integers truncating toward
 // zero). Every member gets the same bits. In place as in NCCL.
@@ -134,11 +135,11 @@ absl::StatusOr<std::shared_ptr<Communicator>> ShareMemory(
 // options.timeout as a whole; options.timeout also bounds each collective
 // (shm.timeout is ignored). Returns nullptr when the members cannot all
 // share one segment and !shm.require (every member alike: the caller may
-// then make a Gloo group of the same members under the same store, as
-// device_mesh does for backend "auto"). Errors: InvalidArgument as
-// CreateGlooCommunicator's argument checks (size < 1, rank outside [0,
-// size), a timeout that is not positive, global_ranks of another length,
-// negative or repeated); FailedPrecondition (require) as ShareMemory's;
+// then make a cross-host group of the same members under the same store, as
+// device_mesh does for backend "auto"). Errors: InvalidArgument as the
+// other backends' argument checks (comm/group_args.h: size < 1, rank
+// outside [0, size), a timeout that is not positive, global_ranks of
+// another length, negative or repeated); FailedPrecondition (require) as ShareMemory's;
 // DeadlineExceeded "shm set-up (...): global rank(s) [..] did not join the
 // group before the group's deadline", naming the members whose record is
 // missing, or "... mapped the group's segment but did not check it before
@@ -216,8 +217,10 @@ class ShmCommunicator final : public Communicator {
   // (color, key) through the store (comm/store_exchange.h: DeadlineExceeded
   // naming the members that did not call Split) and makes each child with
   // CreateShmGroup under "<prefix>split/<n>/<color>/" within the Split's
-  // deadline; a child whose segment cannot be made (not required) is a Gloo
-  // group of its members under the same keys, with a timeout of its own.
+  // deadline; a child whose segment cannot be made (not required) is a
+  // group of the cross-host backend (CrossHostBackendName; NotFound when
+  // that backend is not linked) of its members under the same keys, with a
+  // timeout of its own.
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
       int color, int key, const SplitOptions& options) override;
   // Aborts the group for every member (shm_sync.h) and the underlying group
@@ -225,7 +228,7 @@ class ShmCommunicator final : public Communicator {
   absl::Status DoAbort() override;
 
  public:
-  // The underlying group (Gloo) of a ShareMemory group; null for a group
+  // The underlying group of a ShareMemory group; null for a group
   // made over the store.
   const std::shared_ptr<Communicator>& underlying() const { return group_; }
   // Point-to-point pairs connected so far (0 for ShareMemory groups).

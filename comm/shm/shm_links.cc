@@ -5,7 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "comm/gloo/gloo_communicator.h"
+#include "comm/registry.h"
+#include "config/settings.h"
 #include "status/status_macros.h"
 #include "store/cancellable_store.h"
 #include "store/prefix_store.h"
@@ -26,6 +27,7 @@ ShmLinks::ShmLinks(std::shared_ptr<Store> store, std::string prefix, int rank,
       prefix_(std::move(prefix)),
       rank_(rank),
       global_ranks_(std::move(global_ranks)),
+      backend_(CrossHostBackendName(ProcessSettings())),
       options_(std::move(options)),
       aborted_(std::make_shared<std::atomic<bool>>(false)) {
   // A pair being connected stops when this member aborts the group, when
@@ -57,7 +59,7 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, size_t count,
     return absl::InvalidArgumentError(
         absl::StrCat("shm ", what, ": peer ", peer, " is this rank"));
   }
-  if (count == 0) return nullptr;  // as Gloo: no message, no pair to connect
+  if (count == 0) return nullptr;  // no message, no pair to connect
   if (aborted_->load()) {
     return absl::FailedPreconditionError(
         absl::StrCat("shm ", what, ": communicator was aborted"));
@@ -80,8 +82,8 @@ absl::StatusOr<Communicator*> ShmLinks::Link(int peer, size_t count,
       std::make_shared<PrefixStore>(store_,
                                     absl::StrCat(prefix_, "p2p/", lo, "/", hi)),
       kCancelSlice, options.creation_cancel);
-  auto made = CreateGlooCommunicator(std::move(pair_store),
-                                     rank_ == lo ? 0 : 1, 2, options);
+  auto made = CreateCommunicator(backend_, std::move(pair_store),
+                                 rank_ == lo ? 0 : 1, 2, options);
   if (!made.ok()) {
     made = WithPeer(
         Reworded(made.status(),

@@ -1,11 +1,13 @@
 // devmesh/comm/shm/shm_links.h
 // -----------------------------------------------------------------------------
-// Send and Recv of a shared-memory group made over the store alone (no Gloo
-// group underneath; CreateShmGroup): a two-member Gloo group per peer,
-// connected on the first Send or Recv between the two (both call, so both
-// connect) under store keys that name the pair, "<prefix>p2p/<lo>/<hi>/".
-// A group that never sends point to point makes no Gloo device, no socket
-// and no Gloo event-loop thread. Internal to the shm backend.
+// Send and Recv of a shared-memory group made over the store alone (no
+// cross-host group underneath; CreateShmGroup): a two-member group of the
+// cross-host backend per peer (through the registry, comm/registry.h: the
+// backend DEVMESH_CROSS_HOST_BACKEND names when the links are made, "ucx" by
+// default; config/settings.h), connected on the first Send or Recv between
+// the two (both call, so both connect) under store keys that name the pair,
+// "<prefix>p2p/<lo>/<hi>/". A group that never sends point to point makes no
+// pair. Internal to the shm backend.
 #ifndef DEVMESH_COMM_SHM_SHM_LINKS_H_
 #define DEVMESH_COMM_SHM_SHM_LINKS_H_
 
@@ -33,8 +35,7 @@ namespace shm_internal {
 
 class ShmLinks {
  public:
-  // `options` as the group's (timeout, Gloo address choice,
-  // creation_cancel); its global_ranks are ignored. `group_open` says
+  // `options` as the group's (timeout, address choice, creation_cancel); its global_ranks are ignored. `group_open` says
   // whether the group is still usable (the shm group's CheckOpen: aborted
   // by a member, a member found dead); it must stay valid while a Send or
   // Recv runs.
@@ -50,9 +51,11 @@ class ShmLinks {
   // make the matching call in time. It ends sooner when this group is
   // aborted by any member or a member is found dead (its store waits are
   // cut into 100 ms slices that ask `group_open` and creation_cancel, and
-  // the Gloo connect asks them every 100 ms). A failed connection is kept:
-  // every later call with that peer returns the same error. An empty
-  // message (count 0) returns OK without a pair, as Gloo. InvalidArgument
+  // the pair's creation asks them every 100 ms). A failed connection is
+  // kept: every later call with that peer returns the same error; NotFound
+  // when the cross-host backend is not linked into this program
+  // (CreateCommunicator's). An empty message (count 0) returns OK without a
+  // pair. InvalidArgument
   // "shm send: peer P is outside [0, size)" / "... is this rank";
   // FailedPrecondition after Abort.
   absl::Status Send(const void* buf, size_t count, DataType dtype, int peer);
@@ -75,6 +78,8 @@ class ShmLinks {
   const std::string prefix_;
   const int rank_;
   const std::vector<int> global_ranks_;
+  // The pairs' backend (config/settings.h's CrossHostBackendName).
+  const std::string backend_;
   CommOptions options_;
   std::shared_ptr<std::atomic<bool>> aborted_;
   // Not absl::Mutex: Debian's Abseil is not built for TSan

@@ -114,7 +114,7 @@ absl::Status CannotShare(const std::vector<int>& ranks, int bad, int checker,
       checker < 0 ? std::string("as it reported")
                   : absl::StrCat("checked by global rank ", ranks[checker]),
       "): ", why,
-      ". Use backend \"gloo\" for groups across hosts, or leave the backend "
+      ". Use backend \"ucx\" for groups across hosts, or leave the backend "
       "unset to use shared memory only where members share it"));
 }
 

@@ -20,7 +20,12 @@
 //   UCX_TCP_TX_SEG_SIZE=256K  UCX's TCP segments (its own default: 8 KiB);
 //   UCX_TCP_RX_SEG_SIZE=256K  large messages move in fewer, larger reads
 //                             and writes (docs/ucx_transport.md)
-// The two segment sizes are set in the process's environment (setenv, only
+//   UCX_TCP_MAX_CONN_RETRIES=254  the most UCX accepts (its own: 25): with
+//                             hundreds of ranks per host connecting at once,
+//                             UCX's TCP set-up otherwise gives up on a full
+//                             listen backlog and the groups time out
+//                             (1024 ranks on 8 hosts, docs/ucx_transport.md)
+// The three TCP settings are set in the process's environment (setenv, only
 // where unset) when the worker is made, before UCX reads it: given through
 // ucp_config_modify they work but make UCX 1.13 warn "invalid
 // configurations" in every process. So processes started after the first

@@ -60,7 +60,7 @@ ABSL_FLAG(int, kill_rank, -1, "the rank that SIGKILLs itself (-1: none)");
 ABSL_FLAG(int64_t, kill_step, 10, "the step at whose start it does");
 ABSL_FLAG(std::string, backend, "auto",
           "the groups' backend (auto: InitDeviceMesh(\"cpu\")'s default, "
-          "shared memory inside a host, Gloo across hosts; or gloo, shm)");
+          "shared memory inside a host, UCX across hosts; or ucx, shm)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "keep each rank's last steps in DIR/rank<r>; resume from there");
 ABSL_FLAG(bool, report_times, false,

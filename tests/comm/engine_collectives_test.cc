@@ -458,7 +458,13 @@ TEST_P(EngineCollectivesTest, BatchSendRecvInAnyOrder) {
 // Gloo and on shm (whose Send/Recv run on Gloo pairs); UCX words its own.
 TEST_P(EngineCollectivesTest, SendAndRecvThatDifferFailTheReceiver) {
   if (Nproc() < 2) GTEST_SKIP() << "needs two members";
-  if (Backend() == "ucx") GTEST_SKIP() << "ucx_errors_test covers UCX";
+  // shm's Send and Recv run on a two-member group of the cross-host
+  // backend, UCX by default (comm/shm/shm_links.h), whose mismatches and
+  // their text ucx_errors_test covers; a UCX group keeps its first error,
+  // so the pair does not go on as a Gloo pair does here.
+  if (Backend() == "ucx" || Backend() == "shm") {
+    GTEST_SKIP() << "ucx_errors_test covers UCX and shm's UCX pairs";
+  }
   const std::string backend = Backend();
   absl::Status status = ForkRanks(Nproc(), [backend](
                                                int rank, int size,

@@ -409,11 +409,11 @@ TEST(ShmTest, BadArguments) {
     if (x != 2) return absl::InternalError(absl::StrCat("sum ", x));
     ShmOptions bad;
     bad.timeout = absl::ZeroDuration();
-    auto gloo = CreateCommunicator("gloo", std::make_shared<PrefixStore>(
-                                               store, "again/"),
-                                   rank, size, options);
-    if (!gloo.ok()) return gloo.status();
-    auto shared = ShareMemory(std::shared_ptr<Communicator>(*std::move(gloo)),
+    auto ucx = CreateCommunicator("ucx", std::make_shared<PrefixStore>(
+                                             store, "again/"),
+                                  rank, size, options);
+    if (!ucx.ok()) return ucx.status();
+    auto shared = ShareMemory(std::shared_ptr<Communicator>(*std::move(ucx)),
                               bad);
     if (shared.status().message() != "shm: timeout (0) must be positive") {
       return absl::InternalError(shared.status().ToString());
