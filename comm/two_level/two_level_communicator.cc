@@ -184,12 +184,29 @@ class TwoLevelCommunicator final : public Communicator {
     return recorded;
   }
 
+  // A call on the flat group. A collective (not Send, Recv or
+  // BatchSendRecv, which involve only their peers) first passes a barrier
+  // on the intra-host group: every path's first step is then on that group,
+  // whose per-call check fails every member of this host at once when one
+  // of them runs the two-level all-reduce (its first step an intra-host
+  // reduce or reduce_scatter) while another runs this collective, instead
+  // of both waiting in different groups until the timeout.
   template <typename F>
   absl::Status Flat(CallKind kind, F&& call) {
     const absl::string_view what = CallKindName(kind);
     DEVMESH_RETURN_IF_ERROR(CheckUsable(what));
     std::shared_ptr<Communicator> flat = Level(Which::kFlat);
-    if (flat == nullptr) return CheckUsable(what);
+    std::shared_ptr<Communicator> intra = Level(Which::kIntra);
+    if (flat == nullptr || intra == nullptr) return CheckUsable(what);
+    const bool collective = kind != CallKind::kSend &&
+                            kind != CallKind::kRecv &&
+                            kind != CallKind::kBatchSendRecv;
+    if (collective) {
+      absl::Status s = intra->Barrier();
+      if (!s.ok()) {
+        return Fail(what, "intra-host check before the flat group", s);
+      }
+    }
     absl::Status s = call(*flat);
     if (s.ok()) return s;
     return Fail(what, "flat", s);

@@ -19,7 +19,10 @@
 //     (the inter group of local index 0), intra broadcast.
 // avg runs as sum and divides once at the end; every member gets the same
 // bits. Every other collective, Send, Recv and Split go to the flat group
-// (a Split's children are flat groups of the cross-host backend).
+// (a Split's children are flat groups of the cross-host backend); each
+// other collective first passes a barrier on the intra-host group (a few
+// microseconds in shared memory), so that every collective's first step is
+// on that group (the per-call check below).
 //
 // Creation, every member: the intra group under "<store>intra/<host>/", the
 // inter group under "inter/<local index>/", the flat group under "flat/",
@@ -35,9 +38,14 @@
 // so its other peers fail at once naming it (Unavailable with kPeerPayload
 // or kPeerLeftPayload). The per-call check is each level's: members whose
 // all-reduces differ in count, dtype or op get InvalidArgument with
-// kDisagreementPayload; an all-reduce on some members and another kind on
-// others waits in different groups and ends at the deadline (each step is
-// bounded by the timeout; device_mesh's verify_calls adds the full check).
+// kDisagreementPayload; so do the members of a host where one runs an
+// all-reduce and another a different collective (both start on the
+// intra-host group), and the other members then fail at once as their
+// peers tear their levels down. Hosts that each agree inside but differ
+// from each other (every member of one host in an all-reduce, every member
+// of another in an all-gather) wait in different groups until the timeout
+// (each step is bounded by it; device_mesh's verify_calls adds the full
+// check).
 // After any error the group refuses every later call with it; after Abort,
 // FailedPrecondition.
 //

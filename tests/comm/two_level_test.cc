@@ -10,8 +10,9 @@
 //   the members that share a level with it name it (its global rank);
 // - Abort from another thread ends a blocked all-reduce
 //   (FailedPrecondition), and later calls too;
-// - a member whose count differs: InvalidArgument with
-//   kDisagreementPayload on the members of its host.
+// - a member whose count differs, or that calls an all-gather beside the
+//   others' all-reduce: InvalidArgument with kDisagreementPayload on the
+//   members of its host, every member failing at once.
 // And PlanTwoLevel on layouts that are and are not two-level.
 #include <signal.h>
 #include <unistd.h>
@@ -320,6 +321,42 @@ TEST(TwoLevelFailureTest, CountThatDiffersIsFound) {
                     got.ToString()));
         }
         return absl::OkStatus();
+      },
+      absl::Seconds(60));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Rank 2 (host b) calls an all-gather while the others call an all-reduce
+// (the reduce-scatter path): the members of host b (ranks 2 and 3) fail
+// with InvalidArgument and kDisagreementPayload at their intra-host step,
+// and every member fails well before the 60 s timeout.
+TEST(TwoLevelFailureTest, AllReduceBesideAnotherCollectiveIsFound) {
+  absl::Status status = ForkRanks(
+      4, [&](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+        DEVMESH_ASSIGN_OR_RETURN(
+            auto comm, Make("aabb", "ucx", rank, store, absl::Seconds(60)));
+        const size_t n = 1 << 16;
+        std::vector<float> x(n, 1.0f), gathered(n * size);
+        const absl::Time start = absl::Now();
+        const absl::Status got =
+            rank == 2 ? comm->AllGather(absl::MakeConstSpan(x),
+                                        absl::MakeSpan(gathered))
+                      : comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+        const absl::Duration took = absl::Now() - start;
+        DEVMESH_RETURN_IF_ERROR(Check(!got.ok(), "a mismatch went through"));
+        DEVMESH_RETURN_IF_ERROR(Check(
+            took < absl::Seconds(10),
+            absl::StrCat("rank ", rank, " took ", absl::FormatDuration(took),
+                         ": ", got.ToString())));
+        if (rank >= 2) {
+          DEVMESH_RETURN_IF_ERROR(
+              Check(absl::IsInvalidArgument(got) && DisagreeingRank(got) >= 0,
+                    got.ToString()));
+        }
+        // The group refuses every later call with its first error.
+        const absl::Status later = comm->Barrier();
+        return Check(later.code() == got.code(),
+                     absl::StrCat("later call: ", later.ToString()));
       },
       absl::Seconds(60));
   EXPECT_TRUE(status.ok()) << status;
