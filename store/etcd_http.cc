@@ -293,6 +293,20 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
   // every endpoint refuses connections for kAllRefusedGrace, nothing is
   // there to wait for: Unavailable then.
   absl::Time all_refused_since = absl::InfiniteFuture();
+  // How long a member may take to answer (a stream: to send its first
+  // bytes) before the next is tried: attempt_timeout_ at first (a stopped
+  // member is left within it), doubled after each attempt that got no
+  // answer, so that a loaded cluster is not sent every request again each
+  // attempt_timeout_ (a request given up on is still served: 1024 ranks on
+  // one member of 2 cores resent about 7000 requests that took over 1 s,
+  // and the resends kept it too busy to answer in time). With one endpoint,
+  // a request that may be sent again (kIdempotent, a stream) waits until its
+  // deadline: another try would go to the same member.
+  absl::Duration window = attempt_timeout_;
+  const bool wait_for_the_one =
+      endpoints_.size() == 1 &&
+      (retry == Retry::kIdempotent || stream != nullptr);
+  bool stream_unanswered = false;  // the last stream attempt's member was slow
   for (int round = 0; !result.has_value(); ++round) {
    failures.clear();
    bool all_refused = true;
@@ -306,9 +320,9 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
     // A member that does not answer within attempt_timeout_ (stopped, cut
     // off, or without a leader) is left for the next one.
     const absl::Time attempt_end =
-        retry == Retry::kOnce
+        retry == Retry::kOnce || wait_for_the_one
             ? deadline
-            : std::min(deadline, absl::Now() + attempt_timeout_);
+            : std::min(deadline, absl::Now() + window);
     if (stream != nullptr) a.answer_by = attempt_end;
     const std::string url = absl::StrCat("http://", a.endpoint, path);
     curl_easy_reset(curl);  // keeps the handle's open connections
@@ -376,18 +390,21 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
     std::string why =
         a.error[0] != '\0' ? std::string(a.error) : curl_easy_strerror(a.code);
     if (slow_member) {
-      why = absl::StrCat("no answer within ",
-                         absl::FormatDuration(attempt_timeout_));
+      why = absl::StrCat("no answer within ", absl::FormatDuration(window));
     }
+    if (stream != nullptr) stream_unanswered = timed_out && !a.got_data;
     if (a.http == 503 || going) {
       why = absl::StrCat("HTTP ", a.http, ": ", a.body.substr(0, 200));
     }
     failures.push_back(absl::StrCat(a.endpoint, " (", why, ")"));
+    if (slow_member) window *= 2;
     if (a.code != CURLE_COULDNT_CONNECT &&
         a.code != CURLE_COULDNT_RESOLVE_HOST) {
       all_refused = false;
     }
-    if (a.http == 503 || slow_member) {
+    // A member without a leader still serves watches: a stream's silence
+    // says nothing of quorum, and the question would load a busy member.
+    if (a.http == 503 || (slow_member && stream == nullptr)) {
       std::string note = QuorumNote(curl, a.endpoint, deadline);
       if (!note.empty()) quorum_note = std::move(note);
     }
@@ -425,6 +442,13 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
   curl_slist_free_all(headers);
   Return(std::move(handle));
   if (!result.has_value()) {
+    if (stream != nullptr && stream_unanswered && quorum_note.empty()) {
+      // Connected (or connecting) but not answered by the deadline: a busy
+      // member. The stream's deadline passed, as it does for any watch.
+      return absl::DeadlineExceededError(absl::StrCat(
+          "etcd did not answer ", path, " before its deadline; tried: ",
+          absl::StrJoin(failures, "; ")));
+    }
     if (!quorum_note.empty()) {
       return absl::UnavailableError(absl::StrCat(
           "the etcd cluster at ", EndpointList(),

@@ -9,7 +9,11 @@
 // and, when that one cannot be reached or does not answer within the
 // attempt timeout (a stopped member, one without a leader), to the next ones
 // in order, round after round until the deadline (or, when every endpoint
-// refuses connections, for about a second: nothing runs there). A request
+// refuses connections, for about a second: nothing runs there). Each attempt
+// that got no answer doubles the next one's window (a loaded cluster is not
+// sent everything again every attempt timeout); with one endpoint, a request
+// that may go again (kIdempotent, a stream) waits for it until the deadline.
+// A stream not answered by its deadline is DeadlineExceeded, as any watch. A request
 // that may have reached etcd before its connection failed is sent again
 // elsewhere only when it is idempotent (Retry::kIdempotent): a conditional
 // txn (Retry::kIfNotSent) is retried only when it never left this process.

@@ -1,0 +1,93 @@
+// EtcdHttp under a member that is slow to answer (SIGSTOPped for a while,
+// as a member too loaded to answer within attempt_timeout looks): one
+// endpoint's request is not sent again, each attempt with no answer doubles
+// the next one's window, and a watch that gets no answer by its deadline is
+// DeadlineExceeded, not Unavailable.
+#include "store/etcd_http.h"
+
+#include <string>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/store/etcd_testing.h"
+
+namespace devmesh {
+namespace {
+
+using ::devmesh::testing::EtcdCluster;
+
+nlohmann::json RangeOf(const std::string& key) {
+  nlohmann::json read = nlohmann::json::object();
+  read["key"] = absl::Base64Escape(key);
+  return read;
+}
+
+// The one member stops for 3.5 s under a read: the read waits for it (there
+// is nowhere else to go) and is sent once, where it used to be sent again
+// every attempt_timeout (1 s), each copy still served by the member.
+TEST(EtcdHttpTest, ReadToTheOneSlowMemberIsSentOnce) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(1).ok());
+  EtcdHttp http(etcd.endpoints(), absl::Seconds(2), absl::Seconds(1));
+  etcd.Stop(0);
+  std::thread waker([&] {
+    absl::SleepFor(absl::Milliseconds(3500));
+    etcd.Continue(0);
+  });
+  absl::StatusOr<nlohmann::json> range =
+      http.Post("/v3/kv/range", RangeOf("/http-test/k"),
+                absl::Now() + absl::Seconds(10), EtcdHttp::Retry::kIdempotent);
+  waker.join();
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(http.requests(), 1);
+}
+
+// A watch on the one stopped member: DeadlineExceeded at its deadline (the
+// waiting call reads again), one request; before, Unavailable could follow
+// rounds of 1 s attempts.
+TEST(EtcdHttpTest, UnansweredWatchIsDeadlineExceeded) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(1).ok());
+  EtcdHttp http(etcd.endpoints(), absl::Seconds(2), absl::Seconds(1));
+  etcd.Stop(0);
+  const nlohmann::json watch = {
+      {"create_request", {{"key", absl::Base64Escape("/http-test/w")}}}};
+  const absl::Time start = absl::Now();
+  absl::Status streamed =
+      http.Stream("/v3/watch", watch, start + absl::Milliseconds(2500),
+                  [](const nlohmann::json&) -> absl::StatusOr<bool> {
+                    return true;
+                  });
+  const absl::Duration took = absl::Now() - start;
+  etcd.Continue(0);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(streamed)) << streamed;
+  EXPECT_LT(took, absl::Seconds(4));
+  EXPECT_EQ(http.requests(), 1);
+}
+
+// Three members, all stopped: a read tries each with windows of 1 s, 2 s
+// and 4 s (doubled after each attempt with no answer), then the first again
+// until the deadline: 4 requests in 9 s, where windows of 1 s made 6.
+TEST(EtcdHttpTest, WindowDoublesAfterEachUnansweredAttempt) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(3).ok());
+  EtcdHttp http(etcd.endpoints(), absl::Seconds(2), absl::Seconds(1));
+  for (int i = 0; i < 3; ++i) etcd.Stop(i);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<nlohmann::json> range =
+      http.Post("/v3/kv/range", RangeOf("/http-test/k"),
+                start + absl::Seconds(9), EtcdHttp::Retry::kIdempotent);
+  const absl::Duration took = absl::Now() - start;
+  for (int i = 0; i < 3; ++i) etcd.Continue(i);
+  EXPECT_FALSE(range.ok());
+  EXPECT_EQ(http.requests(), 4) << range.status();
+  EXPECT_LT(took, absl::Seconds(11));
+}
+
+}  // namespace
+}  // namespace devmesh
