@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/error_info.h"
+#include "comm/nccl/nccl_option_fields.h"
+#include "comm/option_fields.h"
 #include "device_mesh/mesh_agreement.h"
 #include "device_mesh/mesh_serialization.h"
 #include "device_mesh/root_state.h"
@@ -321,10 +323,8 @@ std::string DeviceMesh::GroupIdentity(const MeshLayout& layout, int d,
       options.backend, "|",
       absl::ToInt64Nanoseconds(options.timeout.value_or(kDefaultGroupTimeout)));
   if (options.nccl.has_value()) {
-    const NcclOptions& n = *options.nccl;
-    absl::StrAppend(&key, "|nccl:", n.blocking, ",", n.split_share, ",",
-                    n.cga_cluster_size, ",", n.min_ctas, ",", n.max_ctas, ",",
-                    n.net_name);
+    absl::StrAppend(&key, "|nccl:",
+                    OptionFieldValues(NcclAgreedFields(*options.nccl)));
   }
   if (options.verify_calls.value_or(false)) absl::StrAppend(&key, "|verify");
   return key;
@@ -363,10 +363,7 @@ absl::Status ForMeshDim(const absl::Status& error, absl::string_view dim,
 namespace device_mesh_internal {
 std::string LocalFields(const GroupOptions& options) {
   if (!options.nccl.has_value()) return "";
-  const NcclOptions& n = *options.nccl;
-  return absl::StrCat("stream=", absl::Hex(reinterpret_cast<uintptr_t>(n.stream)),
-                      ", synchronize=", n.synchronize,
-                      ", cuda_device=", n.cuda_device);
+  return NcclLocalFieldsString(*options.nccl);
 }
 }  // namespace device_mesh_internal
 

@@ -8,6 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/nccl/nccl_option_fields.h"
+#include "comm/option_fields.h"
 #include "status/status_macros.h"
 
 namespace devmesh {
@@ -33,12 +35,8 @@ std::string GroupOptionsString(const GroupOptions& g) {
   if (!g.nccl.has_value()) {
     absl::StrAppend(&out, "unset}");
   } else {
-    const NcclOptions& n = *g.nccl;
-    absl::StrAppend(&out, "{blocking=", n.blocking,
-                    ", split_share=", n.split_share,
-                    ", cga_cluster_size=", n.cga_cluster_size,
-                    ", min_ctas=", n.min_ctas, ", max_ctas=", n.max_ctas,
-                    ", net_name='", n.net_name, "'}}");
+    absl::StrAppend(&out, "{", OptionFieldsString(NcclAgreedFields(*g.nccl)),
+                    "}}");
   }
   if (g.verify_calls.value_or(false)) {
     out.insert(out.size() - 1, ", verify_calls=on");

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/nccl/nccl_option_fields.h"
+#include "comm/option_fields.h"
 #include "status/status_macros.h"
 
 namespace devmesh {
@@ -79,20 +81,15 @@ void PutGroupOptions(std::string* out, const GroupOptions& g) {
   PutTimeout(out, g.timeout);
   out->push_back(g.nccl.has_value() ? 1 : 0);
   if (!g.nccl.has_value()) return;
-  const NcclOptions& n = *g.nccl;
-  for (int v : {n.blocking, n.split_share, n.cga_cluster_size, n.min_ctas,
-                n.max_ctas}) {
-    PutU64(out, static_cast<uint64_t>(static_cast<int64_t>(v)));
+  // The NCCL backend's agreed fields, in its order: numbers as 64-bit
+  // two's complement, texts with their length.
+  for (const OptionField& f : NcclAgreedFields(*g.nccl)) {
+    if (f.is_text) {
+      PutBytes(out, f.text);
+    } else {
+      PutU64(out, static_cast<uint64_t>(f.number));
+    }
   }
-  PutBytes(out, n.net_name);
-}
-bool ReadInt(Reader* r, int* v) {
-  uint64_t u;
-  if (!r->U64(&u)) return false;
-  const int64_t s = static_cast<int64_t>(u);
-  if (s < INT32_MIN || s > INT32_MAX) return false;
-  *v = static_cast<int>(s);
-  return true;
 }
 bool ReadGroupOptions(Reader* r, uint8_t version, GroupOptions* g) {
   if (!r->Bytes(&g->backend) || !r->Timeout(&g->timeout)) return false;
@@ -100,13 +97,21 @@ bool ReadGroupOptions(Reader* r, uint8_t version, GroupOptions* g) {
   uint8_t has;
   if (!r->U8(&has) || has > 1) return false;
   if (!has) return true;
-  NcclOptions n;
-  if (!ReadInt(r, &n.blocking) || !ReadInt(r, &n.split_share) ||
-      !ReadInt(r, &n.cga_cluster_size) || !ReadInt(r, &n.min_ctas) ||
-      !ReadInt(r, &n.max_ctas) || !r->Bytes(&n.net_name)) {
-    return false;
+  // Read as NcclAgreedFields lists them (names and kinds), then checked and
+  // made into NcclOptions by the backend.
+  std::vector<OptionField> fields = NcclAgreedFields(NcclOptions());
+  for (OptionField& f : fields) {
+    if (f.is_text) {
+      if (!r->Bytes(&f.text)) return false;
+    } else {
+      uint64_t u;
+      if (!r->U64(&u)) return false;
+      f.number = static_cast<int64_t>(u);
+    }
   }
-  g->nccl = std::move(n);
+  absl::StatusOr<NcclOptions> n = NcclOptionsFromAgreedFields(fields);
+  if (!n.ok()) return false;
+  g->nccl = *std::move(n);
   return true;
 }
 
