@@ -6,8 +6,8 @@
 # ranks 0-1 on host 1, 2-3 on host 2, started by hand with torchrun's
 # variables (tools/launcher_check/by_hand.sh), rank r bound to core r mod 2
 # (allreduce_2d binds itself by LOCAL_RANK; PyTorch's ranks through taskset).
-# So dp's groups {0,2} {1,3} cross hosts (devmesh: Gloo over TCP; PyTorch:
-# Gloo) and tp's {0,1} {2,3} stay inside one (devmesh: shared memory;
+# So dp's groups {0,2} {1,3} cross hosts (devmesh: its default cross-host
+# backend, UCX over TCP; PyTorch: Gloo) and tp's {0,1} {2,3} stay inside one (devmesh: shared memory;
 # PyTorch: Gloo over loopback). PyTorch's ranks get GLOO_SOCKET_IFNAME=dmlc0
 # (its Gloo would otherwise bind the host name's loopback address); devmesh's
 # get nothing beyond torchrun's variables.
@@ -29,9 +29,9 @@
 #
 # --devmesh_env runs devmesh a second time in each round with those
 # variables set (one or more NAME=VALUE separated by spaces; e.g.
-# DEVMESH_GLOO_SYNC_MAX_BYTES=0: Gloo's event-loop route at every size, or
-# 'DEVMESH_CROSS_HOST_BACKEND=ucx UCX_TCP_TX_SEG_SIZE=256K
-# UCX_TCP_RX_SEG_SIZE=256K': UCX across hosts), taking its turn with the
+# DEVMESH_CROSS_HOST_BACKEND=gloo: Gloo across hosts, which allreduce_2d
+# links; or 'DEVMESH_CROSS_HOST_BACKEND=gloo DEVMESH_GLOO_SYNC_MAX_BYTES=0':
+# Gloo's event-loop route at every size), taking its turn with the
 # other two, and adds its column and its ratio to devmesh's (env/dm, with
 # the per-round range). --devmesh_base_env sets variables for devmesh's main
 # column the same way (both devmesh columns then differ only where the two
