@@ -38,10 +38,14 @@
 #
 # Flags: --backend=auto|gloo|shm every dim's backend (default auto, what
 # InitDeviceMesh("cpu") gives: shared memory inside a host, 3 store round
-# trips and no socket per group; Gloo across hosts, 4 round trips and size -
-# 1 sockets per group, and for a power-of-two size log2(size) more sockets
-# (made in the same round trips) for its synchronous all-reduce route,
-# comm/gloo/gloo_sync_allreduce.h; DEVMESH_GLOO_SYNC_ROUTE=0 leaves it out).
+# trips and no socket per group; UCX across hosts, 2 round trips per group,
+# its sockets UCX's listening ones and the endpoints of the first
+# collective. With DEVMESH_CROSS_HOST_BACKEND=gloo in the environment (or
+# --backend=gloo; //bench:startup links //comm:gloo), Gloo across hosts: 4
+# round trips and size - 1 sockets per group, and for a power-of-two size
+# log2(size) more sockets (made in the same round trips) for its synchronous
+# all-reduce route, comm/gloo/gloo_sync_allreduce.h;
+# DEVMESH_GLOO_SYNC_ROUTE=0 leaves it out).
 # --expect_round_trips=T fails a run in which some
 # rank's group creation made other than T store round trips;
 # --max_sockets=S fails a run in which a rank held more than S sockets
