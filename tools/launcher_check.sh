@@ -7,7 +7,8 @@
 # //tools/launcher_check:mesh_check (a 2 x 2 mesh, rank ids all-reduced along
 # each dim, exact sums checked) or //bench:allreduce_2d in a short mode, and
 # reads back what every rank printed, each dim's backend included ("shm"
-# inside a host, "gloo" across, "ucx" across in the UCX rows). Under mpirun
+# inside a host, "ucx" across, "gloo" across in the Gloo rows, which set
+# DEVMESH_CROSS_HOST_BACKEND=gloo: both binaries link //comm:gloo). Under mpirun
 # and srun it also runs //examples/elastic:elastic_training_main over a
 # //store:server with rank 2 SIGKILLed: the survivors Shrink, and, in the
 # heal rows, the dead rank is started again as a spare beside the job
@@ -122,7 +123,7 @@ show_log() { echo "---- $1 (last 25 lines)"; tail -n 25 "$1"; echo "----"; }
 
 # check_mesh NAME LAUNCHER HOSTS MESH WANT_INSIDE WANT_BACKENDS LOG: a 2 x 2
 # run that must pass with the dims WANT_INSIDE reported inside a host and
-# every rank's groups on the backends WANT_BACKENDS ("dp=gloo,tp=shm").
+# every rank's groups on the backends WANT_BACKENDS ("dp=ucx,tp=shm").
 check_mesh() {
   local name="$1" launcher="$2" hosts="$3" mesh="$4" want="$5"
   local want_backends="$6" log="$7"
@@ -308,7 +309,7 @@ BENCH=("$WORK/bin/allreduce_2d" --min_bytes=1K --max_bytes=64K --iters=5
   --warmup=1 --target_ci=0)
 # check_bench LAUNCHER HOSTS WANT_INSIDE WANT_BACKENDS LOG: 14 rows (7 sizes
 # x 2 dims), #wrong 0 in each, the dims it reports inside a host and the
-# backend of each dim ("# dim dp: ..., backend gloo").
+# backend of each dim ("# dim dp: ..., backend ucx").
 check_bench() {
   local launcher="$1" hosts="$2" want="$3" want_backends="$4" log="$5"
   local rows wrong inside got_backends result=pass
@@ -357,7 +358,7 @@ if lc_slurm_up "$WORK/slurm"; then
   check_mesh srun1 "srun -N1 -n4" 1 "2x2 dp,tp" "dp,tp" "dp=shm,tp=shm" "$WORK/srun1.log"
   run "$WORK/srun2.log" "$ON_HOST" 1 srun -N2 --ntasks-per-node=2 --time=2 $CHECK
   EXTRA_FAIL=$(slurm_agrees "$WORK/srun2.log" | head -n 1)
-  check_mesh srun2 "srun -N2 --ntasks-per-node=2" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/srun2.log"
+  check_mesh srun2 "srun -N2 --ntasks-per-node=2" 2 "2x2 dp,tp" "tp" "dp=ucx,tp=shm" "$WORK/srun2.log"
   run "$WORK/srun_kill.log" "$ON_HOST" 1 srun -N2 --ntasks-per-node=2 --time=2 $CHECK --kill_rank=3
   check_killed "srun -N2 --ntasks-per-node=2" 2 "$WORK/srun_kill.log"
   start_store
@@ -369,7 +370,7 @@ if lc_slurm_up "$WORK/slurm"; then
   # is one step and the spare a second step on host 1 (where rank 2 ran),
   # sharing its CPUs (--overlap). The default backend: the spare holds the
   # job's host table (spare_runtime.h), so it chooses each group's transport
-  # as the members do (shared memory inside a host, Gloo across).
+  # as the members do (shared memory inside a host, UCX across).
   start_store
   run "$WORK/srun_heal.log" "$ON_HOST" 1 env DEVMESH_STORE_ADDR="$STORE_ADDR" \
     salloc -N2 --ntasks-per-node=3 --time=3 "$HERE/heal_with_spare.sh" \
@@ -389,27 +390,30 @@ lc_slurm_down
 MPI2=("$ON_HOST" 1 mpirun -np 4 --host "$(lc_host_name 1):2,$(lc_host_name 2):2"
   -x MASTER_ADDR="$H1" -x MASTER_PORT=29500)
 run "$WORK/mpi2.log" "${MPI2[@]}" $CHECK
-check_mesh mpi2 "mpirun -np 4 --host dmh1:2,dmh2:2" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/mpi2.log"
+check_mesh mpi2 "mpirun -np 4 --host dmh1:2,dmh2:2" 2 "2x2 dp,tp" "tp" "dp=ucx,tp=shm" "$WORK/mpi2.log"
 run "$WORK/bench2.log" "${MPI2[@]}" "${BENCH[@]}"
-check_bench "mpirun --host dmh1:2,dmh2:2" 2 "tp" "dp=gloo,tp=shm" "$WORK/bench2.log"
+check_bench "mpirun --host dmh1:2,dmh2:2" 2 "tp" "dp=ucx,tp=shm" "$WORK/bench2.log"
 NOTES+=("allreduce_2d on 2 hosts: $(grep -E '^# dim ' "$WORK/bench2.log" | paste -sd';' -)")
-# The same with UCX across the hosts (DEVMESH_CROSS_HOST_BACKEND=ucx, an
-# agreed setting: every rank sets it): dp must be on ucx, exact sums, the
-# benchmark's rows exact, and a SIGKILLed rank named by the others.
-run "$WORK/mpi2_ucx.log" "${MPI2[@]}" -x DEVMESH_CROSS_HOST_BACKEND=ucx $CHECK
-check_mesh mpi2u "same, DEVMESH_CROSS_HOST_BACKEND=ucx" 2 "2x2 dp,tp" "tp" "dp=ucx,tp=shm" "$WORK/mpi2_ucx.log"
-run "$WORK/bench2_ucx.log" "${MPI2[@]}" -x DEVMESH_CROSS_HOST_BACKEND=ucx "${BENCH[@]}"
-check_bench "mpirun --host dmh1:2,dmh2:2, ucx" 2 "tp" "dp=ucx,tp=shm" "$WORK/bench2_ucx.log"
-run "$WORK/mpi_kill_ucx.log" "${MPI2[@]}" -x DEVMESH_CROSS_HOST_BACKEND=ucx $CHECK --kill_rank=3
-check_killed "mpirun --host dmh1:2,dmh2:2, ucx" 2 "$WORK/mpi_kill_ucx.log"
-run "$WORK/mpi2_ifname.log" "${MPI2[@]}" -x GLOO_SOCKET_IFNAME=dmlc0 $CHECK
-check_mesh mpi2i "same, GLOO_SOCKET_IFNAME=dmlc0" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/mpi2_ifname.log"
+# The same with Gloo across the hosts (opt-in: DEVMESH_CROSS_HOST_BACKEND=gloo,
+# an agreed setting every rank sets; mesh_check and allreduce_2d link
+# //comm:gloo): dp must be on gloo, exact sums, the benchmark's rows exact,
+# and a SIGKILLed rank named by the others.
+GLOO=(-x DEVMESH_CROSS_HOST_BACKEND=gloo)
+run "$WORK/mpi2_gloo.log" "${MPI2[@]}" "${GLOO[@]}" $CHECK
+check_mesh mpi2g "same, DEVMESH_CROSS_HOST_BACKEND=gloo" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/mpi2_gloo.log"
+run "$WORK/bench2_gloo.log" "${MPI2[@]}" "${GLOO[@]}" "${BENCH[@]}"
+check_bench "mpirun --host dmh1:2,dmh2:2, gloo" 2 "tp" "dp=gloo,tp=shm" "$WORK/bench2_gloo.log"
+run "$WORK/mpi_kill_gloo.log" "${MPI2[@]}" "${GLOO[@]}" $CHECK --kill_rank=3
+check_killed "mpirun --host dmh1:2,dmh2:2, gloo" 2 "$WORK/mpi_kill_gloo.log"
+# Gloo's interface choice (GLOO_SOCKET_IFNAME), on Gloo.
+run "$WORK/mpi2_ifname.log" "${MPI2[@]}" "${GLOO[@]}" -x GLOO_SOCKET_IFNAME=dmlc0 $CHECK
+check_mesh mpi2i "same, gloo, GLOO_SOCKET_IFNAME=dmlc0" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/mpi2_ifname.log"
 
 # An interface the peers cannot reach (loopback, forced by
-# GLOO_SOCKET_IFNAME=lo on every rank): a rank's error must name the address
-# its peer advertised, and the job must end non-zero well before the mesh
-# timeout (mpirun stops the others once one rank fails).
-run "$WORK/mpi2_lo.log" "${MPI2[@]}" -x GLOO_SOCKET_IFNAME=lo $CHECK
+# GLOO_SOCKET_IFNAME=lo on every rank; Gloo): a rank's error must name the
+# address its peer advertised, and the job must end non-zero well before the
+# mesh timeout (mpirun stops the others once one rank fails).
+run "$WORK/mpi2_lo.log" "${MPI2[@]}" "${GLOO[@]}" -x GLOO_SOCKET_IFNAME=lo $CHECK
 named=$(grep -cE '^mesh_check rank=[0-9]+ result=error .*\[127\.0\.0\.1\]:[0-9]+' "$WORK/mpi2_lo.log")
 result=pass
 if [ "$RC" -eq 0 ] || [ "$named" -lt 1 ]; then
@@ -418,7 +422,7 @@ elif awk -v s="$SECS" -v t="$MESH_TIMEOUT" 'BEGIN { exit !(s >= t) }'; then
   result="FAIL (took ${SECS} s, mesh timeout ${MESH_TIMEOUT} s)"
 fi
 NOTES+=("GLOO_SOCKET_IFNAME=lo: $(grep -m1 -E '^mesh_check rank=[0-9]+ result=error' "$WORK/mpi2_lo.log")")
-add_row "same, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" "-" \
+add_row "same, gloo, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" "-" \
   "exit $RC; $named rank(s) named [127.0.0.1]:port" "$SECS" "$result"
 [ "$result" = pass ] || show_log "$WORK/mpi2_lo.log"
 
@@ -426,7 +430,8 @@ add_row "same, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" "-" \
 # within the 10 s mesh timeout (plus start-up and teardown) with an error
 # naming a peer by global rank, and at least one must name the loopback
 # address a peer advertised.
-run "$WORK/hand_lo.log" "$HERE/by_hand.sh" "$H1" env GLOO_SOCKET_IFNAME=lo $CHECK --timeout_s=10
+run "$WORK/hand_lo.log" "$HERE/by_hand.sh" "$H1" env DEVMESH_CROSS_HOST_BACKEND=gloo \
+  GLOO_SOCKET_IFNAME=lo $CHECK --timeout_s=10
 errors=$(grep -cE '^mesh_check rank=[0-9]+ result=error .*global rank' "$WORK/hand_lo.log")
 named=$(grep -cE '^mesh_check rank=[0-9]+ result=error .*\[127\.0\.0\.1\]:[0-9]+' "$WORK/hand_lo.log")
 result=pass
@@ -436,13 +441,13 @@ elif awk -v s="$SECS" 'BEGIN { exit !(s > 30) }'; then
   result="FAIL (took ${SECS} s, mesh timeout 10 s)"
 fi
 NOTES+=("by hand, GLOO_SOCKET_IFNAME=lo: $(grep -m1 -E '^mesh_check rank=0 result=error' "$WORK/hand_lo.log")")
-add_row "by hand, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" "-" \
+add_row "by hand, gloo, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" "-" \
   "exit $RC; $errors of 4 ranks failed naming a global rank, $named naming [127.0.0.1]:port" "$SECS" "$result"
 [ "$result" = pass ] || show_log "$WORK/hand_lo.log"
 
 # tp would cross hosts: the host-major ranks named the other way round.
 run "$WORK/cross.log" "${MPI2[@]}" $CHECK --mesh_dim_names=tp,dp
-check_mesh cross "mpirun, dims named tp,dp" 2 "2x2 tp,dp" "dp" "tp=gloo,dp=shm" "$WORK/cross.log"
+check_mesh cross "mpirun, dims named tp,dp" 2 "2x2 tp,dp" "dp" "tp=ucx,dp=shm" "$WORK/cross.log"
 # By hand (Open MPI would stop the other ranks as soon as one exits
 # non-zero, sometimes while one is still talking to rank 0's store): every
 # rank must return the FailedPrecondition, and the job must exit non-zero.
@@ -465,7 +470,7 @@ check_killed "mpirun --host dmh1:2,dmh2:2" 2 "$WORK/mpi_kill.log"
 # By hand, as a new user would: torchrun's variables and nothing else
 # (MASTER_ADDR = host 1's veth address; no GLOO_SOCKET_IFNAME).
 run "$WORK/hand.log" "$HERE/by_hand.sh" "$H1" $CHECK
-check_mesh hand "by hand (torchrun variables)" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/hand.log"
+check_mesh hand "by hand (torchrun variables)" 2 "2x2 dp,tp" "tp" "dp=ucx,tp=shm" "$WORK/hand.log"
 
 # Shared memory forced across hosts (MeshOptions backend "shm"): the dp
 # groups cross, their members cannot map one segment (each host has its own
@@ -490,11 +495,11 @@ add_row "by hand, --backend=shm" 2 "2x2 dp,tp" "-" "-" \
 # namespace and name, ranks 2 and 3 with the second /dev/shm, as two
 # containers of one host name): both dims are "inside one host" by name, but
 # the dp groups (0,2 and 1,3) cannot map one segment, so under the default
-# ("auto") the segment check, not the host name, must give them Gloo; tp
+# ("auto") the segment check, not the host name, must give them UCX; tp
 # (0,1 and 2,3) stays shm.
 run "$WORK/hand_2shm.log" env LC_BY_HAND_VIEWS="1 1 1b 1b" "$HERE/by_hand.sh" 127.0.0.1 $CHECK
 check_mesh hand_2shm "by hand, one host name, two /dev/shm (ranks 0,1 and 2,3)" 1 \
-  "2x2 dp,tp" "dp,tp" "dp=gloo,tp=shm" "$WORK/hand_2shm.log"
+  "2x2 dp,tp" "dp,tp" "dp=ucx,tp=shm" "$WORK/hand_2shm.log"
 
 # torchrun, one agent per host.
 TORCHRUN="$TORCH_VENV/bin/torchrun"
@@ -504,9 +509,9 @@ if [ -x "$TORCHRUN" ]; then
   if [ "$(grep -c 'TORCHELASTIC_USE_AGENT_STORE=True' "$WORK/torchrun.log")" -ne 4 ]; then
     EXTRA_FAIL="not every rank was told to use the agent's store"
   fi
-  check_mesh torchrun "torchrun --nnodes=2 (static, agent store)" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/torchrun.log"
+  check_mesh torchrun "torchrun --nnodes=2 (static, agent store)" 2 "2x2 dp,tp" "tp" "dp=ucx,tp=shm" "$WORK/torchrun.log"
   run "$WORK/torchrun_c10d.log" "$HERE/torchrun2.sh" c10d "$TORCHRUN" $CHECK
-  check_mesh torchrun_c10d "torchrun --nnodes=2 (c10d rdzv)" 2 "2x2 dp,tp" "tp" "dp=gloo,tp=shm" "$WORK/torchrun_c10d.log"
+  check_mesh torchrun_c10d "torchrun --nnodes=2 (c10d rdzv)" 2 "2x2 dp,tp" "tp" "dp=ucx,tp=shm" "$WORK/torchrun_c10d.log"
   run "$WORK/torchrun_kill.log" "$HERE/torchrun2.sh" static "$TORCHRUN" $CHECK --kill_rank=3
   check_killed "torchrun --nnodes=2 (static)" 2 "$WORK/torchrun_kill.log"
 elif [ "${DEVMESH_REQUIRE_TORCH:-0}" = 1 ]; then
