@@ -8,6 +8,7 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "status/status_macros.h"
 #include "store/store_limits.h"
@@ -333,6 +334,31 @@ absl::StatusOr<bool> C10dStoreClient::DeleteKey(absl::string_view key) {
   DEVMESH_ASSIGN_OR_RETURN(int64_t n, ReadI64(s, deadline));
   Return(std::move(s));
   return n > 0;
+}
+
+absl::StatusOr<int64_t> C10dStoreClient::DeletePrefix(
+    absl::string_view prefix) {
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(prefix));
+  // c10d has no prefix delete: LIST_KEYS, then a DELETE_KEY of each listed
+  // key under the prefix (listed keys carry the "/" of Slashed).
+  DEVMESH_C10D_BORROW(s);
+  DEVMESH_RETURN_IF_ERROR(Send(s, {C10dQuery::kListKeys, {}, {}, 0}, deadline));
+  DEVMESH_ASSIGN_OR_RETURN(int64_t n, ReadI64(s, deadline));
+  const std::string slashed = Slashed(prefix);
+  std::vector<std::string> doomed;
+  for (int64_t i = 0; i < n; ++i) {
+    DEVMESH_ASSIGN_OR_RETURN(std::string key, ReadStr(s, deadline));
+    if (absl::StartsWith(key, slashed)) doomed.push_back(std::move(key));
+  }
+  int64_t deleted = 0;
+  for (const std::string& key : doomed) {
+    DEVMESH_RETURN_IF_ERROR(
+        Send(s, {C10dQuery::kDeleteKey, {key}, {}, 0}, deadline));
+    DEVMESH_ASSIGN_OR_RETURN(int64_t gone, ReadI64(s, deadline));
+    deleted += gone > 0 ? 1 : 0;
+  }
+  Return(std::move(s));
+  return deleted;
 }
 
 absl::StatusOr<int64_t> C10dStoreClient::NumKeys() {

@@ -588,6 +588,17 @@ absl::StatusOr<bool> EtcdStore::DeleteKey(absl::string_view key) {
   return Int64(reply, "deleted") > 0;
 }
 
+absl::StatusOr<int64_t> EtcdStore::DeletePrefix(absl::string_view prefix) {
+  if (prefix.empty()) return EmptyKey();
+  const std::string full = absl::StrCat(options_.key_prefix, prefix);
+  DEVMESH_ASSIGN_OR_RETURN(
+      Json reply,
+      http_->Post("/v3/kv/deleterange",
+                  Json{{"key", B64(full)}, {"range_end", B64(PrefixEnd(full))}},
+                  RoundTripDeadline(), Retry::kIfNotSent));
+  return Int64(reply, "deleted");
+}
+
 absl::StatusOr<int64_t> EtcdStore::NumKeys() {
   DEVMESH_ASSIGN_OR_RETURN(
       Json reply,

@@ -130,6 +130,7 @@ class EtcdStore : public Store {
                     absl::Duration timeout) override;
   absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override;
   absl::StatusOr<bool> DeleteKey(absl::string_view key) override;
+  absl::StatusOr<int64_t> DeletePrefix(absl::string_view prefix) override;
   absl::StatusOr<int64_t> NumKeys() override;
   absl::StatusOr<std::vector<std::string>> MultiGet(
       absl::Span<const std::string> keys, absl::Duration timeout) override;

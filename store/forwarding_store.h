@@ -70,6 +70,9 @@ class ForwardingStore : public Store {
   absl::StatusOr<bool> DeleteKey(absl::string_view key) override {
     return base_->DeleteKey(key);
   }
+  absl::StatusOr<int64_t> DeletePrefix(absl::string_view prefix) override {
+    return base_->DeletePrefix(prefix);
+  }
   absl::StatusOr<int64_t> NumKeys() override { return base_->NumKeys(); }
   absl::StatusOr<std::vector<std::string>> MultiGet(
       absl::Span<const std::string> keys, absl::Duration timeout) override {

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "store/store_limits.h"
@@ -87,6 +88,19 @@ bool KvTable::Delete(absl::string_view key) {
   if (it == map_.end()) return false;
   map_.erase(it);
   return true;
+}
+
+int64_t KvTable::DeletePrefix(absl::string_view prefix) {
+  int64_t n = 0;
+  for (auto it = map_.begin(); it != map_.end();) {
+    if (absl::StartsWith(it->first, prefix)) {
+      map_.erase(it++);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
 }
 
 }  // namespace devmesh

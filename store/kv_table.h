@@ -45,6 +45,8 @@ class KvTable {
   absl::StatusOr<bool> Append(absl::string_view key, absl::string_view value);
   // Deletes `key`; returns whether it existed.
   bool Delete(absl::string_view key);
+  // Deletes every key that begins with `prefix`; returns how many.
+  int64_t DeletePrefix(absl::string_view prefix);
   // Every key, sorted bytewise. Views valid until the next change.
   std::vector<absl::string_view> Keys() const;
   int64_t size() const { return static_cast<int64_t>(map_.size()); }

@@ -95,6 +95,12 @@ absl::StatusOr<bool> InMemoryStore::DeleteKey(absl::string_view key) {
   return table_.Delete(key);
 }
 
+absl::StatusOr<int64_t> InMemoryStore::DeletePrefix(absl::string_view prefix) {
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(prefix));
+  sync_internal::MutexLock lock(&mu_);
+  return table_.DeletePrefix(prefix);
+}
+
 absl::StatusOr<int64_t> InMemoryStore::NumKeys() {
   sync_internal::MutexLock lock(&mu_);
   return table_.size();

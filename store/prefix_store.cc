@@ -54,6 +54,10 @@ absl::StatusOr<bool> PrefixStore::DeleteKey(absl::string_view key) {
   return base_->DeleteKey(Key(key));
 }
 
+absl::StatusOr<int64_t> PrefixStore::DeletePrefix(absl::string_view prefix) {
+  return base_->DeletePrefix(Key(prefix));
+}
+
 absl::StatusOr<int64_t> PrefixStore::NumKeys() { return base_->NumKeys(); }
 
 absl::StatusOr<std::vector<std::string>> PrefixStore::MultiGet(

@@ -107,6 +107,13 @@ class Store {
   // Deletes `key`; returns whether it existed.
   virtual absl::StatusOr<bool> DeleteKey(absl::string_view key) = 0;
 
+  // Deletes every key that begins with `prefix`; returns how many it
+  // deleted. One round trip; a key set meanwhile under `prefix` may be left.
+  // Errors:
+  //   InvalidArgument  `prefix` empty or over the key-length limit
+  //   Unavailable      connection lost
+  virtual absl::StatusOr<int64_t> DeletePrefix(absl::string_view prefix) = 0;
+
   // The number of keys in the store (the whole store, not a prefix of it).
   virtual absl::StatusOr<int64_t> NumKeys() = 0;
 

@@ -193,6 +193,9 @@ StoreService::Outcome StoreService::HandleOp(ClientId client,
     case Op::kDeleteKey:
       ok.U8(table_.Delete(r.keys[0]) ? 1 : 0);
       break;
+    case Op::kDeletePrefix:
+      ok.I64(table_.DeletePrefix(r.keys[0]));
+      break;
     case Op::kMultiGetOrEmpty: {
       size_t bytes = 1 + 4;
       for (absl::string_view k : r.keys) {

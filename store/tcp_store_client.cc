@@ -226,6 +226,16 @@ absl::StatusOr<bool> TcpStoreClient::DeleteKey(absl::string_view key) {
   return existed != 0;
 }
 
+absl::StatusOr<int64_t> TcpStoreClient::DeletePrefix(absl::string_view prefix) {
+  DEVMESH_RETURN_IF_ERROR(ValidateKey(prefix));
+  DEVMESH_ASSIGN_OR_RETURN(std::string r, Call({Op::kDeletePrefix, {prefix}, {}, 0},
+                                               absl::ZeroDuration()));
+  WireReader in(r);
+  int64_t deleted = 0;
+  if (!in.I64(&deleted)) return Malformed();
+  return deleted;
+}
+
 absl::StatusOr<int64_t> TcpStoreClient::NumKeys() {
   DEVMESH_ASSIGN_OR_RETURN(
       std::string r, Call({Op::kNumKeys, {}, {}, 0}, absl::ZeroDuration()));

@@ -14,7 +14,7 @@ bool HasKeyField(Op op) {
   return op == Op::kSet || op == Op::kGet || op == Op::kAdd ||
          op == Op::kCompareSet || op == Op::kDeleteKey || op == Op::kAppend ||
          op == Op::kQueuePush || op == Op::kQueuePop || op == Op::kQueueLen ||
-         op == Op::kBarrier;
+         op == Op::kBarrier || op == Op::kDeletePrefix;
 }
 bool HasOneValue(Op op) {
   return op == Op::kSet || op == Op::kAppend || op == Op::kQueuePush;
@@ -130,7 +130,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view payload) {
   uint8_t op = 0;
   if (!in.U8(&op)) return absl::InvalidArgumentError("empty request frame");
   if (op < static_cast<uint8_t>(Op::kHello) ||
-      op > static_cast<uint8_t>(Op::kMultiGetOrEmpty)) {
+      op > static_cast<uint8_t>(Op::kDeletePrefix)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown request op ", static_cast<int>(op)));
   }

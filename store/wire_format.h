@@ -28,12 +28,14 @@
 //                                cancels)
 //   kMultiGetOrEmpty n keys -> n values, "" for a missing key (c10d's
 //                                MULTI_GET as torch's libuv server answers it)
+//   kDeletePrefix prefix -> i64  (Store::DeletePrefix: the keys deleted)
 // kAppend (12), kListKeys (13), the queue ops, kBarrier and
 // kMultiGetOrEmpty (14..18) came
 // after kWireVersion 1 without a version bump: only the server's own c10d
 // sessions send them (devmesh's Store has none of them), and a server
 // without them answers InvalidArgument "unknown request op N" and closes, so
-// an old server refuses them clearly instead of misreading them.
+// an old server refuses them clearly instead of misreading them. So does a
+// server older than kDeletePrefix (19), which Store::DeletePrefix sends.
 // Keys are 0 to kMaxKeyBytes bytes on the server side: the empty key is
 // accepted (c10d's set("") stores it, as torch's servers do); devmesh's
 // Store methods refuse "" before sending (store_limits.h).
@@ -86,6 +88,7 @@ enum class Op : uint8_t {
   kQueueLen = 16,   // likewise
   kBarrier = 17,    // likewise
   kMultiGetOrEmpty = 18,  // likewise
+  kDeletePrefix = 19,     // likewise
 };
 
 // A decoded request. Views point into the payload it was decoded from.

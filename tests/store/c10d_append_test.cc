@@ -171,7 +171,7 @@ TEST_F(C10dAppendTest, ListKeysGivesEveryKeySortedWithTheSlash) {
   EXPECT_EQ(Recv(s, want.size()), want);
 }
 
-TEST(StoreWireAppendTest, NewOpsRoundTripAndOpNineteenIsUnknown) {
+TEST(StoreWireAppendTest, NewOpsRoundTripAndOpTwentyIsUnknown) {
   const std::string frame = EncodeRequest({Op::kAppend, {"k"}, {"v"}, 0});
   // u32 length, op, u32 4+1 key, u32 4+1 value
   ASSERT_EQ(frame.size(), 4u + 1 + 5 + 5);
@@ -188,10 +188,18 @@ TEST(StoreWireAppendTest, NewOpsRoundTripAndOpNineteenIsUnknown) {
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->op, Op::kListKeys);
   EXPECT_TRUE(l->keys.empty());
-  // What a server before them answered for 12 to 18, a server now for 19.
-  absl::StatusOr<Request> unknown = DecodeRequest(std::string("\x13", 1));
+  // kDeletePrefix (19): one key, the prefix.
+  const std::string prefix = EncodeRequest({Op::kDeletePrefix, {"g/"}, {}, 0});
+  ASSERT_EQ(prefix.size(), 4u + 1 + 4 + 2);
+  EXPECT_EQ(prefix[4], '\x13');
+  auto d = DecodeRequest(absl::string_view(prefix).substr(4));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->op, Op::kDeletePrefix);
+  EXPECT_EQ(d->keys, (std::vector<absl::string_view>{"g/"}));
+  // What a server before them answered for 12 to 19, a server now for 20.
+  absl::StatusOr<Request> unknown = DecodeRequest(std::string("\x14", 1));
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(unknown.status().message(), "unknown request op 19");
+  EXPECT_EQ(unknown.status().message(), "unknown request op 20");
   const std::string many =
       EncodeRequest({Op::kMultiGetOrEmpty, {"a", "b"}, {}, 0});
   // u32 length, op, u32 count 2, u32 1 + "a", u32 1 + "b" (no timeout)

@@ -96,6 +96,17 @@ TEST_F(C10dStoreTest, EveryStoreMethod) {
   EXPECT_EQ(*c->NumKeys(), 5);
 }
 
+TEST_F(C10dStoreTest, DeletePrefixDeletesExactlyTheKeysUnderIt) {
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->MultiSet({"g/1/a", "g/1/b", "g/10/a", "h"}, {"", "", "", ""})
+                  .ok());
+  EXPECT_EQ(*c->DeletePrefix("g/1/"), 2);
+  EXPECT_EQ(*c->DeletePrefix("g/1/"), 0);
+  EXPECT_TRUE(*c->Check({"g/10/a", "h"}));
+  EXPECT_EQ(*c->NumKeys(), 2);
+}
+
 TEST_F(C10dStoreTest, WaitsTimeOutNamingTheMissingKeyAndWakeUp) {
   auto c = Client();
   ASSERT_NE(c, nullptr);

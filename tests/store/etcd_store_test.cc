@@ -104,6 +104,22 @@ TEST_F(EtcdStoreTest, SetGet) {
   EXPECT_EQ(*store_->Get("empty", absl::Seconds(1)), "");
 }
 
+TEST_F(EtcdStoreTest, DeletePrefixDeletesExactlyTheKeysUnderIt) {
+  ASSERT_TRUE(
+      store_->MultiSet({"g/1/a", "g/1/b", "g/10/a", "h"}, {"", "", "", ""})
+          .ok());
+  // Another store's keys under the same etcd prefix text are not touched.
+  auto other = Open(absl::StrCat(Prefix(), "other/"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE((*other)->Set("g/1/a", "").ok());
+  EXPECT_EQ(*store_->DeletePrefix("g/1/"), 2);
+  EXPECT_EQ(*store_->DeletePrefix("g/1/"), 0);
+  EXPECT_TRUE(*store_->Check({"g/10/a", "h"}));
+  EXPECT_TRUE(*(*other)->Check({"g/1/a"}));
+  EXPECT_EQ(store_->DeletePrefix("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(EtcdStoreTest, EmptyKeyIsInvalid) {
   EXPECT_TRUE(absl::IsInvalidArgument(store_->Set("", "x")));
   EXPECT_TRUE(absl::IsInvalidArgument(store_->Get("").status()));

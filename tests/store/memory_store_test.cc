@@ -113,5 +113,17 @@ TEST(PrefixStoreTest, KeysArePrefixedAndNest) {
   EXPECT_NE(missing.status().message().find("a/b/gone"), std::string::npos);
 }
 
+TEST(PrefixStoreTest, DeletePrefixStaysInsideTheNamespace) {
+  auto base = std::make_shared<InMemoryStore>();
+  PrefixStore ns(base, "a");
+  ASSERT_TRUE(base->MultiSet({"a/g/1", "a/g/2", "a/h", "g/1"}, {"", "", "", ""})
+                  .ok());
+  EXPECT_EQ(*ns.DeletePrefix("g/"), 2);
+  EXPECT_TRUE(*base->Check({"a/h", "g/1"}));
+  EXPECT_EQ(*base->NumKeys(), 2);
+  EXPECT_EQ(base->DeletePrefix("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace devmesh

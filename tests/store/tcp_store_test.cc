@@ -92,6 +92,21 @@ TEST_F(TcpStoreTest, AllOps) {
   EXPECT_EQ(*c->NumKeys(), 6);  // a, n, big, m1, m2, empty: nothing created
 }
 
+TEST_F(TcpStoreTest, DeletePrefixDeletesExactlyTheKeysUnderIt) {
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(
+      c->MultiSet({"g/1/a", "g/1/b", "g/10/a", "g/2", "h"}, {"", "", "", "", ""})
+          .ok());
+  EXPECT_EQ(*c->DeletePrefix("g/1/"), 2);
+  EXPECT_EQ(*c->DeletePrefix("g/1/"), 0);
+  EXPECT_TRUE(*c->Check({"g/10/a", "g/2", "h"}));
+  EXPECT_EQ(*c->DeletePrefix("g"), 2);
+  EXPECT_EQ(*c->NumKeys(), 1);  // h
+  EXPECT_EQ(c->DeletePrefix("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(TcpStoreTest, LimitsAreInvalidArgument) {
   auto c = Client();
   ASSERT_NE(c, nullptr);
