@@ -1,6 +1,7 @@
 // devmesh/device_mesh/spare_runtime.cc
 #include "device_mesh/spare_runtime.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -8,10 +9,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/peer_info.h"
 #include "device_mesh/peer_address.h"
 #include "status/status_macros.h"
+#include "store/etcd_store.h"
 #include "store/tcp_store_client.h"
 
 namespace devmesh {
@@ -29,7 +32,31 @@ absl::StatusOr<std::shared_ptr<MeshRuntime>> SpareRuntimeFromEnv(
     BootstrapOptions options;
     options.timeout = connect_timeout;
     DEVMESH_ASSIGN_OR_RETURN(store, ConnectAgentStore(info, options));
-  } else if (info.external_store && info.etcd_endpoints.empty()) {
+  } else if (info.external_store && !info.etcd_endpoints.empty()) {
+    // As the bootstrap connects it: retried until connect_timeout, so that
+    // a spare may start before a member answers.
+    EtcdStoreOptions etcd;
+    etcd.endpoints = info.etcd_endpoints;
+    etcd.key_prefix = info.etcd_prefix;
+    etcd.connect_timeout = std::min(connect_timeout, absl::Seconds(5));
+    const absl::Time deadline = absl::Now() + connect_timeout;
+    for (;;) {
+      absl::StatusOr<std::unique_ptr<EtcdStore>> connected =
+          EtcdStore::Connect(etcd);
+      if (connected.ok()) {
+        store = std::shared_ptr<Store>(std::move(*connected));
+        break;
+      }
+      if (!absl::IsUnavailable(connected.status()) ||
+          absl::Now() >= deadline) {
+        return connected.status();
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+      etcd.connect_timeout =
+          std::max(absl::Milliseconds(1),
+                   std::min(etcd.connect_timeout, deadline - absl::Now()));
+    }
+  } else if (info.external_store) {
     TcpStoreClientOptions client;
     client.host = info.store_host;
     client.port = info.store_port;
@@ -42,12 +69,11 @@ absl::StatusOr<std::shared_ptr<MeshRuntime>> SpareRuntimeFromEnv(
     store = std::shared_ptr<Store>(std::move(connected));
   } else {
     return absl::FailedPreconditionError(absl::StrCat(
-        "global rank ", info.rank, " cannot join as a spare: the job's store ",
-        info.etcd_endpoints.empty() ? "is hosted by rank 0"
-                                    : "is an etcd cluster",
-        " (a spare needs a devmesh store no rank hosts: //bootstrap:launch "
-        "--host_store, //store:server with DEVMESH_STORE_ADDR, or torchrun's "
-        "agent store)"));
+        "global rank ", info.rank,
+        " cannot join as a spare: the job's store is hosted by rank 0 (a "
+        "spare needs a store no rank hosts: //bootstrap:launch --host_store, "
+        "//store:server or an etcd cluster with DEVMESH_STORE_ADDR, or "
+        "torchrun's agent store)"));
   }
   // The job's host table, as its rendezvous agreed it: every member chooses
   // a group's transport from it (MeshRuntime::CreateOn), so the spare must

@@ -40,7 +40,9 @@ bool StartedAsSpare();
 // The runtime of this process's rank (RANK, WORLD_SIZE, LOCAL_RANK and the
 // store, read as Bootstrap::FromEnv reads them: bootstrap/rendezvous.h) over
 // a client of the job's store: an external devmesh store (DEVMESH_STORE_ADDR
-// "host:port", token DEVMESH_STORE_TOKEN) or torchrun's agent store. No
+// "host:port", token DEVMESH_STORE_TOKEN), an etcd cluster
+// (DEVMESH_STORE_ADDR "etcd://host:port[,...][/prefix]", the job's leases
+// then etcd's) or torchrun's agent store. No
 // start barrier. Its host table (hostnames()) is the one the job's
 // rendezvous agreed (ReadPeerTable), this rank's entry included, since every
 // member chooses a group's transport from its table and all must choose
@@ -50,14 +52,14 @@ bool StartedAsSpare();
 // store holds no completed rendezvous. `connect_timeout` bounds the
 // connection's retries.
 // Errors:
-//   FailedPrecondition  the job's store is hosted by rank 0 or is an etcd
-//                       cluster (a spare needs a devmesh or agent store that
-//                       no rank hosts)
+//   FailedPrecondition  the job's store is hosted by rank 0 (a spare needs a
+//                       store that no rank hosts)
 //   InvalidArgument     the store's rendezvous table does not decode
 //   others              RendezvousInfoFromEnv's (InvalidArgument for a
 //                       missing or bad variable); the store client's
-//                       (Unavailable when the store does not answer,
-//                       PermissionDenied for a wrong token)
+//                       (Unavailable when the store does not answer
+//                       within `connect_timeout`, PermissionDenied for a
+//                       wrong token)
 absl::StatusOr<std::shared_ptr<MeshRuntime>> SpareRuntimeFromEnv(
     absl::Duration connect_timeout = absl::Seconds(60));
 

@@ -5,6 +5,7 @@
 // rendezvous. The job's ranks are threads with their own store clients,
 // claiming host names of their own ("host-a", "host-b").
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -16,6 +17,8 @@
 #include "bootstrap/peer_info.h"
 #include "device_mesh/spare_runtime.h"
 #include "gtest/gtest.h"
+#include "tests/store/etcd_testing.h"
+#include "store/etcd_store.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 
@@ -82,6 +85,64 @@ TEST_F(SpareRuntimeTest, NoRendezvousNoTable) {
   ASSERT_TRUE(runtime.ok()) << runtime.status();
   EXPECT_TRUE((*runtime)->hostnames().empty());
   EXPECT_TRUE((*runtime)->store_route_address().empty());
+}
+
+// The job's store is an etcd cluster (DEVMESH_STORE_ADDR "etcd://..."): the
+// spare joins it under the job's key prefix and holds the job's host table,
+// as over a TCP store.
+TEST_F(SpareRuntimeTest, JoinsAnEtcdStore) {
+  ::devmesh::testing::EtcdCluster etcd;
+  absl::Status started = etcd.Start(1);
+  ASSERT_TRUE(started.ok()) << started;
+  const std::string prefix =
+      absl::StrCat("/devmesh-test/spare_runtime/", getpid(), "/");
+  const std::string address = etcd.Address(prefix);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      EtcdStoreOptions options;
+      options.endpoints = etcd.endpoints();
+      options.key_prefix = prefix;
+      auto client = EtcdStore::Connect(options);
+      ASSERT_TRUE(client.ok()) << client.status();
+      PeerInfo self;
+      self.rank = r;
+      self.world_size = 2;
+      self.pid = 1000 + r;
+      self.hostname = r == 0 ? "host-a" : "host-b";
+      self.address = absl::StrCat("10.0.0.", r + 1);
+      self.store = address;
+      EXPECT_TRUE(ExchangePeerInfo(**client, self, absl::Seconds(30)).ok());
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  setenv("DEVMESH_STORE_ADDR", address.c_str(), 1);
+  auto runtime = SpareRuntimeFromEnv(absl::Seconds(10));
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  EXPECT_EQ((*runtime)->rank(), 1);
+  EXPECT_EQ((*runtime)->hostnames(),
+            (std::vector<std::string>{"host-a", "host-b"}));
+  // Its store is the job's: what a member sets there, it reads.
+  std::shared_ptr<Store> store = (*runtime)->base_store();
+  ASSERT_NE(dynamic_cast<EtcdStore*>(store.get()), nullptr);
+  EtcdStoreOptions options;
+  options.endpoints = etcd.endpoints();
+  options.key_prefix = prefix;
+  auto member = EtcdStore::Connect(options);
+  ASSERT_TRUE(member.ok()) << member.status();
+  ASSERT_TRUE((*member)->Set("from-a-member", "1").ok());
+  EXPECT_EQ(*store->Get("from-a-member", absl::Seconds(5)), "1");
+}
+
+TEST_F(SpareRuntimeTest, RankZeroHostedStoreIsRefused) {
+  unsetenv("DEVMESH_STORE_ADDR");
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", absl::StrCat(server_->port()).c_str(), 1);
+  auto runtime = SpareRuntimeFromEnv(absl::Seconds(10));
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kFailedPrecondition)
+      << runtime.status();
 }
 
 }  // namespace
