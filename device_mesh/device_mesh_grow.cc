@@ -457,6 +457,9 @@ absl::StatusOr<GrowResult> DeviceMesh::FinishGrow(
     return absl::FailedPreconditionError(
         "Grow needs the failure watch (unset DEVMESH_FAILURE_WATCH=0)");
   }
+  // The groups this rank holds, kept ones included, recorded in the new
+  // epoch (spare_registry.h); best effort, as in Shrink.
+  (void)runtime->RecordGroups(e + 1);
   GrowReport report;
   report.epoch = e + 1;
   report.grown = true;

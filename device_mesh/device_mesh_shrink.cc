@@ -337,6 +337,10 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     for (const auto& [key, g] : groups) {
       if (shrinkable.count(key)) deferred.groups.push_back(g);
     }
+    // Its groups recorded in the new epoch too, so that those whose other
+    // members died (its replica's) are deleted with that epoch
+    // (spare_registry.h); best effort.
+    (void)runtime_->RecordGroups(e + 1);
     return WithRemoved(
         absl::FailedPreconditionError(absl::StrCat(
             "global rank ", me, " was removed in epoch ", e + 1,
@@ -380,6 +384,11 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
   std::vector<int> next_members(flat.begin(), flat.end());
   std::sort(next_members.begin(), next_members.end());
   watch->AdvanceEpoch(e + 1, next_members);
+  // The groups this rank holds, kept ones included, recorded in the new
+  // epoch: their keys stay while any member holds them (spare_registry.h).
+  // Best effort: the other members of a group record it too, and a store
+  // that fails this fails the rebuild's creations as well.
+  (void)runtime_->RecordGroups(e + 1);
 
   std::map<int, std::map<std::string, GroupState>> states;
   for (const auto& [r, p] : agreement.payloads) {

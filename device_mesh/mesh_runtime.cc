@@ -17,6 +17,7 @@
 #include "config/settings.h"
 #include "device_mesh/group_tag.h"
 #include "device_mesh/guarded_communicator.h"
+#include "device_mesh/spare_registry.h"
 #include "status/status_macros.h"
 #include "store/cancellable_store.h"
 #include "store/prefix_store.h"
@@ -352,8 +353,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
   }
   // Fixed length whatever the world size, so a rank's store bytes depend
   // on its groups' sizes alone.
-  const std::string name = absl::StrCat(
-      "devmesh/group/", device_mesh_internal::GroupTag(identity, members));
+  const std::string tag = device_mesh_internal::GroupTag(identity, members);
+  const std::string name = device_mesh_internal::GroupKeyPrefix(tag);
   int64_t n = 0;
   {
     sync_internal::MutexLock lock(&names_mu_);
@@ -368,8 +369,26 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
   auto ns = std::make_shared<PrefixStore>(std::move(base),
                                           absl::StrCat(name, "/", n));
   groups_made_.fetch_add(1);
+  {
+    // Recorded before its keys are written, so that retirement finds them
+    // (spare_registry.h).
+    sync_internal::MutexLock lock(&records_mu_);
+    making_groups_.insert(tag);
+    std::shared_ptr<FailureWatch> w = started_watch();
+    if (w != nullptr && w->epoch() > 0) {
+      if (absl::Status s = RecordGroupsLocked(w->epoch()); !s.ok()) {
+        making_groups_.erase(tag);
+        return s;
+      }
+    }
+  }
   auto comm = CreateOn(backend, std::move(ns), index,
                        static_cast<int>(members.size()), options);
+  {
+    sync_internal::MutexLock lock(&records_mu_);
+    making_groups_.erase(tag);
+    if (comm.ok()) made_groups_[tag] = *comm;
+  }
   if (!comm.ok()) {
     // Name the group (NCCL's own errors do not name its members).
     return Reworded(comm.status(),
@@ -378,6 +397,27 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
                                  absl::StrJoin(members, ", "), "])"));
   }
   return comm;
+}
+
+absl::Status MeshRuntime::RecordGroups(int64_t epoch) {
+  sync_internal::MutexLock lock(&records_mu_);
+  return RecordGroupsLocked(epoch);
+}
+
+absl::Status MeshRuntime::RecordGroupsLocked(int64_t epoch) {
+  if (epoch <= 0 || detached()) return absl::OkStatus();
+  std::set<std::string> held = making_groups_;
+  for (auto it = made_groups_.begin(); it != made_groups_.end();) {
+    if (it->second.expired()) {
+      it = made_groups_.erase(it);
+    } else {
+      held.insert(it->first);
+      ++it;
+    }
+  }
+  return store_->base()->Set(
+      device_mesh_internal::GroupRecordKey(epoch, rank_),
+      absl::StrJoin(held, ","));
 }
 
 void MeshRuntime::RememberWorld(const Communicator* comm) {

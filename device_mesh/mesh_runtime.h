@@ -243,6 +243,12 @@ class MeshRuntime {
   // `raw` (a backend communicator DeviceMesh::Shrink keeps for the next
   // epoch) in a new guard registered with the watch's current epoch.
   std::shared_ptr<Communicator> Rewrap(std::shared_ptr<Communicator> raw);
+  // Writes devmesh/epoch/<epoch>/groups/<rank> (spare_registry.h): the
+  // store tags of the groups this rank made that are still held here (or
+  // being made). Shrink and Grow call it as they move into `epoch`; a group
+  // made later in an epoch > 0 calls it before its creation's keys. No-op
+  // for epoch 0 (the job's start costs no request). Errors: the store's.
+  absl::Status RecordGroups(int64_t epoch);
 
   // What the rendezvous learnt about the ranks' hosts (Bootstrap::peers()):
   // hostnames()[r] is world rank r's host name (gethostname); empty when
@@ -373,6 +379,15 @@ class MeshRuntime {
   sync_internal::Mutex names_mu_;
   // Group namespace (without its /<n>) -> creations so far on this rank.
   std::map<std::string, int64_t> group_counts_ ABSL_GUARDED_BY(names_mu_);
+  // RecordGroups' state: group tag -> the communicator made under it (empty
+  // while being made); held by records_mu_ across the record's write, so
+  // that an older list never overwrites a newer one.
+  sync_internal::Mutex records_mu_;
+  std::map<std::string, std::weak_ptr<Communicator>> made_groups_
+      ABSL_GUARDED_BY(records_mu_);
+  std::set<std::string> making_groups_ ABSL_GUARDED_BY(records_mu_);
+  absl::Status RecordGroupsLocked(int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(records_mu_);
   // The communicators in worlds_ (held there for the runtime's
   // lifetime, so an address is never reused), under a mutex of its own so
   // that IsWorldCommunicator never waits behind mu_.

@@ -64,6 +64,13 @@ std::string GrowKey(int64_t epoch, int64_t attempt, absl::string_view what) {
   return FailureWatch::EpochKey(epoch, absl::StrCat("grow/", attempt, "/", what));
 }
 
+std::string GroupRecordKey(int64_t epoch, int rank) {
+  return FailureWatch::EpochKey(epoch, absl::StrCat("groups/", rank));
+}
+std::string GroupKeyPrefix(absl::string_view tag) {
+  return absl::StrCat("devmesh/group/", tag);
+}
+
 std::string EncodeGrowDecision(const GrowDecision& d) {
   switch (d.kind) {
     case GrowDecision::Kind::kError:
@@ -154,10 +161,42 @@ absl::StatusOr<int64_t> ReadJobEpoch(Store& store) {
   return epoch;
 }
 
+namespace {
+
+// The group tags the ranks recorded in `epoch`.
+absl::StatusOr<std::set<std::string>> RecordedGroups(Store& store,
+                                                     int64_t epoch,
+                                                     int world_size) {
+  std::set<std::string> tags;
+  for (int r = 0; r < world_size; ++r) {
+    DEVMESH_ASSIGN_OR_RETURN(auto v, store.GetIfSet(GroupRecordKey(epoch, r)));
+    if (!v.has_value()) continue;
+    for (absl::string_view tag : absl::StrSplit(*v, ',', absl::SkipEmpty())) {
+      tags.insert(std::string(tag));
+    }
+  }
+  return tags;
+}
+
+}  // namespace
+
 absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size) {
   auto del = [&](const std::string& key) -> absl::Status {
     return store.DeleteKey(key).status();
   };
+  // The groups first: their records are read from this epoch's keys.
+  DEVMESH_ASSIGN_OR_RETURN(std::set<std::string> held,
+                           RecordedGroups(store, epoch, world_size));
+  DEVMESH_ASSIGN_OR_RETURN(std::set<std::string> still,
+                           RecordedGroups(store, epoch + 1, world_size));
+  for (const std::string& tag : held) {
+    if (still.count(tag)) continue;
+    DEVMESH_RETURN_IF_ERROR(
+        store.DeletePrefix(absl::StrCat(GroupKeyPrefix(tag), "/")).status());
+  }
+  for (int r = 0; r < world_size; ++r) {
+    DEVMESH_RETURN_IF_ERROR(del(GroupRecordKey(epoch, r)));
+  }
   for (int r = 0; r < world_size; ++r) {
     DEVMESH_RETURN_IF_ERROR(
         del(FailureWatch::EpochKey(epoch, absl::StrCat("arrive/", r))));

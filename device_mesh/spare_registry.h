@@ -14,6 +14,11 @@
 //   devmesh/epoch/<e>/grow/<n>/arrive/<r>  member r's ask in the n-th Grow
 //                                       of epoch e (its dim and target,
 //                                       then its groups' states)
+//   devmesh/epoch/<e>/groups/<r>        the tags of the groups rank r held
+//                                       or was making in epoch e, comma-
+//                                       separated (MeshRuntime::RecordGroups;
+//                                       e > 0): their keys are
+//                                       devmesh/group/<tag>/...
 //   devmesh/epoch/<e>/grow/<n>/decision the n-th Grow's decision, set once
 //                                       (CompareSet) by the member that saw
 //                                       every member arrive, or a verdict,
@@ -39,6 +44,15 @@
 // removed there that wakes late reads them (its watch, its Shrink, Explain)
 // and gets its FailedPrecondition, not a wait for keys that will never come.
 // A spare parked on a retired epoch finds the job again from the pointer.
+// The groups' keys go with them: a group recorded in a retired epoch x and
+// recorded by no rank in x + 1 (every member of x + 1 records, as it moves
+// into it, every group it still holds) is held by no member of the job any
+// more, and its devmesh/group/<tag>/ keys are deleted (Store::DeletePrefix).
+// A group is recorded where it was made (e > 0), in each epoch its holders
+// move into, and by a rank removed alive in the epoch that removed it, so
+// those of a replica lost whole are deleted too; epoch 0's are recorded only
+// from epoch 1 on (the job's start costs no request): a group of epoch 0
+// whose every member died before then keeps its keys.
 // What a rank that slept through two epochs writes there afterwards (its
 // arrival, a spare's registration) is not deleted; no one reads it.
 //
@@ -67,6 +81,11 @@ namespace device_mesh_internal {
 std::string SpareCountKey(int64_t epoch);
 std::string SpareSlotKey(int64_t epoch, int64_t slot);
 std::string GrowKey(int64_t epoch, int64_t attempt, absl::string_view what);
+// "devmesh/epoch/<epoch>/groups/<rank>" (see above).
+std::string GroupRecordKey(int64_t epoch, int rank);
+// "devmesh/group/<tag>": the namespace of the group tagged `tag`
+// (GroupTag); its creations are under "<it>/<n>/".
+std::string GroupKeyPrefix(absl::string_view tag);
 
 struct GrowDecision {
   enum class Kind { kError, kUnchanged, kGrown };
@@ -112,10 +131,13 @@ absl::StatusOr<int64_t> ReadJobEpoch(Store& store);
 // Deletes `epoch`'s keys but "death" and "decision": the Shrink
 // agreement's arrivals (arrive/<r>, r < world_size), every Grow attempt's
 // keys (attempts up to the first with neither "open" nor "decision"; the
-// "ready" keys of the registered spares) and the spares' registry.
+// "ready" keys of the registered spares), the spares' registry, and the
+// groups recorded in `epoch` but not in epoch + 1 (their whole namespace)
+// with `epoch`'s records. Call it once the job moved past epoch + 1.
 // Cost: one request per key, about world_size + (2 + world_size + spares)
-// per Grow attempt + the registry's 2 + 2 * spares. Errors: the store's
-// (keys after the first failure are left).
+// per Grow attempt + the registry's 2 + 2 * spares, + up to 4 * world_size
+// reads of the records and one DeletePrefix per group no longer held.
+// Errors: the store's (keys after the first failure are left).
 absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size);
 
 // Epochs first..last (none when first > last).

@@ -26,12 +26,18 @@
 //     Shrink agreement, the spares' registry or any Grow attempt is left
 //     (waited for up to 10 s: rank 0 deletes them on a thread of its own),
 //     and "death" and "decision" are kept exactly for the epochs with a
-//     death; the last Grow's decision is still there. The store's key count
-//     is printed (the groups' creation keys, devmesh/group/..., grow with
-//     each cycle: not an epoch's, not deleted).
+//     death; the last Grow's decision is still there;
+//   - the store's keys, counted exactly once every process is done: the
+//     groups' (devmesh/group/, deleted with the epochs that last recorded
+//     them) and the job's other keys are the same whatever the number of
+//     cycles (kGroupKeys, kOtherKeys); what grows with it is only the
+//     retired epochs' death/decision pairs and this test's own keys.
 // A spare is this binary again (posix_spawn of /proc/self/exe by rank 0,
 // no fd of rank 0's but stdio) with GROW_CYCLES_SPARE set: main() runs
-// SpareMain instead of the tests.
+// SpareMain instead of the tests, which joins as a restarted rank does:
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, DEVMESH_STORE_ADDR (the
+// TCP store or, with --store=etcd, the etcd cluster) and DEVMESH_SPARE=1
+// read by SpareRuntimeFromEnv.
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
@@ -68,10 +74,9 @@
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/init_device_mesh.h"
 #include "device_mesh/mesh_runtime.h"
+#include "device_mesh/spare_runtime.h"
 #include "device_mesh/state_broadcast.h"
 #include "gtest/gtest.h"
-#include "store/etcd_store.h"
-#include "store/tcp_store_client.h"
 #include "tests/device_mesh/mesh_checks.h"
 #include "tests/store/etcd_testing.h"
 
@@ -91,6 +96,13 @@ using ::devmesh::testing::RunRanksDetailed;
 using ::devmesh::testing::RunRanksOptions;
 
 constexpr int kRanks = 6;
+// The store keys of groups after any number of cycles (2, 3, 4, 7, 10 and
+// 20 seen), and the keys outside devmesh/epoch/, devmesh/group/, devmesh/job/lease/ and
+// this test's: the rendezvous' peer table, processes, the job's epoch
+// pointer (see the end of Rank). Not the leases: over etcd each is tied to
+// an etcd lease that goes with its process.
+constexpr int64_t kGroupKeys = 111;
+constexpr int64_t kOtherKeys = 36;
 
 MeshOptions Options() {
   MeshOptions options;
@@ -287,12 +299,27 @@ std::vector<std::string> StaleShm(const std::set<pid_t>& pids) {
 }
 
 pid_t SpawnSpare(int rank, const std::string& store_address) {
+  // As a launcher starts a spare: its rank's variables, the job's store
+  // address and DEVMESH_SPARE=1 (SpareRuntimeFromEnv reads them).
+  const std::vector<std::string> vars = {
+      absl::StrCat("RANK=", rank),
+      absl::StrCat("WORLD_SIZE=", kRanks),
+      absl::StrCat("LOCAL_RANK=", rank),
+      absl::StrCat("LOCAL_WORLD_SIZE=", kRanks),
+      absl::StrCat("DEVMESH_STORE_ADDR=", store_address),
+      absl::StrCat(kSpareVar, "=1"),
+      absl::StrCat("GROW_CYCLES_SPARE=", rank, ";",
+                   absl::GetFlag(FLAGS_cycles))};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!absl::StartsWith(*e, "GROW_CYCLES_SPARE=")) env.push_back(*e);
+    const absl::string_view var(*e);
+    const bool replaced =
+        std::any_of(vars.begin(), vars.end(), [&](const std::string& v) {
+          return absl::StartsWith(var, v.substr(0, v.find('=') + 1));
+        });
+    if (!replaced) env.push_back(*e);
   }
-  env.push_back(absl::StrCat("GROW_CYCLES_SPARE=", rank, ";",
-                             absl::GetFlag(FLAGS_cycles), ";", store_address));
+  env.insert(env.end(), vars.begin(), vars.end());
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -491,39 +518,22 @@ absl::Status Cycles(std::shared_ptr<MeshRuntime> runtime,
   }
 }
 
-// The job's store at `address` (StoreAddressText's form), as a new process
-// would join it.
-absl::StatusOr<std::shared_ptr<Store>> JoinStore(const std::string& address) {
-  ASSIGN_OR_RETURN(parsed, ParseStoreAddress("GROW_CYCLES_SPARE", address));
-  if (!parsed.etcd_endpoints.empty()) {
-    EtcdStoreOptions o;
-    o.endpoints = parsed.etcd_endpoints;
-    o.key_prefix = parsed.etcd_prefix;
-    o.connect_timeout = absl::Seconds(10);
-    ASSIGN_OR_RETURN(etcd, EtcdStore::Connect(o));
-    return std::shared_ptr<Store>(std::move(etcd));
-  }
-  TcpStoreClientOptions o;
-  o.host = parsed.host;
-  o.port = parsed.port;
-  o.connect_timeout = absl::Seconds(10);
-  ASSIGN_OR_RETURN(client, TcpStoreClient::Connect(o));
-  return std::shared_ptr<Store>(std::move(client));
-}
-
 int SpareMain(const std::string& spec) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  std::vector<std::string> f = absl::StrSplit(spec, absl::MaxSplits(';', 2));
+  std::vector<std::string> f = absl::StrSplit(spec, ';');
   int me = 0, cycles = 0;
-  if (f.size() != 3 || !absl::SimpleAtoi(f[0], &me) ||
+  if (f.size() != 2 || !absl::SimpleAtoi(f[0], &me) ||
       !absl::SimpleAtoi(f[1], &cycles)) {
     return 2;
   }
   absl::SetFlag(&FLAGS_cycles, cycles);
   auto run = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(store, JoinStore(f[2]));
-    RETURN_IF_ERROR(NotePid(*store));
-    ASSIGN_OR_RETURN(runtime, MeshRuntime::Create(store, me, kRanks, me));
+    RETURN_IF_ERROR(Expect(StartedAsSpare(), "DEVMESH_SPARE is not 1"));
+    // The job's store (TCP or etcd) and its host table, as a restarted
+    // rank joins it.
+    ASSIGN_OR_RETURN(runtime, SpareRuntimeFromEnv(absl::Seconds(10)));
+    RETURN_IF_ERROR(Expect(runtime->rank() == me, "RANK is not the spare's"));
+    RETURN_IF_ERROR(NotePid(*runtime->base_store()));
     return Cycles(runtime, std::nullopt, 0, nullptr);
   };
   absl::Status s = run();
@@ -716,6 +726,45 @@ absl::Status Rank(Bootstrap& b) {
         Expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                absl::StrCat("spare ", r, " ended with status ", status)));
   }
+  // The store's keys, counted by deleting them namespace by namespace (the
+  // Store has no listing; every process of the job is out of its groups and
+  // agreements by now). The groups' keys (devmesh/group/) are those of the
+  // groups held in the last two epochs (spare_registry.h): the same count
+  // whatever the number of cycles.
+  const int64_t cycles = absl::GetFlag(FLAGS_cycles);
+  ASSIGN_OR_RETURN(total, store.NumKeys());
+  int64_t live_epochs = 0;
+  for (int64_t x : {last - 1, last}) {
+    ASSIGN_OR_RETURN(n, store.DeletePrefix(key(x, "")));
+    live_epochs += n;
+  }
+  ASSIGN_OR_RETURN(retired, store.DeletePrefix("devmesh/epoch/"));
+  ASSIGN_OR_RETURN(group_keys, store.DeletePrefix("devmesh/group/"));
+  ASSIGN_OR_RETURN(test_keys, store.DeletePrefix("grow_cycles/"));
+  ASSIGN_OR_RETURN(leases, store.DeletePrefix("devmesh/job/lease/"));
+  ASSIGN_OR_RETURN(rest, store.NumKeys());
+  std::printf(
+      "grow_cycles: store keys %lld after %lld cycles: groups' %lld, the "
+      "last two epochs' %lld, retired epochs' %lld, this test's %lld, "
+      "leases %lld, other %lld\n",
+      static_cast<long long>(total), static_cast<long long>(cycles),
+      static_cast<long long>(group_keys), static_cast<long long>(live_epochs),
+      static_cast<long long>(retired), static_cast<long long>(test_keys),
+      static_cast<long long>(leases), static_cast<long long>(rest));
+  std::fflush(stdout);
+  RETURN_IF_ERROR(Expect(
+      retired == kept,
+      absl::StrCat(retired, " keys of retired epochs, want the ", kept,
+                   " death/decision keys")));
+  // pids (1 + one per process), done/<c> (c = 0..cycles), out.
+  RETURN_IF_ERROR(Expect(test_keys == 2 * cycles + 9,
+                         absl::StrCat(test_keys, " keys of this test, want ",
+                                      2 * cycles + 9)));
+  RETURN_IF_ERROR(Expect(group_keys == kGroupKeys,
+                         absl::StrCat(group_keys, " keys of groups after ",
+                                      cycles, " cycles, want ", kGroupKeys)));
+  RETURN_IF_ERROR(Expect(
+      rest == kOtherKeys, absl::StrCat(rest, " other keys, want ", kOtherKeys)));
   return absl::OkStatus();
 }
 
