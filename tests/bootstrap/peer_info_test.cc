@@ -4,6 +4,7 @@
 // store address, a missing rank), then with real processes and a real
 // Bootstrap: a rank whose WORLD_SIZE is off by one fails every rank with
 // InvalidArgument, long before the bootstrap timeout.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <thread>
@@ -280,6 +281,27 @@ TEST(PeerExchangeTest, AMissingRankIsADeadlineNamingIt) {
               "3 of 4 ranks joined the rendezvous at 10.0.0.1:29500 within 1s; "
               "missing ranks: 2 (is every rank started, with the same store "
               "address and world size?)")
+        << "rank " << r;
+  }
+}
+
+// Twelve of 40 ranks missing, spread out: the first eight in rank order are
+// named (found by halving the ranges that lack a key).
+TEST(PeerExchangeTest, TheFirstEightMissingRanksAreNamed) {
+  const std::vector<int> missing = {3, 5, 9, 17, 18, 20, 25, 30, 33, 36, 38, 39};
+  std::vector<PeerInfo> infos;
+  for (int r = 0; r < 40; ++r) {
+    if (std::find(missing.begin(), missing.end(), r) == missing.end()) {
+      infos.push_back(Info(r, 40));
+    }
+  }
+  auto results = RunExchange(infos, absl::Seconds(1));
+  for (size_t r = 0; r < infos.size(); ++r) {
+    EXPECT_EQ(results[r].status().code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_EQ(results[r].status().message(),
+              "28 of 40 ranks joined the rendezvous at 10.0.0.1:29500 within "
+              "1s; missing ranks: 3, 5, 9, 17, 18, 20, 25, 30 (is every rank "
+              "started, with the same store address and world size?)")
         << "rank " << r;
   }
 }
