@@ -5,7 +5,7 @@
 // MPI's rule). Buffers are contiguous: pointer + element count + DataType.
 // On the NCCL backend buffers are device pointers and calls are enqueued on
 // the communicator's stream (synchronized before return unless the backend's
-// options say otherwise); on the CPU backends ("shm", "gloo") they are host
+// options say otherwise); on the CPU backends ("shm", "ucx", "gloo") they are host
 // pointers and calls block.
 //
 // The class is a front over a backend: its collectives check their
@@ -208,8 +208,8 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  // The backend's registered name: "shm", "gloo", "ucx", "nccl", or a name
-  // given to RegisterBackend.
+  // The backend's registered name: "shm", "ucx", "nccl", "gloo" (where
+  // @devmesh//comm:gloo is linked), or a name given to RegisterBackend.
   virtual absl::string_view backend() const = 0;
   // This rank's position in the group, in [0, size()).
   virtual int rank() const = 0;
