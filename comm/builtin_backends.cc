@@ -1,22 +1,35 @@
 // devmesh/comm/builtin_backends.cc
-// Registers the backends every program that depends on @devmesh//comm has:
-// "shm", "ucx" and "nccl" (comm/registry.h). Linked whole (alwayslink):
-// nothing refers to this file's symbols.
+// The backends every program that depends on @devmesh//comm has: "shm",
+// "ucx" and "nccl" (comm/backend_registration.h). Linked whole
+// (alwayslink): only the registry's weak reference names this file's hook.
+#include <cstdlib>
+
+#include "comm/backend_registration.h"
 #include "comm/nccl/nccl_communicator.h"
-#include "comm/registry.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/ucx/ucx_communicator.h"
+#include "comm/ucx/ucx_worker.h"
 
 namespace devmesh {
+namespace comm_internal {
+
+BackendList BuiltinBackends() {
+  return {{"nccl", &CreateNcclCommunicator},
+          {"shm", &CreateShmCommunicator},
+          {"ucx", &CreateUcxCommunicator}};
+}
+
 namespace {
 
-// A static initializer: the names are registered before main.
-const bool kRegistered = [] {
-  bool ok = RegisterBackend("nccl", &CreateNcclCommunicator).ok();
-  ok = RegisterBackend("shm", &CreateShmCommunicator).ok() && ok;
-  ok = RegisterBackend("ucx", &CreateUcxCommunicator).ok() && ok;
-  return ok;
+// UCX's TCP settings that devmesh sets where the environment leaves them
+// unset (comm/ucx/ucx_worker.h), written before main, while the process has
+// one thread: setenv then races with no getenv of another thread (a worker
+// made later would otherwise write them while the program's threads run).
+const bool kUcxEnvironmentSet = [] {
+  ucx_internal::SetUcxEnvironmentDefaults();
+  return true;
 }();
 
 }  // namespace
+}  // namespace comm_internal
 }  // namespace devmesh

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/backend_registration.h"
 #include "config/settings.h"
 #include "status/status_macros.h"
 #include "sync/annotated_mutex.h"
@@ -21,11 +22,22 @@ struct Registry {
       ABSL_GUARDED_BY(mu);
 };
 
-// Made on first use, so that registrations from static initializers (the
-// backends' own targets, comm/builtin_backends.cc) find it whatever the
-// order of initialization.
+// Made on first use, with devmesh's backends that are linked into the
+// program (comm/backend_registration.h): a lookup finds them whatever the
+// order of static initialization.
 Registry& GetRegistry() {
-  static Registry* registry = new Registry();
+  static Registry* registry = [] {
+    auto* r = new Registry();
+    sync_internal::MutexLock lock(&r->mu);  // not shared yet: for the analysis
+    for (comm_internal::BackendList (*hook)() :
+         {&comm_internal::BuiltinBackends, &comm_internal::GlooBackends}) {
+      if (hook == nullptr) continue;  // that target is not linked
+      for (auto& [name, factory] : hook()) {
+        r->factories.emplace(name, std::move(factory));
+      }
+    }
+    return r;
+  }();
   return *registry;
 }
 

@@ -1,16 +1,15 @@
 // devmesh/comm/gloo/gloo_registration.cc
-// Registers backend "gloo" (CreateGlooCommunicator) when a program links
-// @devmesh//comm:gloo: Gloo is opt-in (comm/registry.h). Linked whole
-// (alwayslink): nothing refers to this file's symbols.
+// Backend "gloo" (CreateGlooCommunicator) in a program that links
+// @devmesh//comm:gloo: Gloo is opt-in (comm/registry.h,
+// comm/backend_registration.h). Linked whole (alwayslink): only the
+// registry's weak reference names this file's hook.
+#include "comm/backend_registration.h"
 #include "comm/gloo/gloo_communicator.h"
-#include "comm/registry.h"
 
 namespace devmesh {
-namespace {
+namespace comm_internal {
 
-// A static initializer: "gloo" is registered before main.
-const bool kRegistered =
-    RegisterBackend("gloo", &CreateGlooCommunicator).ok();
+BackendList GlooBackends() { return {{"gloo", &CreateGlooCommunicator}}; }
 
-}  // namespace
+}  // namespace comm_internal
 }  // namespace devmesh

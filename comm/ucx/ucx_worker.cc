@@ -38,13 +38,19 @@ absl::Status UcxWorker::Init() {
   return s;
 }
 
-absl::Status UcxWorker::InitHandles() {
+void SetUcxEnvironmentDefaults() {
   // UCX's TCP segment sizes and connection retries: through the
   // environment, where UCX's TCP transport reads them (ucx_worker.h);
   // setenv's 0 keeps a value the user set.
   setenv("UCX_TCP_TX_SEG_SIZE", "256K", /*overwrite=*/0);
   setenv("UCX_TCP_RX_SEG_SIZE", "256K", /*overwrite=*/0);
   setenv("UCX_TCP_MAX_CONN_RETRIES", "254", /*overwrite=*/0);
+}
+
+absl::Status UcxWorker::InitHandles() {
+  // Already done before main where //comm is linked (builtin_backends.cc);
+  // then this changes nothing.
+  SetUcxEnvironmentDefaults();
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return UcxStatus(st, "ucp_config_read");

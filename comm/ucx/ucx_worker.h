@@ -26,19 +26,21 @@
 //                             listen backlog and the groups time out
 //                             (1024 ranks on 8 hosts, docs/ucx_transport.md)
 // The three TCP settings are set in the process's environment (setenv, only
-// where unset) when the worker is made, before UCX reads it: given through
-// ucp_config_modify they work but make UCX 1.13 warn "invalid
-// configurations" in every process. So processes started after the first
-// "ucx" group inherit them.
+// where unset; SetUcxEnvironmentDefaults) before main in a program that
+// links @devmesh//comm (comm/builtin_backends.cc), else when the worker is
+// made, before UCX reads them: given through ucp_config_modify they work but
+// make UCX 1.13 warn "invalid configurations" in every process. So the
+// program's child processes inherit them.
 // On a cluster with RDMA set UCX_TLS (for example UCX_TLS=all) and
 // UCX_RNDV_THRESH (for example auto) to UCX's own choice.
 //
 // Errors (Process):
 //   Unavailable  UCX could not make its context or worker (UCX's words)
 //
-// Thread-safety: every member function may be called from any thread. The
-// first Process() call writes the environment (setenv, above): a thread
-// reading it at that moment (getenv) races with it, as with any setenv.
+// Thread-safety: every member function may be called from any thread. In a
+// program without //comm's static initializer, the first Process() call
+// writes the environment (setenv, above): a thread reading it at that moment
+// (getenv) races with it, as with any setenv.
 #ifndef DEVMESH_COMM_UCX_UCX_WORKER_H_
 #define DEVMESH_COMM_UCX_UCX_WORKER_H_
 
@@ -56,6 +58,11 @@
 
 namespace devmesh {
 namespace ucx_internal {
+
+// Sets devmesh's UCX TCP settings in the environment where unset (above).
+// Not thread-safe against getenv in other threads (setenv): call it before
+// the program starts threads.
+void SetUcxEnvironmentDefaults();
 
 class UcxWorker {
  public:
