@@ -389,7 +389,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     return absl::InvalidArgumentError(absl::StrCat(
         "device type '", device_type_,
         "' has no default backend: set MeshOptions backend (\"auto\", "
-        "\"shm\", \"gloo\" or \"nccl\")"));
+        "\"shm\", \"ucx\", \"nccl\", or \"gloo\" with "
+        "@devmesh//comm:gloo linked)"));
   }
   const absl::Duration timeout = options.timeout.value_or(kDefaultGroupTimeout);
   const std::string key = GroupKey(layout, d, options);

@@ -37,9 +37,12 @@ absl::Status CheckTimeouts(const MeshOptions& options) {
 // pairs that cannot share memory), so that a missing one (an opt-in "gloo"
 // without @devmesh//comm:gloo) fails the mesh on every rank at once, not its
 // first group. NotFound (comm/registry.h's CheckBackendLinked).
+// `backend` may be empty (a device type with no default, whose dims name
+// their own backends in per_dim).
 absl::Status CheckBackendsLinked(absl::string_view backend,
                                  const MeshOptions& options) {
-  std::vector<std::string> names = {std::string(backend)};
+  std::vector<std::string> names;
+  if (!backend.empty()) names.emplace_back(backend);
   for (const auto& [dim, g] : options.per_dim) {
     if (!g.backend.empty()) names.push_back(g.backend);
   }
@@ -121,9 +124,7 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
   // For NCCL, this rank's GPU is its local rank's (R18's "cuda").
   std::string backend = options.all.backend;
   if (backend.empty()) backend = std::string(DefaultBackendFor(device_type));
-  if (!backend.empty()) {
-    DEVMESH_RETURN_IF_ERROR(CheckBackendsLinked(backend, options));
-  }
+  DEVMESH_RETURN_IF_ERROR(CheckBackendsLinked(backend, options));
   if (backend == "nccl") {
     DEVMESH_RETURN_IF_ERROR(UseLocalCudaDevice(runtime->local_rank()));
   }

@@ -119,10 +119,10 @@ class MeshRuntime {
   // n-th creation of one (identity, members) meets the n-th on every
   // member; device_mesh makes each at most once per rank), so only the
   // members take part: O(1) store round trips and O(size) bytes per
-  // rank (4 round trips for a Gloo group of size > 1,
-  // comm/gloo/gloo_full_mesh.h; 5 for a shared-memory one of "auto"/"shm",
-  // and for "auto" members that cannot share memory, those 5 and then the
-  // Gloo group's). The child gets
+  // rank (2 round trips for a UCX group, comm/ucx/ucx_communicator.h; 4
+  // for a Gloo group of size > 1, comm/gloo/gloo_full_mesh.h; 5 for a
+  // shared-memory one of "auto"/"shm", and for "auto" members that cannot
+  // share memory, those 5 and then the cross-host group's). The child gets
   // `timeout` and, when set, the NCCL config `nccl` (its stream and
   // synchronize included). Not cached: a new communicator per call, owned by
   // the caller.

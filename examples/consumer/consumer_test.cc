@@ -1,5 +1,6 @@
 // From another workspace: layout math from @devmesh//mesh, and a 2x2
-// DeviceMesh over Gloo with four ranks as threads (InMemoryStore).
+// DeviceMesh over shared memory (the CPU default inside a host) with four
+// ranks as threads (InMemoryStore).
 #include <memory>
 #include <string>
 #include <thread>

@@ -77,6 +77,13 @@ TEST(WithoutGlooTest, DimBackendGlooFailsTheMesh) {
   all.all.backend = "gloo";
   ExpectNotLinked(
       InitDeviceMesh(Runtime(1, 4), "cpu", {4}, {"dp"}, all).status());
+  // A device type with no default backend, its dims naming their own.
+  MeshOptions per_dim_only;
+  per_dim_only.per_dim["dp"].backend = "shm";
+  per_dim_only.per_dim["tp"].backend = "gloo";
+  ExpectNotLinked(InitDeviceMesh(Runtime(0, 4), "tpu", {2, 2}, {"dp", "tp"},
+                                 per_dim_only)
+                      .status());
 }
 
 TEST(WithoutGlooTest, CrossHostBackendGlooFailsTheMesh) {
