@@ -163,19 +163,23 @@ absl::StatusOr<int64_t> ReadJobEpoch(Store& store) {
 
 namespace {
 
-// The group tags the ranks recorded in `epoch`.
-absl::StatusOr<std::set<std::string>> RecordedGroups(Store& store,
-                                                     int64_t epoch,
-                                                     int world_size) {
-  std::set<std::string> tags;
+// The group tags the ranks recorded in `epoch`, added to `tags`. A record
+// deleted between its Check and its Get (a retirement of `epoch` running
+// beside this one) is read as missing after 2 s.
+absl::Status AddRecordedGroups(Store& store, int64_t epoch, int world_size,
+                               std::set<std::string>* tags) {
   for (int r = 0; r < world_size; ++r) {
-    DEVMESH_ASSIGN_OR_RETURN(auto v, store.GetIfSet(GroupRecordKey(epoch, r)));
-    if (!v.has_value()) continue;
+    const std::string key = GroupRecordKey(epoch, r);
+    DEVMESH_ASSIGN_OR_RETURN(bool set, store.Check({key}));
+    if (!set) continue;
+    absl::StatusOr<std::string> v = store.Get(key, absl::Seconds(2));
+    if (absl::IsDeadlineExceeded(v.status())) continue;
+    if (!v.ok()) return v.status();
     for (absl::string_view tag : absl::StrSplit(*v, ',', absl::SkipEmpty())) {
-      tags.insert(std::string(tag));
+      tags->insert(std::string(tag));
     }
   }
-  return tags;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -184,11 +188,22 @@ absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size) {
   auto del = [&](const std::string& key) -> absl::Status {
     return store.DeleteKey(key).status();
   };
-  // The groups first: their records are read from this epoch's keys.
-  DEVMESH_ASSIGN_OR_RETURN(std::set<std::string> held,
-                           RecordedGroups(store, epoch, world_size));
-  DEVMESH_ASSIGN_OR_RETURN(std::set<std::string> still,
-                           RecordedGroups(store, epoch + 1, world_size));
+  // The groups first: their records are read from this epoch's keys. A
+  // group is still held when any later epoch up to the job's pointer
+  // records it: a retirement of epoch + 1 running beside this one (another
+  // raise's thread) may have deleted epoch + 1's records already, and then
+  // the pointer is past epoch + 2, whose records are still there (a
+  // retirement deletes only epochs up to the pointer - 2). A group held in
+  // epoch + 1 alone is free by then: the job reached epoch + 3.
+  std::set<std::string> held;
+  DEVMESH_RETURN_IF_ERROR(AddRecordedGroups(store, epoch, world_size, &held));
+  DEVMESH_ASSIGN_OR_RETURN(const int64_t top, ReadJobEpoch(store));
+  std::set<std::string> still;
+  for (int64_t later = epoch + 1; later <= std::max(top, epoch + 1);
+       ++later) {
+    DEVMESH_RETURN_IF_ERROR(
+        AddRecordedGroups(store, later, world_size, &still));
+  }
   for (const std::string& tag : held) {
     if (still.count(tag)) continue;
     DEVMESH_RETURN_IF_ERROR(

@@ -132,11 +132,15 @@ absl::StatusOr<int64_t> ReadJobEpoch(Store& store);
 // agreement's arrivals (arrive/<r>, r < world_size), every Grow attempt's
 // keys (attempts up to the first with neither "open" nor "decision"; the
 // "ready" keys of the registered spares), the spares' registry, and the
-// groups recorded in `epoch` but not in epoch + 1 (their whole namespace)
-// with `epoch`'s records. Call it once the job moved past epoch + 1.
+// groups recorded in `epoch` but in no later epoch up to the job's pointer
+// (their whole namespace; the later epochs' records, not only epoch + 1's,
+// so that a retirement of epoch + 1 running beside this one and deleting
+// its records cannot make a kept group look free) with `epoch`'s records.
+// Call it once the job moved past epoch + 1.
 // Cost: one request per key, about world_size + (2 + world_size + spares)
-// per Grow attempt + the registry's 2 + 2 * spares, + up to 4 * world_size
-// reads of the records and one DeletePrefix per group no longer held.
+// per Grow attempt + the registry's 2 + 2 * spares, + up to 2 * world_size
+// reads of the records per epoch read and one DeletePrefix per group no
+// longer held.
 // Errors: the store's (keys after the first failure are left).
 absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size);
 

@@ -186,6 +186,29 @@ TEST(DeleteEpochKeys, DeletesAllButDeathAndDecision) {
   EXPECT_TRUE(DeleteEpochKeys(store, 3, 4).ok());
 }
 
+// Group keys: a group recorded in epoch 0 and no later epoch is deleted; one
+// kept through epochs 1 and 2 stays, also when epoch 1's records are gone
+// already (a retirement of epoch 1, on another raise's thread, finished
+// first: the pointer is then at 3, and epoch 2's records still name it).
+TEST(DeleteEpochKeys, KeepsAGroupALaterEpochRecords) {
+  InMemoryStore store;
+  ASSERT_TRUE(store.Set(JobEpochKey(), "3").ok());
+  const std::string gone = absl::StrCat(GroupKeyPrefix("aaaa"), "/0/x");
+  const std::string kept = absl::StrCat(GroupKeyPrefix("bbbb"), "/0/x");
+  ASSERT_TRUE(store.Set(gone, "v").ok());
+  ASSERT_TRUE(store.Set(kept, "v").ok());
+  ASSERT_TRUE(store.Set(GroupRecordKey(0, 0), "aaaa,bbbb").ok());
+  ASSERT_TRUE(store.Set(GroupRecordKey(0, 1), "bbbb").ok());
+  // Epoch 1's records were deleted by its own retirement; epoch 2 keeps bbbb.
+  ASSERT_TRUE(store.Set(GroupRecordKey(2, 1), "bbbb,cccc").ok());
+  ASSERT_TRUE(DeleteEpochKeys(store, 0, 2).ok());
+  EXPECT_FALSE(*store.Check({gone}));
+  EXPECT_TRUE(*store.Check({kept}));
+  EXPECT_FALSE(*store.Check({GroupRecordKey(0, 0)}));
+  EXPECT_FALSE(*store.Check({GroupRecordKey(0, 1)}));
+  EXPECT_TRUE(*store.Check({GroupRecordKey(2, 1)}));
+}
+
 TEST(RaiseJobEpoch, RetiresEachEpochOnceAndOnlyRises) {
   InMemoryStore store;
   auto range = [&](int64_t epoch) {
