@@ -157,12 +157,15 @@ class NcclCommunicator final : public Communicator,
   absl::Status Revoke() override;
   absl::StatusOr<std::unique_ptr<Communicator>> Shrink(
       absl::Span<const int> exclude_ranks, bool abort_in_flight) override;
+#if DEVMESH_NCCL_HAS_GROW
   // GrowNcclCommunicator (nccl_communicator.h) on a member: ncclCommGrow
   // from this communicator (nccl_grow.cc). `global_ranks`: the grown
-  // group's, already checked.
+  // group's, already checked. Only where NCCL has ncclCommGrow: without it
+  // GrowNcclCommunicator re-creates the group instead.
   absl::StatusOr<std::unique_ptr<Communicator>> GrowAsMember(
       Store& store, int new_size, std::vector<int> global_ranks,
       const CommOptions& options);
+#endif
 
  private:
   NcclCommunicator() = default;

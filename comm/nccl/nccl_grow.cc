@@ -161,10 +161,10 @@ absl::StatusOr<NcclGrowResult> GrowNcclCommunicator(
 
 namespace nccl_internal {
 
+#if DEVMESH_NCCL_HAS_GROW
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::GrowAsMember(
     Store& store, int new_size, std::vector<int> global_ranks,
     const CommOptions& options) {
-#if DEVMESH_NCCL_HAS_GROW
   if (shared_->aborted.load() || shared_->revoked.load()) {
     return absl::FailedPreconditionError(
         "nccl grow: the parent communicator was aborted or revoked");
@@ -206,19 +206,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::GrowAsMember(
       auto wrapped, Wrap(child, device_, std::move(global_ranks), options));
   DEVMESH_RETURN_IF_ERROR(CheckGrown(*wrapped, rank_, new_size));
   return std::unique_ptr<Communicator>(std::move(wrapped));
-#else
-  // Not a stub: GrowNcclCommunicator re-creates the group instead where the
-  // NCCL built against has no ncclCommGrow (above), so it never calls this;
-  // a direct caller gets the documented answer.
-  (void)store;
-  (void)new_size;
-  (void)global_ranks;
-  (void)options;
-  return absl::UnimplementedError(absl::StrCat(
-      "nccl grow: devmesh was built against NCCL ", NCCL_VERSION_CODE,
-      "; ncclCommGrow needs 2.29"));
-#endif
 }
+#endif  // DEVMESH_NCCL_HAS_GROW
 
 }  // namespace nccl_internal
 }  // namespace devmesh
