@@ -206,8 +206,12 @@ absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size) {
   }
   for (const std::string& tag : held) {
     if (still.count(tag)) continue;
-    DEVMESH_RETURN_IF_ERROR(
-        store.DeletePrefix(absl::StrCat(GroupKeyPrefix(tag), "/")).status());
+    absl::Status deleted =
+        store.DeletePrefix(absl::StrCat(GroupKeyPrefix(tag), "/")).status();
+    // A user's Store subclass without DeletePrefix (Store's default): the
+    // groups' keys are kept, the rest of the epoch goes as usual.
+    if (absl::IsUnimplemented(deleted)) break;
+    DEVMESH_RETURN_IF_ERROR(deleted);
   }
   for (int r = 0; r < world_size; ++r) {
     DEVMESH_RETURN_IF_ERROR(del(GroupRecordKey(epoch, r)));

@@ -47,7 +47,9 @@
 // The groups' keys go with them: a group recorded in a retired epoch x and
 // recorded by no rank in x + 1 (every member of x + 1 records, as it moves
 // into it, every group it still holds) is held by no member of the job any
-// more, and its devmesh/group/<tag>/ keys are deleted (Store::DeletePrefix).
+// more, and its devmesh/group/<tag>/ keys are deleted (Store::DeletePrefix;
+// a Store subclass that does not override it answers Unimplemented, and then
+// every group's keys are kept while the epochs' other keys are deleted).
 // A group is recorded where it was made (e > 0), in each epoch its holders
 // move into, and by a rank removed alive in the epoch that removed it, so
 // those of a replica lost whole are deleted too; epoch 0's are recorded only
@@ -140,7 +142,8 @@ absl::StatusOr<int64_t> ReadJobEpoch(Store& store);
 // Cost: one request per key, about world_size + (2 + world_size + spares)
 // per Grow attempt + the registry's 2 + 2 * spares, + up to 2 * world_size
 // reads of the records per epoch read and one DeletePrefix per group no
-// longer held.
+// longer held. A store whose DeletePrefix is Store's default
+// (Unimplemented) keeps the groups' keys; that is no error.
 // Errors: the store's (keys after the first failure are left).
 absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size);
 

@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -109,10 +110,23 @@ class Store {
 
   // Deletes every key that begins with `prefix`; returns how many it
   // deleted. One round trip; a key set meanwhile under `prefix` may be left.
+  // Every store of devmesh's implements it. The default, for Store
+  // subclasses written before it existed, deletes nothing and answers
+  // Unimplemented: devmesh then keeps the keys it would have deleted (the
+  // group keys of retired epochs, see device_mesh/spare_registry.h) and
+  // works as before; override it to have them deleted.
   // Errors:
   //   InvalidArgument  `prefix` empty or over the key-length limit
   //   Unavailable      connection lost
-  virtual absl::StatusOr<int64_t> DeletePrefix(absl::string_view prefix) = 0;
+  //   Unimplemented    the subclass does not override it (the default)
+  virtual absl::StatusOr<int64_t> DeletePrefix(absl::string_view prefix) {
+    return absl::UnimplementedError(absl::StrCat(
+        "this Store subclass does not implement DeletePrefix (asked to "
+        "delete the keys under '",
+        prefix.substr(0, 100),
+        "'): nothing was deleted; override Store::DeletePrefix to delete "
+        "them"));
+  }
 
   // The number of keys in the store (the whole store, not a prefix of it).
   virtual absl::StatusOr<int64_t> NumKeys() = 0;

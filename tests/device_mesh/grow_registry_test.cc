@@ -209,6 +209,110 @@ TEST(DeleteEpochKeys, KeepsAGroupALaterEpochRecords) {
   EXPECT_TRUE(*store.Check({GroupRecordKey(2, 1)}));
 }
 
+// A user's Store written before Store::DeletePrefix existed: it overrides
+// every other call (over an in-memory table) and not DeletePrefix.
+class StoreWithoutDeletePrefix : public Store {
+ public:
+  absl::Duration default_timeout() const override {
+    return table_.default_timeout();
+  }
+  absl::Status Set(absl::string_view key, absl::string_view value) override {
+    return table_.Set(key, value);
+  }
+  absl::StatusOr<std::string> Get(absl::string_view key,
+                                  absl::Duration timeout) override {
+    return table_.Get(key, timeout);
+  }
+  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override {
+    return table_.Add(key, delta);
+  }
+  absl::StatusOr<std::string> CompareSet(absl::string_view key,
+                                         absl::string_view expected,
+                                         absl::string_view desired) override {
+    return table_.CompareSet(key, expected, desired);
+  }
+  absl::Status Wait(absl::Span<const std::string> keys,
+                    absl::Duration timeout) override {
+    return table_.Wait(keys, timeout);
+  }
+  absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override {
+    return table_.Check(keys);
+  }
+  absl::StatusOr<bool> DeleteKey(absl::string_view key) override {
+    return table_.DeleteKey(key);
+  }
+  absl::StatusOr<int64_t> NumKeys() override { return table_.NumKeys(); }
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      absl::Span<const std::string> keys, absl::Duration timeout) override {
+    return table_.MultiGet(keys, timeout);
+  }
+  absl::Status MultiSet(absl::Span<const std::string> keys,
+                        absl::Span<const std::string> values) override {
+    return table_.MultiSet(keys, values);
+  }
+
+ private:
+  InMemoryStore table_;
+};
+
+TEST(StoreDefault, DeletePrefixIsUnimplementedAndDeletesNothing) {
+  StoreWithoutDeletePrefix store;
+  ASSERT_TRUE(store.Set("g/1/a", "v").ok());
+  absl::StatusOr<int64_t> n = store.DeletePrefix("g/");
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(n.status().message(),
+            "this Store subclass does not implement DeletePrefix (asked to "
+            "delete the keys under 'g/'): nothing was deleted; override "
+            "Store::DeletePrefix to delete them");
+  EXPECT_EQ(*store.NumKeys(), 1);
+}
+
+// Retirement over that store: every key of the retired epochs but "death"
+// and "decision" is deleted as over devmesh's stores; the groups' keys (a
+// group no later epoch records, which DeletePrefix would delete) are kept.
+TEST(DeleteEpochKeys, AStoreWithoutDeletePrefixKeepsTheGroupsKeys) {
+  StoreWithoutDeletePrefix store;
+  ASSERT_TRUE(store.Set(JobEpochKey(), "2").ok());
+  WriteEpoch(store, 0);
+  WriteEpoch(store, 1);
+  const std::string gone = absl::StrCat(GroupKeyPrefix("aaaa"), "/0/x");
+  const std::string also = absl::StrCat(GroupKeyPrefix("cccc"), "/1/y");
+  ASSERT_TRUE(store.Set(gone, "v").ok());
+  ASSERT_TRUE(store.Set(also, "v").ok());
+  ASSERT_TRUE(store.Set(GroupRecordKey(0, 0), "aaaa,cccc").ok());
+  ASSERT_TRUE(DeleteEpochKeys(store, 0, 4).ok());
+  for (const std::string& k : EpochKeys(0)) {
+    EXPECT_FALSE(*store.Check({k})) << k;
+  }
+  EXPECT_FALSE(*store.Check({GroupRecordKey(0, 0)}));
+  EXPECT_TRUE(*store.Check({gone}));
+  EXPECT_TRUE(*store.Check({also}));
+  // Left: the pointer, epoch 0's death and decision, both group keys, and
+  // epoch 1 whole.
+  EXPECT_EQ(*store.NumKeys(), 1 + 2 + 2 + EpochKeys(1).size() + 2);
+}
+
+TEST(RetireEpochs, AStoreWithoutDeletePrefixRetiresAllButTheGroups) {
+  auto store = std::make_shared<StoreWithoutDeletePrefix>();
+  for (int64_t x = 0; x < 4; ++x) WriteEpoch(*store, x);
+  const std::string group = absl::StrCat(GroupKeyPrefix("aaaa"), "/0/x");
+  ASSERT_TRUE(store->Set(group, "v").ok());
+  ASSERT_TRUE(store->Set(GroupRecordKey(1, 2), "aaaa").ok());
+  RetireEpochs(store, 3, 4);  // retires 0 and 1
+  EXPECT_EQ(*ReadJobEpoch(*store), 3);
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (*store->Check({SpareCountKey(1)}) && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  for (int64_t x = 0; x < 4; ++x) {
+    for (const std::string& k : EpochKeys(x)) {
+      EXPECT_EQ(*store->Check({k}), x >= 2) << k;
+    }
+  }
+  EXPECT_FALSE(*store->Check({GroupRecordKey(1, 2)}));
+  EXPECT_TRUE(*store->Check({group}));
+}
+
 TEST(RaiseJobEpoch, RetiresEachEpochOnceAndOnlyRises) {
   InMemoryStore store;
   auto range = [&](int64_t epoch) {
