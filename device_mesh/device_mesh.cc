@@ -449,7 +449,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
         std::vector<int> members(line->begin(), line->end());
         made = runtime_->Group(
             options.backend, GroupIdentity(layout, d, options), members,
-            timeout, options.nccl, options.verify_calls.value_or(false),
+            timeout, options.nccl, options.verify_calls,
             absl::StrCat("mesh dim '", ref.name, "'"));
         if (!made.ok()) made = ForMeshDim(made.status(), ref.name, members);
       }

@@ -67,12 +67,15 @@ struct GroupOptions {
   // the group refuses later calls): over a second, CPU group of the same
   // members (comm/verified_communicator.h), one small all-gather per
   // collective. For NCCL the check runs on the CPU before the collective is
-  // enqueued. Off by default (unset = false): a debugging mode. Ignored
-  // by "shm" groups (they check already); such a group is never the world
-  // communicator. Part of the group's identity and of InitDeviceMesh's
-  // agreement. Not serialized: a Deserialize'd mesh's groups are not
-  // verified, and so are other groups than the original mesh's (members
-  // must agree on it). A verified NCCL group is not revoked on a death
+  // enqueued. Unset: on for Gloo groups (backend "gloo", or "auto" across
+  // hosts with DEVMESH_CROSS_HOST_BACKEND=gloo: Gloo does not compare calls
+  // itself; false turns it off), off for the others (NCCL: a debugging
+  // mode; "shm" and "ucx" check every call in-band already: true adds the
+  // all-gather to "ucx" groups, "shm" groups ignore it). A verified group
+  // is never the world communicator. Part of the group's identity, of
+  // InitDeviceMesh's agreement and of a serialized mesh (so a Deserialize'd
+  // mesh, and a spare admitted by Grow, verify as the original's members
+  // do). A verified NCCL group is not revoked on a death
   // verdict nor shrunk by DeviceMesh::Shrink (ncclCommShrink): it is
   // aborted and made anew.
   std::optional<bool> verify_calls;

@@ -247,19 +247,37 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
     absl::string_view backend, absl::string_view identity,
     const std::vector<int>& members, absl::Duration timeout,
-    std::optional<NcclOptions> nccl, bool verify_calls,
+    std::optional<NcclOptions> nccl, std::optional<bool> verify_calls,
     absl::string_view label) {
   DEVMESH_RETURN_IF_ERROR(CheckCanCreate("group", timeout));
-  bool world_line = !nccl.has_value() && !verify_calls &&
+  // Gloo does not compare the members' calls itself: its groups are
+  // verified unless the caller said no. Known before the group is made
+  // (every member decides alike, from the agreed settings and the host
+  // table), so that a verified group is never the world communicator.
+  const bool gloo = backend == "gloo" ||
+                    (backend == "auto" &&
+                     absl::string_view(CrossHostBackendName(
+                         ProcessSettings())) == "gloo" &&
+                     !OnOneHostName(members));
+  bool world_line = !nccl.has_value() && !verify_calls.value_or(gloo) &&
                     static_cast<int>(members.size()) == world_size_;
   for (int i = 0; world_line && i < world_size_; ++i) {
     world_line = members[i] == i;
   }
-  if (world_line) return World(backend, timeout);
+  if (world_line) {
+    auto world = World(backend, timeout);
+    // Without a host table "auto" can still end on Gloo: made as a named
+    // group then, to be verified.
+    if (!world.ok() || verify_calls.has_value() ||
+        (*world)->backend() != "gloo") {
+      return world;
+    }
+  }
   EnsureWatch();
   DEVMESH_ASSIGN_OR_RETURN(
       auto group, NamedGroup(backend, identity, members, timeout, nccl, label));
-  if (verify_calls && group->backend() != "shm") {  // shm checks itself
+  const bool verify = verify_calls.value_or(gloo || group->backend() == "gloo");
+  if (verify && group->backend() != "shm") {  // shm checks itself
     auto checker = NamedGroup("auto", absl::StrCat(identity, "|verify"),
                               members, timeout, std::nullopt);
     if (!checker.ok()) {

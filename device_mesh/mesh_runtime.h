@@ -153,18 +153,20 @@ class MeshRuntime {
   // communicator is aborted). Without the watch (DEVMESH_FAILURE_WATCH=0)
   // creations wait as before. World creations alike.
   //
-  // With `verify_calls` (GroupOptions::verify_calls) the group is always a
+  // With `verify_calls` (GroupOptions::verify_calls; unset: true for a
+  // group that is, or across hosts will be, Gloo's) the group is always a
   // named group of its own (never the world communicator) whose collectives
   // are checked across its members before they run (VerifyCalls,
   // comm/verified_communicator.h) over a second group of the same members
   // made with the CPU backend "auto" (shared memory inside a host, else
-  // Gloo), under the identity `identity` + "|verify"; its creation errors
+  // the cross-host backend), under the identity `identity` + "|verify"; its creation errors
   // are those above. `label` names the group in its per-call check's
   // errors (CommOptions::label; device_mesh: "mesh dim 'tp'").
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,
-      std::optional<NcclOptions> nccl = std::nullopt, bool verify_calls = false,
+      std::optional<NcclOptions> nccl = std::nullopt,
+      std::optional<bool> verify_calls = std::nullopt,
       absl::string_view label = "");
 
   // Whether `comm` is one of the runtime's world communicators: a base

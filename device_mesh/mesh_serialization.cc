@@ -15,9 +15,12 @@ namespace devmesh {
 namespace {
 
 constexpr absl::string_view kMagic = "DMESH";
-// Version 2 adds each GroupOptions' NCCL config; version 1 bytes (no NCCL
-// config) are still read.
-constexpr uint8_t kVersion = 2;
+// Version 2 adds each GroupOptions' NCCL config; version 3 each one's
+// verify_calls (a byte after its timeout: 0 unset, 1 false, 2 true),
+// written only when some GroupOptions sets it, so that every other mesh
+// keeps version 2's bytes. Versions 1 and 2 are still read.
+constexpr uint8_t kVersion = 3;
+constexpr uint8_t kVersionWithoutVerify = 2;
 
 void PutU64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
@@ -76,9 +79,14 @@ class Reader {
   absl::string_view rest_;
 };
 
-void PutGroupOptions(std::string* out, const GroupOptions& g) {
+void PutGroupOptions(std::string* out, uint8_t version,
+                     const GroupOptions& g) {
   PutBytes(out, g.backend);
   PutTimeout(out, g.timeout);
+  if (version >= 3) {
+    out->push_back(static_cast<char>(
+        g.verify_calls.has_value() ? (*g.verify_calls ? 2 : 1) : 0));
+  }
   out->push_back(g.nccl.has_value() ? 1 : 0);
   if (!g.nccl.has_value()) return;
   // The NCCL backend's agreed fields, in its order: numbers as 64-bit
@@ -94,6 +102,15 @@ void PutGroupOptions(std::string* out, const GroupOptions& g) {
 bool ReadGroupOptions(Reader* r, uint8_t version, GroupOptions* g) {
   if (!r->Bytes(&g->backend) || !r->Timeout(&g->timeout)) return false;
   if (version < 2) return true;
+  if (version >= 3) {
+    uint8_t verify;
+    if (!r->U8(&verify) || verify > 2) return false;
+    if (verify == 0) {
+      g->verify_calls.reset();
+    } else {
+      g->verify_calls = verify == 2;
+    }
+  }
   uint8_t has;
   if (!r->U8(&has) || has > 1) return false;
   if (!has) return true;
@@ -120,18 +137,23 @@ bool ReadGroupOptions(Reader* r, uint8_t version, GroupOptions* g) {
 std::string SerializeMesh(absl::string_view device_type,
                           const MeshLayout& layout,
                           const MeshOptions& options) {
+  bool any_verify = options.all.verify_calls.has_value();
+  for (const auto& [name, g] : options.per_dim) {
+    any_verify = any_verify || g.verify_calls.has_value();
+  }
+  const uint8_t version = any_verify ? kVersion : kVersionWithoutVerify;
   std::string out(kMagic);
-  out.push_back(static_cast<char>(kVersion));
+  out.push_back(static_cast<char>(version));
   PutBytes(&out, device_type);
   PutBytes(&out, layout.Serialize());
-  PutGroupOptions(&out, options.all);
+  PutGroupOptions(&out, version, options.all);
   std::vector<std::string> names;
   for (const auto& [name, unused] : options.per_dim) names.push_back(name);
   std::sort(names.begin(), names.end());
   PutU64(&out, names.size());
   for (const std::string& name : names) {
     PutBytes(&out, name);
-    PutGroupOptions(&out, options.per_dim.at(name));
+    PutGroupOptions(&out, version, options.per_dim.at(name));
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // (R15), serialization (R16), the mesh stack (R13) and the root (R12). Runs
 // as one rank of a larger world over an InMemoryStore; no group is made.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -271,6 +272,43 @@ TEST(DeviceMesh, R16SerializationRoundTrip) {
   }
   ExpectError(DeviceMesh::Deserialize("nonsense", rt).status(),
               absl::StatusCode::kInvalidArgument, "DMESH");
+}
+
+// verify_calls travels (unset, false, true per dim): version 3 bytes when
+// some dim sets it, version 2 bytes (as before it) when none does.
+TEST(DeviceMesh, SerializationKeepsVerifyCalls) {
+  auto rt = Runtime(0, 8);
+  MeshOptions plain;
+  plain.all.backend = "gloo";
+  auto unset = InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"}, plain);
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  const std::string unset_bytes = unset->Serialize();
+  ASSERT_GT(unset_bytes.size(), 5u);
+  EXPECT_EQ(unset_bytes[5], 2);
+  MeshOptions options = plain;
+  options.all.verify_calls = false;
+  options.per_dim["tp"].verify_calls = true;
+  options.per_dim["dp"].backend = "ucx";
+  auto mesh = InitDeviceMesh(rt, "cpu", {2, 4}, {"dp", "tp"}, options);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const std::string bytes = mesh->Serialize();
+  EXPECT_EQ(bytes[5], 3);
+  auto back = DeviceMesh::Deserialize(bytes, rt);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->options().all.verify_calls, std::optional<bool>(false));
+  EXPECT_EQ(back->options().per_dim.at("tp").verify_calls,
+            std::optional<bool>(true));
+  EXPECT_EQ(back->options().per_dim.at("dp").verify_calls, std::nullopt);
+  EXPECT_EQ(back->Serialize(), bytes);
+  auto back_unset = DeviceMesh::Deserialize(unset_bytes, rt);
+  ASSERT_TRUE(back_unset.ok()) << back_unset.status();
+  EXPECT_EQ(back_unset->options().all.verify_calls, std::nullopt);
+  // A verify byte other than 0, 1 or 2 is corrupt.
+  std::string bad = bytes;
+  const size_t at = bad.find("gloo") + 4 + 9;  // after backend and timeout
+  ASSERT_EQ(bad[at], 1);
+  bad[at] = 3;
+  EXPECT_FALSE(DeviceMesh::Deserialize(bad, rt).ok());
 }
 
 TEST(DeviceMesh, R13MeshStack) {

@@ -1,9 +1,11 @@
 // devmesh/tests/device_mesh/verify_calls_test.cc
-// GroupOptions::verify_calls on Gloo groups (the path NCCL groups take too):
+// GroupOptions::verify_calls on Gloo groups, where it is on unless the
+// options say false (the path NCCL groups take with verify_calls = true):
 // agreeing calls give exact results; members whose calls differ (dtype at
 // equal bytes, count, a big count, op, root, kind) all fail at once with the
 // same InvalidArgument naming the differing member, and the group refuses
-// every later call. Real processes (RunRanks); each case --verify_runs
+// every later call. false leaves a whole-world Gloo dim on the world
+// communicator, unverified. Real processes (RunRanks); each case --verify_runs
 // times (CI: 2).
 #include <cstdint>
 #include <string>
@@ -29,11 +31,17 @@ using ::devmesh::testing::Expect;
 using ::devmesh::testing::RunRanks;
 using ::devmesh::testing::RuntimeOf;
 
-MeshOptions Verified() {
+// Gloo groups, verify_calls unset: verified by default.
+MeshOptions Gloo() {
   MeshOptions options;
   options.all.backend = "gloo";
-  options.all.verify_calls = true;
   options.all.timeout = absl::Seconds(60);
+  return options;
+}
+
+MeshOptions Verified() {
+  MeshOptions options = Gloo();
+  options.all.verify_calls = true;
   return options;
 }
 
@@ -41,7 +49,7 @@ TEST(VerifyCalls, AgreeingCallsGiveExactResults) {
   absl::Status s = RunRanks(4, [](Bootstrap& b) -> absl::Status {
     ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
     ASSIGN_OR_RETURN(
-        mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}, Verified()));
+        mesh, InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}, Gloo()));
     ASSIGN_OR_RETURN(tp, mesh.GetGroup("tp"));
     ASSIGN_OR_RETURN(dp, mesh.GetGroup("dp"));
     RETURN_IF_ERROR(Expect(tp->backend() == "gloo", "backend"));
@@ -133,7 +141,7 @@ TEST_P(VerifyCallsMismatch, EveryMemberFailsAtOnceWithTheSameError) {
     absl::Status s = RunRanks(2, [&](Bootstrap& b) -> absl::Status {
       ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
       ASSIGN_OR_RETURN(mesh,
-                       InitDeviceMesh(runtime, "cpu", {2}, {"w"}, Verified()));
+                       InitDeviceMesh(runtime, "cpu", {2}, {"w"}, Gloo()));
       ASSIGN_OR_RETURN(w, mesh.GetGroup("w"));
       // A first call that agrees.
       int32_t x = 1;
@@ -165,6 +173,34 @@ INSTANTIATE_TEST_SUITE_P(Cases, VerifyCallsMismatch,
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.name);
                          });
+
+// A Gloo dim over the whole world is a verified group of its own by
+// default (a mismatch is found, as above), the world communicator with
+// verify_calls = false; explicit true is verified too.
+TEST(VerifyCalls, GlooWorldDimIsVerifiedUnlessFalse) {
+  absl::Status s = RunRanks(2, [](Bootstrap& b) -> absl::Status {
+    ASSIGN_OR_RETURN(runtime, RuntimeOf(b));
+    for (int mode = 0; mode < 3; ++mode) {
+      MeshOptions options = Gloo();
+      if (mode == 1) options.all.verify_calls = false;
+      if (mode == 2) options.all.verify_calls = true;
+      ASSIGN_OR_RETURN(mesh,
+                       InitDeviceMesh(runtime, "cpu", {2}, {"w"}, options));
+      ASSIGN_OR_RETURN(w, mesh.GetGroup("w"));
+      RETURN_IF_ERROR(Expect(w->backend() == "gloo", "backend"));
+      RETURN_IF_ERROR(
+          Expect(runtime->IsWorldCommunicator(w.get()) == (mode == 1),
+                 absl::StrCat("mode ", mode, ": world communicator ",
+                              runtime->IsWorldCommunicator(w.get()))));
+      int32_t x = b.rank() + 1;
+      RETURN_IF_ERROR(
+          w->AllReduce(&x, &x, 1, DataType::kInt32, ReduceOp::kSum));
+      RETURN_IF_ERROR(Expect(x == 3, absl::StrCat("mode ", mode, " sum ", x)));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
 
 // A mesh's shared-memory groups check every call without verify_calls, and
 // their error names the mesh dim too.
