@@ -10,7 +10,11 @@
 // registration by a static initializer of the backend's own could run after
 // a caller's initializer in another file).
 //
-// Internal to //comm. Thread-safety: the hooks are pure functions.
+// Each entry carries the backend's option codec (comm/backend_options.h)
+// beside its factory.
+//
+// Internal to //comm. Thread-safety: the hooks are pure functions;
+// FindBackendOptions may be called from any thread.
 #ifndef DEVMESH_COMM_BACKEND_REGISTRATION_H_
 #define DEVMESH_COMM_BACKEND_REGISTRATION_H_
 
@@ -18,21 +22,33 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+#include "comm/backend_options.h"
 #include "comm/registry.h"
 
 namespace devmesh {
 namespace comm_internal {
 
-using BackendList = std::vector<std::pair<std::string, CommunicatorFactory>>;
+// One backend as its target registers it.
+struct BackendRegistration {
+  std::string name;
+  CommunicatorFactory factory;
+  BackendOptionsCodec options;  // empty: no typed options
+};
+using BackendList = std::vector<BackendRegistration>;
 
 // "shm", "ucx" and "nccl": defined in //comm.
 BackendList BuiltinBackends() __attribute__((weak));
 // "gloo": defined in //comm:gloo.
 BackendList GlooBackends() __attribute__((weak));
+
+// The codec registered with `backend`; nullopt when `backend` is not
+// registered (a backend registered without one has an empty codec).
+std::optional<BackendOptionsCodec> FindBackendOptions(absl::string_view backend);
 
 }  // namespace comm_internal
 }  // namespace devmesh

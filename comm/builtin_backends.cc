@@ -6,6 +6,7 @@
 
 #include "comm/backend_registration.h"
 #include "comm/nccl/nccl_communicator.h"
+#include "comm/nccl/nccl_options_codec.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/ucx/ucx_communicator.h"
 #include "comm/ucx/ucx_worker.h"
@@ -14,9 +15,9 @@ namespace devmesh {
 namespace comm_internal {
 
 BackendList BuiltinBackends() {
-  return {{"nccl", &CreateNcclCommunicator},
-          {"shm", &CreateShmCommunicator},
-          {"ucx", &CreateUcxCommunicator}};
+  return {{"nccl", &CreateNcclCommunicator, nccl_internal::NcclOptionsCodec()},
+          {"shm", &CreateShmCommunicator, {}},
+          {"ucx", &CreateUcxCommunicator, {}}};
 }
 
 namespace {

@@ -16,10 +16,14 @@
 namespace devmesh {
 namespace {
 
+struct Entry {
+  CommunicatorFactory factory;
+  BackendOptionsCodec options;
+};
+
 struct Registry {
   sync_internal::Mutex mu;
-  absl::flat_hash_map<std::string, CommunicatorFactory> factories
-      ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
 };
 
 // Made on first use, with devmesh's backends that are linked into the
@@ -32,8 +36,9 @@ Registry& GetRegistry() {
     for (comm_internal::BackendList (*hook)() :
          {&comm_internal::BuiltinBackends, &comm_internal::GlooBackends}) {
       if (hook == nullptr) continue;  // that target is not linked
-      for (auto& [name, factory] : hook()) {
-        r->factories.emplace(name, std::move(factory));
+      for (comm_internal::BackendRegistration& b : hook()) {
+        r->entries.emplace(std::move(b.name),
+                           Entry{std::move(b.factory), std::move(b.options)});
       }
     }
     return r;
@@ -74,15 +79,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
   {
     Registry& registry = GetRegistry();
     sync_internal::MutexLock lock(&registry.mu);
-    auto it = registry.factories.find(backend);
-    if (it != registry.factories.end()) factory = it->second;
+    auto it = registry.entries.find(backend);
+    if (it != registry.entries.end()) factory = it->second.factory;
   }
   if (!factory) return NotLinkedError(backend);
   return factory(std::move(store), rank, size, options);
 }
 
 absl::Status RegisterBackend(absl::string_view name,
-                             CommunicatorFactory factory) {
+                             CommunicatorFactory factory,
+                             BackendOptionsCodec options) {
   if (name.empty()) {
     return absl::InvalidArgumentError("backend name is empty");
   }
@@ -92,7 +98,9 @@ absl::Status RegisterBackend(absl::string_view name,
   }
   Registry& registry = GetRegistry();
   sync_internal::MutexLock lock(&registry.mu);
-  if (!registry.factories.emplace(std::string(name), std::move(factory))
+  if (!registry.entries
+           .emplace(std::string(name),
+                    Entry{std::move(factory), std::move(options)})
            .second) {
     return absl::AlreadyExistsError(
         absl::StrCat("backend \"", name, "\" is already registered"));
@@ -104,7 +112,7 @@ std::vector<std::string> KnownBackends() {
   Registry& registry = GetRegistry();
   sync_internal::MutexLock lock(&registry.mu);
   std::vector<std::string> names;
-  for (const auto& entry : registry.factories) names.push_back(entry.first);
+  for (const auto& entry : registry.entries) names.push_back(entry.first);
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -113,9 +121,22 @@ absl::Status CheckBackendLinked(absl::string_view backend) {
   {
     Registry& registry = GetRegistry();
     sync_internal::MutexLock lock(&registry.mu);
-    if (registry.factories.contains(backend)) return absl::OkStatus();
+    if (registry.entries.contains(backend)) return absl::OkStatus();
   }
   return NotLinkedError(backend);
 }
+
+namespace comm_internal {
+
+std::optional<BackendOptionsCodec> FindBackendOptions(
+    absl::string_view backend) {
+  Registry& registry = GetRegistry();
+  sync_internal::MutexLock lock(&registry.mu);
+  auto it = registry.entries.find(backend);
+  if (it == registry.entries.end()) return std::nullopt;
+  return it->second.options;
+}
+
+}  // namespace comm_internal
 
 }  // namespace devmesh

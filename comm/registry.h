@@ -7,7 +7,7 @@
 // target registers it when the program starts). RegisterBackend adds others
 // (tests, plug-ins): a class derived from Communicator that overrides its
 // protected Do* functions and identity accessors (comm/communicator.h), made
-// by the factory. device_mesh uses this for its backend override (R19 in
+// by the factory, and the codec of its options (comm/backend_options.h). device_mesh uses this for its backend override (R19 in
 // docs/BEHAVIOURS.md).
 //
 // Thread-safety: every function may be called from any thread.
@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "store/store.h"
+#include "comm/backend_options.h"
 #include "comm/communicator.h"
 #include "comm/dtype.h"
 #include "comm/options.h"
@@ -55,12 +56,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
     absl::string_view backend, std::shared_ptr<Store> store, int rank,
     int size, const CommOptions& options = CommOptions());
 
-// Registers `factory` under `name`.
+// Registers `factory` under `name`, with the codec of its options
+// (comm/backend_options.h; empty: the backend has no typed options).
 // Errors:
 //   InvalidArgument  an empty name; a null factory
 //   AlreadyExists    `name` is taken
 absl::Status RegisterBackend(absl::string_view name,
-                             CommunicatorFactory factory);
+                             CommunicatorFactory factory,
+                             BackendOptionsCodec options = {});
 
 // The registered names, sorted: the backends linked into this program.
 std::vector<std::string> KnownBackends();

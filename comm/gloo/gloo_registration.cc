@@ -9,7 +9,9 @@
 namespace devmesh {
 namespace comm_internal {
 
-BackendList GlooBackends() { return {{"gloo", &CreateGlooCommunicator}}; }
+BackendList GlooBackends() {
+  return {{"gloo", &CreateGlooCommunicator, {}}};
+}
 
 }  // namespace comm_internal
 }  // namespace devmesh

@@ -1,0 +1,66 @@
+// devmesh/comm/auto_group.h
+// -----------------------------------------------------------------------------
+// CreateGroupCommunicator: a group of any backend name, including the two
+// that choose a transport per group. "auto": shared memory ("shm") when the
+// members map one segment, else, across hosts, the two-level group
+// (comm/two_level: shm inside each host, the cross-host backend between
+// hosts) when DEVMESH_TWO_LEVEL turns it on and the hosts each hold the same
+// number of members, else the cross-host backend (config/settings.h's
+// CrossHostBackendName: "ucx", or "gloo" where linked and asked for).
+// "shm": shared memory, or FailedPrecondition. Any other name: the
+// registry's backend of that name (comm/registry.h).
+//
+// Every member decides alike: it calls this with the same backend,
+// member_hosts and settings (DEVMESH_* settings are agreed by a mesh), and
+// a member that cannot share the segment makes every member fall through
+// together (the set-up's check, never host names alone).
+//
+// Thread-safety: may be called from any thread, one call per (store,
+// group).
+#ifndef DEVMESH_COMM_AUTO_GROUP_H_
+#define DEVMESH_COMM_AUTO_GROUP_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "comm/options.h"
+#include "store/store.h"
+
+namespace devmesh {
+
+// Whether "auto" makes two-level groups when DEVMESH_TWO_LEVEL is unset.
+// Off: a two-level group costs three groups' creation where a flat group
+// costs one (docs/two_level.md).
+inline constexpr bool kTwoLevelByDefault = false;
+
+// Makes rank `rank` of a `size`-member group of `backend` over `store`.
+// `member_hosts` holds a host key per member in group order (equal keys:
+// one host); empty when the hosts are not known, in which case "auto" tries
+// shared memory first and never goes two-level. For "auto" with keys that
+// differ, shared memory is not tried.
+// Errors:
+//   NotFound          `backend`, or for "auto" across hosts the cross-host
+//                     backend, is not linked (CheckBackendLinked's text);
+//                     for "auto" this comes before any member waits on
+//                     another host's leader
+//   FailedPrecondition  "shm" whose members cannot share memory, naming
+//                     the member (CreateShmGroup's)
+//   others            the chosen backend's (InvalidArgument for bad
+//                     rank/size/options, DeadlineExceeded when members do
+//                     not come within options.timeout, ...)
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGroupCommunicator(
+    absl::string_view backend, std::shared_ptr<Store> store, int rank,
+    int size, const CommOptions& options,
+    absl::Span<const std::string> member_hosts);
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_AUTO_GROUP_H_

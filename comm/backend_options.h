@@ -1,0 +1,112 @@
+// devmesh/comm/backend_options.h
+// -----------------------------------------------------------------------------
+// A backend's options, type-erased: each backend registers with its factory
+// (comm/registry.h) a BackendOptionsCodec that says which of its fields every
+// member of a group must agree on, how those fields are made back into
+// CommOptions, which fields each member sets for itself, and the defaults
+// that depend on where the process runs (NCCL's GPU by local rank). Code
+// outside the backend's package (device_mesh's group identities, option
+// strings and mesh serialization) goes through the functions below by
+// backend name and names none of the backend's fields.
+//
+// The typed forms stay the user's: CommOptions holds them (comm/options.h:
+// CommOptions::nccl is read by backend "nccl"'s codec); a backend without
+// typed options registers no codec and every function below treats it as
+// one with no fields.
+//
+// Thread-safety: the codec is a value; its functions must be pure (or, for
+// the two that set up the process, safe to call from any thread). The lookup
+// functions may be called from any thread and from static initializers.
+#ifndef DEVMESH_COMM_BACKEND_OPTIONS_H_
+#define DEVMESH_COMM_BACKEND_OPTIONS_H_
+
+// First, before any other include: a build without C++17 stops here with
+// one line naming the fix.
+#include "config/require_cxx17.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "comm/option_fields.h"
+#include "comm/options.h"
+
+namespace devmesh {
+
+// What the process knows of its place that a backend's defaults may use.
+struct LocalPlace {
+  // This process's rank among the processes of its host (LOCAL_RANK).
+  int local_rank = 0;
+};
+
+// How a backend's options look from outside the backend. Every member may
+// be left empty: the backend then has no such fields or no such step.
+struct BackendOptionsCodec {
+  // The fields every member of a group must agree on, read from the
+  // backend's typed options in `options`, in a fixed order with fixed names
+  // and kinds. The order is part of devmesh's mesh serialization: a backend
+  // appends new fields at the end.
+  std::function<std::vector<OptionField>(const CommOptions& options)>
+      agreed_fields;
+  // Sets the backend's agreed fields in `options` from `fields` (in
+  // agreed_fields's order, names and kinds); every other field of
+  // `options` is left as it was. Errors: InvalidArgument naming the field
+  // (another count, name or kind; a value out of range).
+  std::function<absl::Status(absl::Span<const OptionField> fields,
+                             CommOptions* options)>
+      set_agreed_fields;
+  // The fields each member sets for itself, as text ("" when none): two uses
+  // of one group must give the same.
+  std::function<std::string(const CommOptions& options)> local_fields;
+  // Fills, in `options`, the defaults that depend on the process's place,
+  // for a group of this backend made by this process. Errors: the
+  // backend's (NCCL: Unavailable when no GPU is visible).
+  std::function<absl::Status(const LocalPlace& place, CommOptions* options)>
+      fill_local_defaults;
+  // Sets the calling thread up for a mesh whose groups use this backend
+  // (NCCL: the local rank's GPU becomes the current device). Errors: the
+  // backend's.
+  std::function<absl::Status(const LocalPlace& place)> prepare_thread;
+};
+
+// backend's agreed fields of `options`; {} for a backend that registered
+// none, or that is not registered.
+std::vector<OptionField> AgreedOptionFields(absl::string_view backend,
+                                            const CommOptions& options);
+
+// Sets backend's agreed fields in `options` (BackendOptionsCodec's
+// set_agreed_fields).
+// Errors:
+//   NotFound         `backend` is not registered (CheckBackendLinked's text)
+//   InvalidArgument  the codec's refusals; fields given to a backend that
+//                    has none ("backend \"x\" has no agreed option fields,
+//                    got N")
+absl::Status SetAgreedOptionFields(absl::string_view backend,
+                                   absl::Span<const OptionField> fields,
+                                   CommOptions* options);
+
+// backend's local fields of `options` as text; "" for a backend that
+// registered none, or that is not registered.
+std::string LocalOptionFields(absl::string_view backend,
+                              const CommOptions& options);
+
+// Fills backend's place-dependent defaults in `options`; OK and nothing
+// changed for a backend that has none, or that is not registered (its
+// creation then fails with NotFound).
+// Errors: the codec's.
+absl::Status FillLocalOptionDefaults(absl::string_view backend,
+                                     const LocalPlace& place,
+                                     CommOptions* options);
+
+// Sets the calling thread up for backend's groups; OK for a backend that
+// needs nothing, or that is not registered.
+// Errors: the codec's.
+absl::Status PrepareThreadFor(absl::string_view backend,
+                              const LocalPlace& place);
+
+}  // namespace devmesh
+
+#endif  // DEVMESH_COMM_BACKEND_OPTIONS_H_
