@@ -176,7 +176,7 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
     if (boot->server_ != nullptr &&
         (absl::IsInvalidArgument(peers.status()) ||
          absl::IsDeadlineExceeded(peers.status()))) {
-      WaitForVerdictReaders(*boot->store_,
+      WaitForVerdictReaders(*boot->store_, info.world_size,
                             std::min(options.timeout, absl::Seconds(10)));
     }
     return peers.status();

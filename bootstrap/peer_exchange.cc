@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,7 +21,6 @@
 namespace devmesh {
 namespace {
 
-constexpr char kJoinedKey[] = "devmesh/peers/joined";
 constexpr char kVerdictKey[] = "devmesh/peers/verdict";
 constexpr char kReadKey[] = "devmesh/peers/read";
 constexpr char kOk[] = "ok:";
@@ -44,9 +44,6 @@ constexpr int kProgressSeconds = 30;
 constexpr absl::Duration kPollInterval = absl::Milliseconds(500);
 
 std::string RankKey(int64_t r) { return absl::StrCat("devmesh/peers/rank/", r); }
-std::string CountKey(int64_t n) {
-  return absl::StrCat("devmesh/peers/count/", n);
-}
 
 std::string Describe(const PeerInfo& p) {
   return absl::StrCat("pid ", p.pid, " on ", p.hostname);
@@ -93,41 +90,71 @@ absl::StatusOr<std::vector<PeerInfo>> Interpret(const std::string& verdict,
   return peers;
 }
 
-// Appends to `missing` the ranks in [lo, hi) whose claim key is not set, in
-// order, until it holds kMaxMissingNamed: one Check of the whole range, then
-// of each half that lacks a key. So a few missing ranks cost O(log n)
-// requests each, not one per rank (1024 waiting ranks scanning 1024 keys
-// one by one were a million requests each progress period).
+// The ranks that joined (set their claim key) and the first missing ones.
+// The join is the claim itself: no counter that every rank adds to (on etcd
+// an Add is a compare-and-swap txn, and 1024 ranks adding to one key at
+// once cost tens of thousands of Raft writes).
+struct JoinTally {
+  int joined = 0;      // claim keys found set
+  bool exact = true;   // false: the Check budget ran out, `joined` is a floor
+  std::vector<int> missing;  // the first kMaxMissingNamed missing, in order
+};
 constexpr size_t kMaxMissingNamed = 8;
-void FindMissing(Store& store, int lo, int hi, std::vector<int>* missing) {
-  if (lo >= hi || missing->size() >= kMaxMissingNamed) return;
+// Checks one JoinTally may cost (a progress line of every waiting rank).
+constexpr int kMaxTallyChecks = 128;
+
+// Counts the set claim keys in [lo, hi) by halving: one Check of the whole
+// range, then of each half that lacks a key, so k missing ranks cost about
+// 2k log(n / k) Checks, not one per rank (1024 waiting ranks scanning 1024
+// keys one by one were a million requests each progress period). Past
+// `*budget` Checks the rest is left uncounted (tally->exact = false).
+void Tally(Store& store, int lo, int hi, int* budget, JoinTally* tally) {
+  if (lo >= hi) return;
+  if (*budget <= 0) {
+    tally->exact = false;
+    return;
+  }
+  --*budget;
   std::vector<std::string> keys;
   keys.reserve(hi - lo);
   for (int r = lo; r < hi; ++r) keys.push_back(RankKey(r));
   absl::StatusOr<bool> all_set = store.Check(keys);
-  if (!all_set.ok() || *all_set) return;
+  if (!all_set.ok()) {
+    tally->exact = false;
+    return;
+  }
+  if (*all_set) {
+    tally->joined += hi - lo;
+    return;
+  }
   if (hi - lo == 1) {
-    missing->push_back(lo);
+    if (tally->missing.size() < kMaxMissingNamed) tally->missing.push_back(lo);
     return;
   }
   const int mid = lo + (hi - lo) / 2;
-  FindMissing(store, lo, mid, missing);
-  FindMissing(store, mid, hi, missing);
+  Tally(store, lo, mid, budget, tally);
+  Tally(store, mid, hi, budget, tally);
 }
 
-// How many ranks joined ("3 of 4 ranks joined the rendezvous at S") and
-// "; missing ranks: a, b" (up to 8; empty when none is known missing).
+JoinTally TallyJoins(Store& store, int world_size, int budget) {
+  JoinTally tally;
+  Tally(store, 0, world_size, &budget, &tally);
+  return tally;
+}
+
+// How many ranks joined ("3 of 4 ranks joined the rendezvous at S"; "at
+// least 700 of 1024 ..." when the Check budget ran out) and "; missing
+// ranks: a, b" (up to 8; empty when none is known missing).
 std::pair<std::string, std::string> JoinCounts(Store& store,
                                                const PeerInfo& self) {
-  absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
-  std::vector<int> missing;
-  FindMissing(store, 0, self.world_size, &missing);
-  return {absl::StrCat(joined.ok() ? absl::StrCat(*joined) : std::string("?"),
-                       " of ", self.world_size,
-                       " ranks joined the rendezvous at ", self.store),
-          missing.empty() ? std::string()
-                          : absl::StrCat("; missing ranks: ",
-                                         absl::StrJoin(missing, ", "))};
+  const JoinTally tally = TallyJoins(store, self.world_size, kMaxTallyChecks);
+  return {absl::StrCat(tally.exact ? "" : "at least ", tally.joined, " of ",
+                       self.world_size, " ranks joined the rendezvous at ",
+                       self.store),
+          tally.missing.empty()
+              ? std::string()
+              : absl::StrCat("; missing ranks: ",
+                             absl::StrJoin(tally.missing, ", "))};
 }
 
 std::string JoinState(Store& store, const PeerInfo& self) {
@@ -163,12 +190,16 @@ absl::Duration ProgressPeriod() {
 
 // Waits until every key in `keys` is set. Every kPollInterval it looks for a
 // verdict: one that appears first ends the wait with its outcome (an error
-// published by another rank). nullopt: the keys are all set.
+// published by another rank). nullopt: the keys are all set. A wait for the
+// verdict key alone needs no such look: it waits in one Wait up to the next
+// progress line (one watch at a time on etcd, not three requests every
+// kPollInterval from every waiting rank).
 absl::StatusOr<std::optional<std::vector<PeerInfo>>> WaitOrVerdict(
     Store& store, const std::vector<std::string>& keys, const PeerInfo& self,
     absl::Time deadline) {
   const absl::Time start = absl::Now();
   absl::Time next_progress = start + ProgressPeriod();
+  const bool verdict_only = keys.size() == 1 && keys[0] == kVerdictKey;
   while (true) {
     const absl::Time now = absl::Now();
     const absl::Duration left = deadline - now;
@@ -183,9 +214,18 @@ absl::StatusOr<std::optional<std::vector<PeerInfo>>> WaitOrVerdict(
       std::fflush(stderr);
       next_progress = now + ProgressPeriod();
     }
-    absl::Status waited = store.Wait(keys, std::min(left, kPollInterval));
+    absl::Duration slice = std::min(left, kPollInterval);
+    if (verdict_only) {
+      slice = left;
+      if (ProgressPeriod() > absl::ZeroDuration()) {
+        slice = std::min(left, std::max(next_progress - absl::Now(),
+                                        absl::Milliseconds(1)));
+      }
+    }
+    absl::Status waited = store.Wait(keys, slice);
     if (waited.ok()) return std::nullopt;
     if (!absl::IsDeadlineExceeded(waited)) return waited;
+    if (verdict_only) continue;
     DEVMESH_ASSIGN_OR_RETURN(bool has_verdict, store.Check({kVerdictKey}));
     if (has_verdict) {
       DEVMESH_ASSIGN_OR_RETURN(std::string verdict, store.Get(kVerdictKey));
@@ -241,7 +281,8 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
     absl::StatusOr<std::string> table =
         store.Get(kVerdictKey, absl::Milliseconds(1));
     if (table.ok() && absl::StartsWith(*table, kOk)) {
-      absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
+      absl::StatusOr<std::vector<PeerInfo>> joined = DecodePeerTable(
+          absl::string_view(*table).substr(sizeof(kOk) - 1));
       // An etcd store (self.store "etcd://...") keeps a job's keys until
       // they are deleted; a TCP store until it restarts.
       const bool etcd = absl::StartsWith(self.store, "etcd://");
@@ -258,7 +299,7 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
                      "job has ended (a store keeps a job's keys)");
       return absl::FailedPreconditionError(absl::StrCat(
           "another job is using this store: its rendezvous of ",
-          joined.ok() ? absl::StrCat(*joined) : std::string("its"),
+          joined.ok() ? absl::StrCat(joined->size()) : std::string("its"),
           " ranks completed, and its rank ", self.rank, " is ", holder_text,
           "; this process (", Describe(self), ") asked for rank ", self.rank,
           " again: ", remedy));
@@ -270,24 +311,14 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
     claim_error = absl::InvalidArgumentError(message);
   }
 
-  // 2. Join: the n-th process to join marks count n (after its claim, so a
-  // duplicate's error verdict is published before the count completes).
-  DEVMESH_ASSIGN_OR_RETURN(int64_t n, store.Add(kJoinedKey, 1));
-  DEVMESH_RETURN_IF_ERROR(store.Set(CountKey(n), ""));
+  // 2. The claim is the join: a duplicate has published its error verdict
+  // (above) and stops here; nothing else is counted (JoinTally).
   if (claim_error) return *claim_error;
-
-  // 3. Wait for self.world_size processes to have joined.
-  auto joined = WaitOrVerdict(store, {CountKey(self.world_size)}, self, deadline);
-  if (!joined.ok()) {
-    return IsOwnTimeout(joined.status())
-               ? JoinTimeout(store, self, timeout)
-               : joined.status();
-  }
-  if (joined->has_value()) return std::move(**joined);
 
   std::string verdict;
   if (self.rank == 0) {
-    // 4a. Rank 0 checks every rank against itself and publishes the table.
+    // 3a. Rank 0 waits for every rank's claim, checks every rank against
+    // itself and publishes the table.
     std::vector<std::string> keys;
     keys.reserve(self.world_size);
     for (int r = 0; r < self.world_size; ++r) keys.push_back(RankKey(r));
@@ -318,8 +349,8 @@ absl::StatusOr<std::vector<PeerInfo>> Exchange(Store& store,
                                absl::StrCat(kOk, EncodePeerTable(peers)))
             : PublishError(store, problem));
   } else {
-    // 4b. Every other rank compares itself with rank 0 (which may be the odd
-    // one out), then takes rank 0's verdict.
+    // 3b. Every other rank compares itself with rank 0 (which may be the odd
+    // one out), then waits for rank 0's verdict.
     auto rank0_there = WaitOrVerdict(store, {RankKey(0)}, self, deadline);
     if (!rank0_there.ok()) {
       return IsOwnTimeout(rank0_there.status())
@@ -352,8 +383,11 @@ absl::StatusOr<std::vector<PeerInfo>> ExchangePeerInfo(Store& store,
   absl::StatusOr<std::vector<PeerInfo>> result = Exchange(store, self, timeout);
   // A rank other than 0 that learned a verdict says so, so that a rank 0 that
   // hosts the store keeps it up until the error has reached everyone.
-  if (self.rank != 0 && (absl::IsInvalidArgument(result.status()) ||
-                         absl::IsDeadlineExceeded(result.status()))) {
+  // (Not on etcd: no rank hosts that store, and 1024 failing ranks' Adds of
+  // one key would cost etcd thousands of txns.)
+  if (self.rank != 0 && !absl::StartsWith(self.store, "etcd://") &&
+      (absl::IsInvalidArgument(result.status()) ||
+       absl::IsDeadlineExceeded(result.status()))) {
     (void)store.Add(kReadKey, 1);
   }
   return result;
@@ -370,12 +404,16 @@ absl::StatusOr<bool> ReportEndBeforeRendezvous(Store& store,
   return !absl::StartsWith(stands, kOk);
 }
 
-void WaitForVerdictReaders(Store& store, absl::Duration timeout) {
+void WaitForVerdictReaders(Store& store, int world_size,
+                           absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
+  // The ranks that joined (claimed), counted once: a rank that claims later
+  // reads the verdict too, and the wait ends when `read` reaches the count.
+  const int joined =
+      TallyJoins(store, world_size, std::numeric_limits<int>::max()).joined;
   while (absl::Now() < deadline) {
-    absl::StatusOr<int64_t> joined = store.Add(kJoinedKey, 0);
     absl::StatusOr<int64_t> read = store.Add(kReadKey, 0);
-    if (!joined.ok() || !read.ok() || *read >= *joined - 1) return;
+    if (!read.ok() || *read >= joined - 1) return;
     absl::SleepFor(absl::Milliseconds(20));
   }
 }

@@ -16,11 +16,18 @@
 // Bootstrap::peers() is how a rank learns which host every other rank is on.
 //
 // Store keys (under the store given, one job per store or prefix):
-//   devmesh/peers/rank/<r>   rank r's encoded PeerInfo (CompareSet: first wins)
-//   devmesh/peers/joined     counter of ranks that joined
-//   devmesh/peers/count/<n>  set by the n-th rank to join
+//   devmesh/peers/rank/<r>   rank r's encoded PeerInfo (CompareSet: first
+//                            wins); set means rank r joined
 //   devmesh/peers/verdict    "ok:" + the table, or "error:" + the message
-// Round trips per rank: 6 (rank 0: 7, plus one MultiGet of world_size keys).
+//   devmesh/peers/read       counter of ranks that read an error verdict
+//                            (WaitForVerdictReaders; not on etcd)
+// No key is written by every rank but its own: the join is the claim, rank 0
+// waits for every claim, the others for rank 0's claim and then the verdict.
+// Round trips per rank when every rank is there: 5 (claim; wait for and read
+// rank 0's claim; wait for and read the verdict); rank 0: 4 (claim, one Wait
+// and one MultiGet of world_size keys, the verdict's CompareSet); plus one
+// Check of the verdict per half second that a claim is waited for. A wait
+// for the verdict itself is one Wait per progress period (30 s).
 // Bytes: every rank reads the verdict, O(world_size) with host names and
 // addresses stored once each.
 //
@@ -87,7 +94,7 @@ absl::StatusOr<std::string> LocalAddressToward(absl::string_view host,
 
 // Runs the exchange (see the top of this file): publishes `self` under
 // devmesh/peers/rank/<self.rank>, waits until self.world_size ranks have
-// joined, and returns every rank's PeerInfo indexed by rank. Every rank of
+// joined (rank 0) or for rank 0's verdict (the others), and returns every rank's PeerInfo indexed by rank. Every rank of
 // the job must call it once with the same store.
 // Errors, on every rank that takes part:
 //   InvalidArgument when ranks disagree: a world size, the store address, or
@@ -95,7 +102,8 @@ absl::StatusOr<std::string> LocalAddressToward(absl::string_view host,
 //     and both values); also for a `self` that is bad on its own (rank
 //     outside [0, world_size), world_size < 1).
 //   DeadlineExceeded when not every rank joins within `timeout` (the message
-//     says how many did and names up to 8 missing ranks).
+//     says how many did, "at least N" when counting them would have taken
+//     over 128 Checks, and names up to 8 missing ranks).
 //   FailedPrecondition, on this process only, when its rank index is held
 //     by a job whose rendezvous already completed in this store ("another
 //     job is using this store", naming that job's process): that job's keys
@@ -132,11 +140,13 @@ absl::StatusOr<std::optional<std::vector<PeerInfo>>> ReadPeerTable(
 absl::StatusOr<bool> ReportEndBeforeRendezvous(Store& store,
                                                absl::string_view what);
 
-// For a rank 0 that hosts the store and got InvalidArgument from
-// ExchangePeerInfo: waits (at most `timeout`) until every other rank that
-// joined has read the verdict, so that stopping the server does not turn
-// their InvalidArgument into Unavailable. Store errors end the wait.
-void WaitForVerdictReaders(Store& store, absl::Duration timeout);
+// For a rank 0 that hosts the store and got InvalidArgument or
+// DeadlineExceeded from ExchangePeerInfo: waits (at most `timeout`) until
+// every other rank that joined (claimed a rank below `world_size`) has read
+// the verdict, so that stopping the server does not turn their
+// InvalidArgument into Unavailable. Store errors end the wait.
+void WaitForVerdictReaders(Store& store, int world_size,
+                           absl::Duration timeout);
 
 }  // namespace devmesh
 
