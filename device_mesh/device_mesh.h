@@ -551,7 +551,13 @@ class DeviceMesh {
   //     epoch's communicator, rewrapped for the new epoch); the replica
   //     dim's groups and the newcomers' are made anew, now;
   //   - moves this rank's failure watch to the new epoch (the same lease and
-  //     fencing rules as Shrink's).
+  //     fencing rules as Shrink's);
+  //   - takes the decision's host table: an admitted spare's entry is the
+  //     host it runs on (its runtime's own entry, which it answered the call
+  //     with), so groups of ranks on one host are shm (two-level where
+  //     DEVMESH_TWO_LEVEL=1 applies) on every member alike. The runtime's
+  //     table changes here: no group of this runtime may be made on another
+  //     thread during a Grow (MeshRuntime::SetHostInfo).
   // With no whole replica of spares ready (or the target reached) nothing
   // changes: every member gets this mesh back (report.grown false, the
   // same epoch) and may call Grow again later. Once the groups are made,

@@ -88,6 +88,12 @@ Groups GuardedGroups(device_mesh_internal::RootState& root) {
   return groups;
 }
 
+// A host name a Grow decision can carry (its table is joined by ','); a
+// spare that knows no host of its own answers "1".
+bool IsHostName(absl::string_view h) {
+  return !h.empty() && h != "1" && h.find(',') == absl::string_view::npos;
+}
+
 std::string Describe(const std::string& dim, const std::vector<int>& ranks) {
   return absl::StrCat(dim, " [", absl::StrJoin(ranks, ", "), "]");
 }
@@ -349,6 +355,25 @@ absl::StatusOr<GrowResult> DeviceMesh::Grow(MeshDim replica_dim,
     d.root_index = root_->root_index;
     d.replica_dim = rd;
     d.asks = asks;
+    // The grown job's host table: this member's, with each admitted
+    // spare's own host (its answer to the call, one round trip); none when
+    // this member has no table or a name cannot be carried.
+    const std::vector<std::string>& table = runtime_->hostnames();
+    if (static_cast<int>(table.size()) == runtime_->world_size()) {
+      std::vector<std::string> answers;
+      for (int r : d.admitted) {
+        answers.push_back(GrowKey(e, attempt, absl::StrCat("ready/", r)));
+      }
+      auto values = store.MultiGet(answers, lease);
+      if (!values.ok()) return StoreError(values.status());
+      d.hosts = table;
+      for (size_t i = 0; i < d.admitted.size(); ++i) {
+        if (IsHostName((*values)[i])) d.hosts[d.admitted[i]] = (*values)[i];
+      }
+      for (const std::string& h : d.hosts) {
+        if (!IsHostName(h)) d.hosts.clear();
+      }
+    }
     // The new rank table, row-major: replica c[rd] < replicas as it is, the
     // next ones from the admitted ranks in row-major order of the other dims.
     std::vector<int64_t> shape = layout_.shape();
@@ -456,6 +481,13 @@ absl::StatusOr<GrowResult> DeviceMesh::FinishGrow(
   if (watch == nullptr) {
     return absl::FailedPreconditionError(
         "Grow needs the failure watch (unset DEVMESH_FAILURE_WATCH=0)");
+  }
+  // The grown job's host table (an admitted spare's own host, where it
+  // runs now), so that every member chooses each new group's transport
+  // from the same table, shm inside a host included.
+  if (static_cast<int>(d.hosts.size()) == runtime->world_size() &&
+      d.hosts != runtime->hostnames()) {
+    runtime->SetHostInfo(d.hosts, runtime->store_route_address());
   }
   // The groups this rank holds, kept ones included, recorded in the new
   // epoch (spare_registry.h); best effort, as in Shrink.
@@ -609,6 +641,11 @@ absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
   }
   const absl::Time deadline = absl::Now() + options.timeout;
   const absl::Duration period = runtime->LeasePeriod();
+  const std::string my_host =
+      static_cast<int>(runtime->hostnames().size()) == runtime->world_size() &&
+              IsHostName(runtime->hostnames()[me])
+          ? runtime->hostnames()[me]
+          : std::string("1");
   auto position = device_mesh_internal::FindJobPosition(*store);
   if (!position.ok()) return StoreError(position.status());
   device_mesh_internal::JobPosition at = *position;
@@ -635,8 +672,11 @@ absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
       // Parked on the next Grow's call; answered at once.
       auto open = store->Get(GrowKey(at.epoch, at.attempt, "open"), wait);
       if (open.ok()) {
+        // The answer is this spare's host (its own entry of its host
+        // table), which the decision carries to every member.
         if (absl::Status s = store->Set(
-                GrowKey(at.epoch, at.attempt, absl::StrCat("ready/", me)), "1");
+                GrowKey(at.epoch, at.attempt, absl::StrCat("ready/", me)),
+                my_host);
             !s.ok()) {
           return StoreError(s);
         }

@@ -86,6 +86,8 @@ std::string EncodeGrowDecision(const GrowDecision& d) {
       "grown;admitted=", absl::StrJoin(d.admitted, ","),
       ";waiting=", absl::StrJoin(d.waiting, ","), ";root=", d.root_index,
       ";dim=", d.replica_dim, "\n", d.mesh.size(), ":", d.mesh);
+  const std::string hosts = absl::StrJoin(d.hosts, ",");
+  absl::StrAppend(&out, "\n", hosts.size(), ":", hosts);
   for (const auto& [rank, ask] : d.asks) {
     absl::StrAppend(&out, "\n", rank, ":", ask.size(), ":", ask);
   }
@@ -132,6 +134,11 @@ absl::StatusOr<GrowDecision> DecodeGrowDecision(absl::string_view text) {
       !ConsumeSized(&rest, &d.mesh)) {
     return Bad(text);
   }
+  std::string hosts;
+  if (!absl::ConsumePrefix(&rest, "\n") || !ConsumeSized(&rest, &hosts)) {
+    return Bad(text);
+  }
+  if (!hosts.empty()) d.hosts = absl::StrSplit(hosts, ',');
   while (!rest.empty()) {
     int rank = 0;
     std::string ask;

@@ -99,6 +99,12 @@ struct GrowDecision {
   int replica_dim = 0;             // kGrown: the grown dim
   std::string mesh;                // kGrown: SerializeMesh of the new mesh
   std::map<int, std::string> asks;  // kGrown: member -> its arrival payload
+  // kGrown: the host table of the grown job, world rank -> host name (the
+  // decider's table with each admitted spare's own host, as it answered
+  // the call); every member and admitted spare takes it before making the
+  // new groups, so they choose each group's transport alike. Empty when
+  // the decider has no host table (a runtime made without a rendezvous).
+  std::vector<std::string> hosts;
 };
 
 std::string EncodeGrowDecision(const GrowDecision& decision);

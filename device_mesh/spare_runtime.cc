@@ -76,10 +76,11 @@ absl::StatusOr<std::shared_ptr<MeshRuntime>> SpareRuntimeFromEnv(
         "torchrun's agent store)"));
   }
   // The job's host table, as its rendezvous agreed it: every member chooses
-  // a group's transport from it (MeshRuntime::CreateOn), so the spare must
-  // hold the same one, its own rank's entry included (its predecessor's
-  // host: where the spare runs elsewhere, the shared-memory set-up's own
-  // check finds that, alike on every member).
+  // a group's transport from it (MeshRuntime::CreateOn), so the spare holds
+  // it too, but for its own entry: the host it runs on now. It answers a
+  // Grow's call with that entry, and the Grow's decision carries it to
+  // every member (DeviceMesh::Grow), which take the decision's table
+  // before making the new groups.
   DEVMESH_ASSIGN_OR_RETURN(std::optional<std::vector<PeerInfo>> peers,
                            ReadPeerTable(*store));
   DEVMESH_ASSIGN_OR_RETURN(
@@ -94,6 +95,7 @@ absl::StatusOr<std::shared_ptr<MeshRuntime>> SpareRuntimeFromEnv(
     // it for a rank, for the address its Gloo devices advertise.
     PeerInfo self = (*peers)[info.rank];
     self.hostname = LocalHostName();
+    hosts[info.rank] = self.hostname;
     absl::StatusOr<std::string> route =
         LocalAddressToward(info.store_host, info.store_port);
     self.address = route.ok() ? *route : std::string();

@@ -44,10 +44,11 @@ bool StartedAsSpare();
 // (DEVMESH_STORE_ADDR "etcd://host:port[,...][/prefix]", the job's leases
 // then etcd's) or torchrun's agent store. No
 // start barrier. Its host table (hostnames()) is the one the job's
-// rendezvous agreed (ReadPeerTable), this rank's entry included, since every
-// member chooses a group's transport from its table and all must choose
-// alike (a spare on another host than its predecessor's is found by the
-// shared-memory set-up's own check); its Gloo devices advertise this
+// rendezvous agreed (ReadPeerTable) but for this rank's entry, which is this
+// process's host (LocalHostName), where it may differ from its
+// predecessor's: the spare answers a Grow's call with it and the Grow's
+// decision carries it to every member, so that all choose each new group's
+// transport from one table (shm inside a host); its Gloo devices advertise this
 // process's own route toward the store (peer_address.h). Empty when the
 // store holds no completed rendezvous. `connect_timeout` bounds the
 // connection's retries.

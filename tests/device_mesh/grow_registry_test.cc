@@ -33,9 +33,11 @@ TEST(GrowDecision, GrownRoundTrips) {
   d.replica_dim = 1;
   d.mesh = std::string("bytes\n:with\0binary", 18);
   d.asks = {{0, "12:mesh dim 'dp'x=1/1;"}, {5, ""}};
+  d.hosts = {"h0", "h0", "h2", "h2.example.org"};
   const std::string text = EncodeGrowDecision(d);
   EXPECT_EQ(text.substr(0, 51),
             "grown;admitted=2,3;waiting=7;root=4;dim=1\n18:bytes\n");
+  EXPECT_EQ(text.substr(63, 30), "\n23:h0,h0,h2,h2.example.org\n0:");
   absl::StatusOr<GrowDecision> back = DecodeGrowDecision(text);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->kind, GrowDecision::Kind::kGrown);
@@ -44,6 +46,13 @@ TEST(GrowDecision, GrownRoundTrips) {
   EXPECT_EQ(back->root_index, 4);
   EXPECT_EQ(back->replica_dim, 1);
   EXPECT_EQ(back->mesh, d.mesh);
+  EXPECT_EQ(back->asks, d.asks);
+  EXPECT_EQ(back->hosts, d.hosts);
+  // No host table: an empty block, read back empty.
+  d.hosts.clear();
+  back = DecodeGrowDecision(EncodeGrowDecision(d));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->hosts.empty());
   EXPECT_EQ(back->asks, d.asks);
 }
 
@@ -77,6 +86,8 @@ TEST(GrowDecision, TextThatIsNotADecisionIsInternal) {
         std::string("error=99;-1;x"), std::string("error=3;x;y"),
         std::string("grown;admitted=1;waiting=;root=0;dim=0"),
         std::string("grown;admitted=1;waiting=;root=0;dim=0\n99:short"),
+        std::string("grown;admitted=1;waiting=;root=0;dim=0\n1:x"),
+        std::string("grown;admitted=1;waiting=;root=0;dim=0\n1:x\n9:h0"),
         std::string("grown;admitted=1;waiting=;root=0;dim=0\n1:x\n5:3:ab"),
         std::string("grown;admitted=1;waiting=;root=0;dim=0\n1:x\nz:1:a"),
         std::string("grown;admitted=1;waiting=;root=0;dim=0;extra=1\n1:x"),

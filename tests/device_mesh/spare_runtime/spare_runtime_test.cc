@@ -1,8 +1,8 @@
 // devmesh/tests/device_mesh/spare_runtime/spare_runtime_test.cc
 // SpareRuntimeFromEnv over a real store server: the spare holds the host
-// table the job's rendezvous agreed (so that it chooses each group's
-// transport as the members do), or none when the store holds no completed
-// rendezvous. The job's ranks are threads with their own store clients,
+// table the job's rendezvous agreed, its own entry the host it runs on (a
+// Grow carries that entry to every member, so that all choose each group's
+// transport alike), or none when the store holds no completed rendezvous. The job's ranks are threads with their own store clients,
 // claiming host names of their own ("host-a", "host-b").
 #include <stdlib.h>
 #include <unistd.h>
@@ -81,9 +81,10 @@ TEST_F(SpareRuntimeTest, HoldsTheJobsHostTable) {
   ASSERT_TRUE(runtime.ok()) << runtime.status();
   EXPECT_EQ((*runtime)->rank(), 1);
   EXPECT_EQ((*runtime)->world_size(), 2);
-  // Its own entry is its predecessor's, as every member holds it.
+  // Its own entry is the host it runs on (a Grow carries it to every
+  // member), not its predecessor's "host-b".
   EXPECT_EQ((*runtime)->hostnames(),
-            (std::vector<std::string>{"host-a", "host-b"}));
+            (std::vector<std::string>{"host-a", LocalHostName()}));
 }
 
 TEST_F(SpareRuntimeTest, NoRendezvousNoTable) {
@@ -127,7 +128,7 @@ TEST_F(SpareRuntimeTest, JoinsAnEtcdStore) {
   ASSERT_TRUE(runtime.ok()) << runtime.status();
   EXPECT_EQ((*runtime)->rank(), 1);
   EXPECT_EQ((*runtime)->hostnames(),
-            (std::vector<std::string>{"host-a", "host-b"}));
+            (std::vector<std::string>{"host-a", LocalHostName()}));
   // Its store is the job's: what a member sets there, it reads.
   std::shared_ptr<Store> store = (*runtime)->base_store();
   ASSERT_NE(dynamic_cast<EtcdStore*>(store.get()), nullptr);
