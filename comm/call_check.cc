@@ -72,4 +72,42 @@ absl::Status CallMismatchError(absl::string_view backend, int first_rank,
   return WithDisagreement(absl::InvalidArgumentError(message), other_rank);
 }
 
+CallRecordWire ToCallRecordWire(const CallRecord& c) {
+  return CallRecordWire{c.seq,
+                        static_cast<int64_t>(c.kind),
+                        static_cast<int64_t>(c.dtype),
+                        static_cast<int64_t>(c.op),
+                        c.root,
+                        c.count};
+}
+
+CallRecord FromCallRecordWire(const CallRecordWire& w) {
+  CallRecord c;
+  c.seq = w.seq;
+  c.kind = static_cast<CallKind>(w.kind);
+  c.dtype = static_cast<DataType>(w.dtype);
+  c.op = static_cast<ReduceOp>(w.op);
+  c.root = static_cast<int>(w.root);
+  c.count = w.count;
+  return c;
+}
+
+absl::Status CompareCallRecords(absl::string_view backend,
+                                absl::Span<const CallRecordWire> all,
+                                const std::vector<int>& group,
+                                absl::string_view label) {
+  if (all.empty()) return absl::OkStatus();
+  auto global = [&group](size_t j) {
+    return j < group.size() ? group[j] : static_cast<int>(j);
+  };
+  const CallRecord first = FromCallRecordWire(all[0]);
+  for (size_t j = 1; j < all.size(); ++j) {
+    const CallRecord other = FromCallRecordWire(all[j]);
+    if (SameCall(first, other)) continue;
+    return CallMismatchError(backend, global(0), first, global(j), other,
+                             group, label);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace devmesh

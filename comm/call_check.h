@@ -18,11 +18,13 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "comm/communicator.h"
 
 namespace devmesh {
@@ -57,6 +59,31 @@ absl::Status CallMismatchError(absl::string_view backend, int first_rank,
                                const CallRecord& other,
                                const std::vector<int>& group,
                                absl::string_view label = "");
+
+// A CallRecord as it travels between members (an all-gather of them over
+// a group): every field widened to 8 bytes, 48 bytes in all, in this
+// process's byte order (members share one architecture).
+struct CallRecordWire {
+  int64_t seq;
+  int64_t kind;
+  int64_t dtype;
+  int64_t op;
+  int64_t root;
+  uint64_t count;
+};
+static_assert(sizeof(CallRecordWire) == 48, "six 8-byte fields");
+
+CallRecordWire ToCallRecordWire(const CallRecord& call);
+CallRecord FromCallRecordWire(const CallRecordWire& wire);
+
+// The members' records, in group order (`all[j]` is group rank j's, and
+// `group[j]` its global rank; `group` may be empty: global = group rank),
+// compared with group rank 0's: OK when all are the same call, else
+// CallMismatchError(backend, ...) naming the first member that differs.
+absl::Status CompareCallRecords(absl::string_view backend,
+                                absl::Span<const CallRecordWire> all,
+                                const std::vector<int>& group,
+                                absl::string_view label = "");
 
 }  // namespace devmesh
 

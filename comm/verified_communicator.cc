@@ -11,40 +11,6 @@
 #include "status/status_macros.h"
 
 namespace devmesh {
-namespace {
-
-// A CallRecord as it travels: fixed width, every field widened.
-struct WireRecord {
-  int64_t seq;
-  int64_t kind;
-  int64_t dtype;
-  int64_t op;
-  int64_t root;
-  uint64_t count;
-};
-static_assert(sizeof(WireRecord) == 48, "six 8-byte fields");
-
-WireRecord ToWire(const CallRecord& c) {
-  return WireRecord{c.seq,
-                    static_cast<int64_t>(c.kind),
-                    static_cast<int64_t>(c.dtype),
-                    static_cast<int64_t>(c.op),
-                    c.root,
-                    c.count};
-}
-
-CallRecord FromWire(const WireRecord& w) {
-  CallRecord c;
-  c.seq = w.seq;
-  c.kind = static_cast<CallKind>(w.kind);
-  c.dtype = static_cast<DataType>(w.dtype);
-  c.op = static_cast<ReduceOp>(w.op);
-  c.root = static_cast<int>(w.root);
-  c.count = w.count;
-  return c;
-}
-
-}  // namespace
 
 VerifiedCommunicator::VerifiedCommunicator(
     std::shared_ptr<Communicator> inner, std::shared_ptr<Communicator> checker,
@@ -63,22 +29,13 @@ absl::Status VerifiedCommunicator::Intercept(
     sync_internal::MutexLock lock(&mu_);
     if (!refusal_.ok()) return refusal_;
   }
-  const WireRecord mine = ToWire(current_call());
-  std::vector<WireRecord> all(static_cast<size_t>(size()));
+  const CallRecordWire mine = ToCallRecordWire(current_call());
+  std::vector<CallRecordWire> all(static_cast<size_t>(size()));
   DEVMESH_RETURN_IF_ERROR(
       checker_->AllGather(&mine, all.data(), sizeof(mine), DataType::kUInt8));
-  const std::vector<int>& ranks = global_ranks();
-  auto global = [&ranks](int j) {
-    return j < static_cast<int>(ranks.size()) ? ranks[static_cast<size_t>(j)]
-                                              : j;
-  };
-  const CallRecord first = FromWire(all[0]);
-  for (int j = 1; j < size(); ++j) {
-    const CallRecord other = FromWire(all[static_cast<size_t>(j)]);
-    if (SameCall(first, other)) continue;
-    absl::Status error =
-        CallMismatchError(absl::StrCat(backend(), " verify"), global(0), first,
-                          global(j), other, ranks, label_);
+  absl::Status error = CompareCallRecords(absl::StrCat(backend(), " verify"),
+                                          all, global_ranks(), label_);
+  if (!error.ok()) {
     sync_internal::MutexLock lock(&mu_);
     refusal_ = error;
     return error;

@@ -5,10 +5,13 @@
 #include <atomic>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "comm/call_check.h"
 #include "comm/group_args.h"
 #include "comm/reduce_functions.h"
 #include "comm/registry.h"
@@ -25,13 +28,15 @@ class TwoLevelCommunicator final : public Communicator {
  public:
   TwoLevelCommunicator(TwoLevelPlan plan, TwoLevelOptions bounds,
                        std::vector<int> global_ranks,
-                       int rank, std::shared_ptr<Communicator> intra,
+                       int rank, std::string label,
+                       std::shared_ptr<Communicator> intra,
                        std::shared_ptr<Communicator> inter,
                        std::shared_ptr<Communicator> flat)
       : plan_(std::move(plan)),
         bounds_(bounds),
         global_ranks_(std::move(global_ranks)),
         rank_(rank),
+        label_(std::move(label)),
         intra_(std::move(intra)),
         inter_(std::move(inter)),
         flat_(std::move(flat)) {}
@@ -184,28 +189,59 @@ class TwoLevelCommunicator final : public Communicator {
     return recorded;
   }
 
+  // The whole call's record (current_call()) compared across every
+  // member: inside the host (an all-gather of the records on the intra
+  // group, shared memory), then across hosts (the same on the inter group,
+  // one round trip). For where the levels' own checks see only a part of
+  // the call: before a flat collective, and before an all-reduce of more
+  // than one piece (pieces of equal size would hide different total
+  // counts). Its first step is on the intra group, as every path's.
+  absl::Status CheckWholeCall(absl::string_view what, Communicator& intra,
+                              Communicator& inter) {
+    const CallRecordWire mine = ToCallRecordWire(current_call());
+    std::vector<CallRecordWire> host(static_cast<size_t>(intra.size()));
+    absl::Status s =
+        intra.AllGather(&mine, host.data(), sizeof(mine), DataType::kUInt8);
+    if (s.ok()) {
+      s = CompareCallRecords("two_level", host, intra.global_ranks(),
+                             label_);
+    }
+    if (!s.ok()) return Fail(what, "intra-host call check", s);
+    std::vector<CallRecordWire> hosts(static_cast<size_t>(inter.size()));
+    s = inter.AllGather(&mine, hosts.data(), sizeof(mine), DataType::kUInt8);
+    if (s.ok()) {
+      s = CompareCallRecords("two_level", hosts, inter.global_ranks(),
+                             label_);
+    }
+    if (!s.ok()) return Fail(what, "inter-host call check", s);
+    return absl::OkStatus();
+  }
+
   // A call on the flat group. A collective (not Send, Recv or
-  // BatchSendRecv, which involve only their peers) first passes a barrier
-  // on the intra-host group: every path's first step is then on that group,
-  // whose per-call check fails every member of this host at once when one
-  // of them runs the two-level all-reduce (its first step an intra-host
-  // reduce or reduce_scatter) while another runs this collective, instead
-  // of both waiting in different groups until the timeout.
+  // BatchSendRecv, which involve only their peers) first passes
+  // CheckWholeCall: its first step on the intra-host group fails every
+  // member of this host at once when one of them runs the two-level
+  // all-reduce (its first step an intra-host reduce or reduce_scatter)
+  // while another runs this collective; its inter-host step does the same
+  // across hosts (a host whose members all run this collective while
+  // another host's all run an all-reduce meet on the inter group, whose
+  // per-call check fails them), instead of waiting in different groups
+  // until the timeout.
   template <typename F>
   absl::Status Flat(CallKind kind, F&& call) {
     const absl::string_view what = CallKindName(kind);
     DEVMESH_RETURN_IF_ERROR(CheckUsable(what));
     std::shared_ptr<Communicator> flat = Level(Which::kFlat);
     std::shared_ptr<Communicator> intra = Level(Which::kIntra);
-    if (flat == nullptr || intra == nullptr) return CheckUsable(what);
+    std::shared_ptr<Communicator> inter = Level(Which::kInter);
+    if (flat == nullptr || intra == nullptr || inter == nullptr) {
+      return CheckUsable(what);
+    }
     const bool collective = kind != CallKind::kSend &&
                             kind != CallKind::kRecv &&
                             kind != CallKind::kBatchSendRecv;
     if (collective) {
-      absl::Status s = intra->Barrier();
-      if (!s.ok()) {
-        return Fail(what, "intra-host check before the flat group", s);
-      }
+      DEVMESH_RETURN_IF_ERROR(CheckWholeCall(what, *intra, *inter));
     }
     absl::Status s = call(*flat);
     if (s.ok()) return s;
@@ -223,6 +259,7 @@ class TwoLevelCommunicator final : public Communicator {
   const TwoLevelOptions bounds_;
   const std::vector<int> global_ranks_;
   const int rank_;
+  const std::string label_;  // CommOptions::label
   mutable sync_internal::Mutex mu_;
   std::shared_ptr<Communicator> intra_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Communicator> inter_ ABSL_GUARDED_BY(mu_);
@@ -265,6 +302,9 @@ absl::Status TwoLevelCommunicator::DoAllReduce(const void* send, void* recv,
   // within a piece.
   const size_t width = DataTypeSize(dtype);
   const size_t piece = std::max(local, bounds_.piece_bytes / width);
+  if (count > piece) {
+    DEVMESH_RETURN_IF_ERROR(CheckWholeCall("allreduce", *intra, *inter));
+  }
   for (size_t at = 0; at < count; at += piece) {
     const size_t n = std::min(piece, count - at);
     const void* piece_send = in + at * width;
@@ -409,7 +449,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateTwoLevelCommunicator(
   }
   std::vector<int> all_globals = globals;
   return std::unique_ptr<Communicator>(new TwoLevelCommunicator(
-      *std::move(plan), two_level, std::move(all_globals), rank, std::move(intra),
+      *std::move(plan), two_level, std::move(all_globals), rank, options.label,
+      std::move(intra),
       std::move(inter), std::move(flat)));
 }
 

@@ -20,9 +20,12 @@
 // avg runs as sum and divides once at the end; every member gets the same
 // bits. Every other collective, Send, Recv and Split go to the flat group
 // (a Split's children are flat groups of the cross-host backend); each
-// other collective first passes a barrier on the intra-host group (a few
-// microseconds in shared memory), so that every collective's first step is
-// on that group (the per-call check below).
+// other collective, and an all-reduce of more than one piece, first
+// compares the whole call's record (48 bytes) across every member: an
+// all-gather of the records on the intra-host group (a few microseconds in
+// shared memory), then on the inter-host group (one cross-host round
+// trip), so that every collective's first step is on the intra group and
+// whole hosts meet on the inter group (the per-call check below).
 //
 // Creation, every member: the intra group under "<store>intra/<host>/", the
 // inter group under "inter/<local index>/", the flat group under "flat/",
@@ -43,9 +46,11 @@
 // intra-host group), and the other members then fail at once as their
 // peers tear their levels down. Hosts that each agree inside but differ
 // from each other (every member of one host in an all-reduce, every member
-// of another in an all-gather) wait in different groups until the timeout
-// (each step is bounded by it; device_mesh's verify_calls adds the full
-// check).
+// of another in an all-gather; totals whose first pieces are alike) meet
+// on the inter group, whose check (the UCX backend's, or the record
+// comparison above) fails its members with InvalidArgument and
+// kDisagreementPayload; the others fail at once as those tear their
+// levels down.
 // After any error the group refuses every later call with it; after Abort,
 // FailedPrecondition.
 //

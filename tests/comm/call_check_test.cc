@@ -1,12 +1,15 @@
 // devmesh/tests/comm/call_check_test.cc
 // comm/call_check.h's pure parts: SameCall field by field, DescribeCall of
-// every kind, and CallMismatchError's two texts and payload.
+// every kind, CallMismatchError's two texts and payload, and the wire form
+// and CompareCallRecords that composite groups use.
 #include "comm/call_check.h"
 
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/types/span.h"
+#include "comm/error_info.h"
 #include "gtest/gtest.h"
 
 namespace devmesh {
@@ -120,6 +123,35 @@ TEST(CallCheck, MismatchErrorTexts) {
       s.message(),
       "x along mesh dim 'tp': the members are at different collectives: "))
       << s;
+}
+
+TEST(CallCheck, WireFormKeepsEveryField) {
+  const CallRecord a = Call(CallKind::kReduce, DataType::kFloat64, 1ull << 40,
+                            ReduceOp::kMax, 5, 77);
+  const CallRecordWire w = ToCallRecordWire(a);
+  EXPECT_EQ(w.seq, 77);
+  EXPECT_EQ(w.count, 1ull << 40);
+  EXPECT_EQ(w.root, 5);
+  EXPECT_TRUE(SameCall(FromCallRecordWire(w), a));
+}
+
+TEST(CallCheck, CompareCallRecordsNamesTheFirstThatDiffers) {
+  const CallRecord a = Call(CallKind::kAllReduce, DataType::kFloat32, 8);
+  const CallRecord b = Call(CallKind::kAllReduce, DataType::kFloat32, 9);
+  std::vector<CallRecordWire> all = {ToCallRecordWire(a), ToCallRecordWire(a),
+                                     ToCallRecordWire(b), ToCallRecordWire(b)};
+  EXPECT_TRUE(CompareCallRecords("two_level", absl::MakeSpan(all).subspan(0, 2),
+                                 {4, 6})
+                  .ok());
+  const absl::Status s =
+      CompareCallRecords("two_level", all, {4, 6, 8, 10}, "mesh dim 'dp'");
+  EXPECT_EQ(s, CallMismatchError("two_level", 4, a, 8, b, {4, 6, 8, 10},
+                                 "mesh dim 'dp'"));
+  EXPECT_EQ(GetErrorInfo(s).disagreeing, 8);
+  // Without global ranks, group ranks stand for them.
+  EXPECT_EQ(CompareCallRecords("x", all, {}),
+            CallMismatchError("x", 0, a, 2, b, {}));
+  EXPECT_TRUE(CompareCallRecords("x", {}, {}).ok());
 }
 
 }  // namespace

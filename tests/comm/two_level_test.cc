@@ -12,7 +12,11 @@
 //   (FailedPrecondition), and later calls too;
 // - a member whose count differs, or that calls an all-gather beside the
 //   others' all-reduce: InvalidArgument with kDisagreementPayload on the
-//   members of its host, every member failing at once.
+//   members of its host, every member failing at once;
+// - hosts that agree inside but differ from each other (a whole host in an
+//   all-gather beside another's all-reduce; totals that differ by a piece
+//   of equal size at first): InvalidArgument on the members of a host,
+//   every member failing at once, no OK.
 // And PlanTwoLevel on layouts that are and are not two-level.
 #include <signal.h>
 #include <unistd.h>
@@ -357,6 +361,81 @@ TEST(TwoLevelFailureTest, AllReduceBesideAnotherCollectiveIsFound) {
         const absl::Status later = comm->Barrier();
         return Check(later.code() == got.code(),
                      absl::StrCat("later call: ", later.ToString()));
+      },
+      absl::Seconds(60));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Host b (ranks 2 and 3) calls an all-gather while host a calls an
+// all-reduce (the host leaders' path, then the reduce-scatter one): each
+// host agrees inside, so only the inter-host step can see it. Every member
+// fails well before the 60 s timeout; the members that meet on an inter
+// group with InvalidArgument and kDisagreementPayload.
+TEST(TwoLevelFailureTest, HostsThatDifferAsWholesAreFound) {
+  for (const size_t n : {size_t{13}, size_t{1} << 16}) {
+    absl::Status status = ForkRanks(
+        4,
+        [&](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+          DEVMESH_ASSIGN_OR_RETURN(
+              auto comm, Make("aabb", "ucx", rank, store, absl::Seconds(60)));
+          std::vector<float> x(n, 1.0f), gathered(n * size);
+          const absl::Time start = absl::Now();
+          const absl::Status got =
+              rank >= 2 ? comm->AllGather(absl::MakeConstSpan(x),
+                                          absl::MakeSpan(gathered))
+                        : comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+          const absl::Duration took = absl::Now() - start;
+          DEVMESH_RETURN_IF_ERROR(
+              Check(!got.ok(), "a mismatch went through"));
+          DEVMESH_RETURN_IF_ERROR(Check(
+              took < absl::Seconds(10),
+              absl::StrCat("n ", n, " rank ", rank, " took ",
+                           absl::FormatDuration(took), ": ", got.ToString())));
+          const bool named =
+              absl::IsInvalidArgument(got) && DisagreeingRank(got) >= 0;
+          DEVMESH_RETURN_IF_ERROR(store->Set(absl::StrCat("named", rank),
+                                             named ? "1" : "0"));
+          if (rank != 0) return absl::OkStatus();
+          // The members that meet on an inter group: the host leaders
+          // (ranks 0 and 2) on the leaders' path, every member on the
+          // reduce-scatter path. The others fail as their peers leave.
+          std::string by_rank;
+          for (int r = 0; r < 4; ++r) {
+            DEVMESH_ASSIGN_OR_RETURN(std::string v,
+                                     store->Get(absl::StrCat("named", r)));
+            by_rank += v;
+          }
+          const bool want = n == 13 ? by_rank[0] == '1' && by_rank[2] == '1'
+                                    : by_rank == "1111";
+          return Check(want, absl::StrCat("n ", n,
+                                          ": InvalidArgument naming a "
+                                          "member, by rank: ",
+                                          by_rank));
+        },
+        absl::Seconds(60));
+    EXPECT_TRUE(status.ok()) << status;
+  }
+}
+
+// Host b's all-reduce is one piece longer than host a's: the first pieces
+// are alike, so only the whole call's check before them finds it. Every
+// member fails with InvalidArgument naming its inter-host peer on host b,
+// and nobody gets OK.
+TEST(TwoLevelFailureTest, TotalsThatDifferByAPieceAreFound) {
+  absl::Status status = ForkRanks(
+      4, [&](int rank, int size, std::shared_ptr<Store> store) -> absl::Status {
+        DEVMESH_ASSIGN_OR_RETURN(
+            auto comm, Make("aabb", "ucx", rank, store, absl::Seconds(60)));
+        const size_t piece = kPieceBytes / sizeof(float);
+        const size_t n = (rank >= 2 ? 3 : 2) * piece;
+        std::vector<float> x(n, 1.0f);
+        const absl::Status got =
+            comm->AllReduce(absl::MakeSpan(x), ReduceOp::kSum);
+        // Each member's inter group is {local index, local index + 2}: the
+        // member of host b differs from host a's.
+        return Check(absl::IsInvalidArgument(got) &&
+                         DisagreeingRank(got) == rank % 2 + 2,
+                     absl::StrCat("rank ", rank, ": ", got.ToString()));
       },
       absl::Seconds(60));
   EXPECT_TRUE(status.ok()) << status;
