@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,8 +79,11 @@ ABSL_FLAG(double, max_cell_seconds, 10,
 ABSL_FLAG(int, warmup, 5, "untimed all-reduces before the timed ones");
 ABSL_FLAG(std::string, backend, "auto",
           "auto (nccl when every rank has a GPU; else the CPU default: shared "
-          "memory for groups whose members share it, Gloo for the others), "
+          "memory for groups whose members share it, UCX for the others), "
           "shm, gloo, ucx or nccl");
+ABSL_FLAG(std::string, verify_calls, "",
+          "the mesh's GroupOptions::verify_calls: empty (unset: on for Gloo "
+          "groups only), true or false");
 ABSL_FLAG(int, nproc, 0, "local ranks to launch (0: the mesh's size)");
 ABSL_FLAG(bool, raw_call_check, true,
           "whether the raw shared-memory groups compare their members' calls "
@@ -361,7 +365,8 @@ struct Config {
   std::vector<std::string> names;
   std::vector<int64_t> sweep;
   DataType dtype = DataType::kFloat32;
-  std::string backend;  // "auto", "shm", "gloo" or "nccl"
+  std::string backend;  // "auto", "shm", "gloo", "ucx" or "nccl"
+  std::optional<bool> verify_calls;
   int iters = 0;
   int max_iters = 0;
   double target_ci = 0;
@@ -414,6 +419,14 @@ absl::StatusOr<Config> ParseConfig() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--backend must be auto, shm, gloo, ucx or nccl, not '", c.backend,
         "'"));
+  }
+  if (const std::string v = absl::GetFlag(FLAGS_verify_calls); v == "true") {
+    c.verify_calls = true;
+  } else if (v == "false") {
+    c.verify_calls = false;
+  } else if (!v.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--verify_calls must be empty, true or false, not '", v, "'"));
   }
   c.iters = absl::GetFlag(FLAGS_iters);
   c.warmup = absl::GetFlag(FLAGS_warmup);
@@ -480,6 +493,7 @@ int RunRank(const Config& config) {
   std::shared_ptr<Store> store = boot->store();
   MeshOptions options;
   options.all.backend = backend;
+  options.all.verify_calls = config.verify_calls;
   // For NCCL this also selects the local rank's GPU, before any buffer.
   auto mesh = InitDeviceMesh(boot, device_type, config.shape, config.names,
                              options);

@@ -25,6 +25,7 @@
 #                                  [--iters=10] [--out=FILE]
 #                                  [--devmesh_env='NAME=VALUE ...']
 #                                  [--devmesh_base_env='NAME=VALUE ...']
+#                                  [--devmesh_env_flags='--FLAG=VALUE ...']
 #                                  [--mesh_shape=2x2]
 #
 # --devmesh_env runs devmesh a second time in each round with those
@@ -35,7 +36,10 @@
 # other two, and adds its column and its ratio to devmesh's (env/dm, with
 # the per-round range). --devmesh_base_env sets variables for devmesh's main
 # column the same way (both devmesh columns then differ only where the two
-# settings do).
+# settings do). --devmesh_env_flags adds allreduce_2d flags to the
+# --devmesh_env column's command (e.g. --verify_calls=false: with
+# DEVMESH_CROSS_HOST_BACKEND=gloo in both env settings, env/dm is the Gloo
+# dim's time without the per-call check over its time with it).
 #
 # --mesh_shape=4x1 makes dp the whole job, 2 members on each host (tp has
 # one member): with 'DEVMESH_CROSS_HOST_BACKEND=ucx DEVMESH_TWO_LEVEL=0' as
@@ -61,6 +65,7 @@ iters=10
 out=""
 devmesh_env=""
 devmesh_base_env=""
+devmesh_env_flags=""
 mesh_shape=2x2
 for arg in "$@"; do
   case "$arg" in
@@ -70,8 +75,9 @@ for arg in "$@"; do
     --out=*) out=${arg#--out=} ;;
     --devmesh_env=*) devmesh_env=${arg#--devmesh_env=} ;;
     --devmesh_base_env=*) devmesh_base_env=${arg#--devmesh_base_env=} ;;
+    --devmesh_env_flags=*) devmesh_env_flags=${arg#--devmesh_env_flags=} ;;
     --mesh_shape=2x2|--mesh_shape=4x1) mesh_shape=${arg#--mesh_shape=} ;;
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,56p' "$0"; exit 0 ;;
     *) echo "cross_host_bench.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -140,7 +146,7 @@ run_devmesh_env() {  # LOG
     env $devmesh_env "$WORK/bin/allreduce_2d" --mesh_shape="$mesh_shape" \
     --mesh_dim_names=dp,tp --dtype=float32 --min_bytes=1024 \
     --max_bytes="$max" --iters="$iters" --warmup=3 --target_ci=0 \
-    --benchmark_filter="$filter"
+    --benchmark_filter="$filter" $devmesh_env_flags
 }
 run_torch() {  # LOG
   step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
