@@ -6,17 +6,17 @@
 // CommOptions, which fields each member sets for itself, and the defaults
 // that depend on where the process runs (NCCL's GPU by local rank). Code
 // outside the backend's package (device_mesh's group identities, option
-// strings and mesh serialization) goes through the functions below by
-// backend name and names none of the backend's fields.
+// strings and mesh serialization) reads them through the registry by
+// backend name (AgreedOptionFields, SetAgreedOptionFields,
+// LocalOptionFields, FillLocalOptionDefaults, PrepareThreadFor in
+// comm/registry.h) and names none of the backend's fields.
 //
 // The typed forms stay the user's: CommOptions holds them (comm/options.h:
 // CommOptions::nccl is read by backend "nccl"'s codec); a backend without
-// typed options registers no codec and every function below treats it as
-// one with no fields.
+// typed options registers an empty codec, which reads as no fields.
 //
-// Thread-safety: the codec is a value; its functions must be pure (or, for
-// the two that set up the process, safe to call from any thread). The lookup
-// functions may be called from any thread and from static initializers.
+// Thread-safety: the codec is a value; its functions must be safe to call
+// from any thread.
 #ifndef DEVMESH_COMM_BACKEND_OPTIONS_H_
 #define DEVMESH_COMM_BACKEND_OPTIONS_H_
 
@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "comm/option_fields.h"
 #include "comm/options.h"
@@ -71,41 +70,6 @@ struct BackendOptionsCodec {
   // backend's.
   std::function<absl::Status(const LocalPlace& place)> prepare_thread;
 };
-
-// backend's agreed fields of `options`; {} for a backend that registered
-// none, or that is not registered.
-std::vector<OptionField> AgreedOptionFields(absl::string_view backend,
-                                            const CommOptions& options);
-
-// Sets backend's agreed fields in `options` (BackendOptionsCodec's
-// set_agreed_fields).
-// Errors:
-//   NotFound         `backend` is not registered (CheckBackendLinked's text)
-//   InvalidArgument  the codec's refusals; fields given to a backend that
-//                    has none ("backend \"x\" has no agreed option fields,
-//                    got N")
-absl::Status SetAgreedOptionFields(absl::string_view backend,
-                                   absl::Span<const OptionField> fields,
-                                   CommOptions* options);
-
-// backend's local fields of `options` as text; "" for a backend that
-// registered none, or that is not registered.
-std::string LocalOptionFields(absl::string_view backend,
-                              const CommOptions& options);
-
-// Fills backend's place-dependent defaults in `options`; OK and nothing
-// changed for a backend that has none, or that is not registered (its
-// creation then fails with NotFound).
-// Errors: the codec's.
-absl::Status FillLocalOptionDefaults(absl::string_view backend,
-                                     const LocalPlace& place,
-                                     CommOptions* options);
-
-// Sets the calling thread up for backend's groups; OK for a backend that
-// needs nothing, or that is not registered.
-// Errors: the codec's.
-absl::Status PrepareThreadFor(absl::string_view backend,
-                              const LocalPlace& place);
 
 }  // namespace devmesh
 

@@ -13,8 +13,7 @@
 // Each entry carries the backend's option codec (comm/backend_options.h)
 // beside its factory.
 //
-// Internal to //comm. Thread-safety: the hooks are pure functions;
-// FindBackendOptions may be called from any thread.
+// Internal to //comm. Thread-safety: the hooks are pure functions.
 #ifndef DEVMESH_COMM_BACKEND_REGISTRATION_H_
 #define DEVMESH_COMM_BACKEND_REGISTRATION_H_
 
@@ -22,11 +21,9 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "comm/backend_options.h"
 #include "comm/registry.h"
 
@@ -45,10 +42,6 @@ using BackendList = std::vector<BackendRegistration>;
 BackendList BuiltinBackends() __attribute__((weak));
 // "gloo": defined in //comm:gloo.
 BackendList GlooBackends() __attribute__((weak));
-
-// The codec registered with `backend`; nullopt when `backend` is not
-// registered (a backend registered without one has an empty codec).
-std::optional<BackendOptionsCodec> FindBackendOptions(absl::string_view backend);
 
 }  // namespace comm_internal
 }  // namespace devmesh

@@ -2,6 +2,7 @@
 #include "comm/registry.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -126,10 +127,10 @@ absl::Status CheckBackendLinked(absl::string_view backend) {
   return NotLinkedError(backend);
 }
 
-namespace comm_internal {
+namespace {
 
-std::optional<BackendOptionsCodec> FindBackendOptions(
-    absl::string_view backend) {
+// The codec registered with `backend`; nullopt when it is not registered.
+std::optional<BackendOptionsCodec> FindCodec(absl::string_view backend) {
   Registry& registry = GetRegistry();
   sync_internal::MutexLock lock(&registry.mu);
   auto it = registry.entries.find(backend);
@@ -137,6 +138,51 @@ std::optional<BackendOptionsCodec> FindBackendOptions(
   return it->second.options;
 }
 
-}  // namespace comm_internal
+}  // namespace
+
+std::vector<OptionField> AgreedOptionFields(absl::string_view backend,
+                                            const CommOptions& options) {
+  std::optional<BackendOptionsCodec> codec = FindCodec(backend);
+  if (!codec.has_value() || !codec->agreed_fields) return {};
+  return codec->agreed_fields(options);
+}
+
+absl::Status SetAgreedOptionFields(absl::string_view backend,
+                                   absl::Span<const OptionField> fields,
+                                   CommOptions* options) {
+  std::optional<BackendOptionsCodec> codec = FindCodec(backend);
+  if (!codec.has_value()) return NotLinkedError(backend);
+  if (!codec->set_agreed_fields) {
+    if (fields.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend \"", backend,
+                     "\" has no agreed option fields, got ", fields.size()));
+  }
+  return codec->set_agreed_fields(fields, options);
+}
+
+std::string LocalOptionFields(absl::string_view backend,
+                              const CommOptions& options) {
+  std::optional<BackendOptionsCodec> codec = FindCodec(backend);
+  if (!codec.has_value() || !codec->local_fields) return "";
+  return codec->local_fields(options);
+}
+
+absl::Status FillLocalOptionDefaults(absl::string_view backend,
+                                     const LocalPlace& place,
+                                     CommOptions* options) {
+  std::optional<BackendOptionsCodec> codec = FindCodec(backend);
+  if (!codec.has_value() || !codec->fill_local_defaults) {
+    return absl::OkStatus();
+  }
+  return codec->fill_local_defaults(place, options);
+}
+
+absl::Status PrepareThreadFor(absl::string_view backend,
+                              const LocalPlace& place) {
+  std::optional<BackendOptionsCodec> codec = FindCodec(backend);
+  if (!codec.has_value() || !codec->prepare_thread) return absl::OkStatus();
+  return codec->prepare_thread(place);
+}
 
 }  // namespace devmesh

@@ -26,10 +26,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "store/store.h"
 #include "comm/backend_options.h"
 #include "comm/communicator.h"
 #include "comm/dtype.h"
+#include "comm/option_fields.h"
 #include "comm/options.h"
 
 namespace devmesh {
@@ -67,6 +69,42 @@ absl::Status RegisterBackend(absl::string_view name,
 
 // The registered names, sorted: the backends linked into this program.
 std::vector<std::string> KnownBackends();
+
+// backend's agreed option fields of `options` (its codec's agreed_fields,
+// comm/backend_options.h); {} for a backend with none, or not registered.
+std::vector<OptionField> AgreedOptionFields(absl::string_view backend,
+                                            const CommOptions& options);
+
+// Sets backend's agreed fields in `options` from `fields`, every other
+// field left as it was (its codec's set_agreed_fields).
+// Errors:
+//   NotFound         `backend` is not registered (CheckBackendLinked's text)
+//   InvalidArgument  the codec's refusals (naming the field); fields given
+//                    to a backend that has none ("backend \"x\" has no
+//                    agreed option fields, got N")
+absl::Status SetAgreedOptionFields(absl::string_view backend,
+                                   absl::Span<const OptionField> fields,
+                                   CommOptions* options);
+
+// backend's local option fields of `options` as text; "" for a backend
+// with none, or not registered.
+std::string LocalOptionFields(absl::string_view backend,
+                              const CommOptions& options);
+
+// Fills backend's place-dependent defaults in `options` (NCCL: cuda_device
+// from place.local_rank when unset); OK and `options` unchanged for a
+// backend with none, or not registered (its creation then fails NotFound).
+// Errors: the codec's (NCCL: Unavailable when no GPU is visible).
+absl::Status FillLocalOptionDefaults(absl::string_view backend,
+                                     const LocalPlace& place,
+                                     CommOptions* options);
+
+// Sets the calling thread up for backend's groups (NCCL: the local rank's
+// GPU becomes the current device); OK for a backend that needs nothing, or
+// not registered.
+// Errors: the codec's (NCCL: UseLocalCudaDevice's).
+absl::Status PrepareThreadFor(absl::string_view backend,
+                              const LocalPlace& place);
 
 // OK when `backend` is registered. Errors: NotFound otherwise: for one of
 // devmesh's opt-in backends ("gloo") `backend "gloo" is not linked into this

@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/error_info.h"
-#include "comm/nccl/nccl_option_fields.h"
 #include "comm/option_fields.h"
+#include "comm/registry.h"
 #include "device_mesh/mesh_agreement.h"
 #include "device_mesh/mesh_serialization.h"
 #include "device_mesh/root_state.h"
@@ -322,9 +322,14 @@ std::string DeviceMesh::GroupIdentity(const MeshLayout& layout, int d,
       "root", root_->root_index, "|", layout.DimModesString(d), "|",
       options.backend, "|",
       absl::ToInt64Nanoseconds(options.timeout.value_or(kDefaultGroupTimeout)));
-  if (options.nccl.has_value()) {
-    absl::StrAppend(&key, "|nccl:",
-                    OptionFieldValues(NcclAgreedFields(*options.nccl)));
+  // Each set typed backend option as its backend's agreed values:
+  // "|nccl:1,0,-1,-1,-1," (comm/backend_options.h).
+  for (const device_mesh_internal::TypedBackendOptions& t :
+       device_mesh_internal::TypedOptionsOf(options)) {
+    if (!t.set) continue;
+    absl::StrAppend(
+        &key, "|", t.backend, ":",
+        OptionFieldValues(AgreedOptionFields(t.backend, t.options)));
   }
   if (options.verify_calls.value_or(false)) absl::StrAppend(&key, "|verify");
   return key;
@@ -362,8 +367,15 @@ absl::Status ForMeshDim(const absl::Status& error, absl::string_view dim,
 
 namespace device_mesh_internal {
 std::string LocalFields(const GroupOptions& options) {
-  if (!options.nccl.has_value()) return "";
-  return NcclLocalFieldsString(*options.nccl);
+  std::string out;
+  for (const TypedBackendOptions& t : TypedOptionsOf(options)) {
+    if (!t.set) continue;
+    const std::string local = LocalOptionFields(t.backend, t.options);
+    if (local.empty()) continue;
+    absl::StrAppend(&out, out.empty() ? "" : "; ", t.backend, " options ",
+                    local);
+  }
+  return out;
 }
 }  // namespace device_mesh_internal
 
@@ -405,7 +417,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
     if (l != root_->group_locals.end() && l->second != local) {
       local_mismatch = absl::InvalidArgumentError(absl::StrCat(
           "mesh dim ", ref.name, " asks for the group of ranks along ",
-          layout.DimModesString(d), " with NCCL ", local,
+          layout.DimModesString(d), " with ", local,
           ", but this root already made that group with ", l->second,
           ": one group has one stream; give the dim other options (a "
           "timeout, say) for a group of its own"));

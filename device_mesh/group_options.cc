@@ -8,8 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "comm/nccl/nccl_option_fields.h"
 #include "comm/option_fields.h"
+#include "comm/registry.h"
 #include "status/status_macros.h"
 
 namespace devmesh {
@@ -30,14 +30,19 @@ GroupOptions MeshOptions::For(absl::string_view dim_group_name) const {
 std::string GroupOptionsString(const GroupOptions& g) {
   std::string out = absl::StrCat(
       "{backend=", g.backend.empty() ? "unset" : g.backend, ", timeout=",
-      g.timeout.has_value() ? absl::FormatDuration(*g.timeout) : "unset",
-      ", nccl=");
-  if (!g.nccl.has_value()) {
-    absl::StrAppend(&out, "unset}");
-  } else {
-    absl::StrAppend(&out, "{", OptionFieldsString(NcclAgreedFields(*g.nccl)),
-                    "}}");
+      g.timeout.has_value() ? absl::FormatDuration(*g.timeout) : "unset");
+  for (const device_mesh_internal::TypedBackendOptions& t :
+       device_mesh_internal::TypedOptionsOf(g)) {
+    absl::StrAppend(&out, ", ", t.backend, "=");
+    if (!t.set) {
+      absl::StrAppend(&out, "unset");
+    } else {
+      absl::StrAppend(
+          &out, "{",
+          OptionFieldsString(AgreedOptionFields(t.backend, t.options)), "}");
+    }
   }
+  out += "}";
   if (g.verify_calls.value_or(false)) {
     out.insert(out.size() - 1, ", verify_calls=on");
   }
@@ -106,6 +111,28 @@ absl::StatusOr<MeshOptions> ValidateMeshOptions(
   }
   return out;
 }
+
+namespace device_mesh_internal {
+
+std::vector<TypedBackendOptions> TypedOptionsOf(const GroupOptions& g) {
+  std::vector<TypedBackendOptions> out(1);
+  out[0].backend = "nccl";
+  out[0].set = g.nccl.has_value();
+  if (out[0].set) out[0].options.nccl = *g.nccl;
+  return out;
+}
+
+absl::Status SetTypedOptions(absl::string_view backend,
+                             const CommOptions& options, GroupOptions* g) {
+  if (backend == "nccl") {
+    g->nccl = options.nccl;
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "GroupOptions has no options of backend \"", backend, "\""));
+}
+
+}  // namespace device_mesh_internal
 
 absl::string_view DefaultBackendFor(absl::string_view device_type) {
   if (device_type == "cpu") return "auto";

@@ -147,6 +147,30 @@ absl::Status CheckDeviceTypeHasBackend(absl::string_view device_type,
                                        absl::Span<const std::string> dim_names,
                                        int ndim);
 
+namespace device_mesh_internal {
+
+// One typed backend-options member of GroupOptions, as the CommOptions its
+// backend's registered codec reads (comm/backend_options.h).
+struct TypedBackendOptions {
+  std::string backend;  // the backend whose codec reads `options`
+  bool set = false;     // the GroupOptions member is set
+  CommOptions options;  // holds the member's value when set
+};
+
+// Every typed backend-options member of `g`, set or not, in a fixed order
+// (the order of mesh serialization: a new member goes at the end): today
+// one, GroupOptions::nccl, read by backend "nccl". The one place that pairs
+// a GroupOptions member with its backend; the group identity, option
+// strings, local fields and serialization go through the codecs by name.
+std::vector<TypedBackendOptions> TypedOptionsOf(const GroupOptions& g);
+
+// Sets the member of `g` that `backend`'s typed options fill, from
+// `options`. Errors: InvalidArgument when GroupOptions has no member for
+// `backend`.
+absl::Status SetTypedOptions(absl::string_view backend,
+                             const CommOptions& options, GroupOptions* g);
+
+}  // namespace device_mesh_internal
 }  // namespace devmesh
 
 #endif  // DEVMESH_DEVICE_MESH_GROUP_OPTIONS_H_

@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "comm/nccl/nccl_communicator.h"
+#include "comm/backend_options.h"
 #include "comm/registry.h"
 #include "config/settings.h"
 #include "device_mesh/host_layout.h"
@@ -121,13 +121,14 @@ absl::StatusOr<DeviceMesh> MakeMesh(std::shared_ptr<MeshRuntime> runtime,
         ") must equal world size (", runtime->world_size(), ")"));
   }
   DEVMESH_RETURN_IF_ERROR(CheckTimeouts(options));
-  // For NCCL, this rank's GPU is its local rank's (R18's "cuda").
+  // The backend sets this thread up (NCCL: this rank's GPU is its local
+  // rank's, R18's "cuda"; comm/backend_options.h).
   std::string backend = options.all.backend;
   if (backend.empty()) backend = std::string(DefaultBackendFor(device_type));
   DEVMESH_RETURN_IF_ERROR(CheckBackendsLinked(backend, options));
-  if (backend == "nccl") {
-    DEVMESH_RETURN_IF_ERROR(UseLocalCudaDevice(runtime->local_rank()));
-  }
+  LocalPlace place;
+  place.local_rank = runtime->local_rank();
+  DEVMESH_RETURN_IF_ERROR(PrepareThreadFor(backend, place));
   DEVMESH_ASSIGN_OR_RETURN(
       auto layout,
       MeshLayout::FromShape(mesh_shape, std::move(mesh_dim_names)));

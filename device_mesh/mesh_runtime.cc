@@ -8,11 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "comm/nccl/nccl_communicator.h"
+#include "comm/auto_group.h"
+#include "comm/backend_options.h"
 #include "comm/registry.h"
-#include "comm/shm/shm_communicator.h"
-#include "comm/two_level/two_level_communicator.h"
-#include "comm/two_level/two_level_plan.h"
 #include "comm/verified_communicator.h"
 #include "config/settings.h"
 #include "device_mesh/group_tag.h"
@@ -81,45 +79,16 @@ bool MeshRuntime::OnOneHostName(const std::vector<int>& members) const {
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::CreateOn(
     absl::string_view backend, std::shared_ptr<Store> store, int index,
     int size, const CommOptions& options) {
-  auto shared = [](absl::StatusOr<std::unique_ptr<Communicator>> made)
-      -> absl::StatusOr<std::shared_ptr<Communicator>> {
-    DEVMESH_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                             std::move(made));
-    return std::shared_ptr<Communicator>(std::move(comm));
-  };
-  if (backend != "auto" && backend != "shm") {
-    return shared(CreateCommunicator(backend, std::move(store), index, size,
-                                     options));
-  }
-  // Members on hosts of different names are not tried for "auto" (every
-  // member decides alike: they all hold the same host table). One host
-  // name is never taken as proof: the set-up checks the segment itself.
   std::vector<int> members = options.global_ranks;
   if (members.empty()) {
     for (int r = 0; r < size; ++r) members.push_back(r);
   }
-  if (backend == "shm" || OnOneHostName(members)) {
-    ShmOptions shm;
-    shm.require = backend == "shm";
-    auto made = CreateShmGroup(store, index, size, options, shm);
-    if (!made.ok() || *made != nullptr) return shared(std::move(made));
-  }
-  // Across hosts: DEVMESH_CROSS_HOST_BACKEND ("ucx" unless it says "gloo")
-  // and DEVMESH_TWO_LEVEL (agreed settings).
-  const Settings& settings = ProcessSettings();
-  const char* cross = CrossHostBackendName(settings);
-  // Before a two-level group's members wait for a leader that could not
-  // make its cross-host group: every member fails alike, at once.
-  DEVMESH_RETURN_IF_ERROR(CheckBackendLinked(cross));
-  if (backend == "auto" && settings.two_level.value_or(kTwoLevelByDefault)) {
-    if (std::vector<std::string> keys = HostKeys(members);
-        !keys.empty() && PlanTwoLevel(keys, index).has_value()) {
-      return shared(CreateTwoLevelCommunicator(std::move(store), index, size,
-                                               options, keys, cross));
-    }
-  }
-  return shared(
-      CreateCommunicator(cross, std::move(store), index, size, options));
+  // Every member holds the same host table, so every member decides alike.
+  DEVMESH_ASSIGN_OR_RETURN(
+      std::unique_ptr<Communicator> comm,
+      CreateGroupCommunicator(backend, std::move(store), index, size, options,
+                              HostKeys(members)));
+  return std::shared_ptr<Communicator>(std::move(comm));
 }
 
 std::vector<std::string> MeshRuntime::HostKeys(
@@ -139,11 +108,9 @@ absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(
   options.timeout = timeout;
   options.creation_cancel = CreationCancel();
   options.nccl = nccl;
-  if (transport == "nccl" && options.nccl.cuda_device < 0) {
-    // One rank per GPU of the host, as UseLocalCudaDevice.
-    DEVMESH_ASSIGN_OR_RETURN(auto count, CudaDeviceCount());
-    options.nccl.cuda_device = local_rank_ % count;
-  }
+  LocalPlace place;
+  place.local_rank = local_rank_;
+  DEVMESH_RETURN_IF_ERROR(FillLocalOptionDefaults(transport, place, &options));
   options.gloo.store_route_address = store_route_address_;
   return options;
 }

@@ -17,9 +17,9 @@
 // needs it; its creation is collective over the world (SPMD, as PyTorch's
 // init_process_group). Backend "auto" makes a shared-memory group over the
 // store alone where the members share memory (no Gloo device, socket or
-// event-loop thread: comm/shm/shm_communicator.h, CreateShmGroup), else a
-// group of the cross-host backend, Gloo or UCX (CreateOn, the one place a
-// group's transport is chosen).
+// event-loop thread), else a group of the cross-host backend, UCX or Gloo:
+// comm/auto_group.h's CreateGroupCommunicator chooses (CreateOn calls it
+// with the members' host names).
 //
 // One runtime per store namespace: two runtimes over the same store would
 // read each other's keys. InitDeviceMesh reuses one runtime per Bootstrap;
@@ -56,19 +56,12 @@
 #include "absl/time/time.h"
 #include "sync/annotated_mutex.h"
 #include "store/store.h"
+#include "comm/auto_group.h"  // kTwoLevelByDefault, for users of this header
 #include "comm/communicator.h"
 #include "device_mesh/counting_store.h"
 #include "device_mesh/failure_watch.h"
 
 namespace devmesh {
-
-// Whether a "cpu" group that crosses hosts with the same number (> 1) of
-// its members on each is two-level when DEVMESH_TWO_LEVEL is unset: not
-// yet. Its collectives were faster than the flat group's at every size
-// measured, but its creation makes three groups where the flat one makes
-// one: at 256 ranks on 4 hosts, 14 store round trips and 26 sockets per rank
-// against 7 and 21 (docs/two_level.md).
-inline constexpr bool kTwoLevelByDefault = false;
 
 class MeshRuntime {
  public:
@@ -308,8 +301,9 @@ class MeshRuntime {
   absl::Status CheckCanCreate(absl::string_view what,
                               absl::Duration timeout) const;
   // CommOptions for a communicator of `transport` with `timeout` and
-  // `nccl` (the CUDA device from local_rank() when `nccl` leaves it unset)
-  // and CreationCancel() as its creation_cancel.
+  // `nccl`, the defaults `transport`'s codec takes from local_rank()
+  // (comm/backend_options.h: NCCL's CUDA device when `nccl` leaves it
+  // unset) and CreationCancel() as its creation_cancel.
   absl::StatusOr<CommOptions> OptionsFor(absl::string_view transport,
                                          absl::Duration timeout,
                                          const NcclOptions& nccl);
@@ -335,24 +329,13 @@ class MeshRuntime {
   // The host names of `members` (world ranks) from the host table; empty
   // without one.
   std::vector<std::string> HostKeys(const std::vector<int>& members) const;
-  // The one place a group's transport is chosen (collective over the
-  // members; keys under `store`): CreateCommunicator(backend) for a backend
-  // that is its own transport; for "shm", CreateShmGroup with require
-  // (FailedPrecondition naming a member that cannot share memory); for
-  // "auto", CreateShmGroup without require when every member has the same
-  // host name, and a group of the cross-host backend (Gloo, or UCX with
-  // DEVMESH_CROSS_HOST_BACKEND=ucx; config/settings.h) of the same members
-  // under the same store when they are not on one host name or cannot share
-  // memory (every member decides alike); with DEVMESH_TWO_LEVEL (default:
-  // kTwoLevelByDefault), a cross-host group whose hosts (by name) each hold
-  // the same number (> 1) of its members is two-level instead
-  // (comm/two_level/two_level_communicator.h: shm inside each host, the
-  // cross-host backend between them; its three groups are made one after
-  // the other, each bounded by the timeout). That fallback gets the group's whole timeout
-  // after the shared-memory set-up, so the creation of such a group is
-  // bounded by twice its timeout (the set-up ends early unless a member is
-  // missing, and a missing member ends it with DeadlineExceeded, not a
-  // fallback).
+  // A group of `backend` over `store` (collective over the members):
+  // comm/auto_group.h's CreateGroupCommunicator with the members' host
+  // names from the host table (none without one), which chooses the
+  // transport of "auto" and "shm" (shared memory, two-level or the
+  // cross-host backend; "auto"'s fallback after the shared-memory set-up
+  // gets the whole timeout again, so such a creation is bounded by twice
+  // the timeout) and asks the registry for any other name.
   absl::StatusOr<std::shared_ptr<Communicator>> CreateOn(
       absl::string_view backend, std::shared_ptr<Store> store, int index,
       int size, const CommOptions& options);

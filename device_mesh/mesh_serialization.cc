@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm/nccl/nccl_option_fields.h"
 #include "comm/option_fields.h"
+#include "comm/registry.h"
 #include "status/status_macros.h"
 
 namespace devmesh {
@@ -87,15 +87,20 @@ void PutGroupOptions(std::string* out, uint8_t version,
     out->push_back(static_cast<char>(
         g.verify_calls.has_value() ? (*g.verify_calls ? 2 : 1) : 0));
   }
-  out->push_back(g.nccl.has_value() ? 1 : 0);
-  if (!g.nccl.has_value()) return;
-  // The NCCL backend's agreed fields, in its order: numbers as 64-bit
-  // two's complement, texts with their length.
-  for (const OptionField& f : NcclAgreedFields(*g.nccl)) {
-    if (f.is_text) {
-      PutBytes(out, f.text);
-    } else {
-      PutU64(out, static_cast<uint64_t>(f.number));
+  // Each typed backend option (device_mesh_internal::TypedOptionsOf's
+  // order; version 2 has one, NCCL's): a byte, set or not, then when set
+  // its backend's agreed fields in their order (comm/backend_options.h):
+  // numbers as 64-bit two's complement, texts with their length.
+  for (const device_mesh_internal::TypedBackendOptions& t :
+       device_mesh_internal::TypedOptionsOf(g)) {
+    out->push_back(t.set ? 1 : 0);
+    if (!t.set) continue;
+    for (const OptionField& f : AgreedOptionFields(t.backend, t.options)) {
+      if (f.is_text) {
+        PutBytes(out, f.text);
+      } else {
+        PutU64(out, static_cast<uint64_t>(f.number));
+      }
     }
   }
 }
@@ -111,24 +116,31 @@ bool ReadGroupOptions(Reader* r, uint8_t version, GroupOptions* g) {
       g->verify_calls = verify == 2;
     }
   }
-  uint8_t has;
-  if (!r->U8(&has) || has > 1) return false;
-  if (!has) return true;
-  // Read as NcclAgreedFields lists them (names and kinds), then checked and
-  // made into NcclOptions by the backend.
-  std::vector<OptionField> fields = NcclAgreedFields(NcclOptions());
-  for (OptionField& f : fields) {
-    if (f.is_text) {
-      if (!r->Bytes(&f.text)) return false;
-    } else {
-      uint64_t u;
-      if (!r->U64(&u)) return false;
-      f.number = static_cast<int64_t>(u);
+  for (const device_mesh_internal::TypedBackendOptions& t :
+       device_mesh_internal::TypedOptionsOf(GroupOptions())) {
+    uint8_t has;
+    if (!r->U8(&has) || has > 1) return false;
+    if (!has) continue;
+    // Read as the backend's agreed fields are listed (names and kinds),
+    // then checked and set by its codec; its local fields keep their
+    // defaults.
+    std::vector<OptionField> fields =
+        AgreedOptionFields(t.backend, CommOptions());
+    for (OptionField& f : fields) {
+      if (f.is_text) {
+        if (!r->Bytes(&f.text)) return false;
+      } else {
+        uint64_t u;
+        if (!r->U64(&u)) return false;
+        f.number = static_cast<int64_t>(u);
+      }
+    }
+    CommOptions options;
+    if (!SetAgreedOptionFields(t.backend, fields, &options).ok() ||
+        !device_mesh_internal::SetTypedOptions(t.backend, options, g).ok()) {
+      return false;
     }
   }
-  absl::StatusOr<NcclOptions> n = NcclOptionsFromAgreedFields(fields);
-  if (!n.ok()) return false;
-  g->nccl = *std::move(n);
   return true;
 }
 

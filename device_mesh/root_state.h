@@ -79,8 +79,9 @@ struct RootState {
       ABSL_GUARDED_BY(mu);
 };
 
-// The process-local NCCL fields of `options` as text ("" without NCCL):
-// the value of RootState::group_locals.
+// The process-local fields of `options`' typed backend options as text,
+// "nccl options stream=0, synchronize=1, cuda_device=-1" ("" when none is
+// set): the value of RootState::group_locals.
 std::string LocalFields(const GroupOptions& options);
 
 }  // namespace device_mesh_internal

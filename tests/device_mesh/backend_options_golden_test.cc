@@ -5,8 +5,9 @@
 // (seen as the store keys of its group: FNV-1a 64 of the identity text and
 // members, device_mesh/group_tag.h), the serialized mesh bytes, and the
 // process-local fields a second use of the same group is compared on.
-// These must not change when the option handling moves (old processes and
-// stored meshes read them).
+// The identity and the bytes must not change when the option handling moves
+// (other processes and stored meshes read them); the message names the
+// backend whose local fields differ.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -150,11 +151,12 @@ TEST_F(BackendOptionsGoldenTest, LocalFieldsOfOneGroup) {
   auto g = f.GetGroup();
   EXPECT_EQ(g.status(),
             absl::InvalidArgumentError(
-                "mesh dim w2 asks for the group of ranks along (1:0) with NCCL "
-                "stream=0, synchronize=0, cuda_device=2, but this root already "
-                "made that group with stream=0, synchronize=1, cuda_device=1: "
-                "one group has one stream; give the dim other options (a "
-                "timeout, say) for a group of its own"));
+                "mesh dim w2 asks for the group of ranks along (1:0) with nccl "
+                "options stream=0, synchronize=0, cuda_device=2, but this root "
+                "already made that group with nccl options stream=0, "
+                "synchronize=1, cuda_device=1: one group has one stream; give "
+                "the dim other options (a timeout, say) for a group of its "
+                "own"));
 }
 
 }  // namespace
