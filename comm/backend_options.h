@@ -1,7 +1,7 @@
 // devmesh/comm/backend_options.h
 // -----------------------------------------------------------------------------
-// A backend's options, type-erased: each backend registers with its factory
-// (comm/registry.h) a BackendOptionsCodec that says which of its fields every
+// What a backend registers (comm/registry.h): its CommunicatorFactory and
+// a BackendOptionsCodec, its options type-erased: which of its fields every
 // member of a group must agree on, how those fields are made back into
 // CommOptions, which fields each member sets for itself, and the defaults
 // that depend on where the process runs (NCCL's GPU by local rank). Code
@@ -25,15 +25,27 @@
 #include "config/require_cxx17.h"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "comm/communicator.h"
 #include "comm/option_fields.h"
 #include "comm/options.h"
+#include "store/store.h"
 
 namespace devmesh {
+
+// Makes rank `rank` of a `size`-rank group whose ranks rendezvous through
+// `store`. Called by every rank of the group. What a backend registers
+// beside its option codec (comm/registry.h).
+using CommunicatorFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Communicator>>(
+        std::shared_ptr<Store> store, int rank, int size,
+        const CommOptions& options)>;
 
 // What the process knows of its place that a backend's defaults may use.
 struct LocalPlace {

@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "comm/backend_options.h"
-#include "comm/registry.h"
 
 namespace devmesh {
 namespace comm_internal {

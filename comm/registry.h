@@ -36,13 +36,6 @@
 
 namespace devmesh {
 
-// Makes rank `rank` of a `size`-rank group whose ranks rendezvous through
-// `store`. Called by every rank of the group.
-using CommunicatorFactory =
-    std::function<absl::StatusOr<std::unique_ptr<Communicator>>(
-        std::shared_ptr<Store> store, int rank, int size,
-        const CommOptions& options)>;
-
 // Creates a communicator of backend `backend` ("shm", "ucx", "nccl", "gloo"
 // where linked, or a registered name).
 // Errors:
