@@ -174,7 +174,8 @@ namespace {
 // deleted between its Check and its Get (a retirement of `epoch` running
 // beside this one) is read as missing after 2 s.
 absl::Status AddRecordedGroups(Store& store, int64_t epoch, int world_size,
-                               std::set<std::string>* tags) {
+                               std::set<std::string>* tags,
+                               std::set<int>* recorders = nullptr) {
   for (int r = 0; r < world_size; ++r) {
     const std::string key = GroupRecordKey(epoch, r);
     DEVMESH_ASSIGN_OR_RETURN(bool set, store.Check({key}));
@@ -182,11 +183,33 @@ absl::Status AddRecordedGroups(Store& store, int64_t epoch, int world_size,
     absl::StatusOr<std::string> v = store.Get(key, absl::Seconds(2));
     if (absl::IsDeadlineExceeded(v.status())) continue;
     if (!v.ok()) return v.status();
+    if (recorders != nullptr) recorders->insert(r);
     for (absl::string_view tag : absl::StrSplit(*v, ',', absl::SkipEmpty())) {
       tags->insert(std::string(tag));
     }
   }
   return absl::OkStatus();
+}
+
+// Whether a member of `epoch` has no record there although it arrived in
+// the agreement that ended the epoch (a Shrink's, or its first Grow
+// attempt's): a rank records its groups as it moves into an epoch, before
+// any agreement of it, so its record's Set failed (MeshRuntime::RecordGroups
+// is best effort) and the groups it holds are not known.
+absl::StatusOr<bool> ARecordIsMissing(Store& store, int64_t epoch,
+                                      int world_size,
+                                      const std::set<int>& recorders) {
+  for (int r = 0; r < world_size; ++r) {
+    if (recorders.count(r)) continue;
+    const std::string shrink =
+        FailureWatch::EpochKey(epoch, absl::StrCat("arrive/", r));
+    const std::string grow = GrowKey(epoch, 0, absl::StrCat("arrive/", r));
+    DEVMESH_ASSIGN_OR_RETURN(bool in_shrink, store.Check({shrink}));
+    if (in_shrink) return true;
+    DEVMESH_ASSIGN_OR_RETURN(bool in_grow, store.Check({grow}));
+    if (in_grow) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -206,12 +229,30 @@ absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size) {
   DEVMESH_RETURN_IF_ERROR(AddRecordedGroups(store, epoch, world_size, &held));
   DEVMESH_ASSIGN_OR_RETURN(const int64_t top, ReadJobEpoch(store));
   std::set<std::string> still;
+  std::set<int> next_recorders;
   for (int64_t later = epoch + 1; later <= std::max(top, epoch + 1);
        ++later) {
-    DEVMESH_RETURN_IF_ERROR(
-        AddRecordedGroups(store, later, world_size, &still));
+    DEVMESH_RETURN_IF_ERROR(AddRecordedGroups(
+        store, later, world_size, &still,
+        later == epoch + 1 ? &next_recorders : nullptr));
+  }
+  // Records are best effort: a member of epoch + 1 whose record is missing
+  // may hold any group, so none is deleted (the safe side: keys kept). So
+  // too when epoch + 1 has no record at all and is not retired (the pointer
+  // below epoch + 3): none of its records could be written. (Retired,
+  // its records and arrivals are gone, and the later epochs' records
+  // stand for it, as above.)
+  bool complete = !held.empty();
+  if (complete && next_recorders.empty()) {
+    complete = top >= epoch + 3;
+  } else if (complete) {
+    DEVMESH_ASSIGN_OR_RETURN(
+        const bool missing,
+        ARecordIsMissing(store, epoch + 1, world_size, next_recorders));
+    complete = !missing;
   }
   for (const std::string& tag : held) {
+    if (!complete) break;
     if (still.count(tag)) continue;
     absl::Status deleted =
         store.DeletePrefix(absl::StrCat(GroupKeyPrefix(tag), "/")).status();

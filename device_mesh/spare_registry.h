@@ -54,7 +54,8 @@
 // move into, and by a rank removed alive in the epoch that removed it, so
 // those of a replica lost whole are deleted too; epoch 0's are recorded only
 // from epoch 1 on (the job's start costs no request): a group of epoch 0
-// whose every member died before then keeps its keys.
+// whose every member died before then keeps its keys. A member of x + 1
+// whose record could not be written keeps every group of x (DeleteEpochKeys).
 // What a rank that slept through two epochs writes there afterwards (its
 // arrival, a spare's registration) is not deleted; no one reads it.
 //
@@ -149,7 +150,12 @@ absl::StatusOr<int64_t> ReadJobEpoch(Store& store);
 // per Grow attempt + the registry's 2 + 2 * spares, + up to 2 * world_size
 // reads of the records per epoch read and one DeletePrefix per group no
 // longer held. A store whose DeletePrefix is Store's default
-// (Unimplemented) keeps the groups' keys; that is no error.
+// (Unimplemented) keeps the groups' keys; that is no error. Records are
+// best effort (a rank's Set may fail): no group is deleted when a rank that
+// arrived in the agreement ending epoch + 1 (its Shrink's, or its first
+// Grow attempt's) has no record there, or when epoch + 1 has no record at
+// all and is not retired (the pointer below epoch + 3): keys kept, the safe
+// side. Up to 2 * world_size more Checks for that.
 // Errors: the store's (keys after the first failure are left).
 absl::Status DeleteEpochKeys(Store& store, int64_t epoch, int world_size);
 
