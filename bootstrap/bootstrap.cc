@@ -187,10 +187,7 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Create(
 }
 
 namespace {
-constexpr char kLeftKey[] = "devmesh/bootstrap/left";
-constexpr char kAllLeftKey[] = "devmesh/bootstrap/all_left";
-
-// Counted once per rank: the first Add of this key counts the rank as left.
+// Set when the rank left or was counted as left (CountAsLeft).
 std::string GoneKey(int rank) {
   return absl::StrCat("devmesh/bootstrap/gone/", rank);
 }
@@ -198,11 +195,7 @@ std::string GoneKey(int rank) {
 
 absl::Status CountAsLeft(Store& store, int rank, int world_size) {
   if (rank <= 0 || rank >= world_size) return absl::OkStatus();
-  DEVMESH_ASSIGN_OR_RETURN(int64_t first, store.Add(GoneKey(rank), 1));
-  if (first != 1) return absl::OkStatus();  // counted already
-  DEVMESH_ASSIGN_OR_RETURN(int64_t left, store.Add(kLeftKey, 1));
-  if (left == world_size - 1) return store.Set(kAllLeftKey, "1");
-  return absl::OkStatus();
+  return store.Set(GoneKey(rank), "1");
 }
 
 Bootstrap::~Bootstrap() { Leave(); }

@@ -1,6 +1,6 @@
-// CountAsLeft: each rank is counted once however often and by whomever it
-// is reported, rank 0 and ranks outside the world never, and the last
-// count of the world's other ranks sets the key rank 0's Leave waits for.
+// CountAsLeft: each rank's own key, set however often and by whomever it is
+// reported; rank 0 and ranks outside the world never; no counter (no key
+// that every rank writes).
 #include <memory>
 
 #include "bootstrap/bootstrap.h"
@@ -10,7 +10,7 @@
 namespace devmesh {
 namespace {
 
-TEST(CountAsLeft, CountsEachRankOnceAndTellsRankZeroWhenAllLeft) {
+TEST(CountAsLeft, MarksEachRankOnceAndNothingElse) {
   InMemoryStore store;
   constexpr int kWorld = 4;
   ASSERT_TRUE(CountAsLeft(store, 2, kWorld).ok());
@@ -18,15 +18,18 @@ TEST(CountAsLeft, CountsEachRankOnceAndTellsRankZeroWhenAllLeft) {
   ASSERT_TRUE(CountAsLeft(store, 0, kWorld).ok());  // never counted
   ASSERT_TRUE(CountAsLeft(store, 4, kWorld).ok());  // outside the world
   ASSERT_TRUE(CountAsLeft(store, -1, kWorld).ok());
-  EXPECT_EQ(*store.Add("devmesh/bootstrap/left", 0), 1);
-  EXPECT_FALSE(*store.Check({"devmesh/bootstrap/all_left"}));
+  EXPECT_EQ(*store.NumKeys(), 1);
+  EXPECT_TRUE(*store.Check({"devmesh/bootstrap/gone/2"}));
   ASSERT_TRUE(CountAsLeft(store, 1, kWorld).ok());
-  EXPECT_FALSE(*store.Check({"devmesh/bootstrap/all_left"}));
   ASSERT_TRUE(CountAsLeft(store, 3, kWorld).ok());
-  EXPECT_EQ(*store.Add("devmesh/bootstrap/left", 0), 3);
-  EXPECT_TRUE(*store.Check({"devmesh/bootstrap/all_left"}));
   ASSERT_TRUE(CountAsLeft(store, 3, kWorld).ok());  // its own late Leave
-  EXPECT_EQ(*store.Add("devmesh/bootstrap/left", 0), 3);
+  EXPECT_EQ(*store.NumKeys(), 3);
+  // What rank 0's Leave waits for.
+  EXPECT_TRUE(store
+                  .Wait({"devmesh/bootstrap/gone/1", "devmesh/bootstrap/gone/2",
+                         "devmesh/bootstrap/gone/3"},
+                        absl::Seconds(1))
+                  .ok());
 }
 
 }  // namespace

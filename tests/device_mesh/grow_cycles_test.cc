@@ -102,7 +102,7 @@ constexpr int kRanks = 6;
 // pointer (see the end of Rank). Not the leases: over etcd each is tied to
 // an etcd lease that goes with its process.
 constexpr int64_t kGroupKeys = 111;
-constexpr int64_t kOtherKeys = 29;
+constexpr int64_t kOtherKeys = 27;
 
 MeshOptions Options() {
   MeshOptions options;
