@@ -631,12 +631,16 @@ absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
   if (runtime->started_watch() == nullptr) {
     // A new process under a rank that ran before (killed, restarted): its
     // predecessor's identity (FailureWatch::ProcKey) names a process that
-    // is gone. A member that admits this one and reads it before this
-    // process's watch publishes its own (FinishGrow, after the decision)
-    // would declare it dead at once; without it the member judges this
-    // rank by its lease until then.
-    if (auto s = store->DeleteKey(FailureWatch::ProcKey(me)); !s.ok()) {
-      return StoreError(s.status());
+    // is gone, and a member that admits this one and read it would declare
+    // it dead at once. This process's own identity replaces it now, before
+    // its watch starts (FinishGrow, after the decision): a member waiting
+    // for it in the Grow's rebuild then finds it gone at once when it dies
+    // there on the member's host (FailureWatch::JudgeGoneMembers), not
+    // after its lease's silence.
+    if (auto s = store->Set(FailureWatch::ProcKey(me),
+                            FailureWatch::ProcessIdentity());
+        !s.ok()) {
+      return StoreError(s);
     }
   }
   const absl::Time deadline = absl::Now() + options.timeout;

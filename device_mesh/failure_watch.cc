@@ -150,6 +150,8 @@ std::string FailureWatch::ProcKey(int rank) {
   return device_mesh_internal::ProcKeyOf(rank);
 }
 
+std::string FailureWatch::ProcessIdentity() { return SelfProcInfo(); }
+
 std::string FailureWatch::EpochKey(int64_t epoch, absl::string_view what) {
   return absl::StrCat("devmesh/epoch/", epoch, "/", what);
 }
@@ -186,6 +188,23 @@ struct FailureWatch::State {
   const std::string self_proc = SelfProcInfo();
   // Other ranks' SelfProcInfo.
   std::map<int, std::string> procs ABSL_GUARDED_BY(mu);
+  // JudgeGoneMembers' readings of the leases of members on other hosts, in
+  // epoch `judged_epoch`: the reading, when it was first seen (the last
+  // sign of life), and when it was last read.
+  struct LeaseSeen {
+    device_mesh_internal::LeaseReading reading;
+    absl::Time since;
+    absl::Time read_at;
+  };
+  std::map<int, LeaseSeen> judged ABSL_GUARDED_BY(mu);
+  int64_t judged_epoch ABSL_GUARDED_BY(mu) = -1;
+
+  // Whether `peer`'s process identity was read (Live): its watch started,
+  // so its lease did (Start renews before it publishes the identity).
+  bool Known(int peer) const {
+    sync_internal::MutexLock lock(&mu);
+    return procs.count(peer) > 0;
+  }
 
   // What this kernel says of `peer`'s process (ProcessLiveness); its info
   // is read from the store once.
@@ -632,6 +651,63 @@ bool FailureWatch::JudgeGoneMembers(const std::vector<int>& members) {
       continue;
     }
     (void)state_->Publish(at_epoch, peer, state_->GoneText(peer));
+    break;
+  }
+  if (!verdict().empty()) return true;
+  // Members on other hosts (or whose process this kernel cannot see): their
+  // lease, read at most twice a period each. One that shows no renewal for
+  // confirm_wait() (counter: 3 periods; etcd: its key gone at expiry) while
+  // this rank waits for it is dead, as a failed call's suspect is in
+  // Explain: the wait is the evidence, the lease decides. Without this a
+  // wait for a member on another host ended only at its successor's
+  // verdict, after the silence (2 s) plus up to two periods.
+  device_mesh_internal::RankLiveness& liveness = *state_->liveness;
+  for (int peer : members) {
+    if (peer == state_->rank ||
+        !std::binary_search(epoch_members.begin(), epoch_members.end(),
+                            peer) ||
+        !state_->Known(peer) || state_->Live(peer) != Liveness::kNotHere) {
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    {
+      sync_internal::MutexLock lock(&state_->mu);
+      if (state_->judged_epoch != at_epoch) {
+        state_->judged.clear();
+        state_->judged_epoch = at_epoch;
+      }
+      auto it = state_->judged.find(peer);
+      if (it != state_->judged.end() &&
+          now - it->second.read_at < state_->period / 2) {
+        continue;
+      }
+    }
+    absl::StatusOr<device_mesh_internal::LeaseReading> reading =
+        liveness.Read(peer);
+    if (!reading.ok()) continue;
+    absl::Duration silent;
+    bool lapsed = false;
+    {
+      sync_internal::MutexLock lock(&state_->mu);
+      if (state_->judged_epoch != at_epoch) continue;  // moved on meanwhile
+      auto it = state_->judged.find(peer);
+      if (it == state_->judged.end() ||
+          (!reading->expired &&
+           !liveness.LapsedBetween(it->second.reading, *reading))) {
+        state_->judged[peer] = State::LeaseSeen{*reading, now, now};
+        lapsed = reading->expired;  // etcd's word: no second reading
+        silent = liveness.confirm_wait();
+      } else {
+        it->second.read_at = now;
+        silent = now - it->second.since;
+        lapsed = reading->expired || silent >= liveness.confirm_wait();
+      }
+    }
+    if (!lapsed || state_->Left(peer)) continue;
+    (void)state_->Publish(
+        at_epoch, peer,
+        state_->LeaseText(peer, absl::Trunc(silent, absl::Milliseconds(1)),
+                          " while a rebuild waited for it"));
     break;
   }
   return !verdict().empty();

@@ -65,7 +65,8 @@
 // is dead at once when a call failed on it (Explain), it did not come to
 // Shrink (epoch_agreement.h) or a rebuild's store wait is for it
 // (JudgeGoneMembers): the kernel's word, not a peer's; across hosts
-// (or namespaces) only the lease decides. The successor check uses it only
+// (or namespaces) only the lease decides (a rebuild's wait reads the
+// leases of the members it waits for: JudgeGoneMembers). The successor check uses it only
 // after the silence (a process that exits at the end of its job is gone
 // too, and only an error says that a peer needed it): to spare a process
 // that is alive and not stopped, and to say "its process on this host is
@@ -170,6 +171,9 @@ class FailureWatch {
   // "<boot id>|<pid namespace inode>|<pid>|<start time>" of the rank's
   // process, set when its watch starts.
   static std::string ProcKey(int rank);
+  // This process's identity, the value Start sets at ProcKey: for a process
+  // that publishes it before its watch starts (a spare, JoinAsSpare).
+  static std::string ProcessIdentity();
   static std::string EpochKey(int64_t epoch, absl::string_view what);
 
   // Starts the thread for rank `rank` of a world of `world_size` over
@@ -259,11 +263,22 @@ class FailureWatch {
   // read), whose process this kernel shows gone (ProcessGoneHere) and that
   // has no "left" mark is published dead at once (the kernel's word, with
   // the wait as the evidence that it was needed; CompareSet keeps a verdict
-  // already there). Returns true when the current epoch has a verdict after
-  // the call (this one or another), false otherwise (every member alive,
-  // elsewhere or unknown, or the store did not answer). Costs one store
-  // read per member the first time (its process identity), then /proc
-  // reads, plus one read of a gone member's "left" mark and the publish.
+  // already there). Else a member whose process is on another host (or
+  // one this kernel cannot see) and whose watch started is judged by its
+  // lease, read at most twice a period: one that shows no renewal for
+  // RankLiveness::confirm_wait() (counter: 3 periods from the first read
+  // of its current count; etcd: its key gone at the lease's expiry) and has
+  // no "left" mark is published dead ("its lease was not renewed for T
+  // while a rebuild waited for it"), as Explain does with a failed call's
+  // suspect. So a wait that calls this every slice ends within about 3
+  // periods plus two slices of a death on another host (counter), rather
+  // than at the successor's verdict after the silence. Returns true when
+  // the current epoch has a verdict after the call (this one or another),
+  // false otherwise (every member alive or unknown, or the store did not
+  // answer). Costs one store read per member the first time (its process
+  // identity), then /proc reads, one lease read per member on another host
+  // every half period, plus one read of a dead member's "left" mark and
+  // the publish.
   bool JudgeGoneMembers(const std::vector<int>& members);
 
   int64_t epoch() const;

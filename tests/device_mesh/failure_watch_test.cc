@@ -227,6 +227,58 @@ TEST(FailureWatchSuccessorTest, NotVisibleHereIsDeadBySilenceAlone) {
   EXPECT_FALSE(absl::StrContains(verdict, "this host")) << verdict;
 }
 
+// A rebuild's wait (FailureWatch::JudgeGoneMembers) on a member of another
+// host: its lease decides. World of 3: rank 0's watch follows rank 1 (whose
+// lease this test keeps renewing); rank 2 is on another host. While rank 2
+// renews, no call judges it; once it stops, a call made at least
+// confirm_wait() (3 periods) after its last renewal was first read
+// publishes it dead, well before the silence (30 s here).
+TEST(FailureWatchJudgeTest, AWaitedMemberOnAnotherHostIsDeadByItsLease) {
+  auto store = std::make_shared<InMemoryStore>();
+  ASSERT_TRUE(store
+                  ->Set(FailureWatch::ProcKey(2),
+                        "00000000-0000-0000-0000-000000000000|1|1|1")
+                  .ok());
+  constexpr absl::Duration kLongSilence = absl::Seconds(30);
+  auto watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/3,
+                                   kPeriod, kLongSilence);
+  auto renew = [&](int rank) {
+    ASSERT_TRUE(store->Add(FailureWatch::LeaseKey(rank), 1).ok());
+  };
+  int judged_alive = 0;
+  absl::Time last_seen_renewed;
+  for (int i = 0; i < 20; ++i) {
+    renew(1);
+    renew(2);
+    last_seen_renewed = absl::Now();
+    EXPECT_FALSE(watch->JudgeGoneMembers({1, 2}));
+    ++judged_alive;
+    absl::SleepFor(kPeriod);
+  }
+  EXPECT_EQ(judged_alive, 20);
+  EXPECT_TRUE(watch->verdict().empty());
+  // Rank 2 stops renewing.
+  absl::Time found = absl::InfinitePast();
+  for (int i = 0; i < 500 && found == absl::InfinitePast(); ++i) {
+    renew(1);
+    if (watch->JudgeGoneMembers({1, 2})) found = absl::Now();
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_NE(found, absl::InfinitePast());
+  // Not before 3 periods without a renewal, counted from the read that
+  // first saw its last count.
+  EXPECT_GE(found - last_seen_renewed, 3 * kPeriod);
+  EXPECT_EQ(watch->verdict_rank(), 2);
+  const std::string verdict = watch->verdict();
+  EXPECT_TRUE(absl::StartsWith(
+      verdict, "global rank 2 died (its lease was not renewed for "))
+      << verdict;
+  EXPECT_TRUE(absl::EndsWith(verdict,
+                             " while a rebuild waited for it; first reported "
+                             "by global rank 0)"))
+      << verdict;
+}
+
 // Hearing of a death without a collective (FailureWatch::WaitForVerdict and
 // Subscribe, behind DeviceMesh::WaitForFailure and OnFailure): a verdict
 // written by another rank is learnt by the watch's thread and wakes the
