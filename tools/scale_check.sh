@@ -164,6 +164,10 @@ on_host() {
 # Their data dirs are on tmpfs (/dev/shm), as on the dedicated low-latency
 # disk etcd's hardware guides ask for: on this machine's disk, shared with
 # builds, a 1024-rank round logged WAL fsyncs of 1.5-4 s and crawled.
+# --logger=zap: with 3.4's default logger (capnslog) a linearizable read
+# whose ReadIndex times out logs through a nil zap logger and etcd panics
+# (etcd-io/etcd#17265, fixed in 3.4.30; Debian ships 3.4.23): a 1024-rank
+# round killed the member that way at 17:49 on 2026-12-05.
 ETCD_PIDS=() ETCD_ENDPOINTS="" ETCD_DATA=""
 etcd_up() {
   local m n cluster="" i
@@ -175,7 +179,7 @@ etcd_up() {
   done
   for m in $(seq "$ETCD_MEMBERS"); do
     n=$((HOSTS + m))
-    on_host "$n" etcd --name "m$m" --data-dir "$ETCD_DATA/etcd$m" \
+    on_host "$n" etcd --name "m$m" --data-dir "$ETCD_DATA/etcd$m" --logger=zap \
       --listen-client-urls "http://$NET.$n:2379" \
       --advertise-client-urls "http://$NET.$n:2379" \
       --listen-peer-urls "http://$NET.$n:2380" \
