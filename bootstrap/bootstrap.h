@@ -125,7 +125,10 @@ class Bootstrap {
   //                     have the same rank (reported on every rank, see
   //                     ExchangePeerInfo)
   //   Unavailable       rank 0 cannot listen on store_port; the server is
-  //                     not reachable within options.timeout; no etcd
+  //                     not reachable within options.timeout; the peer at
+  //                     store_host:store_port accepted but did not answer
+  //                     the store handshake within 5 s + 20 ms per rank of
+  //                     world_size (at most options.timeout); no etcd
   //                     member answered within it (names every endpoint
   //                     and its last error)
   //   PermissionDenied  token mismatch
