@@ -65,8 +65,8 @@ struct GroupOptions {
   // the shared-memory backend always does (kind, dtype, count, op, root and
   // the call's number; a mismatch is InvalidArgument on every member and
   // the group refuses later calls): over a second, CPU group of the same
-  // members (comm/verified_communicator.h), one small all-gather per
-  // collective. For NCCL the check runs on the CPU before the collective is
+  // members (comm/verified_communicator.h; shared memory inside a host,
+  // UCX across hosts), one 48-byte all-gather per collective. For NCCL the check runs on the CPU before the collective is
   // enqueued. Unset: on for Gloo groups (backend "gloo", or "auto" across
   // hosts with DEVMESH_CROSS_HOST_BACKEND=gloo: Gloo does not compare calls
   // itself; false turns it off), off for the others (NCCL: a debugging

@@ -151,8 +151,9 @@ class MeshRuntime {
   // named group of its own (never the world communicator) whose collectives
   // are checked across its members before they run (VerifyCalls,
   // comm/verified_communicator.h) over a second group of the same members
-  // made with the CPU backend "auto" (shared memory inside a host, else
-  // the cross-host backend), under the identity `identity` + "|verify"; its creation errors
+  // made with the CPU backend "auto" inside a host (shared memory) and
+  // "ucx" across hosts (whatever DEVMESH_CROSS_HOST_BACKEND says), under
+  // the identity `identity` + "|verify"; its creation errors
   // are those above. `label` names the group in its per-call check's
   // errors (CommOptions::label; device_mesh: "mesh dim 'tp'").
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
