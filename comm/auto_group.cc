@@ -15,12 +15,20 @@ namespace devmesh {
 namespace {
 
 // True when the keys do not tell the members apart (none known, or all
-// equal): "auto" tries shared memory.
+// equal and known): "auto" tries shared memory.
 bool MaybeOneHost(absl::Span<const std::string> member_hosts) {
   for (const std::string& key : member_hosts) {
-    if (key != member_hosts[0]) return false;
+    if (key.empty() || key != member_hosts[0]) return false;
   }
   return true;
+}
+
+// True when every member's host is known.
+bool AllKnown(absl::Span<const std::string> member_hosts) {
+  for (const std::string& key : member_hosts) {
+    if (key.empty()) return false;
+  }
+  return !member_hosts.empty();
 }
 
 }  // namespace
@@ -46,7 +54,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGroupCommunicator(
   // make its cross-host group: every member fails alike, at once.
   DEVMESH_RETURN_IF_ERROR(CheckBackendLinked(cross));
   if (backend == "auto" && settings.two_level.value_or(kTwoLevelByDefault) &&
-      !member_hosts.empty() && PlanTwoLevel(member_hosts, rank).has_value()) {
+      AllKnown(member_hosts) && PlanTwoLevel(member_hosts, rank).has_value()) {
     return CreateTwoLevelCommunicator(std::move(store), rank, size, options,
                                       member_hosts, cross);
   }

@@ -43,9 +43,11 @@ inline constexpr bool kTwoLevelByDefault = false;
 
 // Makes rank `rank` of a `size`-member group of `backend` over `store`.
 // `member_hosts` holds a host key per member in group order (equal keys:
-// one host); empty when the hosts are not known, in which case "auto" tries
-// shared memory first and never goes two-level. For "auto" with keys that
-// differ, shared memory is not tried.
+// one host); empty when no member's host is known, in which case "auto"
+// tries shared memory first and never goes two-level. An empty key is a
+// member whose host is not known while others are: the members are then
+// taken as apart, as they are when keys differ (no shared memory for
+// "auto"), and never two-level.
 // Errors:
 //   NotFound          `backend`, or for "auto" across hosts the cross-host
 //                     backend, is not linked (CheckBackendLinked's text);

@@ -84,21 +84,21 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::CreateOn(
     for (int r = 0; r < size; ++r) members.push_back(r);
   }
   // Every member holds the same host table, so every member decides alike.
+  // A member outside the table gets an empty key: not on one host with the
+  // others, and no two-level group.
+  std::vector<std::string> hosts;
+  if (!hostnames_.empty()) {
+    for (int r : members) {
+      hosts.push_back(r >= 0 && static_cast<size_t>(r) < hostnames_.size()
+                          ? hostnames_[r]
+                          : std::string());
+    }
+  }
   DEVMESH_ASSIGN_OR_RETURN(
       std::unique_ptr<Communicator> comm,
       CreateGroupCommunicator(backend, std::move(store), index, size, options,
-                              HostKeys(members)));
+                              hosts));
   return std::shared_ptr<Communicator>(std::move(comm));
-}
-
-std::vector<std::string> MeshRuntime::HostKeys(
-    const std::vector<int>& members) const {
-  std::vector<std::string> keys;
-  for (int r : members) {
-    if (r < 0 || static_cast<size_t>(r) >= hostnames_.size()) return {};
-    keys.push_back(hostnames_[r]);
-  }
-  return keys;
 }
 
 absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(

@@ -327,12 +327,10 @@ class MeshRuntime {
   // Whether every rank of `members` has the same host name in the host
   // table (true without one).
   bool OnOneHostName(const std::vector<int>& members) const;
-  // The host names of `members` (world ranks) from the host table; empty
-  // without one.
-  std::vector<std::string> HostKeys(const std::vector<int>& members) const;
   // A group of `backend` over `store` (collective over the members):
   // comm/auto_group.h's CreateGroupCommunicator with the members' host
-  // names from the host table (none without one), which chooses the
+  // names from the host table (none without one; an empty name for a
+  // member outside it), which chooses the
   // transport of "auto" and "shm" (shared memory, two-level or the
   // cross-host backend; "auto"'s fallback after the shared-memory set-up
   // gets the whole timeout again, so such a creation is bounded by twice

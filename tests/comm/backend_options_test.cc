@@ -183,6 +183,12 @@ TEST(AutoGroupTest, OneRankGroups) {
       "auto", std::make_shared<InMemoryStore>(), 0, 1, options, {"host-a"});
   ASSERT_TRUE(keyed.ok()) << keyed.status();
   EXPECT_EQ((*keyed)->backend(), "shm");
+  // A member whose host is not known while others' are (an empty key): not
+  // taken as one host, so no shared memory: the cross-host backend.
+  auto apart = CreateGroupCommunicator(
+      "auto", std::make_shared<InMemoryStore>(), 0, 1, options, {""});
+  ASSERT_TRUE(apart.ok()) << apart.status();
+  EXPECT_EQ((*apart)->backend(), "ucx");
   // Any other name is the registry's.
   auto unknown = CreateGroupCommunicator(
       "nope", std::make_shared<InMemoryStore>(), 0, 1, options, {});
