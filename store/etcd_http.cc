@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <functional>
 #include <mutex>  // NOLINT: std::call_once
 #include <optional>
 #include <utility>
@@ -143,6 +144,14 @@ struct EtcdHttp::Attempt {
   const OnMessage* on_message = nullptr;
   bool done = false;
   absl::Status stream_status;
+  // A request sent once (Retry::kOnce), waited for until its deadline: while
+  // no answer has come, the member is asked from next_probe on whether it
+  // has a leader (quorum_probe, every probe_every, doubling); one that has
+  // none ends the attempt with its note (quorum_note).
+  const std::function<std::string()>* quorum_probe = nullptr;
+  absl::Time next_probe = absl::InfiniteFuture();
+  absl::Duration probe_every;
+  std::string quorum_note;
 };
 
 namespace {
@@ -192,6 +201,26 @@ int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
     return 1;
   }
   return now >= a->deadline ? 1 : 0;
+}
+
+// A kOnce POST's progress: asks whether its member lost quorum while no
+// answer has come (see Attempt::quorum_probe); 1 ends the transfer.
+int OnOnceProgress(void* user, curl_off_t, curl_off_t, curl_off_t,
+                   curl_off_t) {
+  auto* a = static_cast<EtcdHttp::Attempt*>(user);
+  const absl::Time now = absl::Now();
+  if (!a->body.empty() || a->quorum_probe == nullptr || now < a->next_probe ||
+      now >= a->deadline) {
+    return 0;
+  }
+  std::string note = (*a->quorum_probe)();
+  if (!note.empty()) {
+    a->quorum_note = std::move(note);
+    return 1;
+  }
+  a->probe_every *= 2;
+  a->next_probe = absl::Now() + a->probe_every;
+  return 0;
 }
 
 // Whether a failed attempt never sent its request (so it may go elsewhere).
@@ -351,8 +380,42 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
       curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnPostData);
       curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
     }
+    // A request sent once is waited for until its deadline; a member that
+    // has lost quorum would hold it there (DeadlineExceeded, saying nothing
+    // of the cluster): from attempt_timeout_ on, its member is asked
+    // whether it has a leader, on a handle of the probe's own (this one is
+    // mid-transfer), every attempt_timeout_, 2x, 4x ... (a loaded member is
+    // not asked every second by every waiting request).
+    const std::string once_endpoint = a.endpoint;
+    const std::function<std::string()> probe = [&]() {
+      CURL* own = curl_easy_init();
+      if (own == nullptr) return std::string();
+      std::string note = QuorumNote(own, once_endpoint, deadline);
+      curl_easy_cleanup(own);
+      return note;
+    };
+    if (stream == nullptr && retry == Retry::kOnce) {
+      a.quorum_probe = &probe;
+      a.probe_every = attempt_timeout_;
+      a.next_probe = absl::Now() + attempt_timeout_;
+      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnOnceProgress);
+      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &a);
+    }
     requests_.fetch_add(1, std::memory_order_relaxed);
     a.code = curl_easy_perform(curl);
+    if (!a.quorum_note.empty()) {
+      quorum_note = a.quorum_note;
+      failures.push_back(absl::StrCat(a.endpoint, " (no answer; no leader)"));
+      result = absl::UnavailableError(absl::StrCat(
+          "the etcd cluster at ", EndpointList(),
+          " has no leader (it has lost quorum: fewer than a majority of its "
+          "members are up and connected): ", quorum_note, "; ", path,
+          " was sent to ", a.endpoint,
+          " and not answered: it may or may not have been applied (a "
+          "member holds it until quorum returns)"));
+      break;
+    }
     // Read now: QuorumNote below uses the handle, and its reset zeroes the
     // timings NeverSent reads (a txn that was sent would look unsent and go
     // again: an Add applied twice).

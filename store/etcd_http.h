@@ -19,7 +19,10 @@
 // txn (Retry::kIfNotSent) is retried only when it never left this process.
 // A request that must never apply twice (Retry::kOnce) is not given up
 // after attempt_timeout either: its member is waited for until the deadline
-// (a member that is only slow still applies it).
+// (a member that is only slow still applies it), unless it reports having
+// no leader (asked after attempt_timeout, then after 2x, 4x ... as long as
+// no answer has come): Unavailable then, naming the lost quorum, the request
+// may or may not have been applied.
 //
 // Deadlines: every request is bounded by its deadline (curl's total timeout);
 // connecting to one endpoint by min(connect_timeout, what is left). A stream
@@ -72,7 +75,8 @@ class EtcdHttp {
   // again to another endpoint (kIdempotent), or not (kIfNotSent: the caller
   // gets Unavailable, "may or may not have been applied", after its member
   // failed or did not answer within attempt_timeout; kOnce: likewise, but
-  // the member is given until the deadline to answer).
+  // the member is given until the deadline to answer, unless it reports no
+  // leader: Unavailable naming the lost quorum).
   enum class Retry { kIdempotent, kIfNotSent, kOnce };
 
   // A message of a stream: return true to end the stream (the call returns

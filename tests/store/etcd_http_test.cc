@@ -5,6 +5,7 @@
 // DeadlineExceeded, not Unavailable.
 #include "store/etcd_http.h"
 
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -87,6 +88,65 @@ TEST(EtcdHttpTest, WindowDoublesAfterEachUnansweredAttempt) {
   EXPECT_FALSE(range.ok());
   EXPECT_EQ(http.requests(), 4) << range.status();
   EXPECT_LT(took, absl::Seconds(11));
+}
+
+// A request sent once (Retry::kOnce, an Add's txn) to a member that has lost
+// quorum (the other two of three killed, the survivor reporting no leader):
+// Unavailable naming the lost quorum and that the txn may or may not have
+// been applied, before its deadline; it used to wait out the deadline and
+// end DeadlineExceeded, saying nothing of the cluster. Three clusters, the
+// outcome of each asserted; one request each (the status probes are not
+// counted: they are not the request).
+TEST(EtcdHttpTest, OnceRequestToAMemberWithoutQuorumIsUnavailableNamingIt) {
+  constexpr int kTrials = 3;
+  int unavailable = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    EtcdCluster etcd;
+    const absl::Status started = etcd.Start(3);
+    ASSERT_TRUE(started.ok()) << started;
+    const std::string survivor = etcd.endpoints()[0];
+    EtcdHttp http({survivor}, absl::Seconds(2), absl::Seconds(1));
+    etcd.Kill(1);
+    etcd.Kill(2);
+    // Until the survivor knows it has no leader (an election timeout).
+    bool leaderless = false;
+    for (int i = 0; i < 100 && !leaderless; ++i) {
+      absl::StatusOr<nlohmann::json> status =
+          http.Post("/v3/maintenance/status", nlohmann::json::object(),
+                    absl::Now() + absl::Seconds(2),
+                    EtcdHttp::Retry::kIdempotent);
+      leaderless = status.ok() && status->contains("errors") &&
+                   !(*status)["errors"].empty();
+      if (!leaderless) absl::SleepFor(absl::Milliseconds(100));
+    }
+    ASSERT_TRUE(leaderless) << "trial " << trial;
+    const int64_t before = http.requests();
+    const nlohmann::json txn = {
+        {"success",
+         nlohmann::json::array(
+             {{{"request_put",
+                {{"key", absl::Base64Escape("/http-test/once")},
+                 {"value", absl::Base64Escape("1")}}}}})}};
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    absl::StatusOr<nlohmann::json> sent =
+        http.Post("/v3/kv/txn", txn, deadline, EtcdHttp::Retry::kOnce);
+    EXPECT_EQ(sent.status().code(), absl::StatusCode::kUnavailable)
+        << "trial " << trial << ": " << sent.status();
+    EXPECT_THAT(std::string(sent.status().message()),
+                ::testing::AllOf(
+                    ::testing::HasSubstr("has no leader (it has lost quorum"),
+                    ::testing::HasSubstr(absl::StrCat(
+                        "member ", survivor,
+                        " reports 'etcdserver: no leader'")),
+                    ::testing::HasSubstr("may or may not have been applied")))
+        << "trial " << trial;
+    EXPECT_LT(absl::Now(), deadline) << "trial " << trial;
+    EXPECT_EQ(http.requests() - before, 1) << "trial " << trial;
+    if (absl::IsUnavailable(sent.status())) ++unavailable;
+  }
+  std::printf("kOnce txn to a member without quorum: %d of %d Unavailable "
+              "naming it\n",
+              unavailable, kTrials);
 }
 
 }  // namespace
