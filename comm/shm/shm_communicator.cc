@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeShmGroup(
   const std::string prefix = "shm/";
   auto channel = shm_internal::StoreChannel(*store, prefix, rank,
                                             options.global_ranks, deadline,
-                                            nullptr);
+                                            nullptr, options.creation_cancel);
   DEVMESH_ASSIGN_OR_RETURN(std::optional<shm_internal::ShmSetup> setup,
                            shm_internal::SetUpSharedMemory(*channel, given));
   if (!setup.has_value()) return std::unique_ptr<Communicator>();

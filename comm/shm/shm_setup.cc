@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "comm/communicator.h"
+#include "comm/error_info.h"
 #include "comm/shm/shm_exit_watch.h"
 #include "comm/shm/shm_futex.h"
 #include "comm/shm/shm_names.h"
@@ -130,13 +132,17 @@ void PublishVerdict(ShmSegment& segment, int me, uint64_t mine) {
 // other member's verdict. Members in `watched` (those this member saw
 // running in step 5) are followed: an exit rings the bell (ExitWatch, a
 // pidfd), and where that cannot be had /proc is read after 10 ms, then at
-// doubling intervals up to 1 s; one found gone is named (Unavailable). A
-// member still missing at `deadline` is named (DeadlineExceeded).
+// doubling intervals up to 1 s; one found gone is named (Unavailable). The
+// channel's Cancelled() is asked every 100 ms (a member that was not seen
+// running, or died before step 5, is found by it: the job's verdict); its
+// error ends the wait. A member still missing at `deadline` is named
+// (DeadlineExceeded).
 absl::StatusOr<std::vector<uint64_t>> ExchangeVerdicts(
     ShmSegment& segment, int me, uint64_t mine,
     const std::vector<ProcessIdentity>& identities,
     const std::vector<bool>& watched, const std::vector<int>& ranks,
-    absl::Time deadline) {
+    absl::Time deadline, const SetupChannel& channel) {
+  constexpr absl::Duration kCancelEvery = absl::Milliseconds(100);
   const int n = static_cast<int>(identities.size());
   SyncLine* sync = segment.sync();
   std::vector<uint64_t> handles;
@@ -168,6 +174,7 @@ absl::StatusOr<std::vector<uint64_t>> ExchangeVerdicts(
   absl::Duration look_every =
       every_exit_watched ? absl::Seconds(1) : absl::Milliseconds(10);
   absl::Time next_look = absl::Now() + look_every;
+  absl::Time next_cancel = absl::Now() + kCancelEvery;
   while (true) {
     const uint32_t bell = sync->bell.load(std::memory_order_acquire);
     std::vector<int> missing;
@@ -194,6 +201,18 @@ absl::StatusOr<std::vector<uint64_t>> ExchangeVerdicts(
             ranks[j]);
       }
     }
+    if (now >= next_cancel) {
+      next_cancel = now + kCancelEvery;
+      if (absl::Status c = channel.Cancelled(); !c.ok()) {
+        std::vector<int> who;
+        for (int j : missing) who.push_back(ranks[j]);
+        return Reworded(
+            c, absl::StrCat("shm set-up (global rank ", ranks[me],
+                            "): stopped waiting for the verdicts of global "
+                            "rank(s) [",
+                            absl::StrJoin(who, ", "), "]: ", c.message()));
+      }
+    }
     if (now >= deadline) {
       std::vector<int> who;
       for (int j : missing) who.push_back(ranks[j]);
@@ -203,7 +222,8 @@ absl::StatusOr<std::vector<uint64_t>> ExchangeVerdicts(
           "] mapped the group's segment but did not check it before the "
           "group's deadline"));
     }
-    FutexWait(&sync->bell, bell, std::min(next_look, deadline) - now);
+    FutexWait(&sync->bell, bell,
+              std::min({next_look, next_cancel, deadline}) - now);
   }
 }
 
@@ -229,8 +249,9 @@ class StoreSetupChannel final : public SetupChannel {
  public:
   StoreSetupChannel(Store& store, std::string prefix, int rank,
                     std::vector<int> global_ranks, absl::Time deadline,
-                    int64_t* round_trips)
-      : store_(store),
+                    int64_t* round_trips, std::function<absl::Status()> cancel)
+      : cancel_(std::move(cancel)),
+        store_(store),
         prefix_(std::move(prefix)),
         rank_(rank),
         global_ranks_(std::move(global_ranks)),
@@ -246,6 +267,9 @@ class StoreSetupChannel final : public SetupChannel {
     return global_ranks_;
   }
   absl::Time deadline() const override { return deadline_; }
+  absl::Status Cancelled() const override {
+    return cancel_ ? cancel_() : absl::OkStatus();
+  }
 
   absl::Status Broadcast(void* data, size_t bytes) override {
     const int64_t step = step_++;
@@ -327,6 +351,7 @@ class StoreSetupChannel final : public SetupChannel {
     return absl::OkStatus();
   }
 
+  const std::function<absl::Status()> cancel_;
   Store& store_;
   const std::string prefix_;
   const int rank_;
@@ -344,14 +369,13 @@ std::unique_ptr<SetupChannel> GroupChannel(Communicator& group) {
   return std::make_unique<GroupSetupChannel>(group);
 }
 
-std::unique_ptr<SetupChannel> StoreChannel(Store& store, std::string prefix,
-                                           int rank,
-                                           std::vector<int> global_ranks,
-                                           absl::Time deadline,
-                                           int64_t* round_trips) {
-  return std::make_unique<StoreSetupChannel>(store, std::move(prefix), rank,
-                                             std::move(global_ranks),
-                                             deadline, round_trips);
+std::unique_ptr<SetupChannel> StoreChannel(
+    Store& store, std::string prefix, int rank, std::vector<int> global_ranks,
+    absl::Time deadline, int64_t* round_trips,
+    std::function<absl::Status()> cancel) {
+  return std::make_unique<StoreSetupChannel>(
+      store, std::move(prefix), rank, std::move(global_ranks), deadline,
+      round_trips, std::move(cancel));
 }
 
 namespace {
@@ -535,7 +559,7 @@ absl::StatusOr<std::optional<ShmSetup>> SetUp(SetupChannel& channel_ref,
       std::min(group->deadline(), absl::Now() + options.timeout);
   DEVMESH_ASSIGN_OR_RETURN(std::vector<uint64_t> verdicts,
                            ExchangeVerdicts(*segment, me, verdict, identities,
-                                            running, ranks, deadline));
+                                            running, ranks, deadline, *group));
   bool single_copy = true;
   for (int i = 0; i < n; ++i) {
     const uint64_t v = verdicts[i];

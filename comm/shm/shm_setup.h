@@ -11,6 +11,7 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -50,6 +51,13 @@ class SetupChannel {
   // InfiniteFuture when the channel has no deadline of its own (then
   // ShmOptions::timeout from step 6's start bounds that wait).
   virtual absl::Time deadline() const { return absl::InfiniteFuture(); }
+  // Asked about every 100 ms while the set-up waits outside the channel
+  // (step 6, for the other members' verdicts): OK to go on waiting; an
+  // error ends the set-up with that error's code, the message naming the
+  // wait (CommOptions::creation_cancel: a member that died before it
+  // checked the segment is then found by the job's verdict, not at the
+  // deadline). Default: always OK.
+  virtual absl::Status Cancelled() const { return absl::OkStatus(); }
   // Member 0's `bytes` bytes at `data` to every member, in place.
   virtual absl::Status Broadcast(void* data, size_t bytes) = 0;
   // Every member's `bytes` bytes at `mine` into `all` (size() x bytes, in
@@ -71,11 +79,11 @@ std::unique_ptr<SetupChannel> GroupChannel(Communicator& group);
 // members whose record is missing (as the Gloo connect names them). Store errors keep their code, prefixed. Adds
 // its round trips to *round_trips (may be null). `store` must outlive the
 // channel.
-std::unique_ptr<SetupChannel> StoreChannel(Store& store, std::string prefix,
-                                           int rank,
-                                           std::vector<int> global_ranks,
-                                           absl::Time deadline,
-                                           int64_t* round_trips);
+// `cancel` (may be empty) answers the channel's Cancelled().
+std::unique_ptr<SetupChannel> StoreChannel(
+    Store& store, std::string prefix, int rank, std::vector<int> global_ranks,
+    absl::Time deadline, int64_t* round_trips,
+    std::function<absl::Status()> cancel = nullptr);
 
 // Collective over `channel`. The segment and identities when every member
 // shares memory; std::nullopt when they do not and !options.require.

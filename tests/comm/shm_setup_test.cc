@@ -13,9 +13,11 @@
 // removes its name before the members' next exchange.
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,6 +63,10 @@ struct Meeting {
   std::vector<std::string> slots[2];  // per step, per member
   int step_count[2] = {0, 0};
   bool fail_member1_gather = false;
+  // Member 1 stays in its exchange after delivering its record (a member
+  // that never reaches step 6) until `release`.
+  bool hold_member1 = false;
+  bool release = false;
   // This process's segments in /dev/shm when member 1 first all-gathers
   // (after it mapped the segment, before member 0's step 4): -1 until then.
   int segments_at_member1_gather = -1;
@@ -68,7 +74,12 @@ struct Meeting {
 
 class ThreadChannel final : public SetupChannel {
  public:
-  ThreadChannel(Meeting& m, int rank) : m_(m), rank_(rank) {}
+  ThreadChannel(Meeting& m, int rank,
+                std::function<absl::Status()> cancel = nullptr)
+      : m_(m), rank_(rank), cancel_(std::move(cancel)) {}
+  absl::Status Cancelled() const override {
+    return cancel_ ? cancel_() : absl::OkStatus();
+  }
   int rank() const override { return rank_; }
   const std::vector<int>& global_ranks() const override { return ranks_; }
   absl::Status Broadcast(void* data, size_t bytes) override {
@@ -92,6 +103,10 @@ class ThreadChannel final : public SetupChannel {
     if (rank_ == 1 && m_.fail_member1_gather) {
       return absl::UnavailableError("member 1's exchange failed (test)");
     }
+    if (rank_ == 1 && m_.hold_member1) {
+      std::unique_lock<std::mutex> lock(m_.mu);
+      m_.cv.wait(lock, [&] { return m_.release; });
+    }
     return absl::OkStatus();
   }
 
@@ -112,6 +127,7 @@ class ThreadChannel final : public SetupChannel {
   }
   Meeting& m_;
   const int rank_;
+  const std::function<absl::Status()> cancel_;
   std::vector<int> ranks_ = {3, 7};
 };
 
@@ -166,6 +182,51 @@ TEST(ShmSetupTest, MemberThatGivesUpAfterMappingIsNamedAtOnce) {
   EXPECT_EQ(got[0].status().message(),
             "shm set-up (global rank 3): global rank 7 gave up the set-up "
             "(its exchange over the group or the store failed)");
+  EXPECT_TRUE(
+      devmesh::testing::SegmentsOf({static_cast<int64_t>(getpid())}).empty());
+}
+
+// Member 1 delivers its records but never reaches step 6 (as a member
+// that died there, or one this member cannot see): member 0's wait for its
+// verdict ends at the channel's first Cancelled() error, with that error's
+// code, not at the 30 s timeout.
+TEST(ShmSetupTest, WaitForVerdictsEndsWhenCancelled) {
+  Meeting meeting;
+  meeting.hold_member1 = true;
+  const absl::Time start = absl::Now();
+  std::atomic<int> asked{0};
+  auto cancel = [&]() -> absl::Status {
+    ++asked;
+    if (absl::Now() - start < absl::Milliseconds(300)) return absl::OkStatus();
+    return absl::UnavailableError("the job has a verdict (test)");
+  };
+  absl::StatusOr<std::optional<ShmSetup>> got[2];
+  std::thread member1([&] {
+    ThreadChannel channel(meeting, 1);
+    ShmOptions options;
+    options.timeout = absl::Seconds(30);
+    got[1] = SetUpSharedMemory(channel, options);
+  });
+  {
+    ThreadChannel channel(meeting, 0, cancel);
+    ShmOptions options;
+    options.timeout = absl::Seconds(30);
+    got[0] = SetUpSharedMemory(channel, options);
+  }
+  const absl::Duration took = absl::Now() - start;
+  {
+    std::lock_guard<std::mutex> lock(meeting.mu);
+    meeting.release = true;
+  }
+  meeting.cv.notify_all();
+  member1.join();
+  EXPECT_LT(took, absl::Seconds(5));
+  EXPECT_GE(asked.load(), 2);
+  ASSERT_FALSE(got[0].ok());
+  EXPECT_TRUE(absl::IsUnavailable(got[0].status())) << got[0].status();
+  EXPECT_EQ(got[0].status().message(),
+            "shm set-up (global rank 3): stopped waiting for the verdicts of "
+            "global rank(s) [7]: the job has a verdict (test)");
   EXPECT_TRUE(
       devmesh::testing::SegmentsOf({static_cast<int64_t>(getpid())}).empty());
 }
