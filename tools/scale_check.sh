@@ -45,7 +45,9 @@
 # round trips and size - 1 sockets per group, and for a power-of-two size
 # log2(size) more sockets (made in the same round trips) for its synchronous
 # all-reduce route, comm/gloo/gloo_sync_allreduce.h;
-# DEVMESH_GLOO_SYNC_ROUTE=0 leaves it out).
+# DEVMESH_GLOO_SYNC_ROUTE=0 leaves it out), plus the group that checks each
+# Gloo group's calls (verified by default: shared memory inside a host, UCX
+# across).
 # --expect_round_trips=T fails a run in which some
 # rank's group creation made other than T store round trips;
 # --max_sockets=S fails a run in which a rank held more than S sockets

@@ -10,8 +10,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -186,8 +189,38 @@ void EtcdCluster::Kill(int i) {
   members_[i].pid = 0;
 }
 
+namespace {
+
+// Whether every thread of `pid` is stopped ('T' or 't' in its stat line):
+// kill(SIGSTOP) returns before a multi-threaded process's threads all
+// stop, and one still running could answer a request sent right after.
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code ec;
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  bool any = false;
+  for (const auto& entry : std::filesystem::directory_iterator(tasks, ec)) {
+    std::FILE* f = std::fopen((entry.path() / "stat").c_str(), "r");
+    if (f == nullptr) continue;  // a thread that just ended
+    char line[512] = {0};
+    const size_t n = std::fread(line, 1, sizeof(line) - 1, f);
+    std::fclose(f);
+    const char* paren = std::strrchr(line, ')');
+    if (n == 0 || paren == nullptr || paren[1] == '\0') return false;
+    if (paren[2] != 'T' && paren[2] != 't') return false;
+    any = true;
+  }
+  return any && !ec;
+}
+
+}  // namespace
+
 void EtcdCluster::Stop(int i) {
-  if (members_[i].pid > 0) kill(members_[i].pid, SIGSTOP);
+  if (members_[i].pid <= 0) return;
+  kill(members_[i].pid, SIGSTOP);
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  while (!AllThreadsStopped(members_[i].pid) && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
 }
 
 void EtcdCluster::Continue(int i) {
