@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "comm/registry.h"
 #include "comm/shm/shm_communicator.h"
 #include "comm/two_level/two_level_communicator.h"
@@ -59,6 +60,33 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGroupCommunicator(
                                       member_hosts, cross);
   }
   return CreateCommunicator(cross, std::move(store), rank, size, options);
+}
+
+std::string DefaultGroupBackendFor(absl::string_view device_type) {
+  if (device_type == "cpu") return "auto";
+  return RegisteredDefaultBackendFor(device_type);
+}
+
+std::string BackendKnownBeforeCreation(absl::string_view backend,
+                                       bool members_apart) {
+  if (backend == "auto" && members_apart) {
+    return CrossHostBackendName(ProcessSettings());
+  }
+  return std::string(backend);
+}
+
+std::string CallCheckerBackend(bool members_apart) {
+  return members_apart ? CrossHostBackendName(Settings()) : "auto";
+}
+
+absl::Status CheckGroupBackendLinked(absl::string_view backend) {
+  return CheckBackendLinked(backend == "auto" || backend == "shm"
+                                ? CrossHostBackendName(ProcessSettings())
+                                : backend);
+}
+
+std::string GroupBackendChoicesText() {
+  return absl::StrCat("\"auto\", ", BackendChoicesText());
 }
 
 }  // namespace devmesh

@@ -63,6 +63,41 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGroupCommunicator(
     int size, const CommOptions& options,
     absl::Span<const std::string> member_hosts);
 
+// What a caller that makes groups by backend name asks instead of comparing
+// names. Each reads only the registry and the process's settings, so every
+// member answers alike. Never fail.
+
+// The backend a mesh of `device_type` uses when it names none: "auto" for
+// "cpu", else the registered default (RegisteredDefaultBackendFor, "cuda"
+// -> "nccl"); "" when there is none.
+std::string DefaultGroupBackendFor(absl::string_view device_type);
+
+// The backend a group of `backend` is known to get before it is made: for
+// "auto" whose members are known to be on different hosts
+// (`members_apart`), the cross-host backend (DEVMESH_CROSS_HOST_BACKEND);
+// otherwise `backend` itself ("auto" on one host may still end on either;
+// the made group's Communicator::backend() says which).
+std::string BackendKnownBeforeCreation(absl::string_view backend,
+                                       bool members_apart);
+
+// The backend of a verified group's checker (comm/verified_communicator.h):
+// "auto" when the members may share a host (shared memory where they do),
+// else the default cross-host backend ("ucx") whatever
+// DEVMESH_CROSS_HOST_BACKEND says (its small all-gather costs a round trip,
+// where Gloo's runs on its event loop).
+std::string CallCheckerBackend(bool members_apart);
+
+// CheckBackendLinked (comm/registry.h) for a group of `backend`: for "auto"
+// and "shm" the cross-host backend (for groups and point-to-point pairs
+// that cannot share memory), else `backend`. Errors: NotFound as
+// CheckBackendLinked.
+absl::Status CheckGroupBackendLinked(absl::string_view backend);
+
+// The names a group's backend may be, for an error message: "auto", then
+// BackendChoicesText (comm/registry.h): `"auto", "nccl", "shm", "ucx", or
+// "gloo" with @devmesh//comm:gloo linked`.
+std::string GroupBackendChoicesText();
+
 }  // namespace devmesh
 
 #endif  // DEVMESH_COMM_AUTO_GROUP_H_

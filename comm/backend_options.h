@@ -4,12 +4,16 @@
 // a BackendOptionsCodec, its options type-erased: which of its fields every
 // member of a group must agree on, how those fields are made back into
 // CommOptions, which fields each member sets for itself, and the defaults
-// that depend on where the process runs (NCCL's GPU by local rank). Code
+// that depend on where the process runs (NCCL's GPU by local rank); and its
+// BackendTraits, the facts about its groups that callers act on (the
+// device type it is the default of, whether its calls are verified by
+// default or checked in band, whether it shrinks in place). Code
 // outside the backend's package (device_mesh's group identities, option
 // strings and mesh serialization) reads them through the registry by
 // backend name (AgreedOptionFields, SetAgreedOptionFields,
-// LocalOptionFields, FillLocalOptionDefaults, PrepareThreadFor in
-// comm/registry.h) and names none of the backend's fields.
+// LocalOptionFields, FillLocalOptionDefaults, PrepareThreadFor,
+// FillProcessFields, TraitsOf in comm/registry.h) and names none of the
+// backend's fields, nor the backend itself.
 //
 // The typed forms stay the user's: CommOptions holds them (comm/options.h:
 // CommOptions::nccl is read by backend "nccl"'s codec); a backend without
@@ -27,6 +31,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <typeindex>
+#include <typeinfo>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -51,6 +57,32 @@ using CommunicatorFactory =
 struct LocalPlace {
   // This process's rank among the processes of its host (LOCAL_RANK).
   int local_rank = 0;
+  // The local address through which this process reaches the store (an IP
+  // literal; device_mesh passes PeerFacingAddress, device_mesh/
+  // peer_address.h); empty when not known. A backend that listens for its
+  // peers may advertise it (Gloo: GlooOptions::store_route_address).
+  std::string store_route_address;
+};
+
+// What a backend says of its groups, for the code that makes and keeps
+// them (device_mesh) to ask instead of comparing backend names. Every
+// member's default is what a backend that says nothing gets.
+struct BackendTraits {
+  // Device types ("cuda") whose meshes use this backend when they name
+  // none. ("cpu" is comm/auto_group.h's "auto", no backend's.)
+  std::vector<std::string> default_for_device_types;
+  // The backend compares no calls across members itself: its groups are
+  // verified (comm/verified_communicator.h) unless the caller says no
+  // (Gloo).
+  bool verify_calls_by_default = false;
+  // The backend compares every call across members in band, as part of
+  // the call: a group of it is never wrapped for verification, even when
+  // asked (shared memory).
+  bool checks_calls_in_band = false;
+  // Its communicators are ShrinkableCommunicators
+  // (comm/shrinkable_communicator.h): a group that loses members may be
+  // shrunk in place rather than made anew (NCCL's ncclCommShrink).
+  bool shrinks_in_place = false;
 };
 
 // How a backend's options look from outside the backend. Every member may
@@ -81,6 +113,19 @@ struct BackendOptionsCodec {
   // (NCCL: the local rank's GPU becomes the current device). Errors: the
   // backend's.
   std::function<absl::Status(const LocalPlace& place)> prepare_thread;
+  // Fills, in `options`, the fields that carry the process's place to this
+  // backend, for every group the process makes whatever backend it is
+  // named for ("auto", or shared memory's point-to-point pairs, may end on
+  // this backend): FillProcessFields (comm/registry.h) runs this of every
+  // registered backend (Gloo: GlooOptions::store_route_address). Cannot
+  // fail.
+  std::function<void(const LocalPlace& place, CommOptions* options)>
+      fill_process_fields;
+  // The type of the typed options in CommOptions that this backend reads
+  // (NCCL: NcclOptions, CommOptions::nccl); void when none. Code that holds
+  // typed options by type finds their backend through it
+  // (BackendReadingOptions, comm/registry.h).
+  std::type_index typed_options = std::type_index(typeid(void));
 };
 
 }  // namespace devmesh

@@ -10,8 +10,8 @@
 // registration by a static initializer of the backend's own could run after
 // a caller's initializer in another file).
 //
-// Each entry carries the backend's option codec (comm/backend_options.h)
-// beside its factory.
+// Each entry carries the backend's option codec and traits
+// (comm/backend_options.h) beside its factory.
 //
 // Internal to //comm. Thread-safety: the hooks are pure functions.
 #ifndef DEVMESH_COMM_BACKEND_REGISTRATION_H_
@@ -34,6 +34,7 @@ struct BackendRegistration {
   std::string name;
   CommunicatorFactory factory;
   BackendOptionsCodec options;  // empty: no typed options
+  BackendTraits traits;         // default: none of the traits
 };
 using BackendList = std::vector<BackendRegistration>;
 

@@ -15,9 +15,21 @@ namespace devmesh {
 namespace comm_internal {
 
 BackendList BuiltinBackends() {
-  return {{"nccl", &CreateNcclCommunicator, nccl_internal::NcclOptionsCodec()},
-          {"shm", &CreateShmCommunicator, {}},
-          {"ucx", &CreateUcxCommunicator, {}}};
+  // NCCL: the "cuda" default; its communicators shrink in place
+  // (ncclCommShrink, comm/nccl/nccl_communicator.h).
+  BackendTraits nccl;
+  nccl.default_for_device_types = {"cuda"};
+  nccl.shrinks_in_place = true;
+  // Shared memory compares every call across members as it runs it
+  // (comm/shm/shm_communicator.h).
+  BackendTraits shm;
+  shm.checks_calls_in_band = true;
+  // UCX checks its calls in band too, but a caller that asks for the
+  // all-gather check gets it (GroupOptions::verify_calls): no traits.
+  return {{"nccl", &CreateNcclCommunicator, nccl_internal::NcclOptionsCodec(),
+           nccl},
+          {"shm", &CreateShmCommunicator, {}, shm},
+          {"ucx", &CreateUcxCommunicator, {}, {}}};
 }
 
 namespace {

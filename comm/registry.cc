@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <typeindex>
+#include <typeinfo>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -20,6 +22,7 @@ namespace {
 struct Entry {
   CommunicatorFactory factory;
   BackendOptionsCodec options;
+  BackendTraits traits;
 };
 
 struct Registry {
@@ -39,7 +42,8 @@ Registry& GetRegistry() {
       if (hook == nullptr) continue;  // that target is not linked
       for (comm_internal::BackendRegistration& b : hook()) {
         r->entries.emplace(std::move(b.name),
-                           Entry{std::move(b.factory), std::move(b.options)});
+                           Entry{std::move(b.factory), std::move(b.options),
+                                 std::move(b.traits)});
       }
     }
     return r;
@@ -89,7 +93,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
 
 absl::Status RegisterBackend(absl::string_view name,
                              CommunicatorFactory factory,
-                             BackendOptionsCodec options) {
+                             BackendOptionsCodec options,
+                             BackendTraits traits) {
   if (name.empty()) {
     return absl::InvalidArgumentError("backend name is empty");
   }
@@ -101,7 +106,8 @@ absl::Status RegisterBackend(absl::string_view name,
   sync_internal::MutexLock lock(&registry.mu);
   if (!registry.entries
            .emplace(std::string(name),
-                    Entry{std::move(factory), std::move(options)})
+                    Entry{std::move(factory), std::move(options),
+                          std::move(traits)})
            .second) {
     return absl::AlreadyExistsError(
         absl::StrCat("backend \"", name, "\" is already registered"));
@@ -183,6 +189,77 @@ absl::Status PrepareThreadFor(absl::string_view backend,
   std::optional<BackendOptionsCodec> codec = FindCodec(backend);
   if (!codec.has_value() || !codec->prepare_thread) return absl::OkStatus();
   return codec->prepare_thread(place);
+}
+
+BackendTraits TraitsOf(absl::string_view backend) {
+  Registry& registry = GetRegistry();
+  sync_internal::MutexLock lock(&registry.mu);
+  auto it = registry.entries.find(backend);
+  if (it == registry.entries.end()) return BackendTraits();
+  return it->second.traits;
+}
+
+std::string RegisteredDefaultBackendFor(absl::string_view device_type) {
+  Registry& registry = GetRegistry();
+  sync_internal::MutexLock lock(&registry.mu);
+  std::string found;
+  for (const auto& [name, entry] : registry.entries) {
+    const std::vector<std::string>& types =
+        entry.traits.default_for_device_types;
+    if (std::find(types.begin(), types.end(), device_type) == types.end()) {
+      continue;
+    }
+    if (found.empty() || name < found) found = name;  // first by name
+  }
+  return found;
+}
+
+bool NeedsPreparedThread(absl::string_view backend) {
+  std::optional<BackendOptionsCodec> codec = FindCodec(backend);
+  return codec.has_value() && codec->prepare_thread != nullptr;
+}
+
+void FillProcessFields(const LocalPlace& place, CommOptions* options) {
+  std::vector<std::function<void(const LocalPlace&, CommOptions*)>> fills;
+  {
+    Registry& registry = GetRegistry();
+    sync_internal::MutexLock lock(&registry.mu);
+    for (const auto& [name, entry] : registry.entries) {
+      if (entry.options.fill_process_fields) {
+        fills.push_back(entry.options.fill_process_fields);
+      }
+    }
+  }
+  for (const auto& fill : fills) fill(place, options);  // outside the lock
+}
+
+std::string BackendReadingOptions(std::type_index options_type) {
+  // void: the mark of a codec that reads none.
+  if (options_type == std::type_index(typeid(void))) return "";
+  Registry& registry = GetRegistry();
+  sync_internal::MutexLock lock(&registry.mu);
+  std::string found;
+  for (const auto& [name, entry] : registry.entries) {
+    if (entry.options.typed_options != options_type) continue;
+    if (found.empty() || name < found) found = name;  // first by name
+  }
+  return found;
+}
+
+std::string BackendChoicesText() {
+  std::vector<std::string> choices;
+  for (const std::string& name : KnownBackends()) {
+    choices.push_back(absl::StrCat("\"", name, "\""));
+  }
+  for (const OptInBackend& opt_in : kOptInBackends) {
+    if (CheckBackendLinked(opt_in.name).ok()) continue;
+    choices.push_back(absl::StrCat("\"", opt_in.name, "\" with ",
+                                   opt_in.target, " linked"));
+  }
+  if (choices.size() < 2) return absl::StrJoin(choices, "");
+  const std::string last = choices.back();
+  choices.pop_back();
+  return absl::StrCat(absl::StrJoin(choices, ", "), ", or ", last);
 }
 
 }  // namespace devmesh

@@ -7,8 +7,10 @@
 // target registers it when the program starts). RegisterBackend adds others
 // (tests, plug-ins): a class derived from Communicator that overrides its
 // protected Do* functions and identity accessors (comm/communicator.h), made
-// by the factory, and the codec of its options (comm/backend_options.h). device_mesh uses this for its backend override (R19 in
-// docs/BEHAVIOURS.md).
+// by the factory, the codec of its options and its traits
+// (comm/backend_options.h). device_mesh uses this for its backend override
+// (R19 in docs/BEHAVIOURS.md), and asks it about backends by name (TraitsOf,
+// RegisteredDefaultBackendFor, ...) instead of comparing names.
 //
 // Thread-safety: every function may be called from any thread.
 #ifndef DEVMESH_COMM_REGISTRY_H_
@@ -21,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <typeindex>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -51,14 +54,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
     absl::string_view backend, std::shared_ptr<Store> store, int rank,
     int size, const CommOptions& options = CommOptions());
 
-// Registers `factory` under `name`, with the codec of its options
-// (comm/backend_options.h; empty: the backend has no typed options).
+// Registers `factory` under `name`, with the codec of its options and its
+// traits (comm/backend_options.h; empty: the backend has no typed options,
+// default traits).
 // Errors:
 //   InvalidArgument  an empty name; a null factory
 //   AlreadyExists    `name` is taken
 absl::Status RegisterBackend(absl::string_view name,
                              CommunicatorFactory factory,
-                             BackendOptionsCodec options = {});
+                             BackendOptionsCodec options = {},
+                             BackendTraits traits = {});
 
 // The registered names, sorted: the backends linked into this program.
 std::vector<std::string> KnownBackends();
@@ -98,6 +103,40 @@ absl::Status FillLocalOptionDefaults(absl::string_view backend,
 // Errors: the codec's (NCCL: UseLocalCudaDevice's).
 absl::Status PrepareThreadFor(absl::string_view backend,
                               const LocalPlace& place);
+
+// The traits `backend` registered (comm/backend_options.h); default
+// BackendTraits (every trait off) for a name not registered, such as
+// "auto" or "two_level". Never fails.
+BackendTraits TraitsOf(absl::string_view backend);
+
+// The registered backend whose traits name `device_type` among
+// default_for_device_types ("cuda" -> "nccl"); "" when none does. When
+// several do, the first by name. (comm/auto_group.h's
+// DefaultGroupBackendFor adds "cpu" -> "auto".)
+std::string RegisteredDefaultBackendFor(absl::string_view device_type);
+
+// Whether `backend`'s groups must be made on a thread it has set up
+// (PrepareThreadFor: its codec has a prepare_thread; NCCL: a new thread's
+// current CUDA device is 0, not the local rank's). False for a name not
+// registered.
+bool NeedsPreparedThread(absl::string_view backend);
+
+// Runs every registered backend's fill_process_fields on `options`
+// (comm/backend_options.h: Gloo's store route), for a group of any backend
+// made by a process at `place`. Never fails.
+void FillProcessFields(const LocalPlace& place, CommOptions* options);
+
+// The registered backend whose codec reads the typed options of type
+// `options_type` (BackendOptionsCodec::typed_options; NcclOptions ->
+// "nccl"); "" when none does, and for void (no typed options). Never
+// fails.
+std::string BackendReadingOptions(std::type_index options_type);
+
+// The backend names a program may give, for an error message: the linked
+// ones quoted and sorted, then devmesh's opt-in backends that are not
+// linked with the target that brings them: `"nccl", "shm", "ucx", or
+// "gloo" with @devmesh//comm:gloo linked`.
+std::string BackendChoicesText();
 
 // OK when `backend` is registered. Errors: NotFound otherwise: for one of
 // devmesh's opt-in backends ("gloo") `backend "gloo" is not linked into this

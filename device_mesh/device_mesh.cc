@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/auto_group.h"
 #include "comm/error_info.h"
 #include "comm/option_fields.h"
 #include "comm/registry.h"
@@ -400,9 +401,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
   if (options.backend.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device type '", device_type_,
-        "' has no default backend: set MeshOptions backend (\"auto\", "
-        "\"shm\", \"ucx\", \"nccl\", or \"gloo\" with "
-        "@devmesh//comm:gloo linked)"));
+        "' has no default backend: set MeshOptions backend (",
+        GroupBackendChoicesText(), ")"));
   }
   const absl::Duration timeout = options.timeout.value_or(kDefaultGroupTimeout);
   const std::string key = GroupKey(layout, d, options);

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <map>
+#include <typeindex>
+#include <typeinfo>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/auto_group.h"
 #include "comm/option_fields.h"
 #include "comm/registry.h"
 #include "status/status_macros.h"
@@ -114,18 +117,44 @@ absl::StatusOr<MeshOptions> ValidateMeshOptions(
 
 namespace device_mesh_internal {
 
+namespace {
+
+// A GroupOptions member of typed options `T`, held in CommOptions at
+// `slot`: the registry names the backend whose codec reads `T`
+// (BackendOptionsCodec::typed_options), so no backend is named here.
+template <typename T>
+TypedBackendOptions Typed(const std::optional<T>& member, T CommOptions::*slot) {
+  TypedBackendOptions t;
+  t.backend = BackendReadingOptions(std::type_index(typeid(T)));
+  t.set = member.has_value();
+  if (t.set) t.options.*slot = *member;
+  return t;
+}
+
+// Sets `member` from `options`' `slot` when `backend` is the one that reads
+// `T`; false otherwise.
+template <typename T>
+bool SetTyped(absl::string_view backend, const CommOptions& options,
+              T CommOptions::*slot, std::optional<T>* member) {
+  if (backend.empty() ||
+      backend != BackendReadingOptions(std::type_index(typeid(T)))) {
+    return false;
+  }
+  *member = options.*slot;
+  return true;
+}
+
+}  // namespace
+
+// A new typed member of GroupOptions adds one line to each function below
+// (and its merge to MeshOptions::For).
 std::vector<TypedBackendOptions> TypedOptionsOf(const GroupOptions& g) {
-  std::vector<TypedBackendOptions> out(1);
-  out[0].backend = "nccl";
-  out[0].set = g.nccl.has_value();
-  if (out[0].set) out[0].options.nccl = *g.nccl;
-  return out;
+  return {Typed(g.nccl, &CommOptions::nccl)};
 }
 
 absl::Status SetTypedOptions(absl::string_view backend,
                              const CommOptions& options, GroupOptions* g) {
-  if (backend == "nccl") {
-    g->nccl = options.nccl;
+  if (SetTyped(backend, options, &CommOptions::nccl, &g->nccl)) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -134,10 +163,8 @@ absl::Status SetTypedOptions(absl::string_view backend,
 
 }  // namespace device_mesh_internal
 
-absl::string_view DefaultBackendFor(absl::string_view device_type) {
-  if (device_type == "cpu") return "auto";
-  if (device_type == "cuda") return "nccl";
-  return "";
+std::string DefaultBackendFor(absl::string_view device_type) {
+  return DefaultGroupBackendFor(device_type);
 }
 
 absl::Status CheckDeviceType(absl::string_view device_type) {
@@ -177,10 +204,11 @@ absl::Status CheckDeviceTypeHasBackend(
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "device type '", device_type, "' is not one devmesh knows", hint,
-      ": the device types are \"cpu\" (backend \"auto\": shared memory "
-      "within a host, else UCX) and \"cuda\" (backend \"nccl\"); another "
-      "device type needs a backend for every dim (MeshOptions.all.backend, "
-      "R19)"));
+      ": the device types are \"cpu\" (backend \"", DefaultBackendFor("cpu"),
+      "\": shared memory within a host, else UCX) and \"cuda\" (backend \"",
+      DefaultBackendFor("cuda"),
+      "\"); another device type needs a backend for every dim "
+      "(MeshOptions.all.backend, R19)"));
 }
 
 }  // namespace devmesh

@@ -130,8 +130,10 @@ bool SameGroupOptions(const GroupOptions& a, const GroupOptions& b);
 absl::Status CheckGroupTimeout(const GroupOptions& g, absl::string_view where);
 
 // The backend a device type means when no override is given: "cpu" ->
-// "auto", "cuda" -> "nccl", anything else -> "" (the caller must override).
-absl::string_view DefaultBackendFor(absl::string_view device_type);
+// "auto", "cuda" -> "nccl" (the backend that registers itself as its
+// default), anything else -> "" (the caller must override).
+// comm/auto_group.h's DefaultGroupBackendFor.
+std::string DefaultBackendFor(absl::string_view device_type);
 
 // R18: a device type is a non-empty word of letters without an index
 // ("cuda", not "cuda:0"). InvalidArgument naming it otherwise.
@@ -159,14 +161,16 @@ struct TypedBackendOptions {
 
 // Every typed backend-options member of `g`, set or not, in a fixed order
 // (the order of mesh serialization: a new member goes at the end): today
-// one, GroupOptions::nccl, read by backend "nccl". The one place that pairs
-// a GroupOptions member with its backend; the group identity, option
-// strings, local fields and serialization go through the codecs by name.
+// one, GroupOptions::nccl, read by the backend whose codec reads
+// NcclOptions (comm/registry.h's BackendReadingOptions: "nccl"). The one
+// place that lists GroupOptions' typed members; their backends come from
+// the registry by type, and the group identity, option strings, local
+// fields and serialization go through the codecs by name.
 std::vector<TypedBackendOptions> TypedOptionsOf(const GroupOptions& g);
 
 // Sets the member of `g` that `backend`'s typed options fill, from
-// `options`. Errors: InvalidArgument when GroupOptions has no member for
-// `backend`.
+// `options`. Errors: InvalidArgument when GroupOptions has no member read
+// by `backend` ("GroupOptions has no options of backend \"x\"").
 absl::Status SetTypedOptions(absl::string_view backend,
                              const CommOptions& options, GroupOptions* g);
 

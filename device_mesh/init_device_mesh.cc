@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/auto_group.h"
 #include "comm/backend_options.h"
 #include "comm/registry.h"
 #include "config/settings.h"
@@ -33,10 +34,11 @@ absl::Status CheckTimeouts(const MeshOptions& options) {
 }
 
 // Every backend the mesh's groups may be made with is linked into this
-// program ("auto" and "shm": the cross-host backend too, for groups and
-// pairs that cannot share memory), so that a missing one (an opt-in "gloo"
-// without @devmesh//comm:gloo) fails the mesh on every rank at once, not its
-// first group. NotFound (comm/registry.h's CheckBackendLinked).
+// program (CheckGroupBackendLinked, comm/auto_group.h: "auto" and "shm"
+// need the cross-host backend, for groups and pairs that cannot share
+// memory), so that a missing one (an opt-in "gloo" without
+// @devmesh//comm:gloo) fails the mesh on every rank at once, not its first
+// group. NotFound (comm/registry.h's CheckBackendLinked).
 // `backend` may be empty (a device type with no default, whose dims name
 // their own backends in per_dim).
 absl::Status CheckBackendsLinked(absl::string_view backend,
@@ -47,10 +49,7 @@ absl::Status CheckBackendsLinked(absl::string_view backend,
     if (!g.backend.empty()) names.push_back(g.backend);
   }
   for (const std::string& name : names) {
-    DEVMESH_RETURN_IF_ERROR(CheckBackendLinked(
-        name == "auto" || name == "shm"
-            ? CrossHostBackendName(ProcessSettings())
-            : name));
+    DEVMESH_RETURN_IF_ERROR(CheckGroupBackendLinked(name));
   }
   return absl::OkStatus();
 }

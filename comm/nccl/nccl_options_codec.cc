@@ -1,6 +1,8 @@
 // devmesh/comm/nccl/nccl_options_codec.cc
 #include "comm/nccl/nccl_options_codec.h"
 
+#include <typeindex>
+#include <typeinfo>
 #include <utility>
 
 #include "comm/nccl/nccl_communicator.h"
@@ -40,6 +42,7 @@ BackendOptionsCodec NcclOptionsCodec() {
   codec.prepare_thread = [](const LocalPlace& place) {
     return UseLocalCudaDevice(place.local_rank);
   };
+  codec.typed_options = std::type_index(typeid(NcclOptions));
   return codec;
 }
 

@@ -5,7 +5,7 @@
 // NcclAgreedFields lists them (comm/nccl/nccl_option_fields.h), its local
 // fields as NcclLocalFieldsString writes them, cuda_device's default
 // (local_rank % the visible devices, when unset) and UseLocalCudaDevice as
-// the thread's set-up.
+// the thread's set-up; it reads NcclOptions (typed_options).
 //
 // Internal to //comm. Thread-safety: a pure function; the codec's
 // functions may be called from any thread.
