@@ -21,6 +21,15 @@
 # and the ratio PyTorch / devmesh of the medians, with the range of the
 # per-round ratios.
 #
+# With the 2x2 mesh each round also runs bench/tcp_allreduce_floor on the same
+# hosts and cores: dp's two pairs doing a 2-member all-reduce over one TCP
+# connection each with only the bytes, copies and reduction it needs. Its
+# columns: floor_us (its time, as measured for the other sides) and
+# floor_cpu_us (both members' CPU time per all-reduce: the pair shares one
+# core, so it bounds the time of any all-reduce doing that work there), and
+# PT/cpu = torch_us / floor_cpu_us, the most such an all-reduce could be ahead
+# of PyTorch on this machine.
+#
 #   sudo tools/cross_host_bench.sh [--rounds=3] [--sizes=1024,65536,1048576]
 #                                  [--iters=10] [--out=FILE]
 #                                  [--devmesh_env='NAME=VALUE ...']
@@ -121,15 +130,17 @@ step() {
   return $rc
 }
 
-echo "cross_host_bench: building //bench:allreduce_2d (-c opt)" >&2
-timeout -k 10 1200 bazel build -c opt //bench:allreduce_2d >"$WORK/build.log" 2>&1 ||
-  { tail -n 20 "$WORK/build.log" >&2; exit 1; }
+echo "cross_host_bench: building //bench:allreduce_2d and :tcp_allreduce_floor (-c opt)" >&2
+timeout -k 10 1200 bazel build -c opt //bench:allreduce_2d //bench:tcp_allreduce_floor \
+  >"$WORK/build.log" 2>&1 || { tail -n 20 "$WORK/build.log" >&2; exit 1; }
 # bazel-out/k8-opt, not bazel-bin: bazel-bin follows the checkout's last
 # build's configuration (an asan or tsan build by someone else meanwhile).
-mkdir -p "$WORK/bin" && cp bazel-out/k8-opt/bin/bench/allreduce_2d "$WORK/bin/" || exit 1
+mkdir -p "$WORK/bin" && cp bazel-out/k8-opt/bin/bench/allreduce_2d \
+  bazel-out/k8-opt/bin/bench/tcp_allreduce_floor "$WORK/bin/" || exit 1
 HOSTS_UP=1
 lc_hosts_up || { echo "cross_host_bench.sh: the namespace hosts did not come up" >&2; exit 1; }
 H1="$(lc_host_addr 1)"
+H2="$(lc_host_addr 2)"
 max=0
 for s in ${sizes//,/ }; do [ "$s" -gt "$max" ] && max=$s; done
 filter="^allreduce_2d/[^/]+/(${sizes//,/|})/"
@@ -156,6 +167,14 @@ run_torch() {  # LOG
     --sizes "$sizes" --iters "$iters" --warmup 3
 }
 
+run_floor() {  # LOG: only the 2x2 mesh's dp pairs (tcp_allreduce_floor.cc)
+  step "$1" "$ROOT/tools/launcher_check/by_hand.sh" "$H1" \
+    "$WORK/bin/tcp_allreduce_floor" --peer_host="$H2" --sizes="$sizes" \
+    --iters="$iters" --warmup=3
+}
+floor_side=""
+[ "$mesh_shape" = "2x2" ] && floor_side=" floor"
+
 failed=0
 for r in $(seq 1 "$rounds"); do
   if [ -n "$devmesh_env" ]; then
@@ -165,6 +184,7 @@ for r in $(seq 1 "$rounds"); do
       *) order="torch devmesh devmesh_env" ;;
     esac
   elif [ $((r % 2)) -eq 1 ]; then order="devmesh torch"; else order="torch devmesh"; fi
+  order="$order$floor_side"
   for side in $order; do
     if ! "run_$side" "$WORK/$side.$r.log"; then
       echo "cross_host_bench: $side round $r failed:" >&2
@@ -185,7 +205,9 @@ dm_sides = ["devmesh"] + (["devmesh_env"] if env else [])
 want = {(d, int(b)) for d in ("dp", "tp") for b in sys.argv[4].split(",")}
 row = re.compile(r"^\s+(\d+)\s+\d+\s+(dp|tp)\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s+"
                  r"[\d.]+\s+[\d.]+\s+(\d+)")
-times = {"devmesh": {}, "devmesh_env": {}, "torch": {}}
+times = {"devmesh": {}, "devmesh_env": {}, "torch": {}, "floor": {},
+         "floor_cpu": {}}
+floor = shape == "2x2"
 wrong = 0
 backends = []
 env_backends = []
@@ -206,9 +228,25 @@ for r in range(1, rounds + 1):
             key = (c["dim"], c["bytes"])
             times["torch"].setdefault(key, []).append(c["seconds"] * 1e6)
             wrong += c["wrong"]
+    if floor:
+        # One line per dp pair; the round's time is the slower pair's.
+        per_round, cpu_round = {}, {}
+        for line in open(os.path.join(work, "floor.%d.log" % r)):
+            if line.startswith("TCP_FLOOR "):
+                c = json.loads(line.split(" ", 1)[1])
+                key = ("dp", c["bytes"])
+                per_round[key] = max(per_round.get(key, 0), c["seconds"] * 1e6)
+                cpu_round[key] = max(cpu_round.get(key, 0),
+                                     c["pair_cpu_seconds"] * 1e6)
+                wrong += c["wrong"]
+        for key, us in per_round.items():
+            times["floor"].setdefault(key, []).append(us)
+            times["floor_cpu"].setdefault(key, []).append(cpu_round[key])
 missing = []
-for side in dm_sides + ["torch"]:
+for side in dm_sides + ["torch"] + (["floor"] if floor else []):
     for key in sorted(want):
+        if side == "floor" and key[0] != "dp":
+            continue
         got = len(times[side].get(key, []))
         if got != rounds:
             missing.append("%s %s %d B: %d of %d rounds" % (side, key[0], key[1],
@@ -226,6 +264,15 @@ lines = ["# %s; float32 sum, %d rounds, us per all-reduce (median over rounds)"
          "; PyTorch: Gloo on both dims (GLOO_SOCKET_IFNAME=%s)" % "dmlc0"]
 if base_env:
     lines.append("# devmesh_us with %s" % base_env)
+if floor:
+    lines.append("# floor_us: bench/tcp_allreduce_floor, the dp pairs' 2-member "
+                 "all-reduce over one TCP connection with only the bytes, copies "
+                 "and reduction it needs, on the same cores (both members of a "
+                 "pair share one); floor_cpu_us: the CPU time both members of "
+                 "the pair spend on it, a bound under the wall time of any "
+                 "all-reduce that does that work on one core; PT/cpu = "
+                 "torch_us / floor_cpu_us, the most such an all-reduce could be "
+                 "ahead of PyTorch here")
 if env:
     lines.append("# env_us: devmesh again with %s, in its own turn each round: "
                  "%s" % (env, "; ".join(env_backends)))
@@ -233,6 +280,8 @@ head = "%-4s %10s %12s %12s %8s %17s" % ("dim", "bytes", "devmesh_us",
                                           "torch_us", "PT/dm", "per-round range")
 if env:
     head += " %12s %8s %17s" % ("env_us", "env/dm", "per-round range")
+if floor:
+    head += " %10s %12s %8s" % ("floor_us", "floor_cpu_us", "PT/cpu")
 lines.append(head)
 for key in sorted(want):
     d, t = times["devmesh"][key], times["torch"][key]
@@ -246,6 +295,10 @@ for key in sorted(want):
         text += " %12.1f %8.2f %8.2f-%-8.2f" % (
             statistics.median(e), statistics.median(e) / statistics.median(d),
             min(er), max(er))
+    if floor and key[0] == "dp":
+        f = statistics.median(times["floor"][key])
+        fc = statistics.median(times["floor_cpu"][key])
+        text += " %10.1f %12.1f %8.2f" % (f, fc, statistics.median(t) / fc)
     lines.append(text)
 lines.append("# wrong elements, every side, every round: %d" % wrong)
 text = "\n".join(lines)
