@@ -141,8 +141,11 @@ struct ShrinkOptions {
   // (members whose lease stops are not waited for).
   absl::Duration timeout = absl::Seconds(60);
   // A member that has not called Shrink counts as dead when its lease does
-  // not advance for this long; default FailureWatch::kLeaseMisses lease
-  // periods (DEVMESH_LEASE_PERIOD_MS). At least two periods.
+  // not advance for this long (over etcd: as soon as its lease expired);
+  // default 3 lease periods (DEVMESH_LEASE_PERIOD_MS), cut to
+  // max(2 s, 2 periods) - 0.3 periods - 300 ms from a period of about
+  // 430 ms (1.4 s at 1 s), so that a death is not waited for past
+  // max(2 s, 2 periods). One given is at least two periods.
   std::optional<absl::Duration> lease;
   // Shrink fails (FailedPrecondition, on every survivor alike) rather than
   // leave fewer replicas than this.
@@ -394,7 +397,9 @@ class DeviceMesh {
   //                       has a verdict: <the failure watch's verdict>": a
   //                       rank of the job was found dead while the creation
   //                       waited (in the store: within max(2 s, 2 lease
-  //                       periods) of this rank learning the verdict; in
+  //                       periods) of this rank learning the verdict, in
+  //                       a rebuild within a tenth of a period, at least
+  //                       25 ms; in
   //                       Gloo's pair connects: within 100 ms; NCCL's init:
   //                       50 ms; MeshRuntime::Group), not at the timeout.
   //                       (The shm set-up's last wait, in its segment, does
@@ -556,8 +561,9 @@ class DeviceMesh {
   //     host it runs on (its runtime's own entry, which it answered the call
   //     with), so groups of ranks on one host are shm (two-level where
   //     DEVMESH_TWO_LEVEL=1 applies) on every member alike. The runtime's
-  //     table changes here: no group of this runtime may be made on another
-  //     thread during a Grow (MeshRuntime::SetHostInfo).
+  //     table changes here (MeshRuntime::SetHostInfo, thread-safe): a
+  //     group made on another thread meanwhile reads the old table or the
+  //     new one, whole.
   // With no whole replica of spares ready (or the target reached) nothing
   // changes: every member gets this mesh back (report.grown false, the
   // same epoch) and may call Grow again later. Once the groups are made,

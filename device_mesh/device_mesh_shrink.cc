@@ -17,9 +17,11 @@
 #include "absl/strings/str_split.h"
 #include "comm/error_info.h"
 #include "comm/group_args.h"
+#include "comm/registry.h"
 #include "comm/shrinkable_communicator.h"
 #include "device_mesh/device_mesh.h"
 #include "device_mesh/epoch_agreement.h"
+#include "device_mesh/rank_liveness.h"
 #include "device_mesh/group_tag.h"
 #include "device_mesh/guarded_communicator.h"
 #include "device_mesh/root_state.h"
@@ -148,9 +150,13 @@ absl::StatusOr<ShrinkResult> DeviceMesh::Shrink(
     return absl::FailedPreconditionError(
         "Shrink needs the failure watch (unset DEVMESH_FAILURE_WATCH=0)");
   }
+  // Default: the lease's own confirm wait (counter: 3 periods, cut to fit
+  // max(2 s, 2 periods) from a period of about 430 ms; rank_liveness.h), so
+  // that a member that dies before it arrives is not waited for past that
+  // bound. A lease given is at least two periods.
   const absl::Duration lease =
-      options.lease.value_or(watch->period() * FailureWatch::kLeaseMisses);
-  if (lease < watch->period() * 2) {
+      options.lease.value_or(watch->liveness().confirm_wait());
+  if (options.lease.has_value() && lease < watch->period() * 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Shrink's lease (", absl::FormatDuration(lease),
         ") must be at least two lease periods (",
@@ -426,7 +432,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
                it->second.completed == mine.completed;
       }
     }
-    if (!keep && old != nullptr && go.backend == "nccl") {
+    if (!keep && old != nullptr && TraitsOf(go.backend).shrinks_in_place) {
       std::optional<std::vector<int>> exclude =
           ShrinkExclusions(old->global_ranks(), line_ranks);
       const std::string tag = GroupTag(old_key, old->global_ranks());
@@ -442,7 +448,7 @@ absl::StatusOr<ShrinkResult> DeviceMesh::ShrinkOnce(int rd,
     }
     if (!keep) {
       rebuild.push_back(d);
-      nccl = nccl || go.backend == "nccl";
+      nccl = nccl || NeedsPreparedThread(go.backend);
       continue;
     }
     const std::string new_key = next.GroupKey(next.layout(), d, go);

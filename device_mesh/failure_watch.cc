@@ -413,9 +413,15 @@ struct FailureWatch::State {
         sync_internal::MutexLock lock(&mu);
         store_note = trouble.ok() ? "" : trouble.ToString();
       }
-      // Never faster than one round per period, whatever the store answers.
-      const absl::Duration left = period - (absl::Now() - start);
-      if (left > absl::ZeroDuration()) absl::SleepFor(left);
+      // Never faster than one round per period, whatever the store answers,
+      // but at once when the epoch moved on meanwhile (AdvanceEpoch signals
+      // verdict_cv): a verdict of the new epoch that another rank publishes
+      // is then learnt at once, not up to a period later.
+      sync_internal::MutexLock lock(&mu);
+      const absl::Time next = start + period;
+      while (!stop.load() && epoch == at_epoch && absl::Now() < next) {
+        verdict_cv.WaitWithDeadline(&mu, next);
+      }
     }
   }
 };
@@ -655,8 +661,9 @@ bool FailureWatch::JudgeGoneMembers(const std::vector<int>& members) {
   }
   if (!verdict().empty()) return true;
   // Members on other hosts (or whose process this kernel cannot see): their
-  // lease, read at most twice a period each. One that shows no renewal for
-  // confirm_wait() (counter: 3 periods; etcd: its key gone at expiry) while
+  // lease, read at most once a RebuildSlice each. One that shows no renewal
+  // for confirm_wait() (counter: CounterConfirmWait, 3 periods up to about
+  // 430 ms; etcd: its key gone at expiry) while
   // this rank waits for it is dead, as a failed call's suspect is in
   // Explain: the wait is the evidence, the lease decides. Without this a
   // wait for a member on another host ended only at its successor's
@@ -678,7 +685,8 @@ bool FailureWatch::JudgeGoneMembers(const std::vector<int>& members) {
       }
       auto it = state_->judged.find(peer);
       if (it != state_->judged.end() &&
-          now - it->second.read_at < state_->period / 2) {
+          now - it->second.read_at <
+              device_mesh_internal::RebuildSlice(state_->period)) {
         continue;
       }
     }

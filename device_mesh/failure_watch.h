@@ -265,14 +265,16 @@ class FailureWatch {
   // the wait as the evidence that it was needed; CompareSet keeps a verdict
   // already there). Else a member whose process is on another host (or
   // one this kernel cannot see) and whose watch started is judged by its
-  // lease, read at most twice a period: one that shows no renewal for
-  // RankLiveness::confirm_wait() (counter: 3 periods from the first read
-  // of its current count; etcd: its key gone at the lease's expiry) and has
-  // no "left" mark is published dead ("its lease was not renewed for T
-  // while a rebuild waited for it"), as Explain does with a failed call's
-  // suspect. So a wait that calls this every slice ends within about 3
-  // periods plus two slices of a death on another host (counter), rather
-  // than at the successor's verdict after the silence. Returns true when
+  // lease, read at most once a RebuildSlice (rank_liveness.h; a tenth of a
+  // period, at least 25 ms): one that shows no renewal for
+  // RankLiveness::confirm_wait() (counter: CounterConfirmWait, 3 periods
+  // cut to fit max(2 s, 2 periods), from the first read of its current
+  // count; etcd: its key gone at the lease's expiry) and has no "left"
+  // mark is published dead ("its lease was not renewed for T while a
+  // rebuild waited for it"), as Explain does with a failed call's suspect.
+  // So a wait that calls this every slice ends within confirm_wait plus two
+  // slices of a death on another host (counter), rather than at the
+  // successor's verdict after the silence. Returns true when
   // the current epoch has a verdict after the call (this one or another),
   // false otherwise (every member alive or unknown, or the store did not
   // answer). Costs one store read per member the first time (its process

@@ -15,6 +15,7 @@
 #include "config/settings.h"
 #include "device_mesh/group_tag.h"
 #include "device_mesh/guarded_communicator.h"
+#include "device_mesh/rank_liveness.h"
 #include "device_mesh/spare_registry.h"
 #include "status/status_macros.h"
 #include "store/cancellable_store.h"
@@ -66,6 +67,7 @@ absl::Status MeshRuntime::CheckCanCreate(absl::string_view what,
 }
 
 bool MeshRuntime::OnOneHostName(const std::vector<int>& members) const {
+  sync_internal::MutexLock lock(&host_mu_);
   if (hostnames_.empty()) return true;  // no host table: let the check decide
   for (int r : members) {
     if (r < 0 || static_cast<size_t>(r) >= hostnames_.size() ||
@@ -87,11 +89,14 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::CreateOn(
   // A member outside the table gets an empty key: not on one host with the
   // others, and no two-level group.
   std::vector<std::string> hosts;
-  if (!hostnames_.empty()) {
-    for (int r : members) {
-      hosts.push_back(r >= 0 && static_cast<size_t>(r) < hostnames_.size()
-                          ? hostnames_[r]
-                          : std::string());
+  {
+    sync_internal::MutexLock lock(&host_mu_);  // not across the creation
+    if (!hostnames_.empty()) {
+      for (int r : members) {
+        hosts.push_back(r >= 0 && static_cast<size_t>(r) < hostnames_.size()
+                            ? hostnames_[r]
+                            : std::string());
+      }
     }
   }
   DEVMESH_ASSIGN_OR_RETURN(
@@ -110,8 +115,9 @@ absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(
   options.nccl = nccl;
   LocalPlace place;
   place.local_rank = local_rank_;
+  place.store_route_address = store_route_address();
   DEVMESH_RETURN_IF_ERROR(FillLocalOptionDefaults(transport, place, &options));
-  options.gloo.store_route_address = store_route_address_;
+  FillProcessFields(place, &options);
   return options;
 }
 
@@ -217,38 +223,41 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
     std::optional<NcclOptions> nccl, std::optional<bool> verify_calls,
     absl::string_view label) {
   DEVMESH_RETURN_IF_ERROR(CheckCanCreate("group", timeout));
-  // Gloo does not compare the members' calls itself: its groups are
-  // verified unless the caller said no. Known before the group is made
-  // (every member decides alike, from the agreed settings and the host
-  // table), so that a verified group is never the world communicator.
-  const bool gloo = backend == "gloo" ||
-                    (backend == "auto" &&
-                     absl::string_view(CrossHostBackendName(
-                         ProcessSettings())) == "gloo" &&
-                     !OnOneHostName(members));
-  bool world_line = !nccl.has_value() && !verify_calls.value_or(gloo) &&
+  // A backend that compares no calls across members itself (Gloo:
+  // BackendTraits::verify_calls_by_default) has its groups verified unless
+  // the caller said no. Known before the group is made (every member
+  // decides alike, from the agreed settings and the host table), so that a
+  // verified group is never the world communicator.
+  const bool apart = !OnOneHostName(members);
+  const bool verify_by_default =
+      TraitsOf(BackendKnownBeforeCreation(backend, apart))
+          .verify_calls_by_default;
+  bool world_line = !nccl.has_value() &&
+                    !verify_calls.value_or(verify_by_default) &&
                     static_cast<int>(members.size()) == world_size_;
   for (int i = 0; world_line && i < world_size_; ++i) {
     world_line = members[i] == i;
   }
   if (world_line) {
     auto world = World(backend, timeout);
-    // Without a host table "auto" can still end on Gloo: made as a named
-    // group then, to be verified.
+    // Without a host table "auto" can still end on a backend verified by
+    // default (Gloo): made as a named group then, to be verified.
     if (!world.ok() || verify_calls.has_value() ||
-        (*world)->backend() != "gloo") {
+        !TraitsOf((*world)->backend()).verify_calls_by_default) {
       return world;
     }
   }
   EnsureWatch();
   DEVMESH_ASSIGN_OR_RETURN(
       auto group, NamedGroup(backend, identity, members, timeout, nccl, label));
-  const bool verify = verify_calls.value_or(gloo || group->backend() == "gloo");
-  if (verify && group->backend() != "shm") {  // shm checks itself
+  const BackendTraits made = TraitsOf(group->backend());
+  const bool verify =
+      verify_calls.value_or(verify_by_default || made.verify_calls_by_default);
+  if (verify && !made.checks_calls_in_band) {  // shm checks itself
     // The checker: shared memory inside a host, UCX across hosts whatever
     // DEVMESH_CROSS_HOST_BACKEND says (a 48-byte all-gather on Gloo's
     // event loop cost about 150 us where UCX's costs a round trip).
-    auto checker = NamedGroup(OnOneHostName(members) ? "auto" : "ucx",
+    auto checker = NamedGroup(CallCheckerBackend(apart),
                               absl::StrCat(identity, "|verify"), members,
                               timeout, std::nullopt);
     if (!checker.ok()) {
@@ -267,13 +276,16 @@ std::function<absl::Status()> MeshRuntime::CreationCancel(
     std::vector<int> members) {
   std::shared_ptr<FailureWatch> w = watch();
   if (w == nullptr) return nullptr;
-  // In a rebuild (a later epoch), the members' processes on this host are
-  // looked at, at most every 100 ms: one that is gone is judged dead at
-  // once instead of after its lease's silence.
+  // In a rebuild (a later epoch), the members are judged at most once a
+  // rebuild slice (rank_liveness.h: a tenth of a period, at least 25 ms):
+  // one whose process on this host is gone, or whose lease elsewhere
+  // stopped, is dead within the bound rather than after its silence.
   if (w->epoch() == 0) members.clear();
   auto last_judged = std::make_shared<std::atomic<int64_t>>(0);
+  const int64_t judge_ms = absl::ToInt64Milliseconds(
+      device_mesh_internal::RebuildSlice(w->period()));
   return [weak = std::weak_ptr<FailureWatch>(w), members = std::move(members),
-          last_judged]() -> absl::Status {
+          last_judged, judge_ms]() -> absl::Status {
     std::shared_ptr<FailureWatch> watch = weak.lock();
     if (watch == nullptr) return absl::OkStatus();
     if (std::string fenced = watch->fenced(); !fenced.empty()) {
@@ -282,7 +294,7 @@ std::function<absl::Status()> MeshRuntime::CreationCancel(
     if (!members.empty() && watch->verdict().empty()) {
       const int64_t now = absl::ToUnixMillis(absl::Now());
       int64_t last = last_judged->load();
-      if (now - last >= 100 &&
+      if (now - last >= judge_ms &&
           last_judged->compare_exchange_strong(last, now)) {
         (void)watch->JudgeGoneMembers(members);
       }
@@ -304,12 +316,13 @@ std::shared_ptr<Store> MeshRuntime::CreationStore(std::vector<int> members) {
   // only after the silence (2 s and up) anyway, a c10d store's cancelled
   // wait costs a few requests (CANCEL_WAIT, CHECKs), and every rank of a
   // large job makes groups at once. In a later epoch (the rebuild of a
-  // Shrink or a Grow, few groups) slices of one period, at least 100 ms: a
-  // wait for a member that died ends within a period of the verdict, not up
-  // to a whole slice after it (two silences in all).
+  // Shrink or a Grow, few groups) rebuild slices (a tenth of a period, at
+  // least 25 ms; rank_liveness.h): a wait for a member that died ends
+  // within max(2 s, 2 periods) of the death, the lease's judgement and two
+  // slices included.
   const absl::Duration slice =
       w->epoch() == 0 ? std::max(absl::Seconds(2), 2 * w->period())
-                      : std::max(absl::Milliseconds(100), w->period());
+                      : device_mesh_internal::RebuildSlice(w->period());
   auto cancellable =
       std::make_shared<CancellableStore>(store_->base(), slice,
                                          CreationCancel(std::move(members)));

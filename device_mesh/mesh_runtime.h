@@ -138,6 +138,7 @@ class MeshRuntime {
   // verdict of the current epoch (the verdict may name any rank of the job),
   // or FailedPrecondition with the fence when this rank is fenced: the
   // creation's store waits are cut into slices of max(2 s, 2 lease periods)
+  // (in a Shrink's or Grow's rebuild: a tenth of a period, at least 25 ms)
   // and end at the first slice after this rank learns it
   // (store/cancellable_store.h). The waits that are not store calls
   // ask the same check (CommOptions::creation_cancel): Gloo's pair connects
@@ -195,7 +196,8 @@ class MeshRuntime {
   // The store a communicator or an agreement is made over: the runtime's,
   // with its waits ended by the failure watch's verdict or fence
   // (CancellableStore, in slices of max(2 s, 2 lease periods) in epoch 0,
-  // of one lease period, at least 100 ms, in later epochs) and counted
+  // of a tenth of a lease period, at least 25 ms, in later epochs) and
+  // counted
   // once per call in the runtime's counters; the runtime's store itself
   // without a watch (starts the watch, as watch() does). Not on a detached
   // runtime (null store). `members` (global ranks; may be empty): the
@@ -249,21 +251,28 @@ class MeshRuntime {
   // What the rendezvous learnt about the ranks' hosts (Bootstrap::peers()):
   // hostnames()[r] is world rank r's host name (gethostname); empty when
   // unknown (a runtime not made by MeshRuntimeFromBootstrap). Used by
-  // device_mesh/host_layout.h.
-  const std::vector<std::string>& hostnames() const { return hostnames_; }
+  // device_mesh/host_layout.h. A copy: a Grow may set a new table
+  // (SetHostInfo) while another thread reads it.
+  std::vector<std::string> hostnames() const {
+    sync_internal::MutexLock lock(&host_mu_);
+    return hostnames_;
+  }
   // The address this rank's peers reach it at (an IP literal; empty when
   // unknown): PeerFacingAddress of Bootstrap::self() (the route toward the
   // store, or toward a peer on another host when that route is loopback;
   // device_mesh/peer_address.h). Gloo devices of this runtime advertise it
   // when neither GLOO_SOCKET_IFNAME nor GlooOptions::hostname is set (see
   // GlooOptions::store_route_address).
-  const std::string& store_route_address() const {
+  std::string store_route_address() const {
+    sync_internal::MutexLock lock(&host_mu_);
     return store_route_address_;
   }
-  // Sets both; call before the runtime is shared with other threads
-  // (MeshRuntimeFromBootstrap does, right after Create). Not thread-safe.
+  // Sets both (MeshRuntimeFromBootstrap, right after Create; a Grow, with
+  // the grown job's table). Thread-safe: a group made on another thread
+  // meanwhile reads the table before or after, never a torn one.
   void SetHostInfo(std::vector<std::string> hostnames,
                    std::string store_route_address) {
+    sync_internal::MutexLock lock(&host_mu_);
     hostnames_ = std::move(hostnames);
     store_route_address_ = std::move(store_route_address);
   }
@@ -312,11 +321,12 @@ class MeshRuntime {
   // fence once this rank is fenced, Unavailable "stopped waiting: this
   // job's epoch has a verdict: ..." once the failure watch has a verdict,
   // OK otherwise; empty without a watch. It holds the watch weakly. In an
-  // epoch after the first (a Shrink's or a Grow's rebuild), at most every
-  // 100 ms it also asks the watch to judge `members` (JudgeGoneMembers): a
-  // member whose process on this host is gone is dead at once, so a wait
-  // for it ends within about a slice of the death rather than after its
-  // lease's silence. Thread-safe, as the check may be asked from any
+  // epoch after the first (a Shrink's or a Grow's rebuild), at most once a
+  // rebuild slice (a tenth of a period, at least 25 ms) it also asks the
+  // watch to judge `members` (JudgeGoneMembers): a member whose process on
+  // this host is gone is dead at once, one elsewhere once its lease shows
+  // no renewal for its confirm wait, so a wait for it ends within
+  // max(2 s, 2 periods) of the death rather than after its silence. Thread-safe, as the check may be asked from any
   // thread.
   std::function<absl::Status()> CreationCancel(std::vector<int> members = {});
   // The named group of Group (members checked).
@@ -342,8 +352,10 @@ class MeshRuntime {
   absl::StatusOr<std::shared_ptr<Communicator>> WorldLocked(
       absl::string_view backend, absl::Duration timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<std::string> hostnames_;  // per world rank; set once
-  std::string store_route_address_;     // set once
+  // The host table and this rank's address (SetHostInfo).
+  mutable sync_internal::Mutex host_mu_;
+  std::vector<std::string> hostnames_ ABSL_GUARDED_BY(host_mu_);
+  std::string store_route_address_ ABSL_GUARDED_BY(host_mu_);
 
   // mu_ guards worlds_ and serializes world creations (collectives over the
   // world); names_mu_ guards group_counts_ alone, so a named group never

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "store/etcd_store.h"
+#include "store/forwarding_store.h"
 
 namespace devmesh {
 namespace device_mesh_internal {
@@ -59,7 +60,9 @@ class CounterLiveness final : public RankLiveness {
                      const LeaseReading& after) const override {
     return before.count == after.count;
   }
-  absl::Duration confirm_wait() const override { return 3 * period_; }
+  absl::Duration confirm_wait() const override {
+    return CounterConfirmWait(period_);
+  }
   std::string lapse_note() const override { return ""; }
 
  private:
@@ -79,6 +82,19 @@ class CounterLiveness final : public RankLiveness {
 
 }  // namespace
 
+absl::Duration DeathWaitBound(absl::Duration period) {
+  return std::max(absl::Seconds(2), 2 * period);
+}
+
+absl::Duration CounterConfirmWait(absl::Duration period) {
+  return std::min(3 * period, DeathWaitBound(period) - period * 3 / 10 -
+                                  absl::Milliseconds(300));
+}
+
+absl::Duration RebuildSlice(absl::Duration period) {
+  return std::max(absl::Milliseconds(25), period / 10);
+}
+
 std::string LeaseKeyOf(int rank) {
   return absl::StrCat("devmesh/job/lease/", rank);
 }
@@ -90,9 +106,17 @@ std::string ProcKeyOf(int rank) {
 std::unique_ptr<RankLiveness> MakeRankLiveness(std::shared_ptr<Store> store,
                                                int rank, absl::Duration period,
                                                absl::Duration silence) {
-  if (auto* etcd = dynamic_cast<EtcdStore*>(store.get())) {
-    return MakeEtcdLiveness(std::shared_ptr<EtcdStore>(store, etcd), rank,
-                            period, silence);
+  // An EtcdStore, or one behind ForwardingStores (a test's fault
+  // injector, a user's wrapper): etcd leases either way, so that every rank
+  // of a job judges the others alike. The lease calls go to the EtcdStore
+  // itself; the wrapper still sees every other call.
+  for (Store* s = store.get(); s != nullptr;) {
+    if (auto* etcd = dynamic_cast<EtcdStore*>(s)) {
+      return MakeEtcdLiveness(std::shared_ptr<EtcdStore>(store, etcd), rank,
+                              period, silence);
+    }
+    auto* forwarding = dynamic_cast<ForwardingStore*>(s);
+    s = forwarding != nullptr ? forwarding->base().get() : nullptr;
   }
   return std::make_unique<CounterLiveness>(std::move(store), rank, period,
                                            silence);

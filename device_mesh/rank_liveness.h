@@ -80,16 +80,33 @@ class RankLiveness {
   virtual bool LapsedBetween(const LeaseReading& before,
                              const LeaseReading& after) const = 0;
   // How long apart two readings must be for LapsedBetween to judge a death
-  // (failure_watch.h's Explain): counter, 3 periods; etcd, the TTL and one
-  // second (etcd's leader looks for expired leases twice a second).
+  // (failure_watch.h's Explain, JudgeGoneMembers): counter,
+  // CounterConfirmWait(period); etcd, the TTL and one second (etcd's leader
+  // looks for expired leases twice a second).
   virtual absl::Duration confirm_wait() const = 0;
   // Said in a verdict on a lapsed lease: "" (counter), "; its etcd lease
   // expired" (etcd).
   virtual std::string lapse_note() const = 0;
 };
 
-// The liveness for `store` (an EtcdStore: etcd leases; any other: the
-// counter) of rank `rank`, renewed every `period`, silent for `silence`
+// The bound a wait on a dead rank must end within, whatever the group
+// timeout: max(2 s, 2 periods) (a rebuild's waits, Shrink's and Grow's).
+absl::Duration DeathWaitBound(absl::Duration period);
+
+// A counter lease's confirm_wait: 3 periods (2 missed renewals), cut to
+// DeathWaitBound(period) - 0.3 periods - 300 ms where that is shorter (from
+// a period of about 430 ms; 1.4 periods at 1 s, 1.55 at 2 s, always more
+// than one period), so that the judgement (plus a reading and a wait slice
+// of RebuildSlice(period) each, and the next round) fits the bound.
+absl::Duration CounterConfirmWait(absl::Duration period);
+
+// The slice of a rebuild's waits (epochs after the first): a tenth of a
+// period, at least 25 ms. Waits ask the verdict, and judge the members
+// they wait for (FailureWatch::JudgeGoneMembers), once a slice.
+absl::Duration RebuildSlice(absl::Duration period);
+
+// The liveness for `store` (an EtcdStore, also behind ForwardingStores:
+// etcd leases; any other: the counter) of rank `rank`, renewed every `period`, silent for `silence`
 // before a lapse (> 0 both).
 std::unique_ptr<RankLiveness> MakeRankLiveness(std::shared_ptr<Store> store,
                                                int rank, absl::Duration period,
