@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <mutex>  // NOLINT: std::call_once
 #include <optional>
 #include <utility>
 
@@ -12,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "store/curl_library.h"
 
 namespace devmesh {
 namespace {
@@ -23,9 +23,10 @@ constexpr size_t kMaxIdleHandles = 8;
 // connections (a member restarting takes about a second to listen).
 constexpr absl::Duration kAllRefusedGrace = absl::Seconds(1);
 
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+// libcurl, once LoadCurlLibrary() has succeeded (EtcdHttp::Send checks it
+// before any handle is made; every other use of libcurl is under Send).
+const store_internal::CurlLibrary& Curl() {
+  return **store_internal::LoadCurlLibrary();
 }
 
 int64_t MillisUntil(absl::Time deadline) {
@@ -114,9 +115,9 @@ bool MemberGoing(long http, const std::string& body) {
 // A curl easy handle; cleaned up with it.
 class EtcdHttp::Handle {
  public:
-  Handle() : curl_(curl_easy_init()) {}
+  Handle() : curl_(Curl().easy_init()) {}
   ~Handle() {
-    if (curl_ != nullptr) curl_easy_cleanup(curl_);
+    if (curl_ != nullptr) Curl().easy_cleanup(curl_);
   }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
@@ -230,7 +231,7 @@ bool NeverSent(CURL* curl, CURLcode code) {
   }
   curl_off_t pretransfer = 0;
   return code == CURLE_OPERATION_TIMEDOUT &&
-         curl_easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pretransfer) ==
+         Curl().easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pretransfer) ==
              CURLE_OK &&
          pretransfer == 0;
 }
@@ -242,9 +243,7 @@ EtcdHttp::EtcdHttp(std::vector<std::string> endpoints,
                    absl::Duration attempt_timeout)
     : endpoints_(std::move(endpoints)),
       connect_timeout_(connect_timeout),
-      attempt_timeout_(attempt_timeout) {
-  GlobalInit();
-}
+      attempt_timeout_(attempt_timeout) {}
 
 std::string EtcdHttp::QuorumNote(CURL* curl, const std::string& endpoint,
                                  absl::Time deadline) {
@@ -256,16 +255,16 @@ std::string EtcdHttp::QuorumNote(CURL* curl, const std::string& endpoint,
   std::string body;
   const std::string url =
       absl::StrCat("http://", endpoint, "/v3/maintenance/status");
-  curl_easy_reset(curl);
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "{}");
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+  Curl().easy_reset(curl);
+  Curl().easy_setopt(curl, CURLOPT_URL, url.c_str());
+  Curl().easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  Curl().easy_setopt(curl, CURLOPT_POSTFIELDS, "{}");
+  Curl().easy_setopt(curl, CURLOPT_TIMEOUT_MS,
                    static_cast<long>(MillisUntil(by)));
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnPostData);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  const CURLcode code = curl_easy_perform(curl);
-  curl_easy_reset(curl);
+  Curl().easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnPostData);
+  Curl().easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  const CURLcode code = Curl().easy_perform(curl);
+  Curl().easy_reset(curl);
   if (code != CURLE_OK) return "";
   const nlohmann::json reply = nlohmann::json::parse(body, nullptr, false);
   if (!reply.is_object() || !reply.contains("errors") ||
@@ -308,12 +307,16 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
                                                  absl::Time deadline,
                                                  Retry retry,
                                                  const OnMessage* stream) {
+  // libcurl is loaded here, at the first request (curl_library.h).
+  if (auto loaded = store_internal::LoadCurlLibrary(); !loaded.ok()) {
+    return loaded.status();
+  }
   std::unique_ptr<Handle> handle = Borrow();
   CURL* curl = handle->get();
   if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
   curl_slist* headers =
-      curl_slist_append(nullptr, "Content-Type: application/json");
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue wait
+      Curl().slist_append(nullptr, "Content-Type: application/json");
+  headers = Curl().slist_append(headers, "Expect:");  // no 100-continue wait
   std::vector<std::string> failures;  // the last round's, one per endpoint
   std::string quorum_note;  // a member's own account of its trouble
   std::optional<absl::StatusOr<Attempt>> result;
@@ -354,31 +357,31 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
             : std::min(deadline, absl::Now() + window);
     if (stream != nullptr) a.answer_by = attempt_end;
     const std::string url = absl::StrCat("http://", a.endpoint, path);
-    curl_easy_reset(curl);  // keeps the handle's open connections
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+    Curl().easy_reset(curl);  // keeps the handle's open connections
+    Curl().easy_setopt(curl, CURLOPT_URL, url.c_str());
+    Curl().easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    Curl().easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    Curl().easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+    Curl().easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
                      static_cast<curl_off_t>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, a.error);
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+    Curl().easy_setopt(curl, CURLOPT_ERRORBUFFER, a.error);
+    Curl().easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                      static_cast<long>(std::min(
                          MillisUntil(deadline),
                          std::max<int64_t>(
                              1, absl::ToInt64Milliseconds(connect_timeout_)))));
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+    Curl().easy_setopt(curl, CURLOPT_TIMEOUT_MS,
                      static_cast<long>(MillisUntil(
                          stream != nullptr ? deadline : attempt_end)));
     if (stream != nullptr) {
-      curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnStreamData);
-      curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
-      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
-      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &a);
+      Curl().easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnStreamData);
+      Curl().easy_setopt(curl, CURLOPT_WRITEDATA, &a);
+      Curl().easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+      Curl().easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
+      Curl().easy_setopt(curl, CURLOPT_XFERINFODATA, &a);
     } else {
-      curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnPostData);
-      curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
+      Curl().easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnPostData);
+      Curl().easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
     }
     // A request sent once is waited for until its deadline; a member that
     // has lost quorum would hold it there (DeadlineExceeded, saying nothing
@@ -388,22 +391,22 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
     // not asked every second by every waiting request).
     const std::string once_endpoint = a.endpoint;
     const std::function<std::string()> probe = [&]() {
-      CURL* own = curl_easy_init();
+      CURL* own = Curl().easy_init();
       if (own == nullptr) return std::string();
       std::string note = QuorumNote(own, once_endpoint, deadline);
-      curl_easy_cleanup(own);
+      Curl().easy_cleanup(own);
       return note;
     };
     if (stream == nullptr && retry == Retry::kOnce) {
       a.quorum_probe = &probe;
       a.probe_every = attempt_timeout_;
       a.next_probe = absl::Now() + attempt_timeout_;
-      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnOnceProgress);
-      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &a);
+      Curl().easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+      Curl().easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnOnceProgress);
+      Curl().easy_setopt(curl, CURLOPT_XFERINFODATA, &a);
     }
     requests_.fetch_add(1, std::memory_order_relaxed);
-    a.code = curl_easy_perform(curl);
+    a.code = Curl().easy_perform(curl);
     if (!a.quorum_note.empty()) {
       quorum_note = a.quorum_note;
       failures.push_back(absl::StrCat(a.endpoint, " (no answer; no leader)"));
@@ -420,7 +423,7 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
     // timings NeverSent reads (a txn that was sent would look unsent and go
     // again: an Add applied twice).
     const bool never_sent = NeverSent(curl, a.code);
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.http);
+    Curl().easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.http);
     if (a.done) {  // the stream's on_message ended it
       result = std::move(a);
       break;
@@ -451,7 +454,7 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
     const bool slow_member =
         timed_out && !past_deadline && (a.no_answer || stream == nullptr);
     std::string why =
-        a.error[0] != '\0' ? std::string(a.error) : curl_easy_strerror(a.code);
+        a.error[0] != '\0' ? std::string(a.error) : Curl().easy_strerror(a.code);
     if (slow_member) {
       why = absl::StrCat("no answer within ", absl::FormatDuration(window));
     }
@@ -501,8 +504,8 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
    absl::SleepFor(std::min(absl::Milliseconds(round < 5 ? 20 : 100),
                            deadline - absl::Now()));
   }
-  curl_easy_reset(curl);  // forgets the pointers into this frame
-  curl_slist_free_all(headers);
+  Curl().easy_reset(curl);  // forgets the pointers into this frame
+  Curl().slist_free_all(headers);
   Return(std::move(handle));
   if (!result.has_value()) {
     if (stream != nullptr && stream_unanswered && quorum_note.empty()) {
