@@ -1,7 +1,9 @@
 // devmesh/comm/ucx/ucx_worker.cc
 #include "comm/ucx/ucx_worker.h"
 
+#include <dirent.h>
 #include <poll.h>
+#include <ucs/config/global_opts.h>
 
 #include <cstdlib>
 
@@ -10,6 +12,25 @@
 
 namespace devmesh {
 namespace ucx_internal {
+namespace {
+
+// Whether this host has an RDMA device (InfiniBand, RoCE, iWARP, soft-RoCE):
+// the kernel lists each under /sys/class/infiniband.
+bool HasRdmaDevice() {
+  DIR* dir = opendir("/sys/class/infiniband");
+  if (dir == nullptr) return false;
+  bool found = false;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') {
+      found = true;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+}  // namespace
 
 absl::StatusOr<UcxWorker*> UcxWorker::Process() {
   // Made once, never destroyed: communicators may outlive static
@@ -51,8 +72,19 @@ absl::Status UcxWorker::InitHandles() {
   // Already done before main where //comm is linked (builtin_backends.cc);
   // then this changes nothing.
   SetUcxEnvironmentDefaults();
+  // Without RDMA devices, UCX's ib, rdmacm and cma modules only cost
+  // ucp_init their probes (ucx_worker.h); the user's UCX_MODULES or UCX_TLS
+  // keeps UCX's own list.
+  const bool trim_modules = std::getenv("UCX_MODULES") == nullptr &&
+                            std::getenv("UCX_TLS") == nullptr &&
+                            !HasRdmaDevice();
+  ucs_status_t st = UCS_OK;
+  if (trim_modules) {
+    st = ucs_global_opts_set_value("MODULES", "^ib,rdmacm,cma");
+    if (st != UCS_OK) return UcxStatus(st, "ucs_global_opts_set_value MODULES");
+  }
   ucp_config_t* config = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return UcxStatus(st, "ucp_config_read");
   // devmesh's defaults, each kept only where the environment does not set
   // the variable (ucx_worker.h).
@@ -60,8 +92,9 @@ absl::Status UcxWorker::InitHandles() {
     const char* name;
     const char* value;
   };
-  for (const Default& d : {Default{"TLS", "^sysv,posix,cma"},
-                           Default{"RNDV_THRESH", "inf"}}) {
+  for (const Default& d :
+       {Default{"TLS", trim_modules ? "^sysv,posix" : "^sysv,posix,cma"},
+        Default{"RNDV_THRESH", "inf"}}) {
     if (std::getenv(absl::StrCat("UCX_", d.name).c_str()) != nullptr) continue;
     st = ucp_config_modify(config, d.name, d.value);
     if (st != UCS_OK) {
