@@ -461,7 +461,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::GetGroup(
         std::vector<int> members(line->begin(), line->end());
         made = runtime_->Group(
             options.backend, GroupIdentity(layout, d, options), members,
-            timeout, options.nccl, options.verify_calls,
+            timeout, device_mesh_internal::TypedCommOptions(options),
+            options.verify_calls,
             absl::StrCat("mesh dim '", ref.name, "'"));
         if (!made.ok()) made = ForMeshDim(made.status(), ref.name, members);
       }

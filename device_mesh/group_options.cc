@@ -4,6 +4,8 @@
 #include <map>
 #include <typeindex>
 #include <typeinfo>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -23,7 +25,7 @@ GroupOptions MeshOptions::For(absl::string_view dim_group_name) const {
   if (it == per_dim.end()) return out;
   if (!it->second.backend.empty()) out.backend = it->second.backend;
   if (it->second.timeout.has_value()) out.timeout = it->second.timeout;
-  if (it->second.nccl.has_value()) out.nccl = it->second.nccl;
+  device_mesh_internal::MergeTypedOptions(it->second, &out);
   if (it->second.verify_calls.has_value()) {
     out.verify_calls = it->second.verify_calls;
   }
@@ -119,46 +121,67 @@ namespace device_mesh_internal {
 
 namespace {
 
-// A GroupOptions member of typed options `T`, held in CommOptions at
-// `slot`: the registry names the backend whose codec reads `T`
-// (BackendOptionsCodec::typed_options), so no backend is named here.
-template <typename T>
-TypedBackendOptions Typed(const std::optional<T>& member, T CommOptions::*slot) {
-  TypedBackendOptions t;
-  t.backend = BackendReadingOptions(std::type_index(typeid(T)));
-  t.set = member.has_value();
-  if (t.set) t.options.*slot = *member;
-  return t;
+// Calls visit(member, slot) for each typed backend-options member of
+// GroupOptions (`member`, a pointer to it) with the CommOptions member
+// `slot` that holds the same type, in serialization order. The one list of
+// GroupOptions' typed members: a new one is one line here (and goes last).
+// Their backends come from the registry by type (BackendReadingOptions), so
+// no backend is named here.
+template <typename Visit>
+void ForEachTypedMember(Visit&& visit) {
+  visit(&GroupOptions::nccl, &CommOptions::nccl);
 }
 
-// Sets `member` from `options`' `slot` when `backend` is the one that reads
-// `T`; false otherwise.
+// The backend whose codec reads options of type T; "" when none does.
 template <typename T>
-bool SetTyped(absl::string_view backend, const CommOptions& options,
-              T CommOptions::*slot, std::optional<T>* member) {
-  if (backend.empty() ||
-      backend != BackendReadingOptions(std::type_index(typeid(T)))) {
-    return false;
-  }
-  *member = options.*slot;
-  return true;
+std::string BackendReading() {
+  return BackendReadingOptions(std::type_index(typeid(T)));
 }
 
 }  // namespace
 
-// A new typed member of GroupOptions adds one line to each function below
-// (and its merge to MeshOptions::For).
 std::vector<TypedBackendOptions> TypedOptionsOf(const GroupOptions& g) {
-  return {Typed(g.nccl, &CommOptions::nccl)};
+  std::vector<TypedBackendOptions> out;
+  ForEachTypedMember([&](auto member, auto slot) {
+    const auto& value = g.*member;
+    using T = typename std::decay_t<decltype(value)>::value_type;
+    TypedBackendOptions t;
+    t.backend = BackendReading<T>();
+    t.set = value.has_value();
+    if (t.set) t.options.*slot = *value;
+    out.push_back(std::move(t));
+  });
+  return out;
 }
 
 absl::Status SetTypedOptions(absl::string_view backend,
                              const CommOptions& options, GroupOptions* g) {
-  if (SetTyped(backend, options, &CommOptions::nccl, &g->nccl)) {
-    return absl::OkStatus();
-  }
+  bool found = false;
+  ForEachTypedMember([&](auto member, auto slot) {
+    using T = typename std::decay_t<decltype(g->*member)>::value_type;
+    if (found || backend.empty() || backend != BackendReading<T>()) return;
+    g->*member = options.*slot;
+    found = true;
+  });
+  if (found) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "GroupOptions has no options of backend \"", backend, "\""));
+}
+
+std::optional<CommOptions> TypedCommOptions(const GroupOptions& g) {
+  std::optional<CommOptions> out;
+  ForEachTypedMember([&](auto member, auto slot) {
+    if (!(g.*member).has_value()) return;
+    if (!out.has_value()) out.emplace();
+    (*out).*slot = *(g.*member);
+  });
+  return out;
+}
+
+void MergeTypedOptions(const GroupOptions& from, GroupOptions* into) {
+  ForEachTypedMember([&](auto member, auto) {
+    if ((from.*member).has_value()) into->*member = from.*member;
+  });
 }
 
 }  // namespace device_mesh_internal

@@ -162,10 +162,11 @@ struct TypedBackendOptions {
 // Every typed backend-options member of `g`, set or not, in a fixed order
 // (the order of mesh serialization: a new member goes at the end): today
 // one, GroupOptions::nccl, read by the backend whose codec reads
-// NcclOptions (comm/registry.h's BackendReadingOptions: "nccl"). The one
-// place that lists GroupOptions' typed members; their backends come from
-// the registry by type, and the group identity, option strings, local
-// fields and serialization go through the codecs by name.
+// NcclOptions (comm/registry.h's BackendReadingOptions: "nccl").
+// group_options.cc lists GroupOptions' typed members once (for this,
+// SetTypedOptions, TypedCommOptions and MergeTypedOptions); their backends
+// come from the registry by type, and the group identity, option strings,
+// local fields and serialization go through the codecs by name.
 std::vector<TypedBackendOptions> TypedOptionsOf(const GroupOptions& g);
 
 // Sets the member of `g` that `backend`'s typed options fill, from
@@ -173,6 +174,15 @@ std::vector<TypedBackendOptions> TypedOptionsOf(const GroupOptions& g);
 // by `backend` ("GroupOptions has no options of backend \"x\"").
 absl::Status SetTypedOptions(absl::string_view backend,
                              const CommOptions& options, GroupOptions* g);
+
+// `g`'s set typed backend-options members in one CommOptions, each in its
+// own member (GroupOptions::nccl in CommOptions::nccl; every other field
+// default); nullopt when none is set. What MeshRuntime::Group takes.
+std::optional<CommOptions> TypedCommOptions(const GroupOptions& g);
+
+// Sets each typed backend-options member of `into` that `from` sets to
+// `from`'s (a per-dim override over the mesh-wide options).
+void MergeTypedOptions(const GroupOptions& from, GroupOptions* into);
 
 }  // namespace device_mesh_internal
 }  // namespace devmesh

@@ -108,11 +108,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::CreateOn(
 
 absl::StatusOr<CommOptions> MeshRuntime::OptionsFor(
     absl::string_view transport, absl::Duration timeout,
-    const NcclOptions& nccl) {
-  CommOptions options;
+    const CommOptions& typed) {
+  CommOptions options = typed;
   options.timeout = timeout;
   options.creation_cancel = CreationCancel();
-  options.nccl = nccl;
   LocalPlace place;
   place.local_rank = local_rank_;
   place.store_route_address = store_route_address();
@@ -198,7 +197,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
   auto it = worlds_.find(key);
   if (it != worlds_.end()) return it->second;
   absl::StatusOr<std::shared_ptr<Communicator>> made;
-  auto options = OptionsFor(backend, timeout, NcclOptions());
+  auto options = OptionsFor(backend, timeout);
   if (!options.ok()) {
     made = options.status();
   } else {
@@ -220,7 +219,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::WorldLocked(
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
     absl::string_view backend, absl::string_view identity,
     const std::vector<int>& members, absl::Duration timeout,
-    std::optional<NcclOptions> nccl, std::optional<bool> verify_calls,
+    std::optional<CommOptions> typed, std::optional<bool> verify_calls,
     absl::string_view label) {
   DEVMESH_RETURN_IF_ERROR(CheckCanCreate("group", timeout));
   // A backend that compares no calls across members itself (Gloo:
@@ -232,7 +231,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
   const bool verify_by_default =
       TraitsOf(BackendKnownBeforeCreation(backend, apart))
           .verify_calls_by_default;
-  bool world_line = !nccl.has_value() &&
+  bool world_line = !typed.has_value() &&
                     !verify_calls.value_or(verify_by_default) &&
                     static_cast<int>(members.size()) == world_size_;
   for (int i = 0; world_line && i < world_size_; ++i) {
@@ -249,7 +248,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::Group(
   }
   EnsureWatch();
   DEVMESH_ASSIGN_OR_RETURN(
-      auto group, NamedGroup(backend, identity, members, timeout, nccl, label));
+      auto group, NamedGroup(backend, identity, members, timeout, typed, label));
   const BackendTraits made = TraitsOf(group->backend());
   const bool verify =
       verify_calls.value_or(verify_by_default || made.verify_calls_by_default);
@@ -333,7 +332,7 @@ std::shared_ptr<Store> MeshRuntime::CreationStore(std::vector<int> members) {
 absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
     absl::string_view backend, absl::string_view identity,
     const std::vector<int>& members, absl::Duration timeout,
-    const std::optional<NcclOptions>& nccl, absl::string_view label) {
+    const std::optional<CommOptions>& typed, absl::string_view label) {
   if (members.empty()) {
     return absl::InvalidArgumentError("a group needs at least one member");
   }
@@ -363,7 +362,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> MeshRuntime::NamedGroup(
     n = group_counts_[name]++;
   }
   DEVMESH_ASSIGN_OR_RETURN(
-      auto options, OptionsFor(backend, timeout, nccl.value_or(NcclOptions())));
+      auto options, OptionsFor(backend, timeout, typed.value_or(CommOptions())));
   options.global_ranks = members;
   options.label = std::string(label);
   options.creation_cancel = CreationCancel(members);

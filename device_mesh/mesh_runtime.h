@@ -116,14 +116,17 @@ class MeshRuntime {
   // for a Gloo group of size > 1, comm/gloo/gloo_full_mesh.h; 5 for a
   // shared-memory one of "auto"/"shm", and for "auto" members that cannot
   // share memory, those 5 and then the cross-host group's). The child gets
-  // `timeout` and, when set, the NCCL config `nccl` (its stream and
-  // synchronize included). Not cached: a new communicator per call, owned by
+  // `timeout` and, when set, the typed backend options in `typed` (a
+  // CommOptions whose typed members hold them, as
+  // device_mesh_internal::TypedCommOptions writes GroupOptions' typed
+  // members: the NCCL config, its stream and synchronize included; its other
+  // fields are not read). Not cached: a new communicator per call, owned by
   // the caller.
   //
-  // The whole world in world order with no NCCL config is
+  // The whole world in world order with no typed options is
   // World(backend, timeout) (made now, collective over the world, when it
-  // does not exist); otherwise a named group as above, NCCL-configured
-  // world-sized dims included.
+  // does not exist); otherwise a named group as above, world-sized dims
+  // with typed options included.
   //
   // Errors: FailedPrecondition on a detached runtime; InvalidArgument for a
   // timeout that is not positive, or `members` empty, repeated, outside
@@ -160,7 +163,7 @@ class MeshRuntime {
   absl::StatusOr<std::shared_ptr<Communicator>> Group(
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,
-      std::optional<NcclOptions> nccl = std::nullopt,
+      std::optional<CommOptions> typed = std::nullopt,
       std::optional<bool> verify_calls = std::nullopt,
       absl::string_view label = "");
 
@@ -310,13 +313,14 @@ class MeshRuntime {
   // InvalidArgument naming `what` when `timeout` is not positive.
   absl::Status CheckCanCreate(absl::string_view what,
                               absl::Duration timeout) const;
-  // CommOptions for a communicator of `transport` with `timeout` and
-  // `nccl`, the defaults `transport`'s codec takes from local_rank()
-  // (comm/backend_options.h: NCCL's CUDA device when `nccl` leaves it
-  // unset) and CreationCancel() as its creation_cancel.
-  absl::StatusOr<CommOptions> OptionsFor(absl::string_view transport,
-                                         absl::Duration timeout,
-                                         const NcclOptions& nccl);
+  // CommOptions for a communicator of `transport`: `typed`'s typed backend
+  // options, `timeout`, the defaults `transport`'s codec takes from
+  // local_rank() (comm/backend_options.h: NCCL's CUDA device when `typed`
+  // leaves it unset), every backend's process fields (FillProcessFields:
+  // the store route) and CreationCancel() as its creation_cancel.
+  absl::StatusOr<CommOptions> OptionsFor(
+      absl::string_view transport, absl::Duration timeout,
+      const CommOptions& typed = CommOptions());
   // The check that ends a creation's waits: FailedPrecondition with the
   // fence once this rank is fenced, Unavailable "stopped waiting: this
   // job's epoch has a verdict: ..." once the failure watch has a verdict,
@@ -333,7 +337,7 @@ class MeshRuntime {
   absl::StatusOr<std::shared_ptr<Communicator>> NamedGroup(
       absl::string_view backend, absl::string_view identity,
       const std::vector<int>& members, absl::Duration timeout,
-      const std::optional<NcclOptions>& nccl, absl::string_view label = "");
+      const std::optional<CommOptions>& typed, absl::string_view label = "");
   // Whether every rank of `members` has the same host name in the host
   // table (true without one).
   bool OnOneHostName(const std::vector<int>& members) const;
