@@ -553,6 +553,11 @@ absl::StatusOr<nlohmann::json> EtcdHttp::Post(absl::string_view path,
         "the server at ", a->endpoint, " answered ", path,
         " with something that is not etcd's JSON: ", a->body.substr(0, 200)));
   }
+  // A stream read as a POST (a lease keepalive: one message, then the
+  // gateway ends it) reports its error in the body of an HTTP 200.
+  if (reply.contains("error") && !reply.contains("result")) {
+    return EtcdError(reply, a->http, a->endpoint, path, request.size());
+  }
   return reply;
 }
 

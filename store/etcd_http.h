@@ -94,6 +94,8 @@ class EtcdHttp {
   EtcdHttp& operator=(const EtcdHttp&) = delete;
 
   // POSTs `body` to `path` ("/v3/kv/range") and returns etcd's JSON reply.
+  // Also a stream that etcd ends after one message ("/v3/lease/keepalive"):
+  // the reply is {"result": ...}; its {"error": ...} is returned as a Status.
   absl::StatusOr<nlohmann::json> Post(absl::string_view path,
                                       const nlohmann::json& body,
                                       absl::Time deadline, Retry retry);

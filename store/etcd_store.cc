@@ -1,6 +1,7 @@
 #include "store/etcd_store.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -14,6 +15,7 @@
 #include "status/status_macros.h"
 #include "store/etcd_http.h"
 #include "store/etcd_json.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 namespace {
@@ -36,6 +38,14 @@ constexpr size_t kMaxTxnOps = 128;
 // The longest one watch lasts before a waiting call reads again (see
 // WatchForPut).
 constexpr absl::Duration kWatchSlice = absl::Seconds(5);
+
+// The most keys a store keeps lingering watches of (each a connection to
+// etcd, 3 fds, for up to kWatchSlice after its last Get).
+constexpr size_t kMaxLingering = 2;
+
+// A Get of at least this timeout that waits on a watch another Get opened
+// does not read the key again at its deadline (see Get).
+constexpr absl::Duration kTrustWatchFor = absl::Milliseconds(100);
 
 // The bound of the random wait after a read-modify-write lost to another
 // writer (Update).
@@ -111,7 +121,9 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
 }
 
 EtcdStore::EtcdStore(EtcdStoreOptions options, std::unique_ptr<EtcdHttp> http)
-    : options_(std::move(options)), http_(std::move(http)) {}
+    : options_(std::move(options)),
+      http_(std::move(http)),
+      watches_(std::make_shared<Watches>()) {}
 
 EtcdStore::~EtcdStore() = default;
 
@@ -247,30 +259,152 @@ absl::Status EtcdStore::Set(absl::string_view key, absl::string_view value) {
       .status();
 }
 
+// A watch of one missing key, on a thread of its own, kept open for
+// kWatchSlice whatever the Gets that wait on it: a key waited for again and
+// again with short timeouts (the failure watch's parked Get of its epoch's
+// death key, every lease period on every rank) costs one watch a slice, not
+// a read and a new watch (a connection to etcd) per Get. It ends at the
+// first put of its key (the value), at the slice's end, or on an error.
+struct EtcdStore::Lingering {
+  sync_internal::Mutex mu;
+  sync_internal::CondVar changed;
+  bool ended ABSL_GUARDED_BY(mu) = false;
+  std::optional<std::string> value ABSL_GUARDED_BY(mu);  // its put's
+  absl::Status error ABSL_GUARDED_BY(mu);  // the watch's, when it failed
+};
+
+// The lingering watches of a store, by prefixed key (at most one each).
+struct EtcdStore::Watches {
+  sync_internal::Mutex mu;
+  absl::flat_hash_map<std::string, std::shared_ptr<Lingering>> by_key
+      ABSL_GUARDED_BY(mu);
+};
+
 absl::StatusOr<std::string> EtcdStore::Get(absl::string_view key,
                                            absl::Duration timeout) {
   if (key.empty()) return EmptyKey();
   const std::vector<std::string> keys = {
       absl::StrCat(options_.key_prefix, key)};
+  const std::string& prefixed = keys[0];
   const absl::Time deadline = absl::Now() + timeout;
+  auto not_set = [&] {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Get: store key '", absl::CHexEscape(key), "' was not set within ",
+        absl::FormatDuration(timeout), " (etcd key '",
+        absl::CHexEscape(prefixed), "' at ", http_->EndpointList(), ")"));
+  };
   for (;;) {
-    DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read(keys, false));
-    if (snapshot.entries[0].found) return std::move(snapshot.entries[0].value);
-    // Missing: watch for its put, from just after the read.
-    absl::StatusOr<std::optional<std::string>> put =
-        absl::DeadlineExceededError("");
-    if (absl::Now() < deadline) {
-      put = WatchForPut(keys[0], snapshot.revision + 1, deadline);
+    // A watch of the key that another Get started (its puts since that
+    // Get's read), else a read and a watch from just after it.
+    std::shared_ptr<Lingering> watch;
+    {
+      sync_internal::MutexLock lock(&watches_->mu);
+      auto it = watches_->by_key.find(prefixed);
+      if (it != watches_->by_key.end()) watch = it->second;
     }
-    if (absl::IsDeadlineExceeded(put.status())) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "Get: store key '", absl::CHexEscape(key), "' was not set within ",
-          absl::FormatDuration(timeout), " (etcd key '",
-          absl::CHexEscape(keys[0]), "' at ", http_->EndpointList(), ")"));
+    const bool read_here = watch == nullptr;
+    if (read_here) {
+      DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read(keys, false));
+      if (snapshot.entries[0].found) {
+        return std::move(snapshot.entries[0].value);
+      }
+      if (absl::Now() >= deadline) return not_set();
+      watch = Linger(prefixed, snapshot.revision + 1);
+      if (watch == nullptr) {
+        // kMaxLingering keys watched already: a watch of this Get's own.
+        absl::StatusOr<std::optional<std::string>> put =
+            WatchForPut(prefixed, snapshot.revision + 1, deadline);
+        if (absl::IsDeadlineExceeded(put.status())) return not_set();
+        DEVMESH_RETURN_IF_ERROR(put.status());
+        if (put->has_value()) return std::move(**put);
+        continue;
+      }
     }
-    DEVMESH_RETURN_IF_ERROR(put.status());
-    if (put->has_value()) return std::move(**put);
+    bool ended = false;
+    {
+      sync_internal::MutexLock lock(&watch->mu);
+      // (The watch ends within its slice: the wait is bounded by that too,
+      // whatever the timeout.)
+      while (!watch->ended && !watch->value.has_value() &&
+             absl::Now() < deadline) {
+        (void)watch->changed.WaitWithDeadline(
+            &watch->mu, std::min(deadline, absl::Now() + 2 * kWatchSlice));
+      }
+      if (watch->value.has_value()) return *watch->value;
+      if (!watch->error.ok()) return watch->error;
+      ended = watch->ended;
+    }
+    if (ended) continue;  // the slice ended (or etcd compacted): read again
+    // This Get's deadline. A watch this Get started saw every put since
+    // its read. One it found may not have delivered a put made just before
+    // this Get began: it is trusted for a timeout of kTrustWatchFor or more
+    // (etcd sends a put's event within milliseconds of applying it; a later
+    // Get sees it), and a shorter Get reads once more. (A read at the end
+    // of every Get was a request per lease period per rank, the most of
+    // etcd's load at 512 ranks.)
+    if (!read_here && timeout < kTrustWatchFor) {
+      DEVMESH_ASSIGN_OR_RETURN(Snapshot snapshot, Read(keys, false));
+      if (snapshot.entries[0].found) {
+        return std::move(snapshot.entries[0].value);
+      }
+    }
+    return not_set();
   }
+}
+
+std::shared_ptr<EtcdStore::Lingering> EtcdStore::Linger(
+    const std::string& key, int64_t revision) {
+  sync_internal::MutexLock lock(&watches_->mu);
+  auto it = watches_->by_key.find(key);
+  if (it != watches_->by_key.end()) return it->second;  // another Get's
+  if (watches_->by_key.size() >= kMaxLingering) return nullptr;
+  std::shared_ptr<Lingering>& slot = watches_->by_key[key];
+  auto watch = std::make_shared<Lingering>();
+  slot = watch;
+  const std::string key64 = B64(key);
+  const Json request = {
+      {"create_request",
+       {{"key", key64}, {"start_revision", absl::StrCat(revision)}}}};
+  // Detached: it owns what it touches, and ends by itself within the slice
+  // (also after this store is gone).
+  std::thread([http = http_, watches = watches_, watch, key, key64, request] {
+    std::optional<std::string> value;
+    absl::Status streamed = http->Stream(
+        "/v3/watch", request, absl::Now() + kWatchSlice,
+        [&](const Json& result) -> absl::StatusOr<bool> {
+          if (Bool(result, "canceled")) return true;  // compacted: read again
+          const Json& events = Field(result, "events");
+          if (!events.is_array()) return false;
+          for (const Json& event : events) {
+            const Json& type = Field(event, "type");
+            const Json& kv = Field(event, "kv");
+            if ((type.is_null() || type == "PUT") &&
+                Field(kv, "key") == key64) {
+              DEVMESH_ASSIGN_OR_RETURN(std::string v,
+                                       etcd_internal::Bytes(kv, "value"));
+              value = std::move(v);
+              return true;
+            }
+          }
+          return false;
+        });
+    {
+      sync_internal::MutexLock lock(&watches->mu);
+      auto it = watches->by_key.find(key);
+      if (it != watches->by_key.end() && it->second == watch) {
+        watches->by_key.erase(it);
+      }
+    }
+    sync_internal::MutexLock lock(&watch->mu);
+    watch->ended = true;
+    watch->value = std::move(value);
+    // The slice's end is no error: the waiting Gets read again.
+    if (!watch->value.has_value() && !absl::IsDeadlineExceeded(streamed)) {
+      watch->error = streamed;
+    }
+    watch->changed.SignalAll();
+  }).detach();
+  return watch;
 }
 
 absl::Status EtcdStore::Update(

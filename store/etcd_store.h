@@ -184,6 +184,10 @@ class EtcdStore : public Store {
     int64_t revision = 0;
   };
 
+  // Watches of missing keys kept open between Gets (etcd_store.cc).
+  struct Lingering;
+  struct Watches;
+
   EtcdStore(EtcdStoreOptions options, std::unique_ptr<EtcdHttp> http);
 
   absl::Time RoundTripDeadline() const;
@@ -198,6 +202,10 @@ class EtcdStore : public Store {
   absl::StatusOr<std::optional<std::string>> WatchForPut(const std::string& key,
                                                          int64_t revision,
                                                          absl::Time deadline);
+  // The lingering watch of `key` (prefixed), started from `revision` (just
+  // after a read that found it missing) unless one is open already; null
+  // when the store keeps its most (kMaxLingering, etcd_store.cc) already.
+  std::shared_ptr<Lingering> Linger(const std::string& key, int64_t revision);
   // Waits up to `timeout` until every key of `keys` (prefixed) is set;
   // DeadlineExceeded naming the first missing one.
   absl::Status WaitPrefixed(const std::vector<std::string>& keys,
@@ -217,7 +225,9 @@ class EtcdStore : public Store {
   std::string UserKey(const std::string& prefixed) const;
 
   const EtcdStoreOptions options_;
-  const std::unique_ptr<EtcdHttp> http_;
+  // Shared with the threads of lingering watches, which may outlive this.
+  const std::shared_ptr<EtcdHttp> http_;
+  const std::shared_ptr<Watches> watches_;
 };
 
 }  // namespace devmesh

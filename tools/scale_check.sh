@@ -258,9 +258,14 @@ for run in $(seq "$RUNS"); do
     pids=()
     for n in $(seq "$HOSTS"); do
       # One shell per host starts its ranks (not one namespace entry each).
+      # A rank that ends other than with status 0 is named with its status
+      # (128 + N: killed by signal N), so that one that dies without a word
+      # (SIGPIPE, SIGSEGV) is seen; 137 (SIGKILL) is left out: this script
+      # kills the ranks of a launch past --timeout_s that way.
       on_host "$n" bash -c '
         for i in $(seq 0 $(($3 - 1))); do
-          RANK=$(($2 * $3 + i)) LOCAL_RANK=$i "$1" --mesh_shape="$4" --backend="$5" &
+          (RANK=$(($2 * $3 + i)) LOCAL_RANK=$i "$1" --mesh_shape="$4" --backend="$5"
+           rc=$?; [ "$rc" -ne 0 ] && [ "$rc" -ne 137 ] && echo "scale_check: rank $(($2 * $3 + i)) ended with status $rc" >&2) &
         done
         wait' startup "$WORK/bin/startup" "$((n - 1))" "$PER_HOST" "$MESH" "$BACKEND" \
         >"$WORK/run$run.$store.h$n.log" 2>&1 &
