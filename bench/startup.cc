@@ -28,7 +28,7 @@
 // store calls made through the mesh's runtime after InitDeviceMesh and the
 // payload bytes they moved (MeshRuntime::store_round_trips / store_bytes:
 // the group rendezvous, not the bootstrap's own join), "init_round_trips"
-// InitDeviceMesh's own (its mesh agreement: 2 on rank 0, 3 elsewhere); "sockets" the sockets this
+// InitDeviceMesh's own (its mesh agreement: 3 on every rank); "sockets" the sockets this
 // process holds when ready (listening and connected, the bootstrap's
 // store connection included: /proc/self/fd); "maxrss_kb" its peak resident
 // memory (getrusage), both taken when ready. Then (--hold_until_all_ready,

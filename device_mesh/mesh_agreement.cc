@@ -274,14 +274,43 @@ absl::Status Agree(MeshRuntime& runtime, const Round& round,
         store->CompareSet(verdict_key, "", FailureVerdict(failure, me, error)));
     return FromVerdict(first);
   };
+  // Each member other than the leader marks its own key, "agreed/<rank>",
+  // once it has compared the spec, whatever it found (a member that
+  // disagrees, or cannot read the spec, writes its failure verdict first);
+  // the leader waits for every mark, in one Wait, then writes the verdict
+  // (kOk, unless a failure stands). No counter that every member adds to:
+  // on etcd an Add is a compare-and-swap txn, and 511 members adding to one
+  // key at once kept a 512-rank job in its agreement past 120 s
+  // (tools/scale_check.sh --hosts=8 --mesh=32x16 --store=etcd).
+  std::vector<std::string> marks;
+  for (int member : round.members) {
+    if (member != leader) marks.push_back(key(absl::StrCat("agreed/", member)));
+  }
+  const std::string my_mark = key(absl::StrCat("agreed/", me));
   // A wait that ran out ends the agreement for every rank, the late ones
   // included (one that came after would otherwise agree alone).
   auto timed_out = [&](const absl::Status& s) -> absl::Status {
     if (!absl::IsDeadlineExceeded(s)) return s;
-    auto agreed = store->Add(key("agreed"), 0);
+    // The marks there (the message's count only: one Check per 128 marks,
+    // then each missing one's, on the failure path alone).
+    int64_t agreed = 0;
+    for (size_t begin = 0; begin < marks.size(); begin += 128) {
+      const size_t end = std::min(marks.size(), begin + 128);
+      std::vector<std::string> chunk(marks.begin() + begin,
+                                     marks.begin() + end);
+      auto all = store->Check(chunk);
+      if (all.ok() && *all) {
+        agreed += static_cast<int64_t>(chunk.size());
+        continue;
+      }
+      for (const std::string& m : chunk) {
+        auto one = store->Check({m});
+        if (one.ok() && *one) ++agreed;
+      }
+    }
     auto has_spec = store->Check({key("spec")});
     const bool spec = has_spec.ok() && *has_spec;
-    const int64_t reached = (agreed.ok() ? *agreed : 0) + (spec ? 1 : 0);
+    const int64_t reached = agreed + (spec ? 1 : 0);
     return conclude(
         Failure::kOther,
         absl::DeadlineExceededError(absl::StrCat(
@@ -294,26 +323,32 @@ absl::Status Agree(MeshRuntime& runtime, const Round& round,
   };
   if (me == leader) {
     DEVMESH_RETURN_IF_ERROR(store->Set(key("spec"), EncodeMeshSpec(spec)));
-  } else {
-    auto theirs = store->Get(key("spec"), remaining());
-    if (!theirs.ok()) return timed_out(theirs.status());
-    if (*theirs != kAbandonedSpec) {
-      auto decoded = DecodeMeshSpec(*theirs);
-      if (!decoded.ok()) return conclude(Failure::kOther, decoded.status());
-      if (absl::Status differ =
-              CompareMeshSpecs(me, spec, leader, *decoded, round.what,
-                               whole_world ? "every rank"
-                                           : "every rank of the mesh");
-          !differ.ok()) {
-        return conclude(Failure::kDisagreed, differ);
-      }
-      DEVMESH_ASSIGN_OR_RETURN(auto agreed, store->Add(key("agreed"), 1));
-      if (agreed == world - 1) {
-        DEVMESH_ASSIGN_OR_RETURN(
-            auto first, store->CompareSet(verdict_key, "", std::string(kOk)));
-        return FromVerdict(first);
-      }
+    absl::Status all = store->Wait(marks, remaining());
+    if (!all.ok()) return timed_out(all);
+    DEVMESH_ASSIGN_OR_RETURN(
+        auto first, store->CompareSet(verdict_key, "", std::string(kOk)));
+    return FromVerdict(first);
+  }
+  auto theirs = store->Get(key("spec"), remaining());
+  if (!theirs.ok()) return timed_out(theirs.status());
+  if (*theirs != kAbandonedSpec) {
+    // A failure verdict first, then the mark: the leader's wait ends, and
+    // its CompareSet of kOk reads the failure back.
+    auto fail = [&](Failure failure, const absl::Status& error) {
+      absl::Status verdict = conclude(failure, error);
+      (void)store->Set(my_mark, "");
+      return verdict;
+    };
+    auto decoded = DecodeMeshSpec(*theirs);
+    if (!decoded.ok()) return fail(Failure::kOther, decoded.status());
+    if (absl::Status differ =
+            CompareMeshSpecs(me, spec, leader, *decoded, round.what,
+                             whole_world ? "every rank"
+                                         : "every rank of the mesh");
+        !differ.ok()) {
+      return fail(Failure::kDisagreed, differ);
     }
+    DEVMESH_RETURN_IF_ERROR(store->Set(my_mark, ""));
   }
   auto verdict = store->Get(verdict_key, remaining());
   if (!verdict.ok()) return timed_out(verdict.status());
@@ -340,6 +375,10 @@ absl::Status AbandonRoot(MeshRuntime& runtime, int64_t root_index,
       FailureVerdict(Failure::kAbandoned, runtime.rank(), told));
   if (leader) {
     (void)store->Set(absl::StrCat(prefix, "spec"), std::string(kAbandonedSpec));
+  } else {
+    // The leader waits for every member's mark: this one's, after its
+    // verdict.
+    (void)store->Set(absl::StrCat(prefix, "agreed/", runtime.rank()), "");
   }
   return error;
 }
@@ -362,6 +401,10 @@ absl::Status AbandonMesh(MeshRuntime& runtime, int64_t index,
   // to the verdict.
   if (runtime.rank() == 0) {
     (void)store->Set(Key(index, "spec"), std::string(kAbandonedSpec));
+  } else {
+    // Rank 0 waits for every other rank's mark: this one's, after its
+    // verdict.
+    (void)store->Set(Key(index, absl::StrCat("agreed/", runtime.rank())), "");
   }
   return error;
 }

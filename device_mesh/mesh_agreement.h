@@ -10,17 +10,20 @@
 //
 // Protocol, under "mesh_agreement/<index>/" in the runtime's store (index:
 // MeshRuntime::NextAgreementIndex):
-//   rank 0:        Set "spec" (its MeshSpec, encoded), then Get "verdict";
-//   every other:   Get "spec"; if it equals its own, Add "agreed" 1 (the
-//                  rank that brings it to world - 1 sets "verdict" to OK
-//                  with CompareSet) and Get "verdict"; else CompareSet
-//                  "verdict" to the mismatch, naming both ranks' values.
-// The first verdict written is every rank's. O(1) round trips (rank 0: 2,
-// the others: 3) and O(spec) bytes per rank; the waits are the creation
+//   rank 0:        Set "spec" (its MeshSpec, encoded), Wait for every other
+//                  rank's "agreed/<rank>", then CompareSet "verdict" to OK
+//                  (reading back a failure written first);
+//   every other:   Get "spec"; if it equals its own, Set "agreed/<rank>" and
+//                  Get "verdict"; else CompareSet "verdict" to the mismatch,
+//                  naming both ranks' values, and then Set its mark.
+// Each rank writes a key of its own: no counter that every rank adds to (a
+// contended compare-and-swap over etcd). The first verdict written is every
+// rank's. O(1) round trips (3 on every rank) and O(spec) bytes per rank
+// (rank 0's Wait names world - 1 keys); the waits are the creation
 // store's (MeshRuntime::CreationStore: ended by the failure watch's
 // verdict) and end by the timeout. A rank that failed before it could
-// agree (its own checks) writes its error as the verdict (AbandonMesh), so
-// the others fail at once with it too.
+// agree (its own checks) writes its error as the verdict, then its mark
+// (AbandonMesh), so the others fail at once with it too.
 //
 // The roots made by DeviceMesh::Create, FromLayout and Deserialize agree
 // the same way among the root's ranks only (AgreeOnRoot), under

@@ -274,10 +274,10 @@ TEST(MeshAgreement, AgreeingRanksGetTheirMeshes) {
     const int64_t trips = runtime->store_round_trips();
     ASSIGN_OR_RETURN(mesh,
                      InitDeviceMesh(runtime, "cpu", {2, 2}, {"dp", "tp"}));
-    // Rank 0: Set, Get; the others: Get, Add (and Get, or the last's
-    // CompareSet).
+    // Rank 0: Set, Wait (the others' marks), CompareSet; the others: Get,
+    // Set (its mark), Get.
     const int64_t spent = runtime->store_round_trips() - trips;
-    RETURN_IF_ERROR(Expect(spent == (b.rank() == 0 ? 2 : 3),
+    RETURN_IF_ERROR(Expect(spent == 3,
                            absl::StrCat("agreement round trips ", spent)));
     ASSIGN_OR_RETURN(tp, mesh.GetGroup("tp"));
     int32_t x = b.rank();
@@ -397,10 +397,10 @@ TEST(RootAgreement, AgreeingMembersGetTheirMeshesAndOthersTakeNoPart) {
     int64_t trips = runtime->store_round_trips();
     ASSIGN_OR_RETURN(mesh, DeviceMesh::Create(runtime, "cpu", {{3, 1}, {0, 2}},
                                               {"a", "b"}));
-    // The lowest member (0): Set, Get; the others: Get, Add (and Get, or the
-    // last's CompareSet).
+    // The lowest member (0): Set, Wait (the others' marks), CompareSet; the
+    // others: Get, Set (its mark), Get.
     const int64_t spent = runtime->store_round_trips() - trips;
-    RETURN_IF_ERROR(Expect(spent == (b.rank() == 0 ? 2 : 3),
+    RETURN_IF_ERROR(Expect(spent == 3,
                            absl::StrCat("agreement round trips ", spent)));
     ASSIGN_OR_RETURN(g, mesh.GetGroup("b"));
     int32_t x = b.rank();
