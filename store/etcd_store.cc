@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/distributions.h"
 #include "absl/random/random.h"
 #include "absl/strings/escaping.h"
@@ -225,6 +226,46 @@ absl::StatusOr<std::optional<std::string>> EtcdStore::WatchForPut(
   return value;
 }
 
+absl::Status EtcdStore::WatchForPuts(std::vector<std::string> keys,
+                                     int64_t revision, absl::Time deadline) {
+  std::sort(keys.begin(), keys.end());
+  absl::flat_hash_set<std::string> waiting;
+  for (const std::string& k : keys) waiting.insert(B64(k));
+  const Json request = {
+      {"create_request",
+       {{"key", B64(keys.front())},
+        {"range_end", B64(keys.back() + std::string(1, '\0'))},
+        {"start_revision", absl::StrCat(revision)}}}};
+  // At most kWatchSlice, as WatchForPut (a member that stopped).
+  const absl::Time slice_end = std::min(deadline, absl::Now() + kWatchSlice);
+  bool canceled = false;
+  absl::Status streamed = http_->Stream(
+      "/v3/watch", request, slice_end,
+      [&](const Json& result) -> absl::StatusOr<bool> {
+        if (Bool(result, "canceled")) {
+          canceled = true;
+          return true;  // compacted past `revision`: the caller reads again
+        }
+        const Json& events = Field(result, "events");
+        if (!events.is_array()) return false;
+        for (const Json& event : events) {
+          const Json& type = Field(event, "type");
+          const Json& key = Field(Field(event, "kv"), "key");
+          if ((type.is_null() || type == "PUT") && key.is_string()) {
+            waiting.erase(key.get<std::string>());
+          }
+        }
+        return waiting.empty();
+      });
+  if (streamed.ok() && !canceled && waiting.empty()) return absl::OkStatus();
+  if (canceled ||
+      (absl::IsDeadlineExceeded(streamed) && slice_end < deadline &&
+       absl::Now() < deadline)) {
+    return absl::AbortedError("read again");  // the caller reads again
+  }
+  return streamed.ok() ? absl::AbortedError("read again") : streamed;
+}
+
 absl::Status EtcdStore::WaitPrefixed(const std::vector<std::string>& keys,
                                      absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -235,9 +276,25 @@ absl::Status EtcdStore::WaitPrefixed(const std::vector<std::string>& keys,
     if (missing == keys.size()) return absl::OkStatus();
     absl::Status watched = absl::DeadlineExceededError("");
     if (absl::Now() < deadline) {
-      watched =
-          WatchForPut(keys[missing], snapshot.revision + 1, deadline).status();
+      std::vector<std::string> absent;
+      for (size_t i = missing; i < keys.size(); ++i) {
+        if (!snapshot.entries[i].found) absent.push_back(keys[i]);
+      }
+      if (absent.size() == 1) {
+        watched = WatchForPut(absent[0], snapshot.revision + 1, deadline)
+                      .status();
+      } else {
+        // Every missing key in one watch, of the range from the least to
+        // just past the greatest: the wait ends when each has been put,
+        // whatever the order (a watch of the first missing key, then a
+        // read of all of them again, was one round of requests per key: a
+        // leader waiting for 1023 marks made hundreds of reads of 1023 keys
+        // on a loaded member). Puts of other keys in the range are skipped.
+        watched = WatchForPuts(absent, snapshot.revision + 1, deadline);
+        if (watched.ok()) return absl::OkStatus();
+      }
     }
+    if (absl::IsAborted(watched)) continue;  // WatchForPuts: read again
     if (absl::IsDeadlineExceeded(watched)) {
       return absl::DeadlineExceededError(
           absl::StrCat("store key '", UserKey(keys[missing]),

@@ -206,6 +206,11 @@ class EtcdStore : public Store {
   // after a read that found it missing) unless one is open already; null
   // when the store keeps its most (kMaxLingering, etcd_store.cc) already.
   std::shared_ptr<Lingering> Linger(const std::string& key, int64_t revision);
+  // Watches the range of `keys` (prefixed, at least 2) from `revision` until
+  // each has been put: OK; Aborted when the watch ended first (its slice,
+  // compaction: the caller reads again); DeadlineExceeded at `deadline`.
+  absl::Status WatchForPuts(std::vector<std::string> keys, int64_t revision,
+                            absl::Time deadline);
   // Waits up to `timeout` until every key of `keys` (prefixed) is set;
   // DeadlineExceeded naming the first missing one.
   absl::Status WaitPrefixed(const std::vector<std::string>& keys,
