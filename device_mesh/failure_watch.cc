@@ -661,7 +661,7 @@ bool FailureWatch::JudgeGoneMembers(const std::vector<int>& members) {
   }
   if (!verdict().empty()) return true;
   // Members on other hosts (or whose process this kernel cannot see): their
-  // lease, read at most once a RebuildSlice each. One that shows no renewal
+  // lease, read at most once a rebuild slice each. One that shows no renewal
   // for confirm_wait() (counter: CounterConfirmWait, 3 periods up to about
   // 430 ms; etcd: its key gone at expiry) while
   // this rank waits for it is dead, as a failed call's suspect is in
@@ -685,8 +685,7 @@ bool FailureWatch::JudgeGoneMembers(const std::vector<int>& members) {
       }
       auto it = state_->judged.find(peer);
       if (it != state_->judged.end() &&
-          now - it->second.read_at <
-              device_mesh_internal::RebuildSlice(state_->period)) {
+          now - it->second.read_at < liveness.rebuild_slice(state_->period)) {
         continue;
       }
     }

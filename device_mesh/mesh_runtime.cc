@@ -282,7 +282,7 @@ std::function<absl::Status()> MeshRuntime::CreationCancel(
   if (w->epoch() == 0) members.clear();
   auto last_judged = std::make_shared<std::atomic<int64_t>>(0);
   const int64_t judge_ms = absl::ToInt64Milliseconds(
-      device_mesh_internal::RebuildSlice(w->period()));
+      w->liveness().rebuild_slice(w->period()));
   return [weak = std::weak_ptr<FailureWatch>(w), members = std::move(members),
           last_judged, judge_ms]() -> absl::Status {
     std::shared_ptr<FailureWatch> watch = weak.lock();
@@ -315,13 +315,14 @@ std::shared_ptr<Store> MeshRuntime::CreationStore(std::vector<int> members) {
   // only after the silence (2 s and up) anyway, a c10d store's cancelled
   // wait costs a few requests (CANCEL_WAIT, CHECKs), and every rank of a
   // large job makes groups at once. In a later epoch (the rebuild of a
-  // Shrink or a Grow, few groups) rebuild slices (a tenth of a period, at
-  // least 25 ms; rank_liveness.h): a wait for a member that died ends
+  // Shrink or a Grow, few groups) rebuild slices (counter: a tenth of a
+  // period, at least 25 ms; etcd: 100-250 ms; rank_liveness.h): a wait for
+  // a member that died ends
   // within max(2 s, 2 periods) of the death, the lease's judgement and two
   // slices included.
   const absl::Duration slice =
       w->epoch() == 0 ? std::max(absl::Seconds(2), 2 * w->period())
-                      : device_mesh_internal::RebuildSlice(w->period());
+                      : w->liveness().rebuild_slice(w->period());
   auto cancellable =
       std::make_shared<CancellableStore>(store_->base(), slice,
                                          CreationCancel(std::move(members)));

@@ -64,6 +64,9 @@ class CounterLiveness final : public RankLiveness {
     return CounterConfirmWait(period_);
   }
   std::string lapse_note() const override { return ""; }
+  absl::Duration rebuild_slice(absl::Duration period) const override {
+    return RebuildSlice(period);
+  }
 
  private:
   const std::shared_ptr<Store> store_;

@@ -35,6 +35,7 @@
 // one line naming the fix.
 #include "config/require_cxx17.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -87,6 +88,15 @@ class RankLiveness {
   // Said in a verdict on a lapsed lease: "" (counter), "; its etcd lease
   // expired" (etcd).
   virtual std::string lapse_note() const = 0;
+  // The slice of a rebuild's store waits and of JudgeGoneMembers' lease
+  // readings (epochs after the first): counter, RebuildSlice(period); by
+  // default (etcd) the period, between 100 and 250 ms: over etcd each slice
+  // is a watch made and cancelled (and a curl handle in flight), and a
+  // death on another host is etcd's expiry anyway.
+  virtual absl::Duration rebuild_slice(absl::Duration period) const {
+    return std::min(std::max(absl::Milliseconds(100), period),
+                    absl::Milliseconds(250));
+  }
 };
 
 // The bound a wait on a dead rank must end within, whatever the group
