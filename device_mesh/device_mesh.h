@@ -399,7 +399,7 @@ class DeviceMesh {
   //                       waited (in the store: within max(2 s, 2 lease
   //                       periods) of this rank learning the verdict, in
   //                       a rebuild within a tenth of a period, at least
-  //                       25 ms; in
+  //                       25 ms, over etcd 100-250 ms; in
   //                       Gloo's pair connects: within 100 ms; NCCL's init:
   //                       50 ms; MeshRuntime::Group), not at the timeout.
   //                       (The shm set-up's last wait, in its segment, does

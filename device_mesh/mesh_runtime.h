@@ -141,7 +141,8 @@ class MeshRuntime {
   // verdict of the current epoch (the verdict may name any rank of the job),
   // or FailedPrecondition with the fence when this rank is fenced: the
   // creation's store waits are cut into slices of max(2 s, 2 lease periods)
-  // (in a Shrink's or Grow's rebuild: a tenth of a period, at least 25 ms)
+  // (in a Shrink's or Grow's rebuild: a tenth of a period, at least 25 ms;
+  // over etcd the period, 100-250 ms)
   // and end at the first slice after this rank learns it
   // (store/cancellable_store.h). The waits that are not store calls
   // ask the same check (CommOptions::creation_cancel): Gloo's pair connects
@@ -199,7 +200,8 @@ class MeshRuntime {
   // The store a communicator or an agreement is made over: the runtime's,
   // with its waits ended by the failure watch's verdict or fence
   // (CancellableStore, in slices of max(2 s, 2 lease periods) in epoch 0,
-  // of a tenth of a lease period, at least 25 ms, in later epochs) and
+  // of a tenth of a lease period, at least 25 ms, over etcd the period,
+  // 100-250 ms, in later epochs) and
   // counted
   // once per call in the runtime's counters; the runtime's store itself
   // without a watch (starts the watch, as watch() does). Not on a detached
@@ -326,7 +328,8 @@ class MeshRuntime {
   // job's epoch has a verdict: ..." once the failure watch has a verdict,
   // OK otherwise; empty without a watch. It holds the watch weakly. In an
   // epoch after the first (a Shrink's or a Grow's rebuild), at most once a
-  // rebuild slice (a tenth of a period, at least 25 ms) it also asks the
+  // rebuild slice (a tenth of a period, at least 25 ms; over etcd the
+  // period, 100-250 ms) it also asks the
   // watch to judge `members` (JudgeGoneMembers): a member whose process on
   // this host is gone is dead at once, one elsewhere once its lease shows
   // no renewal for its confirm wait, so a wait for it ends within
