@@ -5,8 +5,10 @@
 // chosen at run time, by DEVMESH_STORE_ADDR=etcd://...), and Debian's
 // libcurl brings about 30 shared libraries with it (TLS, Kerberos, LDAP,
 // SSH, ...): loading and relocating them at start cost each process about
-// 3.4 ms of CPU here, 3.5 s of CPU for a 1024-rank job that never talks to
-// etcd. Loaded on first use, a job on the TCP store never maps them.
+// 5 ms of CPU here (a //bench:startup process that only loads and exits:
+// 8.2-9.5 ms with libcurl linked, 3.3-3.7 ms without), 5 s of CPU for a
+// 1024-rank job that never talks to etcd. Loaded on first use, a job on the
+// TCP store never maps them.
 //
 // The library is Debian's libcurl4 (libcurl.so.4, the soname that
 // libcurl4-openssl-dev's headers belong to), found by the dynamic loader's
