@@ -83,8 +83,19 @@ class EtcdLiveness final : public RankLiveness {
   absl::Status Renew() override {
     sync_internal::MutexLock lock(&mu_);
     if (ended_) return absl::OkStatus();
+    // A lease kept alive less than a third of its TTL ago needs nothing yet
+    // (etcd's own client renews at TTL/3). The watch calls this every
+    // period, and the TTL is the silence (8 periods by default): a keepalive
+    // every period was 8 requests per TTL per rank, and at 512 ranks and
+    // more they kept an etcd member too busy for the job's own requests
+    // (helper-28's rounds, docs/etcd_store.md).
+    if (lease_id_ != 0 && key_put_ && absl::Now() < kept_at_ + ttl() / 3) {
+      return absl::OkStatus();
+    }
     if (lease_id_ != 0) {
+      const absl::Time sent = absl::Now();
       absl::Status kept = store_->KeepAlive(lease_id_);
+      if (kept.ok()) kept_at_ = sent;
       if (kept.ok() && key_put_) return kept;
       if (!kept.ok() && !absl::IsNotFound(kept)) return kept;
       // NotFound: the lease expired (this rank was silent past its TTL) and
@@ -93,10 +104,12 @@ class EtcdLiveness final : public RankLiveness {
       if (!kept.ok()) lease_id_ = 0;
     }
     if (lease_id_ == 0) {
+      const absl::Time sent = absl::Now();  // etcd starts the TTL after this
       absl::StatusOr<EtcdStore::Lease> lease = store_->GrantLease(silence_);
       if (!lease.ok()) return lease.status();
       lease_id_ = lease->id;
       key_put_ = false;
+      kept_at_ = sent;
       ttl_ms_.store(absl::ToInt64Milliseconds(lease->ttl));
     }
     absl::Status put = store_->SetWithLease(LeaseKeyOf(rank_), "1", lease_id_);
@@ -159,6 +172,8 @@ class EtcdLiveness final : public RankLiveness {
   int64_t lease_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool key_put_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  // When the last keepalive (or grant) that etcd answered was sent.
+  absl::Time kept_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   sync_internal::Mutex follow_mu_;
   std::shared_ptr<Follow> follow_ ABSL_GUARDED_BY(follow_mu_);
 };
