@@ -117,9 +117,12 @@ TEST(ShmStoreGroupTest, NoSocketUntilSendRecv) {
           absl::StrCat("round ", round, ": got ", in, " from ", peer)));
       if (round == 0) sockets_after_first = Sockets();
     }
-    // The pair is made once: no new socket in rounds 1 and 2.
+    // The pair is made once: no new socket in rounds 1 and 2. One may close:
+    // when both ends connect at once UCX's TCP transport keeps one of the
+    // two connections and closes the other, which can happen after round 0
+    // (seen in about 1 of 3 runs: 5 sockets after it, 4 at the end).
     DEVMESH_RETURN_IF_ERROR(Expect(
-        Sockets() == sockets_after_first && sockets_after_first > sockets_before,
+        Sockets() <= sockets_after_first && Sockets() > sockets_before,
         absl::StrCat("sockets ", sockets_before, " -> ", sockets_after_first,
                      " after the first round -> ", Sockets())));
     DEVMESH_RETURN_IF_ERROR(Expect(
