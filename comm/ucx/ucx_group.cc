@@ -27,8 +27,20 @@ namespace {
 // sleeping on its event fd.
 constexpr absl::Duration kSpin = absl::Microseconds(50);
 // The longest sleep between two looks at the abort flag, notices and failed
-// endpoints (the abort's eventfd and the worker's event fd end it sooner).
+// endpoints (the abort's eventfd and the worker's event fd end it sooner),
+// while a wait is short; a wait that has lasted t sleeps up to t / 8 at a
+// time, at most kLongSlice (a rank waiting seconds for a late peer looks 20
+// times a second, not 200: 1024 such ranks on 2 cores).
 constexpr absl::Duration kSlice = absl::Milliseconds(5);
+constexpr absl::Duration kLongSlice = absl::Milliseconds(50);
+// Wakes from the worker's event fd in a row that found nothing to progress
+// before the wait naps without that fd (UcxWorker::Sleep's watch_worker).
+// While a peer has not yet answered a connection UCX 1.13's fd can stay
+// readable: each sleep then returned at once, and 512 ranks waiting in their
+// first all-reduce for peers late from the store made 450k polls a second
+// (perf stat -a during tools/scale_check.sh --hosts=8 --mesh=32x16
+// --store=etcd; perf record: UcxGroup::WaitFor -> UcxWorker::Sleep -> poll).
+constexpr int kEmptyWakes = 4;
 // How long a failed call waits for UCX to end its messages after closing
 // their endpoints (ucx_group.h).
 constexpr absl::Duration kCancelLimit = absl::Seconds(1);
@@ -359,6 +371,11 @@ absl::Status UcxGroup::WaitFor(std::vector<std::unique_ptr<Op>>& ops,
   };
   absl::Time spin_until = absl::InfinitePast();
   absl::Time next_check = absl::Now() + kSlice;
+  // Since when the worker has had nothing to progress, and how many wakes
+  // from its event fd in a row found nothing.
+  absl::Time idle_since = absl::InfinitePast();
+  int empty_wakes = 0;
+  bool woken_by_worker = false;
   while (!all_done()) {
     const unsigned events = worker_->Progress();
     if (all_done()) break;
@@ -366,6 +383,8 @@ absl::Status UcxGroup::WaitFor(std::vector<std::unique_ptr<Op>>& ops,
     const bool idle = events == 0;
     if (idle) {
       if (spin_until == absl::InfinitePast()) spin_until = now + kSpin;
+      if (idle_since == absl::InfinitePast()) idle_since = now;
+      if (woken_by_worker) ++empty_wakes;
       if (now < spin_until) {
         // Let a peer that shares this core run (a cross-host pair whose
         // ranks sit on one core each side: 73 -> 17 us at 1 KiB on
@@ -373,9 +392,12 @@ absl::Status UcxGroup::WaitFor(std::vector<std::unique_ptr<Op>>& ops,
         sched_yield();
         continue;
       }
-    } else if (now < next_check) {
-      continue;
+    } else {
+      idle_since = absl::InfinitePast();
+      empty_wakes = 0;
+      if (now < next_check) continue;
     }
+    woken_by_worker = false;
     // Idle past the spin, or busy for a slice (the worker is shared: another
     // group's traffic keeps it busy, and the deadline, Abort and dead
     // members must still be looked at).
@@ -384,7 +406,25 @@ absl::Status UcxGroup::WaitFor(std::vector<std::unique_ptr<Op>>& ops,
       Cancel(ops);
       return Fail(std::move(s));
     }
-    if (idle) worker_->Sleep(abort_fd_, std::min(kSlice, deadline_ - now));
+    if (idle) {
+      const absl::Duration waited = now - idle_since;
+      const absl::Duration left = deadline_ - now;
+      if (empty_wakes < kEmptyWakes) {
+        woken_by_worker = worker_->Sleep(
+            abort_fd_,
+            std::min(std::clamp(waited / 8, kSlice, kLongSlice), left));
+      } else {
+        // The worker's fd keeps waking this wait for nothing: nap without
+        // it, an eighth of the wait so far (a message that came meanwhile
+        // waits at most that), then look at the worker again.
+        worker_->Sleep(abort_fd_,
+                       std::min(std::clamp(waited / 8, absl::Microseconds(100),
+                                           kLongSlice),
+                                left),
+                       /*watch_worker=*/false);
+        empty_wakes = kEmptyWakes - 1;  // one more empty wake: nap again
+      }
+    }
   }
   std::lock_guard<std::mutex> lock(worker_->mu());
   for (const auto& op : waited) {

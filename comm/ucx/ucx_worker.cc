@@ -5,7 +5,9 @@
 #include <poll.h>
 #include <ucs/config/global_opts.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <ctime>
 
 #include "absl/strings/str_cat.h"
 #include "comm/ucx/ucx_status.h"
@@ -135,15 +137,26 @@ unsigned UcxWorker::Progress() {
   return ucp_worker_progress(worker_);
 }
 
-void UcxWorker::Sleep(int extra_fd, absl::Duration timeout) {
+bool UcxWorker::Sleep(int extra_fd, absl::Duration timeout,
+                      bool watch_worker) {
+  const int64_t ms = absl::ToInt64Milliseconds(timeout);
+  if (!watch_worker) {
+    // A nap: only extra_fd and the timeout end it (microseconds kept).
+    pollfd fd = {extra_fd, POLLIN, 0};
+    const int64_t us = std::max<int64_t>(1, absl::ToInt64Microseconds(timeout));
+    timespec ts = {static_cast<time_t>(us / 1000000),
+                   static_cast<long>(us % 1000000) * 1000};
+    ppoll(&fd, extra_fd >= 0 ? 1 : 0, &ts, nullptr);
+    return false;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Busy: events are pending, progress again at once.
-    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;
+    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return true;
   }
   pollfd fds[2] = {{event_fd_, POLLIN, 0}, {extra_fd, POLLIN, 0}};
-  const int64_t ms = absl::ToInt64Milliseconds(timeout);
   poll(fds, extra_fd >= 0 ? 2 : 1, ms < 1 ? 1 : static_cast<int>(ms));
+  return (fds[0].revents & POLLIN) != 0;
 }
 
 }  // namespace ucx_internal

@@ -94,8 +94,12 @@ class UcxWorker {
   unsigned Progress();
   // Sleeps until the worker may have an event, `extra_fd` (>= 0) is
   // readable, or `timeout` has passed; returns at once when events are
-  // pending. Called without mu().
-  void Sleep(int extra_fd, absl::Duration timeout);
+  // pending. Returns true when the worker's event fd ended the sleep (or
+  // events were pending), false for `extra_fd` or the timeout. With
+  // `watch_worker` false the worker's fd is left out: a nap that only
+  // `extra_fd` or the timeout ends (for a caller whose wakes from the worker
+  // keep finding nothing to progress). Called without mu().
+  bool Sleep(int extra_fd, absl::Duration timeout, bool watch_worker = true);
 
  private:
   UcxWorker() = default;
