@@ -331,13 +331,17 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
   // answer, so that a loaded cluster is not sent every request again each
   // attempt_timeout_ (a request given up on is still served: 1024 ranks on
   // one member of 2 cores resent about 7000 requests that took over 1 s,
-  // and the resends kept it too busy to answer in time). With one endpoint,
-  // a request that may be sent again (kIdempotent, a stream) waits until its
-  // deadline: another try would go to the same member.
+  // and the resends kept it too busy to answer in time). With one endpoint
+  // every request waits until its deadline: another try would go to the
+  // same member. A conditional txn (kIfNotSent) does too, asked like kOnce
+  // whether its member has a leader: given up after attempt_timeout_, its
+  // caller (a CompareSet) sent it again to that member, each copy probed
+  // and served (1361 status probes in one 1024-rank round).
   absl::Duration window = attempt_timeout_;
   const bool wait_for_the_one =
       endpoints_.size() == 1 &&
-      (retry == Retry::kIdempotent || stream != nullptr);
+      (retry == Retry::kIdempotent || retry == Retry::kIfNotSent ||
+       stream != nullptr);
   bool stream_unanswered = false;  // the last stream attempt's member was slow
   for (int round = 0; !result.has_value(); ++round) {
    failures.clear();
@@ -397,7 +401,9 @@ absl::StatusOr<EtcdHttp::Attempt> EtcdHttp::Send(absl::string_view path,
       Curl().easy_cleanup(own);
       return note;
     };
-    if (stream == nullptr && retry == Retry::kOnce) {
+    if (stream == nullptr &&
+        (retry == Retry::kOnce ||
+         (retry == Retry::kIfNotSent && wait_for_the_one))) {
       a.quorum_probe = &probe;
       a.probe_every = attempt_timeout_;
       a.next_probe = absl::Now() + attempt_timeout_;

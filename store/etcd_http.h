@@ -11,8 +11,9 @@
 // in order, round after round until the deadline (or, when every endpoint
 // refuses connections, for about a second: nothing runs there). Each attempt
 // that got no answer doubles the next one's window (a loaded cluster is not
-// sent everything again every attempt timeout); with one endpoint, a request
-// that may go again (kIdempotent, a stream) waits for it until the deadline.
+// sent everything again every attempt timeout); with one endpoint, every
+// request waits for it until the deadline (a kIfNotSent txn as a kOnce one,
+// below: there is no other member to send it to).
 // A stream not answered by its deadline is DeadlineExceeded, as any watch. A request
 // that may have reached etcd before its connection failed is sent again
 // elsewhere only when it is idempotent (Retry::kIdempotent): a conditional
@@ -74,9 +75,9 @@ class EtcdHttp {
   // Whether a request whose connection failed after it was sent may be sent
   // again to another endpoint (kIdempotent), or not (kIfNotSent: the caller
   // gets Unavailable, "may or may not have been applied", after its member
-  // failed or did not answer within attempt_timeout; kOnce: likewise, but
-  // the member is given until the deadline to answer, unless it reports no
-  // leader: Unavailable naming the lost quorum).
+  // failed or did not answer within attempt_timeout, or with one endpoint as
+  // kOnce; kOnce: likewise, but the member is given until the deadline to
+  // answer, unless it reports no leader: Unavailable naming the lost quorum).
   enum class Retry { kIdempotent, kIfNotSent, kOnce };
 
   // A message of a stream: return true to end the stream (the call returns
