@@ -635,10 +635,11 @@ absl::StatusOr<GrowResult> DeviceMesh::JoinAsSpare(
     // it dead at once. This process's own identity replaces it now, before
     // its watch starts (FinishGrow, after the decision): a member waiting
     // for it in the Grow's rebuild then finds it gone at once when it dies
-    // there on the member's host (FailureWatch::JudgeGoneMembers), not
-    // after its lease's silence.
-    if (auto s = store->Set(FailureWatch::ProcKey(me),
-                            FailureWatch::ProcessIdentity());
+    // there, on the member's host or by its liveness beacon on another
+    // (FailureWatch::JudgeGoneMembers), not after its lease's silence.
+    if (auto s = store->Set(
+            FailureWatch::ProcKey(me),
+            FailureWatch::ProcessIdentity(runtime->store_route_address()));
         !s.ok()) {
       return StoreError(s);
     }

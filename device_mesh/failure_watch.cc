@@ -22,6 +22,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/communicator.h"
 #include "device_mesh/epoch_agreement.h"
+#include "device_mesh/liveness_beacon.h"
 #include "device_mesh/rank_liveness.h"
 #include "status/status_macros.h"
 #include "sync/annotated_mutex.h"
@@ -82,8 +83,27 @@ std::string SelfProcInfo() {
                       ns_ino, "|", pid, "|", start);
 }
 
-// What this kernel says of the process `info` (another rank's SelfProcInfo)
-// names.
+// The network namespace of this process ("" when unreadable): a loopback
+// beacon is reachable only from it.
+std::string SelfNetNamespace() {
+  struct stat ns;
+  return stat("/proc/self/ns/net", &ns) == 0 ? absl::StrCat(ns.st_ino) : "";
+}
+
+// SelfProcInfo with this process's liveness beacon (liveness_beacon.h) at
+// `host`: "...|<net namespace inode>|<host>|<port>|<nonce>"; SelfProcInfo
+// alone when the beacon could not listen.
+std::string SelfProcInfoWithBeacon(const std::string& host) {
+  const device_mesh_internal::BeaconInfo beacon =
+      device_mesh_internal::StartBeacon();
+  if (beacon.port == 0) return SelfProcInfo();
+  return absl::StrCat(SelfProcInfo(), "|", SelfNetNamespace(), "|",
+                      host.empty() ? "127.0.0.1" : host, "|", beacon.port, "|",
+                      beacon.nonce);
+}
+
+// What this kernel says of the process `info` (another rank's SelfProcInfo,
+// perhaps with its beacon) names.
 enum class Liveness {
   kNotHere,  // not of this kernel and PID namespace, or unreadable
   kGone,     // no such process, a zombie, exiting, or another process now
@@ -95,7 +115,7 @@ enum class Liveness {
 Liveness ProcessLiveness(const std::string& self, const std::string& info) {
   std::vector<std::string> mine = absl::StrSplit(self, '|');
   std::vector<std::string> theirs = absl::StrSplit(info, '|');
-  if (mine.size() != 4 || theirs.size() != 4 || mine[0].empty() ||
+  if (mine.size() < 4 || theirs.size() < 4 || mine[0].empty() ||
       mine[1].empty() || theirs[3].empty() || mine[0] != theirs[0] ||
       mine[1] != theirs[1]) {
     return Liveness::kNotHere;
@@ -150,7 +170,9 @@ std::string FailureWatch::ProcKey(int rank) {
   return device_mesh_internal::ProcKeyOf(rank);
 }
 
-std::string FailureWatch::ProcessIdentity() { return SelfProcInfo(); }
+std::string FailureWatch::ProcessIdentity(const std::string& beacon_host) {
+  return SelfProcInfoWithBeacon(beacon_host);
+}
 
 std::string FailureWatch::EpochKey(int64_t epoch, absl::string_view what) {
   return absl::StrCat("devmesh/epoch/", epoch, "/", what);
@@ -185,9 +207,18 @@ struct FailureWatch::State {
   // Verdicts or fences whose groups are being told now: waiters and new
   // subscribers hear of one only once its groups were told.
   int telling ABSL_GUARDED_BY(mu) = 0;
-  const std::string self_proc = SelfProcInfo();
-  // Other ranks' SelfProcInfo.
+  // This process's identity with its beacon (SelfProcInfoWithBeacon), set
+  // at Start before the thread.
+  std::string self_proc;
+  // Other ranks' identities (ProcKey's values).
   std::map<int, std::string> procs ABSL_GUARDED_BY(mu);
+  // Probes of the beacons of members on other hosts (or this kernel's other
+  // namespaces), at most kMaxProbes; those that said gone.
+  static constexpr size_t kMaxProbes = 64;
+  sync_internal::Mutex beacon_mu;
+  std::map<int, std::unique_ptr<device_mesh_internal::BeaconProbe>> probes
+      ABSL_GUARDED_BY(beacon_mu);
+  std::map<int, std::string> beacon_gone ABSL_GUARDED_BY(beacon_mu);
   // JudgeGoneMembers' readings of the leases of members on other hosts, in
   // epoch `judged_epoch`: the reading, when it was first seen (the last
   // sign of life), and when it was last read.
@@ -225,7 +256,63 @@ struct FailureWatch::State {
       sync_internal::MutexLock lock(&mu);
       procs[peer] = info;
     }
-    return ProcessLiveness(self_proc, info);
+    const Liveness here = ProcessLiveness(self_proc, info);
+    if (here == Liveness::kNotHere && BeaconGone(peer, info)) {
+      return Liveness::kGone;
+    }
+    return here;
+  }
+
+  // Whether `peer`'s beacon (in its identity `info`) says its process is
+  // gone: its listener refused a connection (liveness_beacon.h). Polls its
+  // probe, made on the first call (none past kMaxProbes).
+  bool BeaconGone(int peer, const std::string& info) {
+    std::vector<std::string> theirs = absl::StrSplit(info, '|');
+    std::vector<std::string> mine = absl::StrSplit(self_proc, '|');
+    int port = 0;
+    uint64_t nonce = 0;
+    if (theirs.size() < 8 || !absl::SimpleAtoi(theirs[6], &port) ||
+        !absl::SimpleAtoi(theirs[7], &nonce)) {
+      return false;
+    }
+    sync_internal::MutexLock lock(&beacon_mu);
+    auto it = probes.find(peer);
+    if (it == probes.end()) {
+      if (probes.size() >= kMaxProbes) return false;
+      // A refusal at loopback says something only from the peer's own
+      // kernel and network namespace; elsewhere the address is the one the
+      // peer's groups are reached at (its host's).
+      const bool credible =
+          !device_mesh_internal::IsLoopbackIPv4(theirs[5]) ||
+          (mine.size() >= 5 && mine[0] == theirs[0] && mine[4] == theirs[4] &&
+           !mine[4].empty());
+      it = probes
+               .emplace(peer, std::make_unique<device_mesh_internal::BeaconProbe>(
+                                  theirs[5], port, nonce, credible))
+               .first;
+    }
+    if (it->second->Poll() != device_mesh_internal::BeaconState::kGone) {
+      return false;
+    }
+    beacon_gone.emplace(peer, theirs[5]);
+    return true;
+  }
+
+  // Drops the probes of ranks not in `members`, and of `renewed` (ranks
+  // whose process may be new).
+  void DropProbes(const std::vector<int>& members,
+                  const std::vector<int>& renewed) {
+    sync_internal::MutexLock lock(&beacon_mu);
+    for (auto it = probes.begin(); it != probes.end();) {
+      const int r = it->first;
+      if (!std::binary_search(members.begin(), members.end(), r) ||
+          std::find(renewed.begin(), renewed.end(), r) != renewed.end()) {
+        beacon_gone.erase(r);
+        it = probes.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
   // Whether `peer`'s process is gone, seen from this kernel.
   bool Gone(int peer) { return Live(peer) == Liveness::kGone; }
@@ -243,7 +330,7 @@ struct FailureWatch::State {
 
   // The verdict on `peer`, whose lease was silent for `wall`, as this
   // kernel sees its process (`live`).
-  std::string SilenceText(int peer, Liveness live, absl::Duration wall) const {
+  std::string SilenceText(int peer, Liveness live, absl::Duration wall) {
     if (live == Liveness::kGone) return GoneText(peer);
     return LeaseText(
         peer, absl::Trunc(wall, absl::Milliseconds(1)),
@@ -252,7 +339,19 @@ struct FailureWatch::State {
                                      : "");
   }
 
-  std::string GoneText(int peer) const {
+  std::string GoneText(int peer) {
+    std::string host;
+    {
+      sync_internal::MutexLock lock(&beacon_mu);
+      auto it = beacon_gone.find(peer);
+      if (it != beacon_gone.end()) host = it->second;
+    }
+    if (!host.empty()) {
+      return absl::StrCat("global rank ", peer,
+                          " died (its process is gone: its liveness port on ",
+                          host, " refused a connection; first reported by "
+                          "global rank ", rank, ")");
+    }
     return absl::StrCat("global rank ", peer,
                         " died (its process on this host is gone; first "
                         "reported by global rank ", rank, ")");
@@ -431,8 +530,10 @@ std::shared_ptr<FailureWatch> FailureWatch::Start(std::shared_ptr<Store> store,
                                                   absl::Duration period,
                                                   absl::Duration silence,
                                                   int64_t epoch,
-                                                  std::vector<int> members) {
+                                                  std::vector<int> members,
+                                                  std::string beacon_host) {
   auto state = std::make_shared<State>();
+  state->self_proc = SelfProcInfoWithBeacon(beacon_host);
   state->store = std::move(store);
   state->rank = rank;
   state->world_size = world_size;
@@ -740,6 +841,7 @@ device_mesh_internal::RankLiveness& FailureWatch::liveness() const {
 
 void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
   std::vector<std::shared_ptr<WatchedGroup>> old;
+  std::vector<int> renewed;  // members new to the epoch
   {
     sync_internal::MutexLock lock(&state_->mu);
     if (epoch <= state_->epoch) return;
@@ -747,6 +849,7 @@ void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
       if (!std::binary_search(state_->members.begin(), state_->members.end(),
                               r)) {
         state_->procs.erase(r);
+        renewed.push_back(r);
       }
     }
     state_->epoch = epoch;
@@ -754,6 +857,7 @@ void FailureWatch::AdvanceEpoch(int64_t epoch, std::vector<int> members) {
     state_->verdict.clear();
     state_->verdict_rank = -1;
     state_->verdict_time = absl::InfinitePast();
+    state_->DropProbes(state_->members, renewed);
     old = state_->LiveGroupsLocked();
     state_->groups.clear();
     state_->subscribers.clear();

@@ -64,9 +64,14 @@
 // and is gone (no /proc entry, a zombie, or another process under its PID)
 // is dead at once when a call failed on it (Explain), it did not come to
 // Shrink (epoch_agreement.h) or a rebuild's store wait is for it
-// (JudgeGoneMembers): the kernel's word, not a peer's; across hosts
-// (or namespaces) only the lease decides (a rebuild's wait reads the
-// leases of the members it waits for: JudgeGoneMembers). The successor check uses it only
+// (JudgeGoneMembers): the kernel's word, not a peer's. Across hosts (or
+// namespaces) the same holds through the rank's liveness beacon
+// (liveness_beacon.h: a port that its process holds open until it dies,
+// published with its identity at the host its groups are reached at): a
+// refused connection there is its kernel's word that the process is gone.
+// A host that dies, a process that is stopped, or a beacon that cannot be
+// reached leaves it to the lease (a rebuild's wait reads the leases of the
+// members it waits for: JudgeGoneMembers). The successor check uses it only
 // after the silence (a process that exits at the end of its job is gone
 // too, and only an error says that a peer needed it): to spare a process
 // that is alive and not stopped, and to say "its process on this host is
@@ -94,12 +99,12 @@
 // verdict (the peer is alive: it aborted or closed its group).
 //
 // Bounds: detection of a killed rank = the failed call's Explain: at once
-// on the same host, else kLeaseMisses periods (+ store round trips); of a
-// silent one, `silence`;
+// on the same host or by its beacon (a round trip to its host), else (its
+// host died or cannot be reached) its lease: kLeaseMisses periods (counter,
+// + store round trips), or its etcd lease's TTL and a second (etcd's
+// expiry scan runs twice a second); of a silent one, `silence`;
 // propagation = one parked Get on every other rank (immediate) + one Abort.
-// With the defaults up to 250 ranks (period 250 ms), a killed rank's
-// survivors on other hosts fail in about 0.8 s (the period grows with the
-// world above 250 ranks, mesh_runtime.h). Explain, too, never calls dead a
+// Explain, too, never calls dead a
 // suspect whose process this kernel shows running: its error stands.
 //
 // Thread-safety: every method may be called from any thread. The thread is
@@ -169,11 +174,13 @@ class FailureWatch {
   static std::string LeaseKey(int rank);
   static std::string LeftKey(int rank);
   // "<boot id>|<pid namespace inode>|<pid>|<start time>" of the rank's
-  // process, set when its watch starts.
+  // process, set when its watch starts, followed by its liveness beacon's
+  // "|<net namespace inode>|<host>|<port>|<nonce>" (when it listens).
   static std::string ProcKey(int rank);
-  // This process's identity, the value Start sets at ProcKey: for a process
-  // that publishes it before its watch starts (a spare, JoinAsSpare).
-  static std::string ProcessIdentity();
+  // This process's identity, the value Start sets at ProcKey (with its
+  // beacon at `beacon_host`, as Start's): for a process that publishes it
+  // before its watch starts (a spare, JoinAsSpare).
+  static std::string ProcessIdentity(const std::string& beacon_host = "");
   static std::string EpochKey(int64_t epoch, absl::string_view what);
 
   // Starts the thread for rank `rank` of a world of `world_size` over
@@ -187,12 +194,16 @@ class FailureWatch {
   // rank among them; empty: every world rank), as a spare that
   // DeviceMesh::Grow admitted into that epoch does: it never learns an
   // older epoch's verdict (which may name its rank).
+  // `beacon_host`: the IPv4 address other hosts reach this process at (the
+  // one its groups advertise), published with its liveness beacon's port;
+  // empty: 127.0.0.1 (a beacon only this host's network namespace uses).
   static std::shared_ptr<FailureWatch> Start(std::shared_ptr<Store> store,
                                              int rank, int world_size,
                                              absl::Duration period,
                                              absl::Duration silence,
                                              int64_t epoch = 0,
-                                             std::vector<int> members = {});
+                                             std::vector<int> members = {},
+                                             std::string beacon_host = "");
   ~FailureWatch();
   FailureWatch(const FailureWatch&) = delete;
   FailureWatch& operator=(const FailureWatch&) = delete;
@@ -253,14 +264,16 @@ class FailureWatch {
 
   // True when `rank`'s process runs on this kernel, in this PID namespace,
   // and is gone (no such process, a zombie, or another process under its
-  // PID). False when it is alive, stopped, elsewhere or unknown.
+  // PID), or runs elsewhere and its liveness beacon refused a connection
+  // (liveness_beacon.h). False when it is alive, stopped, or unknown.
   bool ProcessGoneHere(int rank);
 
   // For a wait on `members` (global ranks) that has run a while, such as a
   // rebuild's store wait for their keys: the first member other than this
   // rank, among the current epoch's members (a rank that a Grow admits is
   // judged once the epoch includes it, when its new process's identity is
-  // read), whose process this kernel shows gone (ProcessGoneHere) and that
+  // read), whose process this kernel (or its beacon) shows gone
+  // (ProcessGoneHere) and that
   // has no "left" mark is published dead at once (the kernel's word, with
   // the wait as the evidence that it was needed; CompareSet keeps a verdict
   // already there). Else a member whose process is on another host (or

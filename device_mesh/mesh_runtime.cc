@@ -150,10 +150,12 @@ void MeshRuntime::EnsureWatch(int64_t epoch, std::vector<int> members) {
     const int64_t period_ms = absl::ToInt64Milliseconds(LeasePeriod());
     const int64_t silence_ms = settings.lease_silence_ms.value_or(
         std::max<int64_t>(2000, 8 * period_ms));
+    // The beacon at the address this rank's groups advertise (the route
+    // to the store), where other hosts reach it.
     watch_ = FailureWatch::Start(store_->base(), rank_, world_size_,
                                  absl::Milliseconds(period_ms),
                                  absl::Milliseconds(silence_ms), epoch,
-                                 std::move(members));
+                                 std::move(members), store_route_address());
     watch_started_.store(true, std::memory_order_release);
   });
 }

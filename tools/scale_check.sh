@@ -53,7 +53,8 @@
 # --max_sockets=S fails a run in which a rank held more than S sockets
 # (bound: the sum over its groups of size - 1, plus log2(size) for each
 # Gloo group with the synchronous route, plus its two store connections:
-# its own and its failure watch's, device_mesh/failure_watch.h).
+# its own and its failure watch's, device_mesh/failure_watch.h, and the
+# watch's liveness beacon, one listening socket, liveness_beacon.h).
 # Binaries are built with -c opt, as `bazel run` builds them for users
 # (-c=fastbuild for a debug build). --keep_logs=DIR copies every rank's and
 # the store's output there at the end. Every launch is bounded by --timeout_s
