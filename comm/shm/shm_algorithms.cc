@@ -35,19 +35,22 @@ void ReduceInOrder(char* out, int size, size_t count,
   for (int j = 2; j < size; ++j) reduce(out, out, x(j), count);
 }
 
+using CopyFunc = void (*)(void*, const void*, size_t);
+
 // ReduceInOrder into `acc`, then a copy of it to `out`, block by block: each
 // block is copied while it is still in L1, so the copy costs its write only.
 constexpr size_t kBlockBytes = size_t{16} << 10;
 template <typename Source>
 void ReduceInOrderAndCopy(char* acc, char* out, int size, size_t count,
-                          size_t elem, const ReduceFunc& reduce, Source x) {
+                          size_t elem, const ReduceFunc& reduce, Source x,
+                          CopyFunc copy = &CopyBytes) {
   const size_t block = kBlockBytes / elem;
   for (size_t off = 0; off < count; off += block) {
     const size_t c = std::min(block, count - off);
     const size_t at = off * elem;
     ReduceInOrder(acc + at, size, c, reduce,
                   [&](int j) -> const char* { return x(j) + at; });
-    CopyBytes(out + at, acc + at, c * elem);
+    copy(out + at, acc + at, c * elem);
   }
 }
 
@@ -82,6 +85,10 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
   const int n = g.sync->size();
   const int me = g.sync->rank();
   const size_t chunk = seg.slot_bytes() / elem;
+  // A result too large for a core's L2 goes to recv with non-temporal
+  // stores: no read of each output line before its write.
+  const CopyFunc copy_out =
+      count * elem >= kStreamOutputMinBytes ? &StreamBytes : &CopyBytes;
   for (size_t off = 0; off < count; off += chunk) {
     const size_t c = std::min(chunk, count - off);
     const int p = g.sync->NextRoundParity();
@@ -101,15 +108,16 @@ absl::Status ShmAllReduceTwoStep(ShmGroup g, const char* send, char* recv,
           mine + lo * elem, out + lo * elem, n, hi - lo, elem, reduce,
           [&](int j) -> const char* {
             return j == me ? in + lo * elem : seg.slot(p, j) + lo * elem;
-          });
+          },
+          copy_out);
     }
     DEVMESH_RETURN_IF_ERROR(g.sync->Step(what));
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       const size_t jlo = PartStart(c, elem, j, n);
       const size_t jhi = PartStart(c, elem, j + 1, n);
-      CopyBytes(out + jlo * elem, seg.slot(p, j) + jlo * elem,
-                (jhi - jlo) * elem);
+      copy_out(out + jlo * elem, seg.slot(p, j) + jlo * elem,
+               (jhi - jlo) * elem);
     }
   }
   return absl::OkStatus();

@@ -20,7 +20,8 @@
 //    member i reduces part i (its own input and every other slot, in rank
 //    order) into its slot; one step; each member copies every other part from
 //    its owner's slot. Two steps a round; about 4 x bytes of memory traffic
-//    per member whatever the size, against 2 + size for one-shot.
+//    per member whatever the size, against 2 + size for one-shot. From
+//    kStreamOutputMinBytes the writes into recv are non-temporal.
 //  - single copy (shm_single_copy.h), off by default (kSingleCopyMinBytes),
 //    when every member can read every other's memory: the two-step's parts,
 //    read from the peers' own buffers with process_vm_readv; three steps, no
@@ -52,6 +53,14 @@ namespace devmesh {
 namespace shm_internal {
 
 inline constexpr size_t kOneShotMaxBytes = size_t{8} << 10;
+
+// From this size the two-step all-reduce writes its result into recv with
+// non-temporal stores (shm_copy.h's StreamBytes): a result larger than a
+// core's L2 (4 MiB on this machine kind) is not read back before it leaves
+// the cache, so the read of each output line before its write is pure cost.
+// Per process, no effect on the bits: members need not agree on it. The
+// measurements: docs/design_figures.md.
+inline constexpr size_t kStreamOutputMinBytes = size_t{4} << 20;
 
 // Where the single-copy all-reduce (shm_single_copy.h) starts, when the
 // group's set-up allowed it: nowhere by default (SIZE_MAX), since it did not

@@ -1,6 +1,7 @@
 // devmesh/comm/shm/shm_copy.cc
 #include "comm/shm/shm_copy.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -47,6 +48,38 @@ void CopyBackward(char* dst, const char* src, size_t bytes) {
 #endif
 
 }  // namespace
+
+void StreamBytes(void* dst, const void* src, size_t bytes) {
+#if defined(__SSE2__)
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  // Up to the destination's first 16-byte boundary with a plain copy.
+  const size_t head = std::min(
+      bytes, (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & size_t{15});
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+  _mm_sfence();
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
 
 void CopyBytes(void* dst, const void* src, size_t bytes) {
 #if defined(__SSE2__)

@@ -29,6 +29,15 @@ namespace shm_internal {
 // partial overlap is undefined, as for memcpy). Never fails.
 void CopyBytes(void* dst, const void* src, size_t bytes);
 
+// As CopyBytes, but the destination is written with non-temporal stores
+// where the CPU has them (SSE2 `movntdq`): the lines go to memory without
+// being read first (no read-for-ownership) and without displacing the
+// caches. For a destination that is written once and not read again soon
+// (the user's output of a large collective). Ends with a store fence, so
+// the bytes are ordered before any later store of this thread (a step's
+// release). Never fails.
+void StreamBytes(void* dst, const void* src, size_t bytes);
+
 }  // namespace shm_internal
 }  // namespace devmesh
 
