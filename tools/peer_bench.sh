@@ -29,8 +29,9 @@
 # first; ratios are paired by round (interquartile mean, 95% bootstrap
 # interval). The bound comes from tools/peer_bench/membw.c (copy and
 # c = a + b over arrays larger than the caches, one process per core at
-# once): bound busbw = bandwidth / (4 members x 4 bytes of traffic per byte),
-# the model written under the table.
+# once): bound busbw = bandwidth / (4 members x 2 bytes of traffic per byte:
+# any all-reduce reads each input and writes each output once), the model
+# written under the table.
 #
 # --short (what CI runs): shape 4x2, sizes 1 KiB/64 KiB/1 MiB, one round (the
 # intervals print n/a), worlds 8 and 2^20, every column including Open MPI

@@ -180,10 +180,10 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(small["ratio_mpi"], 1.25)
         self.assertEqual(large["ratio_mpi"], 0.625)  # mean of 0.25, 1.0
         self.assertIsNotNone(large["ci95_mpi"])
-        # bound: max(24, 32) GB/s / (4 members x 4) = 2 GB/s at every size.
-        self.assertEqual(small["bound"], 2.0)
-        self.assertEqual(large["bound"], 2.0)
-        self.assertEqual(large["ratio_bound"], 0.75)  # median 1.5 / 2
+        # bound: max(24, 32) GB/s / (4 members x 2) = 4 GB/s at every size.
+        self.assertEqual(small["bound"], 4.0)
+        self.assertEqual(large["bound"], 4.0)
+        self.assertEqual(large["ratio_bound"], 0.375)  # median 1.5 / 4
 
     def test_allreduce_without_mpi_or_bound(self):
         results = fixture()
@@ -206,7 +206,7 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(
             table.splitlines()[2].split(),
             ["allreduce", "dp", "1", "KiB", "busbw", "GB/s", "0.5", "1",
-             "0.5", "n/a", "0.25", "2", "n/a", "2", "0.25", "higher", "1",
+             "0.5", "n/a", "0.25", "2", "n/a", "4", "0.125", "higher", "1",
              "rounds"])
 
     def test_collective_rows(self):
@@ -227,7 +227,7 @@ class ReportTest(unittest.TestCase):
         self.assertTrue(lines[0].startswith(
             "MPI: mpirun (Open MPI) 4.1.4, mpirun -np 4 --mca btl self,vader"))
         self.assertIn("copy 24 / add 32 GB/s", lines[1])
-        self.assertIn("(4 members x 4)", lines[2])
+        self.assertIn("(4 members x 2)", lines[2])
         self.assertIn("n/a with one round", lines[3])
         unavailable = fixture()
         unavailable["allreduce"]["mpi_unavailable"] = "n/a (no mpicc build)"
