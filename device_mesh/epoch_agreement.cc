@@ -208,6 +208,15 @@ absl::StatusOr<Agreement> AgreeOnSurvivors(FailureWatch& watch, int64_t epoch,
         dead.insert(r);
         continue;
       }
+      // A process this kernel shows running is slow, not dead, however
+      // long its lease stands still (a host overloaded for seconds): it is
+      // waited for, up to `timeout`, as the watch's successor check and
+      // Explain spare it. A stopped one, or one elsewhere, is judged by its
+      // lease.
+      if (watch.ProcessRunningHere(r)) {
+        pending.push_back(r);
+        continue;
+      }
       // Its lease (rank_liveness.h): expired (etcd's word) is dead now;
       // no sign of life for `lease` (a counter that did not advance) too.
       auto reading = watch.liveness().Read(r);

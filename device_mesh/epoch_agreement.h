@@ -15,7 +15,9 @@
 // A member is dead when the epoch's verdict names it (the watch already saw
 // its lease stop or its process gone), when it left (ended its runtime),
 // when its process is gone on this host (FailureWatch::ProcessGoneHere), or
-// when its lease does not advance for `lease` while it has not arrived. A live member that has
+// when its lease does not advance for `lease` while it has not arrived and
+// this kernel does not show its process running (ProcessRunningHere: a
+// rank of an overloaded host is slow, not dead). A live member that has
 // not arrived is waited for (its lease advances), up to `timeout`; then the
 // decision is the error DeadlineExceeded naming the members still missing.
 // A member that arrives after the decision and is not a survivor (it was

@@ -739,6 +739,10 @@ void FailureWatch::Fence(const std::string& why) { state_->FenceWith(why); }
 
 bool FailureWatch::ProcessGoneHere(int rank) { return state_->Gone(rank); }
 
+bool FailureWatch::ProcessRunningHere(int rank) {
+  return state_->Live(rank) == Liveness::kRunning;
+}
+
 bool FailureWatch::JudgeGoneMembers(const std::vector<int>& members) {
   if (!verdict().empty()) return true;
   int64_t at_epoch;

@@ -267,6 +267,11 @@ class FailureWatch {
   // PID), or runs elsewhere and its liveness beacon refused a connection
   // (liveness_beacon.h). False when it is alive, stopped, or unknown.
   bool ProcessGoneHere(int rank);
+  // True when `rank`'s process runs on this kernel, in this PID namespace,
+  // alive and not stopped (running, runnable or waiting): slow, not dead,
+  // whatever its lease shows (an overloaded host), as the successor check
+  // and Explain treat it.
+  bool ProcessRunningHere(int rank);
 
   // For a wait on `members` (global ranks) that has run a while, such as a
   // rebuild's store wait for their keys: the first member other than this
