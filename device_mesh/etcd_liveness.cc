@@ -64,6 +64,74 @@ void FollowLoop(const std::shared_ptr<EtcdStore>& store,
   }
 }
 
+// This rank's lease kept alive by a thread of its own (detached; it owns
+// this through a shared pointer and ends at `stop`), a keepalive at a third
+// of the TTL after the last one etcd answered, as etcd's own client does.
+// Renew only reads what it found. Kept alive from the watch's own loop, a
+// keepalive waited behind that loop's other store calls (the parked Get of
+// the epoch's death key, a follower's reads), each seconds long when etcd
+// is loaded: with 1024 ranks on one member many 9 s leases expired though
+// their ranks ran (1931 granted anew in one round).
+struct Keeper {
+  sync_internal::Mutex mu;
+  sync_internal::CondVar cv;  // stop, or a new lease to keep
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  int64_t lease_id ABSL_GUARDED_BY(mu) = 0;  // 0: none to keep
+  absl::Duration ttl ABSL_GUARDED_BY(mu);
+  // When the last keepalive (or grant) that etcd answered was sent, and
+  // when the next keepalive is due (sooner after one that failed).
+  absl::Time kept_at ABSL_GUARDED_BY(mu);
+  absl::Time due ABSL_GUARDED_BY(mu);
+  // A keepalive found the lease gone (NotFound): Renew grants anew.
+  bool expired ABSL_GUARDED_BY(mu) = false;
+  // The last keepalive's error other than NotFound; OK after an answer.
+  absl::Status error ABSL_GUARDED_BY(mu);
+
+  // A lease granted (or put again) at `sent`, to keep from now on.
+  void Keep(int64_t id, absl::Duration lease_ttl, absl::Time sent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    lease_id = id;
+    ttl = lease_ttl;
+    kept_at = sent;
+    due = sent + lease_ttl / 3;
+    expired = false;
+    error = absl::OkStatus();
+    cv.SignalAll();
+  }
+};
+
+void KeepLoop(const std::shared_ptr<EtcdStore>& store,
+              const std::shared_ptr<Keeper>& k) {
+  sync_internal::MutexLock lock(&k->mu);
+  while (!k->stop) {
+    if (k->lease_id == 0 || k->expired) {
+      k->cv.Wait(&k->mu);  // until Renew hands over a lease
+      continue;
+    }
+    if (absl::Now() < k->due) {
+      k->cv.WaitWithDeadline(&k->mu, k->due);
+      continue;
+    }
+    const int64_t id = k->lease_id;
+    const absl::Time sent = absl::Now();
+    k->mu.Unlock();
+    absl::Status kept = store->KeepAlive(id);
+    k->mu.Lock();
+    if (k->lease_id != id) continue;  // another lease was handed over
+    if (kept.ok()) {
+      k->kept_at = sent;
+      k->due = sent + k->ttl / 3;
+      k->error = absl::OkStatus();
+    } else if (absl::IsNotFound(kept)) {
+      k->expired = true;
+    } else {
+      // Not answered: again soon, while the lease may still be alive.
+      k->due = absl::Now() + std::min(k->ttl / 6, absl::Seconds(1));
+      k->error = std::move(kept);
+    }
+  }
+}
+
 class EtcdLiveness final : public RankLiveness {
  public:
   EtcdLiveness(std::shared_ptr<EtcdStore> store, int rank,
@@ -76,6 +144,11 @@ class EtcdLiveness final : public RankLiveness {
             std::max(absl::Seconds(2), absl::Ceil(silence, absl::Seconds(1))))) {}
 
   ~EtcdLiveness() override {
+    {
+      sync_internal::MutexLock k(&keeper_->mu);
+      keeper_->stop = true;
+      keeper_->cv.SignalAll();
+    }
     sync_internal::MutexLock lock(&follow_mu_);
     if (follow_ != nullptr) follow_->stop.store(true);
   }
@@ -83,25 +156,20 @@ class EtcdLiveness final : public RankLiveness {
   absl::Status Renew() override {
     sync_internal::MutexLock lock(&mu_);
     if (ended_) return absl::OkStatus();
-    // A lease kept alive less than a third of its TTL ago needs nothing yet
-    // (etcd's own client renews at TTL/3). The watch calls this every
-    // period, and the TTL is the silence (8 periods by default): a keepalive
-    // every period was 8 requests per TTL per rank, and at 512 ranks and
-    // more they kept an etcd member too busy for the job's own requests
-    // (helper-28's rounds, docs/etcd_store.md).
-    if (lease_id_ != 0 && key_put_ && absl::Now() < kept_at_ + ttl() / 3) {
-      return absl::OkStatus();
-    }
     if (lease_id_ != 0) {
-      const absl::Time sent = absl::Now();
-      absl::Status kept = store_->KeepAlive(lease_id_);
-      if (kept.ok()) kept_at_ = sent;
-      if (kept.ok() && key_put_) return kept;
-      if (!kept.ok() && !absl::IsNotFound(kept)) return kept;
-      // NotFound: the lease expired (this rank was silent past its TTL) and
-      // its key is gone. A verdict may name this rank (the watch then
-      // fences it); if none does, it is still a member: a new lease.
-      if (!kept.ok()) lease_id_ = 0;
+      // Kept alive at a third of its TTL by the keeper's thread (etcd's own
+      // client does so; a keepalive every call, every period, was 8 per TTL
+      // per rank and kept one member too busy at 512 ranks): here only what
+      // it found.
+      sync_internal::MutexLock k(&keeper_->mu);
+      if (keeper_->expired) {
+        // The lease expired (this rank was silent past its TTL) and its key
+        // is gone. A verdict may name this rank (the watch then fences it);
+        // if none does, it is still a member: a new lease.
+        lease_id_ = 0;
+      } else if (key_put_) {
+        return keeper_->error;
+      }
     }
     if (lease_id_ == 0) {
       const absl::Time sent = absl::Now();  // etcd starts the TTL after this
@@ -109,11 +177,18 @@ class EtcdLiveness final : public RankLiveness {
       if (!lease.ok()) return lease.status();
       lease_id_ = lease->id;
       key_put_ = false;
-      kept_at_ = sent;
       ttl_ms_.store(absl::ToInt64Milliseconds(lease->ttl));
+      sync_internal::MutexLock k(&keeper_->mu);
+      keeper_->Keep(lease_id_, lease->ttl, sent);
+      if (!keeper_started_) {
+        keeper_started_ = true;
+        std::thread([store = store_, k = keeper_] { KeepLoop(store, k); })
+            .detach();
+      }
     }
     absl::Status put = store_->SetWithLease(LeaseKeyOf(rank_), "1", lease_id_);
     key_put_ = put.ok();
+    if (absl::IsNotFound(put)) lease_id_ = 0;  // expired already: anew
     return put;
   }
 
@@ -121,6 +196,11 @@ class EtcdLiveness final : public RankLiveness {
     sync_internal::MutexLock lock(&mu_);  // after a Renew in progress
     if (ended_) return;
     ended_ = true;
+    {
+      sync_internal::MutexLock k(&keeper_->mu);
+      keeper_->stop = true;
+      keeper_->cv.SignalAll();
+    }
     if (lease_id_ != 0) (void)store_->RevokeLease(lease_id_);
   }
 
@@ -172,8 +252,9 @@ class EtcdLiveness final : public RankLiveness {
   int64_t lease_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool key_put_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  // When the last keepalive (or grant) that etcd answered was sent.
-  absl::Time kept_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Keeps lease_id_ alive (KeepLoop), from the first grant on.
+  const std::shared_ptr<Keeper> keeper_ = std::make_shared<Keeper>();
+  bool keeper_started_ ABSL_GUARDED_BY(mu_) = false;
   sync_internal::Mutex follow_mu_;
   std::shared_ptr<Follow> follow_ ABSL_GUARDED_BY(follow_mu_);
 };

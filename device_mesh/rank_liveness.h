@@ -14,9 +14,11 @@
 //   etcd (an EtcdStore, store/etcd_store.h): the lease is an etcd lease of
 //     TTL `silence` (whole seconds, at least etcd's minimum, 2 s by
 //     default), granted by the first Renew with "devmesh/job/lease/<rank>"
-//     attached, kept alive by every later Renew, revoked by End. A lease
-//     that expired (the rank was silent past its TTL and is back) is granted
-//     anew, its key put again. A followed peer's lease has lapsed when etcd
+//     attached, kept alive at a third of its TTL by a thread of the
+//     liveness's own from then on (a later Renew sends nothing: it returns
+//     the last keepalive's error, if any), revoked by End. A lease that
+//     expired (the rank was silent past its TTL and is back) is granted anew
+//     by the next Renew, its key put again. A followed peer's lease has lapsed when etcd
 //     deleted its key at the lease's expiry (etcd's clock, the leader's),
 //     seen by a watch on that key on a thread of the follower's own: no
 //     polling of the store. Read is whether the key is gone.
@@ -27,7 +29,8 @@
 //
 // Thread-safety: every method may be called from any thread. End waits for
 // a Renew in progress, and no Renew after End renews anything. An etcd
-// follower's thread ends within 5 s (a watch slice) of the object's end.
+// follower's thread ends within 5 s (a watch slice) of the object's end; the
+// keepalive thread at End or the object's end (after a keepalive in flight).
 #ifndef DEVMESH_DEVICE_MESH_RANK_LIVENESS_H_
 #define DEVMESH_DEVICE_MESH_RANK_LIVENESS_H_
 
