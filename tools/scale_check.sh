@@ -35,6 +35,11 @@
 #       row's "http/rank" is the most HTTP requests one rank's EtcdStore
 #       sent up to ready (bench:startup's etcd_requests: the bootstrap's
 #       join, InitDeviceMesh, the groups and the failure watch).
+#       --etcd_nice=N starts the etcd members under `nice -n N` (-20..19;
+#       default none): a model of members on hosts of their own, which
+#       production etcd has, on a machine whose cores the ranks share. Keep
+#       it an extra row beside a round without it: it hides any client-side
+#       load on the store.
 #
 # Flags: --backend=auto|gloo|shm every dim's backend (default auto, what
 # InitDeviceMesh("cpu") gives: shared memory inside a host, 3 store round
@@ -63,7 +68,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MESH=16x16 HOSTS=1 RUNS=3 TIMEOUT_S=300 EXPECT_TRIPS="" MAX_SOCKETS="" MODE=opt KEEP_LOGS="" BACKEND=auto
-STORE=tcp ETCD_MEMBERS=1
+STORE=tcp ETCD_MEMBERS=1 ETCD_NICE=""
 for arg in "$@"; do
   case "$arg" in
     --mesh=*) MESH="${arg#*=}" ;;
@@ -76,6 +81,7 @@ for arg in "$@"; do
     --keep_logs=*) KEEP_LOGS="${arg#*=}" ;;
     --store=*) STORE="${arg#*=}" ;;
     --etcd_members=*) ETCD_MEMBERS="${arg#*=}" ;;
+    --etcd_nice=*) ETCD_NICE="${arg#*=}" ;;
     -c=*|--compilation_mode=*) MODE="${arg#*=}" ;;
     *) echo "scale_check: unknown flag $arg" >&2; exit 2 ;;
   esac
@@ -99,6 +105,8 @@ case "$STORE" in
 esac
 [[ "$ETCD_MEMBERS" == 1 || "$ETCD_MEMBERS" == 3 ]] ||
   { echo "scale_check: --etcd_members must be 1 or 3" >&2; exit 2; }
+[[ -z "$ETCD_NICE" || "$ETCD_NICE" =~ ^-?[0-9]+$ ]] ||
+  { echo "scale_check: --etcd_nice must be an integer (-20..19)" >&2; exit 2; }
 if [ "$STORE" != tcp ] && [ "$HOSTS" -lt 2 ]; then
   echo "scale_check: --store=$STORE needs --hosts >= 2 (etcd runs on namespace hosts)" >&2; exit 2
 fi
@@ -182,7 +190,8 @@ etcd_up() {
   done
   for m in $(seq "$ETCD_MEMBERS"); do
     n=$((HOSTS + m))
-    on_host "$n" etcd --name "m$m" --data-dir "$ETCD_DATA/etcd$m" --logger=zap \
+    on_host "$n" ${ETCD_NICE:+nice -n "$ETCD_NICE"} etcd --name "m$m" \
+      --data-dir "$ETCD_DATA/etcd$m" --logger=zap \
       --listen-client-urls "http://$NET.$n:2379" \
       --advertise-client-urls "http://$NET.$n:2379" \
       --listen-peer-urls "http://$NET.$n:2380" \
@@ -223,7 +232,7 @@ fi
 if [ "$STORE" != tcp ]; then
   command -v etcd >/dev/null || { echo "scale_check: no etcd (bash tools/install.sh installs it)" >&2; exit 1; }
   etcd_up || { tail -5 "$WORK"/etcd*.log >&2; echo "scale_check: etcd did not start within 20 s" >&2; exit 1; }
-  echo "scale_check: etcd, $ETCD_MEMBERS member(s) at $ETCD_ENDPOINTS"
+  echo "scale_check: etcd, $ETCD_MEMBERS member(s) at $ETCD_ENDPOINTS${ETCD_NICE:+ (nice $ETCD_NICE)}"
 fi
 echo "scale_check: mesh $MESH, $NPROC ranks over $HOSTS host(s), $RUNS run(s), store ${STORES[*]}"
 printf '%-14s %6s %5s %10s %10s %10s %10s %8s %12s %12s %8s %8s %9s %9s\n' run ranks \
