@@ -281,11 +281,16 @@ struct FailureWatch::State {
       if (probes.size() >= kMaxProbes) return false;
       // A refusal at loopback says something only from the peer's own
       // kernel and network namespace; elsewhere the address is the one the
-      // peer's groups are reached at (its host's).
+      // peer's groups are reached at (its host's), unless it is this
+      // process's own address too (containers behind NAT on two hosts with
+      // the same private address): then only a greeting first makes it
+      // count.
+      const bool same_net_here = mine.size() >= 5 && mine[0] == theirs[0] &&
+                                 mine[4] == theirs[4] && !mine[4].empty();
       const bool credible =
-          !device_mesh_internal::IsLoopbackIPv4(theirs[5]) ||
-          (mine.size() >= 5 && mine[0] == theirs[0] && mine[4] == theirs[4] &&
-           !mine[4].empty());
+          same_net_here ||
+          (!device_mesh_internal::IsLoopbackIPv4(theirs[5]) &&
+           (mine.size() < 6 || mine[5] != theirs[5]));
       it = probes
                .emplace(peer, std::make_unique<device_mesh_internal::BeaconProbe>(
                                   theirs[5], port, nonce, credible))

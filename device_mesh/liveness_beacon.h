@@ -17,9 +17,9 @@
 // kGone only on a refusal that means the peer's listener is gone:
 //   - a refusal at an address that once greeted with the peer's nonce, or
 //   - a refusal where `credible_refusal` (the caller's judgement: an address
-//     that is not loopback, which reaches the peer's host as the rank's
-//     groups do, or loopback shared with the peer: same kernel and network
-//     namespace).
+//     that is not loopback and not the caller's own, which reaches the
+//     peer's host as the rank's groups do, or any address shared with the
+//     peer's kernel and network namespace).
 // A connection that ends is followed by one connect again: refused is gone,
 // greeted with the nonce is alive. Anything else (a timeout, an unreachable
 // host, a greeting with another nonce: someone else's port) gives kUnknown,
