@@ -1,4 +1,5 @@
 // bazel run //bench:startup [-- --mesh_shape=4x2 --nproc=8]
+// (//bench:startup_gloo: the same with backend "gloo" linked)
 //
 // Start-up of one rank: the time from the launch of the job to "every
 // per-dim group usable" (InitDeviceMesh, GetGroup on every dim, then one
@@ -15,7 +16,8 @@
 //                       "communicators":C,"store_round_trips":S,
 //                       "init_round_trips":I,"store_bytes":B,"sockets":K,
 //                       "maxrss_kb":M,"etcd_requests_init":EI,
-//                       "etcd_requests":E}
+//                       "etcd_requests":E,"cpu_us":{"main":..,"init":..,
+//                       "group":[..],"allreduce":[..],"ready":..}}
 // with wall-clock (CLOCK_REALTIME) nanoseconds: t0_ns is the launch time the
 // spawner put in PEER_BENCH_T0_NS (this process's main() entry when unset),
 // main_ns the entry of main(), init_ns the return of InitDeviceMesh (the
@@ -44,6 +46,11 @@
 // "etcd_requests_init" and "etcd_requests" are the HTTP requests this rank's
 // EtcdStore sent up to init_ns (the bootstrap's join and InitDeviceMesh)
 // and up to ready_ns (everything: the failure watch's too); -1 otherwise.
+// "cpu_us" is this process's CPU time (user + system, every thread:
+// getrusage) at the same points: at main() (exec, the dynamic loader and
+// static initializers), at init_ns, at each group_ns and allreduce_ns, and
+// at ready_ns; their sums over the ranks are the CPU each phase cost, apart
+// from how busy the machine was.
 // With no launcher variables it starts --nproc ranks itself with
 // //bootstrap's launcher (as group_creation does).
 //
@@ -76,7 +83,8 @@
 ABSL_FLAG(std::string, mesh_shape, "4x2", "mesh shape: 8, 4x2, 2x4, 2x2x2");
 ABSL_FLAG(std::string, backend, "auto",
           "every dim's backend: auto (InitDeviceMesh(\"cpu\")'s default: "
-          "shared memory inside a host, UCX across hosts), gloo, shm");
+          "shared memory inside a host, UCX across hosts), gloo (only in "
+          "//bench:startup_gloo, which links it), shm");
 ABSL_FLAG(bool, hold_until_all_ready, true,
           "once ready, all-reduce one float on every dim's group (in dim "
           "order: every rank is ready), then time a Barrier per dim "
@@ -113,6 +121,14 @@ int64_t OpenSockets() {
   return n;
 }
 
+// This process's CPU time so far (user + system, all threads), microseconds.
+int64_t CpuUs() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return (int64_t{usage.ru_utime.tv_sec} + usage.ru_stime.tv_sec) * 1000000 +
+         usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
+}
+
 int Fail(const absl::Status& s, int code) {
   std::fprintf(stderr, "startup: %s\n", s.ToString().c_str());
   return code;
@@ -142,7 +158,8 @@ int64_t EtcdRequests(const DeviceMesh& mesh) {
   return etcd != nullptr ? etcd->requests() : -1;
 }
 
-int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
+int RunRank(const std::vector<int64_t>& shape, int64_t main_ns,
+            int64_t main_cpu_us) {
   int64_t t0_ns = main_ns;
   if (const char* t0 = std::getenv("PEER_BENCH_T0_NS");
       t0 != nullptr && !absl::SimpleAtoi(t0, &t0_ns)) {
@@ -157,6 +174,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   auto mesh = InitDeviceMesh("cpu", shape, names, options);
   if (!mesh.ok()) return Fail(mesh.status(), 1);
   const int64_t init_ns = WallNs();
+  const int64_t init_cpu_us = CpuUs();
   // InitDeviceMesh's own store calls (its mesh agreement,
   // device_mesh/mesh_agreement.h), apart from the groups'.
   const int64_t init_trips = mesh->runtime()->store_round_trips();
@@ -164,10 +182,12 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
   const int64_t etcd_init = EtcdRequests(*mesh);
   std::vector<int64_t> group_ns;      // per dim: GetGroup's return
   std::vector<int64_t> allreduce_ns;  // per dim: its all-reduce's return
+  std::vector<int64_t> group_cpu_us, allreduce_cpu_us;  // CpuUs() there
   for (int d = 0; d < mesh->ndim(); ++d) {
     auto group = mesh->GetGroup(d);
     if (!group.ok()) return Fail(group.status(), 1);
     group_ns.push_back(WallNs());
+    group_cpu_us.push_back(CpuUs());
     float one = 1, sum = 0;
     if (absl::Status s = (*group)->AllReduce(&one, &sum, 1, DataType::kFloat32,
                                              ReduceOp::kSum);
@@ -175,6 +195,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
       return Fail(s, 1);
     }
     allreduce_ns.push_back(WallNs());
+    allreduce_cpu_us.push_back(CpuUs());
     if (sum != static_cast<float>((*group)->size())) {
       return Fail(absl::InternalError(absl::StrCat(
                       "dim ", d, ": all-reduce of 1 gave ", sum, ", not ",
@@ -183,6 +204,7 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
     }
   }
   const int64_t ready_ns = WallNs();
+  const int64_t ready_cpu_us = CpuUs();
   const int64_t etcd_ready = EtcdRequests(*mesh);
   const auto& runtime = mesh->runtime();
   // Measured when ready, before the steps below connect anything more.
@@ -218,7 +240,9 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
       "\"ready_ns\":%lld,\"mesh_ns\":%lld,\"communicators\":%lld,"
       "\"store_round_trips\":%lld,\"init_round_trips\":%lld,"
       "\"store_bytes\":%lld,\"sockets\":%lld,\"maxrss_kb\":%lld,"
-      "\"etcd_requests_init\":%lld,\"etcd_requests\":%lld}\n",
+      "\"etcd_requests_init\":%lld,\"etcd_requests\":%lld,"
+      "\"cpu_us\":{\"main\":%lld,\"init\":%lld,\"group\":[%s],"
+      "\"allreduce\":[%s],\"ready\":%lld}}\n",
       mesh->GetRank(), static_cast<long long>(t0_ns),
       static_cast<long long>(main_ns), static_cast<long long>(init_ns),
       absl::StrJoin(group_ns, ",").c_str(),
@@ -231,7 +255,11 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
       static_cast<long long>(runtime->store_bytes() - init_bytes),
       static_cast<long long>(sockets),
       static_cast<long long>(usage.ru_maxrss),
-      static_cast<long long>(etcd_init), static_cast<long long>(etcd_ready));
+      static_cast<long long>(etcd_init), static_cast<long long>(etcd_ready),
+      static_cast<long long>(main_cpu_us), static_cast<long long>(init_cpu_us),
+      absl::StrJoin(group_cpu_us, ",").c_str(),
+      absl::StrJoin(allreduce_cpu_us, ",").c_str(),
+      static_cast<long long>(ready_cpu_us));
   std::fflush(stdout);
   return 0;
 }
@@ -241,11 +269,12 @@ int RunRank(const std::vector<int64_t>& shape, int64_t main_ns) {
 
 int main(int argc, char** argv) {
   const int64_t main_ns = devmesh::WallNs();
+  const int64_t main_cpu_us = devmesh::CpuUs();
   std::vector<std::string> original(argv, argv + argc);
   absl::ParseCommandLine(argc, argv);
   auto shape = devmesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh_shape));
   if (!shape.ok()) return devmesh::Fail(shape.status(), 2);
-  if (devmesh::HasRendezvousEnv()) return devmesh::RunRank(*shape, main_ns);
+  if (devmesh::HasRendezvousEnv()) return devmesh::RunRank(*shape, main_ns, main_cpu_us);
   int64_t size = 1;
   for (int64_t s : *shape) size = s > 4096 / size ? 4097 : size * s;
   devmesh::LaunchOptions launch;

@@ -46,7 +46,9 @@
 # trips and no socket per group; UCX across hosts, 2 round trips per group,
 # its sockets UCX's listening ones and the endpoints of the first
 # collective. With DEVMESH_CROSS_HOST_BACKEND=gloo in the environment (or
-# --backend=gloo; //bench:startup links //comm:gloo), Gloo across hosts: 4
+# --backend=gloo; then the ranks are //bench:startup_gloo, which links
+# //comm:gloo, where //bench:startup links what a program that names no
+# opt-in backend links), Gloo across hosts: 4
 # round trips and size - 1 sockets per group, and for a power-of-two size
 # log2(size) more sockets (made in the same round trips) for its synchronous
 # all-reduce route, comm/gloo/gloo_sync_allreduce.h;
@@ -220,11 +222,19 @@ etcd_served() {
   echo "$total"
 }
 
-echo "scale_check: building //bench:startup //store:server (-c $MODE)"
-timeout 1200 bazel build -c "$MODE" //bench:startup //store:server >"$WORK/build.log" 2>&1 ||
+STARTUP=startup
+[ "$BACKEND" = gloo ] || [ "${DEVMESH_CROSS_HOST_BACKEND:-}" = gloo ] && STARTUP=startup_gloo
+echo "scale_check: building //bench:$STARTUP //store:server (-c $MODE)"
+timeout 1200 bazel build -c "$MODE" "//bench:$STARTUP" //store:server >"$WORK/build.log" 2>&1 ||
   { tail -20 "$WORK/build.log" >&2; echo "scale_check: build failed" >&2; exit 1; }
 mkdir -p "$WORK/bin"
-cp bazel-bin/bench/startup bazel-bin/store/server "$WORK/bin/"
+# The output tree of -c $MODE, not the bazel-bin link, which another build
+# in this workspace (another configuration) may have moved meanwhile.
+BIN_DIR=$(bazel info -c "$MODE" bazel-bin 2>/dev/null) ||
+  { echo "scale_check: bazel info bazel-bin failed" >&2; exit 1; }
+# Copied as bin/startup whichever was built (the kill below names it).
+cp "$BIN_DIR/bench/$STARTUP" "$WORK/bin/startup" && cp "$BIN_DIR/store/server" "$WORK/bin/" ||
+  { echo "scale_check: the built binaries are not in $BIN_DIR" >&2; exit 1; }
 if [ "$HOSTS" -gt 1 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "scale_check: --hosts > 1 needs root (network namespaces)" >&2; exit 2; }
   hosts_up || { echo "scale_check: could not make the namespace hosts" >&2; exit 1; }

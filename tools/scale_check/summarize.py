@@ -17,7 +17,14 @@ ranks of the store round trips, store payload bytes and communicators of
 group creation, of the sockets a rank holds when ready (the rank that hosts
 the store, --store_rank, is left out: its store clients are not its groups'),
 of peak RSS (MiB), and of the HTTP requests a rank's etcd store sent up to
-ready ("http/rank": the etcd_requests field; "-" over another store). Exit status 1, with the reason on stderr, when a
+ready ("http/rank": the etcd_requests field; "-" over another store).
+When the ranks report their CPU time (the cpu_us field), a second line
+"cpu:" gives the CPU seconds the ranks spent together in each phase (user +
+system, all threads): to main() (exec, loading, static initializers), to
+InitDeviceMesh's return, per dim its GetGroup and its first all-reduce, and
+in all up to ready; and beside each sum the mean per rank in ms. On C cores
+a phase's sum / C bounds its wall time from below, whatever else runs on the
+machine. Exit status 1, with the reason on stderr, when a
 check given by --expect_ranks / --expect_round_trips / --max_sockets fails
 (every rank reported; every rank's round trips equal T; no rank above S
 sockets); 0 otherwise.
@@ -82,6 +89,21 @@ def main():
         max(r["communicators"] for r in rows.values()), sockets,
         max(r["maxrss_kb"] for r in rows.values()) / 1024.0,
         str(http) if http >= 0 else "-"))
+    cpu = [r["cpu_us"] for r in rows.values() if "cpu_us" in r]
+    if len(cpu) == len(rows):
+        parts = [("main", [c["main"] for c in cpu]),
+                 ("init", [c["init"] - c["main"] for c in cpu])]
+        for d in range(len(cpu[0]["group"])):
+            before = [c["init"] if d == 0 else c["allreduce"][d - 1]
+                      for c in cpu]
+            parts.append(("group%d" % d,
+                          [c["group"][d] - b for c, b in zip(cpu, before)]))
+            parts.append(("allreduce%d" % d,
+                          [c["allreduce"][d] - c["group"][d] for c in cpu]))
+        parts.append(("ready", [c["ready"] for c in cpu]))
+        print("%-14s %s" % ("  cpu s (ms/rank)", "  ".join(
+            "%s %.2f (%.2f)" % (name, sum(v) / 1e6, sum(v) / 1e3 / len(v))
+            for name, v in parts)))
     if a.expect_ranks is not None and len(rows) != a.expect_ranks:
         missing = sorted(set(range(a.expect_ranks)) - set(rows))[:20]
         errors.append("%d of %d ranks reported; missing e.g. %s" % (
