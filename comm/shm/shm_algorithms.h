@@ -22,7 +22,7 @@
 //    its owner's slot. Two steps a round; about 4 x bytes of memory traffic
 //    per member whatever the size, against 2 + size for one-shot. From
 //    kStreamOutputMinBytes the writes into recv are non-temporal.
-//  - single copy (shm_single_copy.h), off by default (kSingleCopyMinBytes),
+//  - single copy (shm_single_copy.h), from 1 MiB (kSingleCopyMinBytes),
 //    when every member can read every other's memory: the two-step's parts,
 //    read from the peers' own buffers with process_vm_readv; three steps, no
 //    rounds.
@@ -63,14 +63,15 @@ inline constexpr size_t kOneShotMaxBytes = size_t{8} << 10;
 inline constexpr size_t kStreamOutputMinBytes = size_t{4} << 20;
 
 // Where the single-copy all-reduce (shm_single_copy.h) starts, when the
-// group's set-up allowed it: nowhere by default (SIZE_MAX), since it did not
-// beat the slots on this machine kind's current hosts.
-// DEVMESH_SHM_SINGLE_COPY_MIN sets it (read once; like
+// group's set-up allowed it: 1 MiB, where it took 0.86-0.96 of the slots'
+// CPU from 1 to 4 MiB and was level with them at 16 and 64 MiB on this
+// machine kind's current hosts (an earlier host had it behind at every
+// size: it was off then). DEVMESH_SHM_SINGLE_COPY_MIN sets it (read once; like
 // DEVMESH_SHM_ONESHOT_MAX it must be the same in every member's environment:
 // members that choose different algorithms for one call misalign their
 // steps).
 // The measurements behind the default: docs/design_figures.md.
-inline constexpr size_t kSingleCopyMinBytes = ~size_t{0};
+inline constexpr size_t kSingleCopyMinBytes = size_t{1} << 20;
 
 // The group: its segment and its steps, whether every member may read
 // every other's memory (ShmSetup::single_copy), and the all-reduce's bounds

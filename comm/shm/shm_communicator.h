@@ -43,8 +43,8 @@
 //     verdict also says whether the member could read every other's
 //     memory with process_vm_readv (a probe of a word the other published
 //     the address of); when all could, all-reduces of at least
-//     DEVMESH_SHM_SINGLE_COPY_MIN bytes (unset: none, the slots were level or
-//     faster on this host; shm_algorithms.h) take the single-copy path
+//     DEVMESH_SHM_SINGLE_COPY_MIN bytes (unset: 1 MiB, kSingleCopyMinBytes in
+//     shm_algorithms.h) take the single-copy path
 //     (shm_single_copy.h; single_copy()). A host that forbids cross-memory
 //     attach keeps the slots, with no error.
 // Cost: one broadcast and one all-gather over the underlying group, and one

@@ -5,7 +5,7 @@
 // attach, what Open MPI's vader BTL calls CMA), so that a large message
 // crosses between processes once, with no copy into the segment's slots and
 // no rounds. Used by ShmAllReduce for messages of at least
-// DEVMESH_SHM_SINGLE_COPY_MIN bytes (unset: never; kSingleCopyMinBytes in
+// DEVMESH_SHM_SINGLE_COPY_MIN bytes (unset: 1 MiB; kSingleCopyMinBytes in
 // shm_algorithms.h says why) when the set-up found that every member can
 // read every other (shm_setup.h; DEVMESH_SHM_SINGLE_COPY=0 turns it off).
 //
