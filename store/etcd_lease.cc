@@ -57,7 +57,7 @@ absl::StatusOr<EtcdStore::Lease> EtcdStore::GrantLease(absl::Duration ttl) {
   return lease;
 }
 
-absl::Status EtcdStore::KeepAlive(int64_t id) {
+absl::Status EtcdStore::KeepAlive(int64_t id, absl::Time deadline) {
   // The gateway's keepalive is a stream of one request and one answer,
   // which it ends by itself: read as a POST, so that the connection stays
   // open for the next call. (Ended from this side at its first message, as
@@ -67,7 +67,8 @@ absl::Status EtcdStore::KeepAlive(int64_t id) {
   DEVMESH_ASSIGN_OR_RETURN(
       Json reply,
       http_->Post("/v3/lease/keepalive", Json{{"ID", absl::StrCat(id)}},
-                  RoundTripDeadline(), EtcdHttp::Retry::kIdempotent));
+                  std::min(RoundTripDeadline(), deadline),
+                  EtcdHttp::Retry::kIdempotent));
   const int64_t ttl = Int64(Field(reply, "result"), "TTL");
   if (ttl <= 0) return LeaseGone(id, "keepalive answered TTL 0");
   return absl::OkStatus();

@@ -156,8 +156,11 @@ class EtcdStore : public Store {
   // its minimum, 2 s with default settings). InvalidArgument for ttl <= 0.
   absl::StatusOr<Lease> GrantLease(absl::Duration ttl);
   // Renews lease `id` for its TTL. NotFound when it has expired or was
-  // revoked (its keys are gone).
-  absl::Status KeepAlive(int64_t id);
+  // revoked (its keys are gone). `deadline` bounds it below the round
+  // trip's (a keepalive answered after the lease's expiry is of no use):
+  // DeadlineExceeded past it.
+  absl::Status KeepAlive(int64_t id,
+                         absl::Time deadline = absl::InfiniteFuture());
   // Ends lease `id` now, deleting its keys; OK when it was gone already.
   absl::Status RevokeLease(int64_t id);
   // Set(key, value), with the key attached to lease `id`. NotFound when the

@@ -54,6 +54,35 @@ TEST(EtcdLeaseTest, KeyLivesWhileKeptAliveAndGoesAtExpiry) {
             absl::StatusCode::kNotFound);
 }
 
+// A keepalive to a member that does not answer (SIGSTOPped) ends at the
+// deadline it is given (the lease's expiry, from the liveness's keeper),
+// DeadlineExceeded, not at the store's round trip (here 20 s; minutes by
+// default); the lease, kept by nobody meanwhile, is then NotFound.
+TEST(EtcdLeaseTest, KeepAliveEndsAtItsDeadline) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(1).ok());
+  auto store = Open(etcd);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto lease = (*store)->GrantLease(absl::Seconds(2));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  etcd.Stop(0);
+  const absl::Time start = absl::Now();
+  absl::Status kept =
+      (*store)->KeepAlive(lease->id, start + absl::Milliseconds(1500));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(kept.code(), absl::StatusCode::kDeadlineExceeded) << kept;
+  EXPECT_LT(took, absl::Seconds(4));
+  absl::SleepFor(absl::Seconds(1));
+  etcd.Continue(0);
+  // Expired by etcd's clock once it runs again (at most a TTL later).
+  absl::Status after = absl::OkStatus();
+  for (int i = 0; i < 40 && after.ok(); ++i) {
+    after = (*store)->KeepAlive(lease->id);
+    if (after.ok()) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(after.code(), absl::StatusCode::kNotFound) << after;
+}
+
 TEST(EtcdLeaseTest, RevokeDeletesTheKeyAndIsIdempotent) {
   EtcdCluster etcd;
   ASSERT_TRUE(etcd.Start(1).ok());
