@@ -14,6 +14,7 @@
 #   tools/install.sh && tools/install_torch.sh   # once
 #   tools/peer_bench.sh [--out_dir=/tmp/peer_bench] [--short] [-c opt|fastbuild]
 #                       [--sections=bound,startup,allreduce,collectives,layout,store]
+#                       [--rounds=N] [--sizes=BYTES,BYTES,...]
 #
 # devmesh runs with its CPU default backend (auto: shared memory inside one
 # host); each all-reduce row's note says which backend its dim got. Open MPI
@@ -56,14 +57,18 @@ out_dir=/tmp/peer_bench
 short=0
 mode=""
 sections=""
+rounds=""
+sizes=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --out_dir=*) out_dir=${1#--out_dir=} ;;
     --short) short=1 ;;
     --sections=*) sections=${1#--sections=} ;;
+    --rounds=*) rounds=${1#--rounds=} ;;
+    --sizes=*) sizes=${1#--sizes=} ;;
     -c) shift; mode=${1:-} ;;
     -c*) mode=${1#-c} ;;
-    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
     *) echo "peer_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -119,6 +124,9 @@ args=(--bin_dir="$bin_dir" --out_dir="$out_dir" --store_ops="$store_ops"
       --mpi_allreduce="$tmp/mpi_allreduce" --membw="$tmp/membw"
       --build_note="bazel -c $mode")
 [ -n "$sections" ] && args+=(--sections="$sections")
+# Narrower runs for one band: more rounds (tighter intervals), fewer sizes.
+[ -n "$rounds" ] && args+=(--rounds_override="$rounds")
+[ -n "$sizes" ] && args+=(--sizes_override="$sizes")
 if [ $short -eq 1 ]; then
   args+=(--short)
   limit=600

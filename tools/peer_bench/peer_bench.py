@@ -403,6 +403,12 @@ def main():
     p.add_argument("--sections",
                    default="bound,startup,allreduce,collectives,layout,store")
     p.add_argument("--build_note", default="")
+    p.add_argument("--rounds_override", type=int, default=None,
+                   help="rounds of the allreduce and collectives sections "
+                   "(unset: the mode's, 3 full, 1 short)")
+    p.add_argument("--sizes_override", default="",
+                   help="comma-separated all-reduce sizes in bytes, each a "
+                   "power of two in the mode's range (empty: every one)")
     p.add_argument("--step_timeout", type=int, default=600,
                    help="seconds allowed to any one launch")
     p.add_argument("--store_timeout", type=int, default=1800,
@@ -423,6 +429,21 @@ def main():
                  calls=20, collective_sizes=[1 << 20, 16 << 20], membw_reps=5)
     for k, v in (short if a.short else full).items():
         setattr(a, k, v)
+    if a.rounds_override is not None:
+        if a.rounds_override < 1:
+            p.error("--rounds must be at least 1, not %d" % a.rounds_override)
+        a.rounds = a.rounds_override
+    if a.sizes_override:
+        try:
+            wanted = [int(x) for x in a.sizes_override.split(",")]
+        except ValueError:
+            p.error("--sizes takes comma-separated byte counts, not '%s'" %
+                    a.sizes_override)
+        for b in wanted:
+            if b < a.min_bytes or b > a.max_bytes or b & (b - 1):
+                p.error("--sizes: %d is not a power of two in %d..%d" %
+                        (b, a.min_bytes, a.max_bytes))
+        a.sizes = a.sizes_override
     sections = a.sections.split(",")
     for s in sections:
         if s not in ("bound", "startup", "allreduce", "collectives", "layout",
