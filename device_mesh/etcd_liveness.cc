@@ -73,6 +73,10 @@ void FollowLoop(const std::shared_ptr<EtcdStore>& store,
 // is loaded: with 1024 ranks on one member many 9 s leases expired though
 // their ranks ran (1931 granted anew in one round).
 struct Keeper {
+  explicit Keeper(absl::Duration grace) : answered(grace) {}
+  // Keepalives, grants and key puts answered in time (its own lock; Lapsed
+  // reads it).
+  AnsweredTime answered;
   sync_internal::Mutex mu;
   sync_internal::CondVar cv;  // stop, or a new lease to keep
   bool stop ABSL_GUARDED_BY(mu) = false;
@@ -128,6 +132,7 @@ void KeepLoop(const std::shared_ptr<EtcdStore>& store,
     k->mu.Lock();
     if (k->lease_id != id) continue;  // another lease was handed over
     if (kept.ok()) {
+      k->answered.Note(sent, absl::Now());
       k->kept_at = sent;
       k->due = sent + k->ttl / 3;
       k->error = absl::OkStatus();
@@ -158,7 +163,10 @@ class EtcdLiveness final : public RankLiveness {
         period_(period),
         silence_(silence),
         ttl_ms_(absl::ToInt64Milliseconds(
-            std::max(absl::Seconds(2), absl::Ceil(silence, absl::Seconds(1))))) {}
+            std::max(absl::Seconds(2), absl::Ceil(silence, absl::Seconds(1))))),
+        // In time: within half the TTL asked for (keepalives go out every
+        // third of it, so the spans of answered ones overlap).
+        keeper_(std::make_shared<Keeper>(ttl() / 2)) {}
 
   ~EtcdLiveness() override {
     {
@@ -195,6 +203,7 @@ class EtcdLiveness final : public RankLiveness {
       const absl::Time sent = absl::Now();  // etcd starts the TTL after this
       absl::StatusOr<EtcdStore::Lease> lease = store_->GrantLease(silence_);
       if (!lease.ok()) return lease.status();
+      keeper_->answered.Note(sent, absl::Now());
       lease_id_ = lease->id;
       key_put_ = false;
       ttl_ms_.store(absl::ToInt64Milliseconds(lease->ttl));
@@ -206,8 +215,10 @@ class EtcdLiveness final : public RankLiveness {
             .detach();
       }
     }
+    const absl::Time put_sent = absl::Now();
     absl::Status put = store_->SetWithLease(LeaseKeyOf(rank_), "1", lease_id_);
     key_put_ = put.ok();
+    if (put.ok()) keeper_->answered.Note(put_sent, absl::Now());
     if (absl::IsNotFound(put)) lease_id_ = 0;  // expired already: anew
     return put;
   }
@@ -224,7 +235,7 @@ class EtcdLiveness final : public RankLiveness {
     if (lease_id_ != 0) (void)store_->RevokeLease(lease_id_);
   }
 
-  std::optional<absl::Duration> Lapsed(int peer) override {
+  std::optional<Lapse> Lapsed(int peer) override {
     std::shared_ptr<Follow> f;
     {
       sync_internal::MutexLock lock(&follow_mu_);
@@ -241,7 +252,9 @@ class EtcdLiveness final : public RankLiveness {
     sync_internal::MutexLock lock(&f->mu);
     if (!f->lapsed) return std::nullopt;
     // Its last renewal was at least a TTL before etcd deleted the key.
-    return absl::Now() - f->lapsed_at + ttl();
+    const absl::Time from = f->lapsed_at - ttl();
+    const absl::Time now = absl::Now();
+    return Lapse{now - from, keeper_->answered.Within(from, now)};
   }
 
   absl::StatusOr<LeaseReading> Read(int peer) override {
@@ -273,7 +286,7 @@ class EtcdLiveness final : public RankLiveness {
   bool key_put_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   // Keeps lease_id_ alive (KeepLoop), from the first grant on.
-  const std::shared_ptr<Keeper> keeper_ = std::make_shared<Keeper>();
+  const std::shared_ptr<Keeper> keeper_;
   bool keeper_started_ ABSL_GUARDED_BY(mu_) = false;
   sync_internal::Mutex follow_mu_;
   std::shared_ptr<Follow> follow_ ABSL_GUARDED_BY(follow_mu_);

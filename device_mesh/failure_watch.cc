@@ -333,15 +333,24 @@ struct FailureWatch::State {
                         "; first reported by global rank ", rank, ")");
   }
 
-  // The verdict on `peer`, whose lease was silent for `wall`, as this
-  // kernel sees its process (`live`).
-  std::string SilenceText(int peer, Liveness live, absl::Duration wall) {
+  // The verdict on `peer`, whose lease lapsed (`lapse`), as this kernel
+  // sees its process (`live`).
+  std::string SilenceText(int peer, Liveness live,
+                          const device_mesh_internal::Lapse& lapse) {
     if (live == Liveness::kGone) return GoneText(peer);
+    const auto ms = [](absl::Duration d) {
+      return absl::Trunc(d, absl::Milliseconds(1));
+    };
     return LeaseText(
-        peer, absl::Trunc(wall, absl::Milliseconds(1)),
-        live == Liveness::kStopped   ? "; its process on this host is stopped"
-        : live == Liveness::kRunning ? " although its process on this host runs"
-                                     : "");
+        peer, ms(lapse.wall),
+        live == Liveness::kStopped
+            ? "; its process on this host is stopped"
+        : live == Liveness::kRunning
+            ? absl::StrCat(" although its process on this host runs, ",
+                           absl::FormatDuration(ms(lapse.answered)),
+                           " of it while the store answered global rank ",
+                           rank)
+            : "");
   }
 
   std::string GoneText(int peer) {
@@ -468,8 +477,10 @@ struct FailureWatch::State {
   }
 
   void Loop() {
-    // A lease silent this long (wall time) is a death even for a successor
-    // whose process this kernel shows running.
+    // A lease silent this long is a death even for a successor whose
+    // process this kernel shows running; counted only while the store
+    // answered this rank's own lease calls in time (Lapse::answered): a
+    // store that serves no one's lease is no evidence against the successor.
     const absl::Duration hard_limit =
         std::max(absl::Seconds(30), 4 * silence);
     while (!stop.load()) {
@@ -487,17 +498,17 @@ struct FailureWatch::State {
       if (successor >= 0 && !has_verdict && renewed.ok()) {
         // The successor's lease, as the liveness judges it (counter: not
         // advanced for the silence; etcd: its lease expired).
-        if (const std::optional<absl::Duration> wall =
+        if (const std::optional<device_mesh_internal::Lapse> lapse =
                 liveness->Lapsed(successor)) {
           // A lease that started and then stopped: dead, unless it left,
           // or this kernel shows its process running (slow, not dead)
           // before the hard limit. Acted on only once it is in the store
           // (Publish), so no rank acts on a verdict the others cannot see.
           const Liveness live = Live(successor);
-          if ((live != Liveness::kRunning || *wall >= hard_limit) &&
+          if ((live != Liveness::kRunning || lapse->answered >= hard_limit) &&
               !Left(successor)) {
             (void)Publish(at_epoch, successor,
-                          SilenceText(successor, live, *wall));
+                          SilenceText(successor, live, *lapse));
           }
         }
       }

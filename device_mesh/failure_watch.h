@@ -34,10 +34,13 @@
 //     at expiry, which a watch on that key sees (no polling). A successor whose
 //     process this kernel shows alive and not stopped (running, runnable or
 //     waiting) is slow, not dead, until a hard limit of max(30 s, 4 x
-//     silence) of wall time (a process stuck in the kernel, frozen by its
-//     cgroup, or whose lease thread no longer runs): an overloaded host can
-//     leave a healthy rank's lease unrenewed for seconds
-//     (docs/guides/errors.md);
+//     silence) (a process stuck in the kernel, frozen by its cgroup, or
+//     whose lease thread no longer runs): an overloaded host can leave a
+//     healthy rank's lease unrenewed for seconds (docs/guides/errors.md).
+//     The hard limit counts only the part of the lapse during which the
+//     store answered this rank's own lease calls in time (rank_liveness.h,
+//     AnsweredTime): an overloaded store that serves neither lease is no
+//     evidence against the successor;
 //   - waits on the store for the epoch's verdict key
 //     "devmesh/epoch/<e>/death" (a parked Get of `period`, on a connection of
 //     its own: store clients open one per concurrent call), and when it

@@ -21,14 +21,18 @@ class CounterLiveness final : public RankLiveness {
       : store_(std::move(store)),
         rank_(rank),
         period_(period),
-        silence_(silence) {}
+        silence_(silence),
+        answered_(2 * period) {}
 
   absl::Status Renew() override {
-    return store_->Add(LeaseKeyOf(rank_), 1).status();
+    const absl::Time sent = absl::Now();
+    absl::Status added = store_->Add(LeaseKeyOf(rank_), 1).status();
+    if (added.ok()) answered_.Note(sent, absl::Now());
+    return added;
   }
   void End() override {}
 
-  std::optional<absl::Duration> Lapsed(int peer) override {
+  std::optional<Lapse> Lapsed(int peer) override {
     if (peer != followed_) {
       followed_ = peer;
       seen_ = -1;
@@ -46,7 +50,7 @@ class CounterLiveness final : public RankLiveness {
     counted_ += std::min(now - read_at_, 2 * period_);
     read_at_ = now;
     if (counted_ < silence_) return std::nullopt;
-    return now - seen_at_;
+    return Lapse{now - seen_at_, answered_.Within(seen_at_, now)};
   }
 
   absl::StatusOr<LeaseReading> Read(int peer) override {
@@ -81,9 +85,36 @@ class CounterLiveness final : public RankLiveness {
   // periods).
   absl::Time seen_at_, read_at_;
   absl::Duration counted_;
+  // Renew's calls answered within 2 periods (the next is due after one).
+  AnsweredTime answered_;
 };
 
 }  // namespace
+
+void AnsweredTime::Note(absl::Time sent, absl::Time received) {
+  if (received - sent > grace_) return;  // not in time
+  const absl::Time end = sent + grace_;
+  sync_internal::MutexLock lock(&mu_);
+  if (!spans_.empty() && sent <= spans_.back().end) {
+    Span& last = spans_.back();
+    last.begin = std::min(last.begin, sent);
+    last.end = std::max(last.end, end);
+    return;
+  }
+  spans_.push_back(Span{sent, end});
+  if (spans_.size() > 256) spans_.pop_front();
+}
+
+absl::Duration AnsweredTime::Within(absl::Time from, absl::Time to) const {
+  absl::Duration covered;
+  sync_internal::MutexLock lock(&mu_);
+  for (const Span& span : spans_) {
+    const absl::Time begin = std::max(span.begin, from);
+    const absl::Time end = std::min(span.end, to);
+    if (end > begin) covered += end - begin;
+  }
+  return covered;
+}
 
 absl::Duration DeathWaitBound(absl::Duration period) {
   return std::max(absl::Seconds(2), 2 * period);

@@ -23,6 +23,15 @@
 //     seen by a watch on that key on a thread of the follower's own: no
 //     polling of the store. Read is whether the key is gone.
 //
+// Both also record when the store answered this rank's own lease calls in
+// time (AnsweredTime): a lapse (Lapsed) says how much of
+// its wall time the store was answering, and the failure watch's hard limit
+// for a successor whose process runs counts only that part, so that a store
+// too slow to serve anyone's lease is no evidence against the successor.
+// A call answered in time: counter, a Renew answered within 2 periods of
+// its sending; etcd, a keepalive, grant or key put answered within half the
+// TTL (keepalives go out every third of it).
+//
 // Either way the caller's rules stay the same: a "left" mark
 // (FailureWatch::LeftKey) is set before End, so a revoked lease is never a
 // death; a lapse is only a death when the watch finds no "left" mark.
@@ -40,6 +49,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +58,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "store/store.h"
+#include "sync/annotated_mutex.h"
 
 namespace devmesh {
 class EtcdStore;
@@ -57,6 +68,50 @@ namespace device_mesh_internal {
 struct LeaseReading {
   bool expired = false;  // etcd: the lease's key is gone (never, counter)
   int64_t count = 0;     // counter: its value (0, etcd)
+};
+
+// A lapsed lease (RankLiveness::Lapsed).
+struct Lapse {
+  // How long (wall time) the peer has not renewed its lease.
+  absl::Duration wall;
+  // The part of `wall` during which the store answered this rank's own
+  // lease calls in time (AnsweredTime::Within): at most `wall`.
+  absl::Duration answered;
+};
+
+// When the store answered this rank's lease calls in time. A call sent at
+// `s` and answered within `grace` of it shows the store answering over
+// [s, s + grace]; the union of those spans is kept (merged; the last 256
+// disjoint ones, a span starts only after the store failed to answer for
+// longer than the grace).
+//
+// Example (grace 2 s): Note(0 s, 0.1 s), Note(1 s, 1.2 s), Note(10 s, 13 s)
+// (late: ignored), Note(20 s, 20.5 s): Within(0 s, 30 s) is 3 s + 2 s = 5 s.
+//
+// Thread-safety: every method may be called from any thread.
+class AnsweredTime {
+ public:
+  // `grace` > 0.
+  explicit AnsweredTime(absl::Duration grace) : grace_(grace) {}
+
+  // A lease call sent at `sent` answered at `received`; one answered later
+  // than `sent` + grace counts for nothing. Calls of several threads may
+  // be noted out of the order they were sent in: an answer in time
+  // overlaps any span begun since its sending, and is merged into it.
+  void Note(absl::Time sent, absl::Time received);
+
+  // How much of [from, to] the noted spans cover (zero when to <= from).
+  absl::Duration Within(absl::Time from, absl::Time to) const;
+
+  absl::Duration grace() const { return grace_; }
+
+ private:
+  struct Span {
+    absl::Time begin, end;
+  };
+  const absl::Duration grace_;
+  mutable sync_internal::Mutex mu_;
+  std::deque<Span> spans_ ABSL_GUARDED_BY(mu_);  // disjoint, in time order
 };
 
 class RankLiveness {
@@ -73,9 +128,11 @@ class RankLiveness {
 
   // Follows `peer`'s lease (following another peer than last call starts
   // over) and returns, once it has lapsed, for how long (wall time) the peer
-  // has not renewed it; nullopt while it holds, or before the follower has
-  // seen it started. Meant to be called once a period.
-  virtual std::optional<absl::Duration> Lapsed(int peer) = 0;
+  // has not renewed it and how much of that time the store answered this
+  // rank's own lease calls in time; nullopt while it holds, or
+  // before the follower has seen it started. Meant to be called once a
+  // period, from one thread.
+  virtual std::optional<Lapse> Lapsed(int peer) = 0;
 
   // A reading of `peer`'s lease now. Errors: the store's.
   virtual absl::StatusOr<LeaseReading> Read(int peer) = 0;

@@ -9,7 +9,11 @@
 //     payload too, through Explain);
 //   - rank 1 SIGSTOPped for 1 s, a third of its 3 s TTL: no verdict;
 //   - rank 1 ends its watch and exits: its lease is revoked at once, it is
-//     marked left, and no verdict follows.
+//     marked left, and no verdict follows;
+//   - rank 1's lease lapses while its process runs (here: this process),
+//     and the etcd member is stopped for 26 s: the hard limit (30 s) counts
+//     only the time etcd answered rank 0's own lease calls, so the verdict
+//     comes 30 s of answered time in, not at the member's return.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -220,6 +224,57 @@ TEST(FailureWatchEtcdTest, RankStoppedForLessThanItsTtlIsNotDead) {
   EXPECT_TRUE(*there);
   kill(rank1.pid, SIGKILL);
   Reap(rank1.pid);
+}
+
+// Rank 1 is a lease the test grants (TTL 2 s) and never keeps alive, under
+// this process's own identity (copied from rank 0's process key), so that
+// this kernel shows it running: slow, not dead, until the hard limit. The
+// member is SIGSTOPped from 12 s to 38 s: no verdict by 42 s (the old rule,
+// 30 s of wall time, gave one as soon as etcd answered again); the verdict
+// comes once etcd has answered rank 0 for 30 s of the lapse, which began
+// about when the test started: 12 s before the stop, 18 s after it.
+TEST(FailureWatchEtcdTest, HardLimitCountsOnlyWhileEtcdAnswers) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start(1).ok());
+  const std::string prefix = "/fw-etcd-slow/";
+  std::shared_ptr<Store> store = Connect(etcd, prefix);
+  ASSERT_NE(store, nullptr);
+  auto* lessor = dynamic_cast<EtcdStore*>(store.get());
+  ASSERT_NE(lessor, nullptr);
+  const absl::Time start = absl::Now();
+  auto watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/2,
+                                   kPeriod, kSilence);
+  auto self = store->Get(FailureWatch::ProcKey(0), absl::Seconds(5));
+  ASSERT_TRUE(self.ok()) << self.status();
+  ASSERT_TRUE(store->Set(FailureWatch::ProcKey(1), *self).ok());
+  auto lease = lessor->GrantLease(absl::Seconds(2));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(
+      lessor->SetWithLease(FailureWatch::LeaseKey(1), "1", lease->id).ok());
+  auto before = watch->WaitForVerdict(0, start + absl::Seconds(12));
+  EXPECT_EQ(before.status().code(), absl::StatusCode::kDeadlineExceeded);
+  auto gone = store->Check({FailureWatch::LeaseKey(1)});
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_FALSE(*gone);  // expired: the lapse is on
+  etcd.Stop(0);
+  absl::SleepFor(start + absl::Seconds(38) - absl::Now());
+  etcd.Continue(0);
+  auto early = watch->WaitForVerdict(0, start + absl::Seconds(42));
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << (early.ok() ? early->text : early.status().ToString());
+  auto verdict = watch->WaitForVerdict(0, start + absl::Seconds(90));
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(verdict.ok()) << verdict.status();
+  EXPECT_EQ(verdict->rank, 1);
+  EXPECT_THAT(verdict->text,
+              HasSubstr("although its process on this host runs, 30."));
+  EXPECT_THAT(verdict->text,
+              HasSubstr("s of it while the store answered global rank 0; its "
+                        "etcd lease expired; first reported by global rank "
+                        "0)"));
+  // 30 s answered: about 12 before the stop, 18 after the member's return.
+  EXPECT_GE(took, absl::Seconds(55));
+  EXPECT_LT(took, absl::Seconds(70));
 }
 
 TEST(FailureWatchEtcdTest, CleanExitRevokesTheLeaseAndIsNoDeath) {

@@ -5,7 +5,9 @@
 // the state each case needs. After the silence:
 //   - a child that is alive and not stopped is slow, not dead: no verdict
 //     for ten silences; once it is killed, the verdict says its process is
-//     gone; left alive, it is dead at the hard limit (30 s of wall time);
+//     gone; left alive, it is dead at the hard limit (30 s during which the
+//     store answered the watcher's own renewals: a store that stops
+//     answering them in time holds the count until it answers again);
 //   - a stopped child (SIGSTOP) is dead by the silence, and the verdict says
 //     it is stopped;
 //   - a process this kernel cannot see (another host) is dead by the
@@ -15,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -29,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "device_mesh/failure_watch.h"
+#include "device_mesh/rank_liveness.h"
 #include "gtest/gtest.h"
 #include "store/forwarding_store.h"
 #include "store/memory_store.h"
@@ -73,13 +77,16 @@ void Reap(pid_t pid) {
   waitpid(pid, &status, 0);
 }
 
-// Rank 0's watch over a world of 2, and rank 1's lease renewed a few times
-// (so that it has started) and then left alone.
+// Rank 0's watch over a world of 2 (over `over`), and rank 1's lease
+// renewed a few times (so that it has started) and then left alone.
 struct Watched {
-  std::shared_ptr<Store> store = std::make_shared<InMemoryStore>();
+  std::shared_ptr<Store> store;
   std::shared_ptr<FailureWatch> watch;
 
-  explicit Watched(const std::string& proc_info) {
+  explicit Watched(const std::string& proc_info,
+                   std::shared_ptr<Store> over = nullptr)
+      : store(over != nullptr ? std::move(over)
+                              : std::make_shared<InMemoryStore>()) {
     EXPECT_TRUE(store->Set(FailureWatch::ProcKey(1), proc_info).ok());
     watch = FailureWatch::Start(store, /*rank=*/0, /*world_size=*/2, kPeriod,
                                 kSilence);
@@ -125,6 +132,23 @@ class FirstWriterStore : public ForwardingStore {
   }
   std::mutex mu_;
   std::map<std::string, std::thread::id> first_;
+};
+
+// Answers rank 0's lease renewals (an Add of 1 to its lease) a second late
+// while slowed: a store too loaded to serve the watcher's own lease.
+class SlowRenewalStore : public ForwardingStore {
+ public:
+  SlowRenewalStore() : ForwardingStore(std::make_shared<InMemoryStore>()) {}
+  void Slow(bool slow) { slow_.store(slow); }
+  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override {
+    if (delta != 0 && slow_.load() && key == FailureWatch::LeaseKey(0)) {
+      absl::SleepFor(absl::Seconds(1));
+    }
+    return ForwardingStore::Add(key, delta);
+  }
+
+ private:
+  std::atomic<bool> slow_{false};
 };
 
 // A rank killed at once after its first group (before the watch's thread
@@ -174,19 +198,96 @@ TEST(FailureWatchSuccessorTest, AliveButSilentPastTheHardLimitIsDead) {
   const std::string verdict = w.VerdictWithin(absl::Seconds(40));
   const absl::Duration took = absl::Now() - start;
   Reap(child);
-  // 30 s and a fraction ("30.012s"), or 30 s exactly ("30s").
+  // 30 s and a fraction ("30.012s"), or 30 s exactly ("30s"), all of it
+  // while the store answered.
   EXPECT_TRUE(
       absl::StartsWith(
           verdict, "global rank 1 died (its lease was not renewed for 30.") ||
       absl::StartsWith(verdict,
                        "global rank 1 died (its lease was not renewed for 30s"))
       << verdict;
+  EXPECT_TRUE(absl::StrContains(
+      verdict, "s although its process on this host runs, 30"))
+      << verdict;
   EXPECT_TRUE(absl::EndsWith(verdict,
-                             "s although its process on this host runs; "
+                             "s of it while the store answered global rank 0; "
                              "first reported by global rank 0)"))
       << verdict;
   EXPECT_GE(took, absl::Seconds(30));
   EXPECT_LT(took, absl::Seconds(35));
+}
+
+// The same, but the store answers the watcher's own renewals a second late
+// from 20 s to 33 s into the lapse: that time does not count. No verdict at
+// 33 s (past the hard limit of wall time: the old rule's verdict came at
+// 30 s); once the store answers in time again, the count resumes from about
+// 20 s and the verdict comes when it reaches 30 s, about 43 s in.
+TEST(FailureWatchSuccessorTest, HardLimitCountsOnlyWhileTheStoreAnswers) {
+  const pid_t child = SleepingChild();
+  ASSERT_GT(child, 0);
+  auto store = std::make_shared<SlowRenewalStore>();
+  const absl::Time start = absl::Now();
+  Watched w(ProcInfoOf(child), store);
+  EXPECT_EQ(w.VerdictWithin(start + absl::Seconds(20) - absl::Now()), "");
+  store->Slow(true);
+  EXPECT_EQ(w.VerdictWithin(start + absl::Seconds(33) - absl::Now()), "");
+  store->Slow(false);
+  const std::string verdict = w.VerdictWithin(absl::Seconds(20));
+  const absl::Duration took = absl::Now() - start;
+  Reap(child);
+  // Wall time: 43 s and a fraction (the renewal in flight at 33 s is late).
+  EXPECT_TRUE(absl::StartsWith(
+      verdict, "global rank 1 died (its lease was not renewed for 4"))
+      << verdict;
+  // Counted: 30 s and a fraction, or 30 s exactly.
+  EXPECT_TRUE(
+      absl::StrContains(verdict,
+                        "s although its process on this host runs, 30.") ||
+      absl::StrContains(verdict,
+                        "s although its process on this host runs, 30s"))
+      << verdict;
+  EXPECT_TRUE(absl::EndsWith(verdict,
+                             "s of it while the store answered global rank 0; "
+                             "first reported by global rank 0)"))
+      << verdict;
+  EXPECT_GE(took, absl::Seconds(43));
+  EXPECT_LT(took, absl::Seconds(47));
+}
+
+// AnsweredTime (rank_liveness.h): a call answered within the grace covers
+// [sent, sent + grace]; overlapping spans merge; a late answer covers
+// nothing; Within clips to its interval.
+TEST(AnsweredTimeTest, CoversWhatWasAnsweredInTime) {
+  using device_mesh_internal::AnsweredTime;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  const auto at = [&](double s) { return t0 + absl::Seconds(s); };
+  AnsweredTime answered(absl::Seconds(2));
+  EXPECT_EQ(answered.grace(), absl::Seconds(2));
+  EXPECT_EQ(answered.Within(at(0), at(100)), absl::ZeroDuration());
+  answered.Note(at(0), at(0.1));   // [0, 2]
+  answered.Note(at(1), at(1.2));   // [1, 3]: merged, [0, 3]
+  answered.Note(at(10), at(13));   // 3 s late: nothing
+  answered.Note(at(20), at(22));   // exactly the grace: [20, 22]
+  EXPECT_EQ(answered.Within(at(0), at(30)), absl::Seconds(5));
+  EXPECT_EQ(answered.Within(at(2.5), at(21)), absl::Seconds(1.5));
+  EXPECT_EQ(answered.Within(at(3), at(20)), absl::ZeroDuration());
+  EXPECT_EQ(answered.Within(at(21), at(1)), absl::ZeroDuration());
+  // Sent a little before the last span's end, noted after it: merged.
+  answered.Note(at(21.5), at(21.6));  // [20, 23.5]
+  EXPECT_EQ(answered.Within(at(0), at(30)), absl::Seconds(6.5));
+}
+
+// At most 256 disjoint spans are kept, the latest.
+TEST(AnsweredTimeTest, KeepsTheLatestSpans) {
+  using device_mesh_internal::AnsweredTime;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  AnsweredTime answered(absl::Seconds(1));
+  for (int i = 0; i < 300; ++i) {
+    answered.Note(t0 + absl::Seconds(10 * i), t0 + absl::Seconds(10 * i));
+  }
+  EXPECT_EQ(answered.Within(t0, t0 + absl::Seconds(3000)), absl::Seconds(256));
+  EXPECT_EQ(answered.Within(t0, t0 + absl::Seconds(440)), absl::ZeroDuration());
+  EXPECT_EQ(answered.Within(t0, t0 + absl::Seconds(441)), absl::Seconds(1));
 }
 
 TEST(FailureWatchSuccessorTest, StoppedIsDeadBySilence) {
