@@ -15,7 +15,7 @@
 #include "comm/group_args.h"
 #include "comm/reduce_functions.h"
 #include "comm/registry.h"
-#include "comm/shm/shm_communicator.h"
+#include "comm/two_level/two_level_levels.h"
 #include "comm/two_level/two_level_plan.h"
 #include "status/status_macros.h"
 #include "store/prefix_store.h"
@@ -27,22 +27,23 @@ namespace {
 class TwoLevelCommunicator final : public Communicator {
  public:
   TwoLevelCommunicator(TwoLevelPlan plan, TwoLevelOptions bounds,
-                       std::vector<int> global_ranks,
-                       int rank, std::string label,
-                       std::shared_ptr<Communicator> intra,
-                       std::shared_ptr<Communicator> inter,
+                       std::vector<int> global_ranks, int rank,
+                       CommOptions options, std::shared_ptr<Store> store,
                        std::shared_ptr<Communicator> flat)
       : plan_(std::move(plan)),
         bounds_(bounds),
         global_ranks_(std::move(global_ranks)),
         rank_(rank),
-        label_(std::move(label)),
-        intra_(std::move(intra)),
-        inter_(std::move(inter)),
+        options_(std::move(options)),
+        store_(std::move(store)),
         flat_(std::move(flat)) {}
   ~TwoLevelCommunicator() override { StopAsync(); }
 
   absl::string_view backend() const override { return "two_level"; }
+  TwoLevelPath path() const {
+    if (!levels_made_) return TwoLevelPath::kNotMade;
+    return flat_only_ ? TwoLevelPath::kFlat : TwoLevelPath::kTwoLevels;
+  }
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(global_ranks_.size()); }
   const std::vector<int>& global_ranks() const override {
@@ -204,48 +205,86 @@ class TwoLevelCommunicator final : public Communicator {
         intra.AllGather(&mine, host.data(), sizeof(mine), DataType::kUInt8);
     if (s.ok()) {
       s = CompareCallRecords("two_level", host, intra.global_ranks(),
-                             label_);
+                             options_.label);
     }
     if (!s.ok()) return Fail(what, "intra-host call check", s);
     std::vector<CallRecordWire> hosts(static_cast<size_t>(inter.size()));
     s = inter.AllGather(&mine, hosts.data(), sizeof(mine), DataType::kUInt8);
     if (s.ok()) {
       s = CompareCallRecords("two_level", hosts, inter.global_ranks(),
-                             label_);
+                             options_.label);
     }
     if (!s.ok()) return Fail(what, "inter-host call check", s);
     return absl::OkStatus();
   }
 
-  // A call on the flat group. A collective (not Send, Recv or
-  // BatchSendRecv, which involve only their peers) first passes
-  // CheckWholeCall: its first step on the intra-host group fails every
-  // member of this host at once when one of them runs the two-level
+  // A call on the flat group. Once the levels are made, a collective (not
+  // Send, Recv or BatchSendRecv, which involve only their peers) first
+  // passes CheckWholeCall: its first step on the intra-host group fails
+  // every member of this host at once when one of them runs the two-level
   // all-reduce (its first step an intra-host reduce or reduce_scatter)
   // while another runs this collective; its inter-host step does the same
   // across hosts (a host whose members all run this collective while
   // another host's all run an all-reduce meet on the inter group, whose
   // per-call check fails them), instead of waiting in different groups
-  // until the timeout.
+  // until the timeout. Before the levels exist (or where the group stays
+  // flat), every call starts on the flat group, a first all-reduce with
+  // the levels' making (all-gathers on the flat group): the flat group's
+  // own per-call check compares them.
   template <typename F>
   absl::Status Flat(CallKind kind, F&& call) {
     const absl::string_view what = CallKindName(kind);
     DEVMESH_RETURN_IF_ERROR(CheckUsable(what));
     std::shared_ptr<Communicator> flat = Level(Which::kFlat);
-    std::shared_ptr<Communicator> intra = Level(Which::kIntra);
-    std::shared_ptr<Communicator> inter = Level(Which::kInter);
-    if (flat == nullptr || intra == nullptr || inter == nullptr) {
-      return CheckUsable(what);
-    }
+    if (flat == nullptr) return CheckUsable(what);
     const bool collective = kind != CallKind::kSend &&
                             kind != CallKind::kRecv &&
                             kind != CallKind::kBatchSendRecv;
-    if (collective) {
+    if (collective && levels_made_ && !flat_only_) {
+      std::shared_ptr<Communicator> intra = Level(Which::kIntra);
+      std::shared_ptr<Communicator> inter = Level(Which::kInter);
+      if (intra == nullptr || inter == nullptr) return CheckUsable(what);
       DEVMESH_RETURN_IF_ERROR(CheckWholeCall(what, *intra, *inter));
     }
     absl::Status s = call(*flat);
     if (s.ok()) return s;
     return Fail(what, "flat", s);
+  }
+
+  // The first all-reduce's first step (two_level_levels.h): the intra and
+  // inter groups from the flat group, no store. Its error is the
+  // all-reduce's, "two_level allreduce (making the levels, <step>): ...",
+  // and the group refuses later calls with it. An Abort (any thread) ends
+  // it: the flat group's calls fail, the shm set-up's wait for its host's
+  // verdicts asks CheckUsable, and levels made as it lands are aborted.
+  absl::Status MakeLevels() {
+    std::shared_ptr<Communicator> flat = Level(Which::kFlat);
+    if (flat == nullptr) return CheckUsable("allreduce");
+    std::string step;
+    absl::StatusOr<two_level_internal::TwoLevelLevels> made =
+        two_level_internal::MakeTwoLevelLevels(
+            *flat, plan_, options_, store_,
+            [this] { return CheckUsable("allreduce"); }, &step);
+    if (!made.ok()) {
+      return Fail("allreduce", absl::StrCat("making the levels, ", step),
+                  made.status());
+    }
+    levels_made_ = true;
+    flat_only_ = made->intra == nullptr;
+    if (flat_only_) return CheckUsable("allreduce");
+    {
+      sync_internal::MutexLock lock(&mu_);
+      if (!broken_.ok()) return broken_;
+      intra_ = made->intra;
+      inter_ = made->inter;
+    }
+    // An Abort that read the levels before they were in place: abort them
+    // here (DoAbort sets aborted_ before it reads them).
+    if (aborted_.load()) {
+      (void)made->intra->Abort();
+      (void)made->inter->Abort();
+    }
+    return CheckUsable("allreduce");
   }
 
   absl::Status ShardAllReduce(Communicator& intra, Communicator& inter,
@@ -259,7 +298,14 @@ class TwoLevelCommunicator final : public Communicator {
   const TwoLevelOptions bounds_;
   const std::vector<int> global_ranks_;
   const int rank_;
-  const std::string label_;  // CommOptions::label
+  const CommOptions options_;  // the group's (label, timeout)
+  // For the intra group, which keeps it for calls a two-level group never
+  // makes on it (Send, Recv, Split); never used by the levels' making.
+  const std::shared_ptr<Store> store_;
+  // The calling thread's only (one call at a time): whether the first
+  // all-reduce made the levels, and whether they turned out flat only.
+  bool levels_made_ = false;
+  bool flat_only_ = false;
   mutable sync_internal::Mutex mu_;
   std::shared_ptr<Communicator> intra_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Communicator> inter_ ABSL_GUARDED_BY(mu_);
@@ -281,6 +327,12 @@ absl::Status TwoLevelCommunicator::DoAllReduce(const void* send, void* recv,
                                                ReduceOp op) {
   DEVMESH_RETURN_IF_ERROR(CheckUsable("allreduce"));
   if (count == 0) return absl::OkStatus();
+  if (!levels_made_) DEVMESH_RETURN_IF_ERROR(MakeLevels());
+  if (flat_only_) {
+    return Flat(CallKind::kAllReduce, [&](Communicator& flat) {
+      return flat.AllReduce(send, recv, count, dtype, op);
+    });
+  }
   std::shared_ptr<Communicator> intra = Level(Which::kIntra);
   std::shared_ptr<Communicator> inter = Level(Which::kInter);
   if (intra == nullptr || inter == nullptr) return CheckUsable("allreduce");
@@ -390,6 +442,12 @@ absl::Status Prefixed(absl::string_view level, const absl::Status& error) {
 
 }  // namespace
 
+std::optional<TwoLevelPath> TwoLevelPathOf(const Communicator& comm) {
+  const auto* two_level = dynamic_cast<const TwoLevelCommunicator*>(&comm);
+  if (two_level == nullptr) return std::nullopt;
+  return two_level->path();
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> CreateTwoLevelCommunicator(
     std::shared_ptr<Store> store, int rank, int size,
     const CommOptions& options, absl::Span<const std::string> host_keys,
@@ -413,45 +471,23 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateTwoLevelCommunicator(
         "two_level: the members are not on >= 2 hosts with the same number "
         "(>= 2) of them on each");
   }
-  auto sub_options = [&](const std::vector<int>& members,
-                         absl::string_view level) {
-    CommOptions o = options;
-    o.global_ranks.clear();
-    for (int r : members) o.global_ranks.push_back(globals[r]);
-    if (!o.label.empty()) o.label = absl::StrCat(o.label, " (", level, ")");
-    return o;
-  };
-  ShmOptions shm;
-  shm.require = true;
-  auto intra_made = CreateShmGroup(
-      std::make_shared<PrefixStore>(store,
-                                    absl::StrCat("intra/", plan->host, "/")),
-      plan->local_index, plan->local_size,
-      sub_options(plan->intra_members, "intra-host"), shm);
-  if (!intra_made.ok()) return Prefixed("intra-host", intra_made.status());
-  std::shared_ptr<Communicator> intra = *std::move(intra_made);
-  auto inter_made = CreateCommunicator(
-      cross_backend,
-      std::make_shared<PrefixStore>(
-          store, absl::StrCat("inter/", plan->local_index, "/")),
-      plan->host, plan->hosts, sub_options(plan->inter_members, "inter-host"));
-  if (!inter_made.ok()) return Prefixed("inter-host", inter_made.status());
-  std::shared_ptr<Communicator> inter = *std::move(inter_made);
-  std::vector<int> all(size);
-  for (int r = 0; r < size; ++r) all[r] = r;
+  // The flat group, as a flat group of these members would be made; the
+  // levels come at the first all-reduce (MakeLevels).
+  CommOptions flat_options = options;
+  flat_options.global_ranks = globals;
+  if (!flat_options.label.empty()) {
+    flat_options.label = absl::StrCat(flat_options.label, " (flat)");
+  }
   auto flat_made = CreateCommunicator(
       cross_backend, std::make_shared<PrefixStore>(store, "flat/"), rank, size,
-      sub_options(all, "flat"));
+      flat_options);
   if (!flat_made.ok()) return Prefixed("flat", flat_made.status());
   std::shared_ptr<Communicator> flat = *std::move(flat_made);
-  if (absl::Status s = inter->Barrier(); !s.ok()) {
-    return Prefixed("inter-host barrier", s);
-  }
-  std::vector<int> all_globals = globals;
+  CommOptions group_options = options;
+  group_options.global_ranks = globals;
   return std::unique_ptr<Communicator>(new TwoLevelCommunicator(
-      *std::move(plan), two_level, std::move(all_globals), rank, options.label,
-      std::move(intra),
-      std::move(inter), std::move(flat)));
+      *std::move(plan), two_level, std::move(globals), rank,
+      std::move(group_options), std::move(store), std::move(flat)));
 }
 
 }  // namespace devmesh
