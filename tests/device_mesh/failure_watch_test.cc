@@ -187,6 +187,26 @@ TEST(FailureWatchSuccessorTest, AliveAndRunningIsSlowNotDeadUntilItIsGone) {
   EXPECT_EQ(DecodeVerdict(*stored).text, w.watch->verdict());
 }
 
+// `verdict` is the hard limit's on rank 1 (its process running here, rank 0
+// watching): its wall time starts with `wall_start`, and 30 s and a
+// fraction (or 30 s exactly) of it were counted.
+void ExpectHardLimitVerdict(const std::string& verdict,
+                            const std::string& wall_start) {
+  EXPECT_TRUE(absl::StartsWith(
+      verdict, "global rank 1 died (its lease was not renewed for " +
+                   wall_start))
+      << verdict;
+  EXPECT_TRUE(absl::StrContains(
+                  verdict, "s although its process on this host runs, 30.") ||
+              absl::StrContains(
+                  verdict, "s although its process on this host runs, 30s"))
+      << verdict;
+  EXPECT_TRUE(absl::EndsWith(verdict,
+                             "s of it while the store answered global rank 0; "
+                             "first reported by global rank 0)"))
+      << verdict;
+}
+
 // A process that runs but whose lease stays silent (stuck in the kernel,
 // frozen by its cgroup, its lease thread gone) is spared only until the hard
 // limit, max(30 s, 4 x silence), of wall time.
@@ -198,21 +218,9 @@ TEST(FailureWatchSuccessorTest, AliveButSilentPastTheHardLimitIsDead) {
   const std::string verdict = w.VerdictWithin(absl::Seconds(40));
   const absl::Duration took = absl::Now() - start;
   Reap(child);
-  // 30 s and a fraction ("30.012s"), or 30 s exactly ("30s"), all of it
-  // while the store answered.
-  EXPECT_TRUE(
-      absl::StartsWith(
-          verdict, "global rank 1 died (its lease was not renewed for 30.") ||
-      absl::StartsWith(verdict,
-                       "global rank 1 died (its lease was not renewed for 30s"))
-      << verdict;
-  EXPECT_TRUE(absl::StrContains(
-      verdict, "s although its process on this host runs, 30"))
-      << verdict;
-  EXPECT_TRUE(absl::EndsWith(verdict,
-                             "s of it while the store answered global rank 0; "
-                             "first reported by global rank 0)"))
-      << verdict;
+  // 30 s and a fraction ("30.012s"), or 30 s exactly, all of it while the
+  // store answered.
+  ExpectHardLimitVerdict(verdict, "30");
   EXPECT_GE(took, absl::Seconds(30));
   EXPECT_LT(took, absl::Seconds(35));
 }
@@ -235,21 +243,9 @@ TEST(FailureWatchSuccessorTest, HardLimitCountsOnlyWhileTheStoreAnswers) {
   const std::string verdict = w.VerdictWithin(absl::Seconds(20));
   const absl::Duration took = absl::Now() - start;
   Reap(child);
-  // Wall time: 43 s and a fraction (the renewal in flight at 33 s is late).
-  EXPECT_TRUE(absl::StartsWith(
-      verdict, "global rank 1 died (its lease was not renewed for 4"))
-      << verdict;
-  // Counted: 30 s and a fraction, or 30 s exactly.
-  EXPECT_TRUE(
-      absl::StrContains(verdict,
-                        "s although its process on this host runs, 30.") ||
-      absl::StrContains(verdict,
-                        "s although its process on this host runs, 30s"))
-      << verdict;
-  EXPECT_TRUE(absl::EndsWith(verdict,
-                             "s of it while the store answered global rank 0; "
-                             "first reported by global rank 0)"))
-      << verdict;
+  // Wall time 43 s and a fraction (the renewal in flight at 33 s is late),
+  // 30 s of it counted.
+  ExpectHardLimitVerdict(verdict, "4");
   EXPECT_GE(took, absl::Seconds(43));
   EXPECT_LT(took, absl::Seconds(47));
 }
