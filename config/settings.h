@@ -40,8 +40,9 @@
 // a shared-memory group's point-to-point pairs; ucx when unset; gloo needs
 // @devmesh//comm:gloo linked (CrossHostBackendName). two_level:
 // whether such a group whose hosts each hold the same number (> 1) of its
-// members is two-level (comm/two_level/two_level_communicator.h;
-// device_mesh/mesh_runtime.h says the default). "agree": the value must be the
+// members is two-level (comm/two_level/two_level_communicator.h); on when
+// unset (kTwoLevelByDefault, comm/auto_group.h), 0 keeps the flat group of
+// the cross-host backend. "agree": the value must be the
 // same on every rank of a mesh (the algorithms' steps misalign otherwise);
 // InitDeviceMesh compares the parsed values (AgreedSettingsText), so "1K" on
 // one rank and "1024" on another agree.

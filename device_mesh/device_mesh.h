@@ -560,10 +560,10 @@ class DeviceMesh {
   //   - takes the decision's host table: an admitted spare's entry is the
   //     host it runs on (its runtime's own entry, which it answered the call
   //     with), so groups of ranks on one host are shm (two-level where
-  //     DEVMESH_TWO_LEVEL=1 applies) on every member alike. The runtime's
-  //     table changes here (MeshRuntime::SetHostInfo, thread-safe): a
-  //     group made on another thread meanwhile reads the old table or the
-  //     new one, whole.
+  //     the layout allows, unless DEVMESH_TWO_LEVEL=0) on every member
+  //     alike. The runtime's table changes here (MeshRuntime::SetHostInfo,
+  //     thread-safe): a group made on another thread meanwhile reads the
+  //     old table or the new one, whole.
   // With no whole replica of spares ready (or the target reached) nothing
   // changes: every member gets this mesh back (report.grown false, the
   // same epoch) and may call Grow again later. Once the groups are made,
