@@ -445,6 +445,11 @@ add_row "by hand, gloo, GLOO_SOCKET_IFNAME=lo (unreachable)" 2 "2x2 dp,tp" "-" "
   "exit $RC; $errors of 4 ranks failed naming a global rank, $named naming [127.0.0.1]:port" "$SECS" "$result"
 [ "$result" = pass ] || show_log "$WORK/hand_lo.log"
 
+# dp the whole job (4x1): 2 members on each host, so dp is two-level (shm
+# inside each host, UCX between them; the levels made at its first
+# all-reduce), the default since 51c6513.
+run "$WORK/two_level.log" "${MPI2[@]}" $CHECK --mesh_shape=4x1
+check_mesh two_level "mpirun, dp across both hosts (two-level)" 2 "4x1 dp,tp" "tp" "dp=two_level,tp=shm" "$WORK/two_level.log"
 # tp would cross hosts: the host-major ranks named the other way round.
 run "$WORK/cross.log" "${MPI2[@]}" $CHECK --mesh_dim_names=tp,dp
 check_mesh cross "mpirun, dims named tp,dp" 2 "2x2 tp,dp" "dp" "tp=ucx,dp=shm" "$WORK/cross.log"

@@ -2,7 +2,7 @@
 // -----------------------------------------------------------------------------
 // One rank of the launcher check: started by mpirun, srun or torchrun (never
 // by itself), it reads the rendezvous from the environment, builds a 2 x 2
-// mesh, all-reduces its rank id along each dim and checks the exact sum
+// mesh (or --mesh_shape's), all-reduces its rank id along each dim and checks the exact sum
 // against the ranks of its group. It prints what it read (one "env" line),
 // each dim's result and whether the dim stays inside one host, then one
 // "result" line; tools/launcher_check.sh parses these lines:
@@ -16,6 +16,8 @@
 // Flags:
 //   --mesh_dim_names=dp,tp   names of the two dims (tp,dp names the host-major
 //                            layout the other way round)
+//   --mesh_shape=2x2         the two dims' sizes (4x1: dp is the whole job,
+//                            two-level across hosts with 2 ranks each)
 //   --require_inside_host=   dims InitDeviceMesh must keep inside one host
 //   --backend=               MeshOptions.all.backend ("auto", "shm", "gloo");
 //                            empty: the device's default ("auto" for "cpu":
@@ -37,6 +39,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -48,6 +51,8 @@
 #include "device_mesh/init_device_mesh.h"
 
 ABSL_FLAG(std::string, mesh_dim_names, "dp,tp", "names of the two mesh dims");
+ABSL_FLAG(std::string, mesh_shape, "2x2",
+          "sizes of the two mesh dims, AxB, with A x B the world size");
 ABSL_FLAG(std::string, require_inside_host, "",
           "comma-separated dims that must stay inside one host");
 ABSL_FLAG(std::string, backend, "",
@@ -107,7 +112,18 @@ absl::Status Run(const devmesh::RendezvousInfo& info) {
   auto boot = devmesh::Bootstrap::Create(info, boot_options);
   if (!boot.ok()) return boot.status();
   std::shared_ptr<devmesh::Bootstrap> bootstrap = *std::move(boot);
-  auto mesh = devmesh::InitDeviceMesh(bootstrap, "cpu", {2, 2}, names, options);
+  std::vector<int64_t> shape;
+  for (absl::string_view size :
+       absl::StrSplit(absl::GetFlag(FLAGS_mesh_shape), 'x')) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(size, &n) || n < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mesh_shape=", absl::GetFlag(FLAGS_mesh_shape),
+                       ": want AxB with positive sizes"));
+    }
+    shape.push_back(n);
+  }
+  auto mesh = devmesh::InitDeviceMesh(bootstrap, "cpu", shape, names, options);
   if (!mesh.ok()) return mesh.status();
   const int rank = mesh->GetRank();
   // Unknown hosts are reported ("inside_host=unknown"), not an error here:
