@@ -102,7 +102,7 @@ TEST(ShmStoreGroupTest, NoSocketUntilSendRecv) {
     // Pairs (0,1), (2,3) on the world: the even rank sends first.
     const int peer = rank ^ 1;
     int sockets_after_first = -1;
-    for (int round = 0; round < 3; ++round) {
+    for (int round = 0; round < 10; ++round) {
       int64_t out = rank * 100 + round;
       int64_t in = -1;
       if (rank % 2 == 0) {
@@ -117,12 +117,14 @@ TEST(ShmStoreGroupTest, NoSocketUntilSendRecv) {
           absl::StrCat("round ", round, ": got ", in, " from ", peer)));
       if (round == 0) sockets_after_first = Sockets();
     }
-    // The pair is made once: no new socket in rounds 1 and 2. One may close:
-    // when both ends connect at once UCX's TCP transport keeps one of the
-    // two connections and closes the other, which can happen after round 0
-    // (seen in about 1 of 3 runs: 5 sockets after it, 4 at the end).
+    // The pair is made once: 9 more rounds add no connection each. When
+    // both ends connect at once UCX's TCP transport keeps one of the two
+    // connections and closes the other, and either step can fall after
+    // round 0: one socket more may be accepted late (a clean-clone CI,
+    // 2026-12-06: 1 -> 4 after round 0 -> 5), one may close (about 1 run in
+    // 3: 5 after it, 4 at the end). A connection per round would add 9.
     DEVMESH_RETURN_IF_ERROR(Expect(
-        Sockets() <= sockets_after_first && Sockets() > sockets_before,
+        Sockets() <= sockets_after_first + 1 && Sockets() > sockets_before,
         absl::StrCat("sockets ", sockets_before, " -> ", sockets_after_first,
                      " after the first round -> ", Sockets())));
     DEVMESH_RETURN_IF_ERROR(Expect(
